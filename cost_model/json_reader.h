@@ -1,0 +1,77 @@
+// Strict reading of JSON config objects: every key is looked up by name with its expected
+// type, a missing or mistyped key is a ConfigError naming the file, the key path, the value
+// and what was expected, and finish() rejects the keys nobody asked for (a typo never falls
+// back to a default silently). Not a schema language: each spec's from_json says what it reads.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace strata {
+
+using Json = nlohmann::json;
+
+// Reads and parses a JSON file; a missing file or bad syntax is a ConfigError naming it.
+Json read_json_file(const std::string& path);
+
+// Writes JSON to `path` atomically (temp file + rename), so a failure leaves nothing
+// half-written. Throws SystemError on I/O failure.
+void write_json_file(const std::string& path, const Json& value, int indent = 2);
+
+class JsonObjectReader {
+ public:
+  // `source` names the file (or "<flag --x>") for messages; `path` is the key path of this
+  // object inside it ("" for the root, "device" for a nested object).
+  JsonObjectReader(const Json& object, std::string source, std::string path = "");
+
+  std::int64_t get_int(const std::string& key);
+  double get_number(const std::string& key);
+  std::string get_string(const std::string& key);
+  bool get_bool(const std::string& key);
+  JsonObjectReader get_object(const std::string& key);
+  const Json& get_array(const std::string& key);
+  // One of the listed words, or a ConfigError listing them.
+  std::string get_enum(const std::string& key, const std::vector<std::string>& allowed);
+
+  bool has(const std::string& key) const;
+  std::int64_t get_int_or(const std::string& key, std::int64_t fallback);
+  double get_number_or(const std::string& key, double fallback);
+  std::string get_string_or(const std::string& key, const std::string& fallback);
+  bool get_bool_or(const std::string& key, bool fallback);
+  std::string get_enum_or(const std::string& key, const std::vector<std::string>& allowed,
+                          const std::string& fallback);
+
+  // Marks a key as known without reading it (it is read elsewhere, or ignored on purpose).
+  void allow(const std::string& key);
+
+  // Throws ConfigError naming the first key that was never read.
+  void finish() const;
+
+  // Validation helpers that name this object's file and key path.
+  [[noreturn]] void fail(const std::string& key, const std::string& value_text,
+                         const std::string& expected) const;
+  void require_positive(const std::string& key, double value) const;
+  void require_non_negative(const std::string& key, double value) const;
+
+  const std::string& source() const { return source_; }
+  std::string key_path(const std::string& key) const;
+
+ private:
+  const Json& lookup(const std::string& key, const char* expected);
+
+  const Json& object_;
+  std::string source_;
+  std::string path_;
+  std::set<std::string> used_;
+};
+
+// "file: key: value <v> is not <expected>" in one place so every message reads alike.
+std::string config_message(const std::string& source, const std::string& key_path,
+                           const std::string& value_text, const std::string& expected);
+
+}  // namespace strata

@@ -1,0 +1,76 @@
+// Plan: one way to train a model on a cluster. t*p*d ranks in Megatron's order (tensor
+// fastest, then data, then pipeline), v model chunks per pipeline rank, a micro-batch size,
+// a pipeline schedule, a ZeRO stage, the offload tier of each model-state kind, and the
+// activation recomputation policy.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "cost_model/json_reader.h"
+
+namespace strata {
+
+struct ModelSpec;
+struct ClusterSpec;
+struct TrainSpec;
+
+enum class ScheduleKind { kGpipe, kOneFOneB, kInterleaved };   // "gpipe" | "1f1b" | "interleaved"
+enum class OffloadTier { kNone, kCpu, kNvme };                 // "none" | "cpu" | "nvme"
+enum class Recompute { kNone, kSelective, kFull };             // "none" | "selective" | "full"
+
+struct OffloadPlan {
+  OffloadTier optimizer = OffloadTier::kNone;
+  OffloadTier gradients = OffloadTier::kNone;
+  OffloadTier params = OffloadTier::kNone;
+  bool operator==(const OffloadPlan&) const = default;
+};
+
+struct Plan {
+  std::int64_t tp = 1;
+  std::int64_t pp = 1;
+  std::int64_t dp = 1;
+  std::int64_t virtual_stages = 1;  // v: model chunks per pipeline rank (>1 only for interleaved)
+  std::int64_t micro_batch = 1;     // sequences per micro-batch
+  ScheduleKind schedule = ScheduleKind::kOneFOneB;
+  int zero_stage = 0;               // 0..3
+  OffloadPlan offload;
+  Recompute recompute = Recompute::kNone;
+  bool sequence_parallel = false;
+
+  bool operator==(const Plan&) const = default;
+
+  // Strict: exactly the plan keys (see to_json). `extra_allowed` keys are skipped, so a plan
+  // file written by `strata plan --out` (which adds "prediction" and context) loads too.
+  static Plan from_json(const Json& json, const std::string& source);
+  static Plan load(const std::string& path);
+  Json to_json() const;
+
+  std::int64_t world_size() const { return tp * pp * dp; }
+  // Micro-batches per pipeline per step: global_batch / (dp * micro_batch).
+  std::int64_t micro_batches(const TrainSpec& train) const;
+
+  // Checks the plan against a model, a cluster and a training setup, throwing InfeasiblePlan
+  // with a message naming the rule and the numbers: heads % tp, layers % (pp*v),
+  // global_batch % (dp*b), interleaved needs v>1 and m % pp == 0, non-interleaved needs v == 1,
+  // tp*pp*dp == GPUs, ZeRO stage 0..3, offload rules (params offload needs ZeRO-3, gradient
+  // offload needs ZeRO >= 2; see plan.cc), sequence parallel needs tp > 1, ffn % tp.
+  void check(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
+             const std::string& source = "plan") const;
+  // Same rules but the cluster's GPU count is not required to equal world_size (the executor
+  // runs any plan on any number of local ranks).
+  void check_against_model(const ModelSpec& model, const TrainSpec& train,
+                           const std::string& source = "plan") const;
+
+  // Short human label: "t8 p8 d24 v2 b1 interleaved z1 rc=full sp".
+  std::string label() const;
+};
+
+std::string to_string(ScheduleKind kind);
+std::string to_string(OffloadTier tier);
+std::string to_string(Recompute recompute);
+ScheduleKind schedule_kind_from_string(const std::string& s);  // throws ConfigError
+OffloadTier offload_tier_from_string(const std::string& s);    // throws ConfigError
+Recompute recompute_from_string(const std::string& s);         // throws ConfigError
+
+}  // namespace strata

@@ -1,0 +1,52 @@
+// Profile: calibrated rates of one machine (`strata calibrate`), used by the time model in
+// place of its default curves. Every field is optional: an empty table means "use the
+// default curve from the ClusterSpec".
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cost_model/json_reader.h"
+
+namespace strata {
+
+// One measured GEMM: C(m,n) = A(m,k) B(k,n) at the given dtype reached `flops_per_s`.
+struct GemmSample {
+  std::int64_t m = 0, n = 0, k = 0;
+  double flops_per_s = 0;
+};
+
+// A collective fitted as t(bytes) = latency_s + bytes * bus_factor / bandwidth_bytes_per_s
+// (nccl-tests' bus bandwidth), measured over `ranks` ranks on one link class.
+struct CollectiveFit {
+  std::string op;          // "all_reduce" | "reduce_scatter" | "all_gather" | "p2p"
+  std::string link;        // "intra_node" | "inter_node"
+  std::int64_t ranks = 0;
+  double latency_s = 0;
+  double bus_bandwidth_bytes_per_s = 0;
+};
+
+struct Profile {
+  std::string machine;                     // free text: hostname, CPU/GPU model
+  std::string backend;                     // "cpu" | "cuda"
+  std::vector<GemmSample> gemm;            // GEMM efficiency by shape
+  double elementwise_bytes_per_s = 0;      // memory-bound kernels (LayerNorm, GeLU, softmax...)
+  double attention_flops_per_s = 0;        // causal attention kernel rate
+  double host_to_device_bytes_per_s = 0;
+  double device_to_host_bytes_per_s = 0;
+  double nvme_read_bytes_per_s = 0;
+  double nvme_write_bytes_per_s = 0;
+  double cpu_adam_params_per_s = 0;        // CPU AdamW update rate (all cores)
+  double device_adam_params_per_s = 0;     // AdamW on the device
+  std::vector<CollectiveFit> collectives;
+  // Per-op fixed overhead (kernel launch / framework dispatch) measured by `strata run`.
+  double op_overhead_s = 0;
+
+  static Profile from_json(const Json& json, const std::string& source);
+  static Profile load(const std::string& path);
+  Json to_json() const;
+};
+
+}  // namespace strata

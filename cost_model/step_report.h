@@ -1,0 +1,73 @@
+// StepReport is the one record that is both a Prediction (from the cost model) and a
+// RunReport (measured by the executor): same fields, so `strata compare` is a field diff.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cost_model/json_reader.h"
+
+namespace strata {
+
+// Bytes in each memory tier.
+struct TierBytes {
+  double device = 0;
+  double host = 0;
+  double nvme = 0;
+  bool operator==(const TierBytes&) const = default;
+};
+
+// Where one step's time goes. Each part is the time on the critical path of the slowest
+// pipeline rank (exposed time: whatever overlaps with compute is not counted twice);
+// the parts add up to step_time_s.
+struct StepTimeParts {
+  double forward_s = 0;          // forward compute incl. logits
+  double backward_s = 0;         // backward compute (without recompute)
+  double recompute_s = 0;        // extra forward during backward
+  double tp_comm_s = 0;          // exposed tensor-parallel collectives
+  double pp_comm_s = 0;          // exposed pipeline sends/receives
+  double dp_comm_s = 0;          // exposed data-parallel / ZeRO collectives
+  double offload_s = 0;          // exposed PCIe / NVMe transfers
+  double optimizer_s = 0;        // optimizer step (device or CPU)
+  double bubble_s = 0;           // pipeline idle time
+  double other_s = 0;            // everything else (measured: unattributed)
+  double sum() const;
+};
+
+struct RankMemory {
+  std::int64_t rank = 0;        // global rank (the prediction lists pipeline stage 0..p-1 at tp=dp=0)
+  std::int64_t pp_rank = 0;
+  TierBytes peak_bytes;
+};
+
+struct StepReport {
+  std::string kind;             // "prediction" | "measurement"
+  std::string plan_label;       // Plan::label()
+  double step_time_s = 0;
+  StepTimeParts parts;
+  double tokens_per_s = 0;
+  double tflops_per_gpu = 0;    // model FLOP/s per GPU (Megatron's F, no recompute counted), in TFLOP/s
+  double mfu = 0;               // tflops_per_gpu / device peak in the train precision
+  double bubble_fraction = 0;   // bubble_s / step_time_s for the prediction; measured idle share
+  TierBytes memory_bytes;       // worst rank, per tier
+  std::vector<RankMemory> per_rank;
+  std::int64_t steps_measured = 0;  // RunReport only: steps the medians are over
+  std::vector<double> losses;       // RunReport only
+
+  static StepReport from_json(const Json& json, const std::string& source);
+  static StepReport load(const std::string& path);
+  Json to_json() const;
+};
+
+using Prediction = StepReport;
+using RunReport = StepReport;
+
+// Megatron's model FLOPs per step: F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)), B = global
+// batch. The published formula counts the transformer layers four times a forward (forward,
+// backward = 2x, and the recomputed forward of full recomputation) and the logits three
+// times; it is used for every plan, whatever its recomputation, so that TFLOP/s figures are
+// comparable with the papers' and with each other.
+double megatron_model_flops(const struct ModelSpec& model, std::int64_t global_batch);
+
+}  // namespace strata

@@ -40,8 +40,8 @@ struct Plan {
 
   bool operator==(const Plan&) const = default;
 
-  // Strict: exactly the plan keys (see to_json). `extra_allowed` keys are skipped, so a plan
-  // file written by `strata plan --out` (which adds "prediction" and context) loads too.
+  // Strict: exactly the plan keys (see to_json), plus the optional keys that `strata plan
+  // --out` adds around them ("prediction", "model", "cluster", "train"), which are skipped.
   static Plan from_json(const Json& json, const std::string& source);
   static Plan load(const std::string& path);
   Json to_json() const;
@@ -53,8 +53,10 @@ struct Plan {
   // Checks the plan against a model, a cluster and a training setup, throwing InfeasiblePlan
   // with a message naming the rule and the numbers: heads % tp, layers % (pp*v),
   // global_batch % (dp*b), interleaved needs v>1 and m % pp == 0, non-interleaved needs v == 1,
-  // tp*pp*dp == GPUs, ZeRO stage 0..3, offload rules (params offload needs ZeRO-3, gradient
-  // offload needs ZeRO >= 2; see plan.cc), sequence parallel needs tp > 1, ffn % tp.
+  // tp*pp*dp <= the cluster's GPUs (a plan may use part of a cluster: the published runs use
+  // 32..3072 GPUs of Selene), a plan spanning nodes uses whole nodes, tp <= gpus_per_node,
+  // ZeRO stage 0..3, offload rules (params offload needs ZeRO-3, gradient offload needs
+  // ZeRO >= 2; see plan.cc), sequence parallel needs tp > 1, ffn % tp.
   void check(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
              const std::string& source = "plan") const;
   // Same rules but the cluster's GPU count is not required to equal world_size (the executor

@@ -1,0 +1,44 @@
+// AdamW (decoupled weight decay, bias-corrected) on fp32 parameters and state, plus the
+// sum-of-squares helper behind gradient global-norm clipping. OpenMP across cores with a
+// vectorised inner loop; every element's update depends only on that element, so results
+// are bit-identical for any thread count or tiling. It deliberately does no mixed precision
+// and no communication (the caller all-reduces sums of squares across ranks).
+#pragma once
+
+#include <cstdint>
+
+namespace strata::kernels::cpu {
+
+struct AdamWParams {
+  float lr = 0.0f;
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+};
+
+// For each i in [0, n), with t = step (1-based):
+//   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+//   mhat = m / (1 - b1^t);  vhat = v / (1 - b2^t)
+//   p -= lr (mhat / (sqrt(vhat) + eps) + wd p)
+// param, m, v: (n) updated in place; grad: (n). Throws KernelError when step < 1.
+void adamw_update(float* param, const float* grad, float* m, float* v, std::int64_t n,
+                  float lr, float beta1, float beta2, float eps, float weight_decay, int step);
+void adamw_update(float* param, const float* grad, float* m, float* v, std::int64_t n,
+                  const AdamWParams& hp, int step);
+
+// The same update on the elements [begin, end) of arrays whose pointers address element 0
+// (the offload path streams optimizer state through in tiles). Applying it over tiles that
+// cover [0, n) gives bit-identical results to adamw_update over [0, n).
+void adamw_update_range(float* param, const float* grad, float* m, float* v,
+                        std::int64_t begin, std::int64_t end, const AdamWParams& hp, int step);
+
+// Sum of x[i]^2 over (n), accumulated in double in fixed-size blocks added in a fixed order:
+// deterministic for any thread count. Global norm = sqrt(sum over tensors and ranks).
+double sum_of_squares(const float* x, std::int64_t n);
+
+// Clip factor for global-norm clipping: min(1, max_norm / (norm + 1e-6)); 1 when
+// max_norm <= 0 (clipping off).
+float clip_scale(double global_norm, float max_norm);
+
+}  // namespace strata::kernels::cpu

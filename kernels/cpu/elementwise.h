@@ -1,0 +1,25 @@
+// Small elementwise helpers over flat fp32 arrays (N elements): the residual add and the
+// buffer bookkeeping (accumulate, scale, zero, copy) the model and the optimizer need.
+// OpenMP-parallel; each element independent, so deterministic. Deliberately nothing fused.
+#pragma once
+
+#include <cstdint>
+
+namespace strata::kernels::cpu {
+
+// out: (N) = a + b. out may alias a or b. (Its backward is accumulate() into both inputs.)
+void residual_forward(float* out, const float* a, const float* b, std::int64_t N);
+
+// dst: (N) += src: (N).
+void accumulate(float* dst, const float* src, std::int64_t N);
+
+// x: (N) *= s.
+void scale(float* x, std::int64_t N, float s);
+
+// x: (N) = 0.
+void zero(float* x, std::int64_t N);
+
+// dst: (N) = src: (N); must not overlap.
+void copy(float* dst, const float* src, std::int64_t N);
+
+}  // namespace strata::kernels::cpu

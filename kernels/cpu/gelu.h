@@ -1,0 +1,16 @@
+// GeLU with the tanh approximation (GPT-2's):
+//   gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+// Elementwise over a flat array; it deliberately has no exact-erf variant.
+#pragma once
+
+#include <cstdint>
+
+namespace strata::kernels::cpu {
+
+// out: (N) = gelu(inp: (N)), overwritten. out may alias inp.
+void gelu_forward(float* out, const float* inp, std::int64_t N);
+
+// dinp: (N) += gelu'(inp) * dout; inp, dout: (N). ACCUMULATES.
+void gelu_backward(float* dinp, const float* inp, const float* dout, std::int64_t N);
+
+}  // namespace strata::kernels::cpu

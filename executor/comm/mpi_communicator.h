@@ -1,0 +1,84 @@
+// MpiCommunicator: the Communicator over an MPI communicator, for the CPU backend; and
+// MpiSession, the RAII owner of MPI_Init_thread / MPI_Finalize.
+//
+// Determinism: float/double sums do NOT use MPI_Allreduce / MPI_Reduce_scatter. OpenMPI's
+// tuned component picks its algorithm by message size and rank count, so for a fixed size
+// and count the order is in practice fixed, but it is not the rank order, differs between
+// message sizes (and between OpenMPI versions), and recursive-doubling variants can add
+// operands in a rank-dependent order. Instead a sum moves data only (MPI_Alltoallv /
+// MPI_Allgatherv, which copy bytes) and adds locally in rank order 0, 1, ..., size-1, so
+// the result is bit-identical on every rank and rerun, and a 1-rank group returns its input
+// unchanged. Bandwidth matches a ring (each rank sends (size-1)/size of the data per phase).
+// Max and int64 sums are exact in any order, so they use MPI_Allreduce.
+//
+// Not thread-safe: one thread per rank drives a communicator (MPI_THREAD_FUNNELED).
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+
+#include "executor/comm/communicator.h"
+
+namespace strata {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Takes ownership of comm (MPI_Comm_free in the destructor; MPI_COMM_WORLD/SELF are never
+  // freed) and sets MPI_ERRORS_RETURN on it so failures reach MPI_CHECK.
+  explicit MpiCommunicator(MPI_Comm comm);
+  // A private duplicate of comm (MPI_Comm_dup): its messages never mix with comm's.
+  static std::unique_ptr<MpiCommunicator> duplicate(MPI_Comm comm);
+  // MPI_Comm_split: ranks passing the same color form a group, ordered by key (then by rank
+  // here). color == MPI_UNDEFINED returns nullptr (this rank is in no group). Collective.
+  std::unique_ptr<MpiCommunicator> split(int color, int key) const;
+
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+  ~MpiCommunicator() override;
+
+  MPI_Comm handle() const { return comm_; }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void all_reduce_sum(float* data, std::int64_t n) override;
+  void all_reduce_max(float* data, std::int64_t n) override;
+  void all_reduce_sum(double* data, std::int64_t n) override;
+  void all_reduce_max(double* data, std::int64_t n) override;
+  void all_reduce_sum(std::int64_t* data, std::int64_t n) override;
+  void reduce_scatter_sum(const float* in, float* out, std::int64_t n) override;
+  void all_gather(const float* in, float* out, std::int64_t n) override;
+  void broadcast(float* data, std::int64_t n, int root) override;
+  Request send(const float* data, std::int64_t n, int peer, int tag) override;
+  void recv(float* data, std::int64_t n, int peer, int tag) override;
+  Request irecv(float* data, std::int64_t n, int peer, int tag) override;
+  void barrier() override;
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+// Initialises MPI (MPI_THREAD_FUNNELED: only the main thread calls MPI) and finalises it
+// on destruction. Construct one in main(). If MPI is already initialised (by another owner)
+// the session does not own it and will not finalise it; constructing one after MPI_Finalize
+// throws SystemError, because MPI cannot be initialised twice.
+class MpiSession {
+ public:
+  MpiSession(int* argc, char*** argv);
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+  ~MpiSession();
+
+  // A private duplicate of MPI_COMM_WORLD.
+  std::unique_ptr<MpiCommunicator> world() const;
+  int world_rank() const;
+  int world_size() const;
+
+ private:
+  bool owns_ = false;
+};
+
+}  // namespace strata

@@ -1,0 +1,77 @@
+// Process groups of a t x p x d plan in Megatron's rank order: tensor-parallel rank fastest,
+// then data-parallel, then pipeline:  world_rank = pp_rank * (t*d) + dp_rank * t + tp_rank.
+// The coordinate functions are pure (testable without MPI); ProcessGroups builds one
+// communicator per group with MPI_Comm_split.
+//
+// Groups of one rank (world rank w, coordinates (tp, dp, pp)):
+//   tp:        same (dp, pp), tp = 0..t-1        (size t)  tensor-parallel collectives
+//   dp:        same (tp, pp), dp = 0..d-1        (size d)  gradient all-reduce / ZeRO
+//   pp:        same (tp, dp), pp = 0..p-1        (size p)  pipeline sends and receives
+//   model:     same dp, all (tp, pp)             (size t*p) grad-norm sum over model shards
+//   embedding: same (tp, dp), pp in {0, p-1}     (size 2, or 1 when p == 1): tied word
+//              embedding gradients; ranks of middle stages belong to none.
+// Every list is in ascending world-rank order, which is also the group-rank order.
+// Deliberately not here: virtual pipeline chunks (they live on the same pp rank) and
+// the mapping of ranks onto nodes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "executor/comm/mpi_communicator.h"
+
+namespace strata {
+
+struct ParallelDims {
+  int tp = 1;
+  int pp = 1;
+  int dp = 1;
+  int world_size() const { return tp * pp * dp; }
+};
+
+struct RankCoords {
+  int tp = 0;
+  int dp = 0;
+  int pp = 0;
+  bool operator==(const RankCoords&) const = default;
+};
+
+// Throw InfeasiblePlan if a degree is < 1 or the rank is outside 0..t*p*d-1.
+RankCoords rank_coords(int world_rank, const ParallelDims& dims);
+int world_rank_of(const RankCoords& coords, const ParallelDims& dims);
+
+std::vector<int> tp_group_ranks(int world_rank, const ParallelDims& dims);
+std::vector<int> dp_group_ranks(int world_rank, const ParallelDims& dims);
+std::vector<int> pp_group_ranks(int world_rank, const ParallelDims& dims);
+std::vector<int> model_group_ranks(int world_rank, const ParallelDims& dims);
+// Empty for a rank on a middle pipeline stage.
+std::vector<int> embedding_group_ranks(int world_rank, const ParallelDims& dims);
+
+class ProcessGroups {
+ public:
+  // Collective over world: every rank of world calls it. world.size() must equal
+  // dims.world_size() (InfeasiblePlan otherwise).
+  ProcessGroups(const MpiCommunicator& world, const ParallelDims& dims);
+
+  const ParallelDims& dims() const { return dims_; }
+  const RankCoords& coords() const { return coords_; }
+  int world_rank() const { return world_rank_; }
+  bool is_first_stage() const { return coords_.pp == 0; }
+  bool is_last_stage() const { return coords_.pp == dims_.pp - 1; }
+
+  Communicator& tp() const { return *tp_; }
+  Communicator& dp() const { return *dp_; }
+  Communicator& pp() const { return *pp_; }
+  Communicator& model() const { return *model_; }
+  // nullptr on middle pipeline stages.
+  Communicator* embedding() const { return embedding_.get(); }
+
+ private:
+  ParallelDims dims_;
+  RankCoords coords_;
+  int world_rank_ = 0;
+  std::unique_ptr<MpiCommunicator> tp_, dp_, pp_, model_, embedding_;
+};
+
+}  // namespace strata

@@ -1,1 +1,213 @@
-// placeholder: filled in by its component's work
+// The plan search (see planner.h): walks the generators of generators.h, scores plans with
+// predict(), counts why plans are dropped, keeps the best top_k and the closest misfit.
+//
+// Pruning (off with PlannerOptions::exhaustive). Two facts of the cost model let the search
+// skip plans that cannot win, for the same plan otherwise:
+//   1. recomputation only adds time: none <= selective <= full;
+//   2. moving a model state to a deeper tier only adds transfer time and frees no time.
+// So for one (t, p, d, v, b, schedule, ZeRO, sp) the search tries offload placements from
+// shallow to deep and recompute policies from cheap to costly, stops at the first policy
+// that fits, and skips every placement at least as deep as one that already fits without
+// recomputation. Offload is thus proposed only where a plan does not fit otherwise or where
+// it lets a cheaper recomputation fit (and so may be faster). Skipped plans are counted in
+// PlanSearchResult::pruned, not scored, not dropped.
+#include "planner/planner.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "cost_model/cost_model.h"
+#include "cost_model/errors.h"
+#include "planner/generators.h"
+
+namespace strata {
+namespace {
+
+// The search state shared by the loops below; one per search_plans call.
+class Search {
+ public:
+  Search(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
+         const PlannerOptions& options, PlanSearchResult& result)
+      : model_(model), cluster_(cluster), train_(train), options_(options), result_(result) {}
+
+  // Scores one plan; returns whether it fits (false also when a rule rejects it).
+  bool score(const Plan& plan) {
+    ++result_.scored;
+    ScoredPlan scored{plan, {}};
+    try {
+      scored.prediction = predict(model_, cluster_, train_, plan, options_.profile);
+    } catch (const InfeasiblePlan&) {
+      ++result_.dropped[drop_reason::kPlanCheck];
+      return false;
+    }
+    const MemoryOvershoot over = memory_overshoot(scored.prediction, cluster_, result_.gpus);
+    if (!over.fits()) {
+      const char* reason = over.device_bytes > 0 ? drop_reason::kDeviceMemory
+                           : over.host_bytes > 0 ? drop_reason::kHostMemory
+                                                 : drop_reason::kNvmeCapacity;
+      ++result_.dropped[reason];
+      remember_closest(scored, over);
+      return false;
+    }
+    ++result_.fitting;
+    keep_top(std::move(scored));
+    return true;
+  }
+
+ private:
+  void keep_top(ScoredPlan scored) {
+    auto& top = result_.top;
+    const auto k = static_cast<std::size_t>(std::max<std::int64_t>(options_.top_k, 0));
+    if (top.size() == k && (k == 0 || !ranks_before(scored, top.back()))) return;
+    top.insert(std::upper_bound(top.begin(), top.end(), scored, ranks_before), std::move(scored));
+    if (top.size() > k) top.pop_back();
+  }
+
+  void remember_closest(const ScoredPlan& scored, const MemoryOvershoot& over) {
+    if (result_.closest_overshoot) {
+      const double best = result_.closest_overshoot->total();
+      if (over.total() > best) return;
+      if (over.total() == best && !plan_less(scored.plan, result_.closest->plan)) return;
+    }
+    result_.closest = scored;
+    result_.closest_overshoot = over;
+  }
+
+  const ModelSpec& model_;
+  const ClusterSpec& cluster_;
+  const TrainSpec& train_;
+  const PlannerOptions& options_;
+  PlanSearchResult& result_;
+};
+
+// All memory variants (offload x recompute) of one plan whose other fields are set.
+void search_memory_variants(Plan plan, const PlannerOptions& options, Search& search,
+                            PlanSearchResult& result) {
+  const std::vector<OffloadPlan> placements = offload_options(plan.zero_stage);
+  const std::vector<Recompute> policies = recompute_options();
+  result.candidates += static_cast<std::int64_t>(placements.size() * policies.size());
+  std::vector<OffloadPlan> fit_without_recompute;
+  for (const OffloadPlan& placement : placements) {
+    const bool dominated = std::any_of(
+        fit_without_recompute.begin(), fit_without_recompute.end(),
+        [&](const OffloadPlan& fitting) { return offload_at_least(placement, fitting); });
+    if (dominated && !options.exhaustive) {
+      result.pruned += static_cast<std::int64_t>(policies.size());
+      continue;
+    }
+    plan.offload = placement;
+    for (std::size_t i = 0; i < policies.size(); ++i) {
+      plan.recompute = policies[i];
+      if (!search.score(plan)) continue;
+      if (plan.recompute == Recompute::kNone) fit_without_recompute.push_back(placement);
+      if (!options.exhaustive) {
+        result.pruned += static_cast<std::int64_t>(policies.size() - i - 1);
+        break;
+      }
+    }
+  }
+}
+
+void check_request(const ClusterSpec& cluster, const TrainSpec& train, std::int64_t gpus) {
+  if (gpus < 1 || gpus > cluster.total_gpus()) {
+    throw ConfigError(fmt::format("--gpus: value {} is not in 1..{} (the GPUs of cluster '{}')",
+                                  gpus, cluster.total_gpus(), cluster.name));
+  }
+  if (gpus > cluster.gpus_per_node && gpus % cluster.gpus_per_node != 0) {
+    throw ConfigError(fmt::format(
+        "--gpus: value {} spans nodes but is not a multiple of the {} GPUs per node of '{}'",
+        gpus, cluster.gpus_per_node, cluster.name));
+  }
+  if (train.global_batch < 1) {
+    throw ConfigError(fmt::format("train: global_batch: value {} is not >= 1", train.global_batch));
+  }
+}
+
+}  // namespace
+
+double MemoryOvershoot::total() const {
+  return std::max(device_bytes, 0.0) + std::max(host_bytes, 0.0) + std::max(nvme_bytes, 0.0);
+}
+
+MemoryOvershoot memory_overshoot(const Prediction& prediction, const ClusterSpec& cluster,
+                                 std::int64_t world_size) {
+  // Host and NVMe bytes are per GPU (memory_model.h); a node holds up to gpus_per_node ranks.
+  const double ranks_per_node =
+      static_cast<double>(std::min(world_size, cluster.gpus_per_node));
+  MemoryOvershoot over;
+  over.device_bytes = prediction.memory_bytes.device - cluster.device.memory_bytes;
+  over.host_bytes = prediction.memory_bytes.host * ranks_per_node - cluster.host.memory_bytes;
+  over.nvme_bytes = prediction.memory_bytes.nvme * ranks_per_node - cluster.nvme.capacity_bytes;
+  return over;
+}
+
+bool plan_less(const Plan& a, const Plan& b) {
+  auto key = [](const Plan& p) {
+    return std::tuple(p.tp, p.pp, p.dp, p.virtual_stages, p.micro_batch,
+                      static_cast<int>(p.schedule), p.zero_stage,
+                      static_cast<int>(p.offload.optimizer), static_cast<int>(p.offload.gradients),
+                      static_cast<int>(p.offload.params), static_cast<int>(p.recompute),
+                      p.sequence_parallel);
+  };
+  return key(a) < key(b);
+}
+
+bool ranks_before(const ScoredPlan& a, const ScoredPlan& b) {
+  // Faster first; among equally fast plans the one leaving more device memory free, then
+  // the fixed plan order, so ties never depend on the order plans were scored in.
+  if (a.prediction.tokens_per_s != b.prediction.tokens_per_s) {
+    return a.prediction.tokens_per_s > b.prediction.tokens_per_s;
+  }
+  if (a.prediction.memory_bytes.device != b.prediction.memory_bytes.device) {
+    return a.prediction.memory_bytes.device < b.prediction.memory_bytes.device;
+  }
+  return plan_less(a.plan, b.plan);
+}
+
+PlanSearchResult search_plans(const ModelSpec& model, const ClusterSpec& cluster,
+                              const TrainSpec& train, const PlannerOptions& options) {
+  PlanSearchResult result;
+  result.gpus = options.gpus == 0 ? cluster.total_gpus() : options.gpus;
+  check_request(cluster, train, result.gpus);
+  Search search(model, cluster, train, options, result);
+
+  for (const ParallelDegrees& deg : parallel_degrees(model, cluster, train, result.gpus,
+                                                     options.allow_tp_across_nodes,
+                                                     result.dropped)) {
+    for (std::int64_t v : virtual_stage_options(model, deg.pp, options.max_virtual_stages)) {
+      for (std::int64_t b : micro_batch_options(train, deg.dp, options.max_micro_batch)) {
+        const std::int64_t m = train.global_batch / (deg.dp * b);
+        for (ScheduleKind schedule : schedule_options(deg.pp, v, m)) {
+          for (int zero = 0; zero <= 3; ++zero) {
+            for (bool sp : sequence_parallel_options(deg.tp)) {
+              Plan plan;
+              plan.tp = deg.tp;
+              plan.pp = deg.pp;
+              plan.dp = deg.dp;
+              plan.virtual_stages = v;
+              plan.micro_batch = b;
+              plan.schedule = schedule;
+              plan.zero_stage = zero;
+              plan.sequence_parallel = sp;
+              search_memory_variants(plan, options, search, result);
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // The reason that dropped the most plans (the first in key order on ties).
+  std::int64_t most = 0;
+  for (const auto& [reason, count] : result.dropped) {
+    if (count > most) {
+      most = count;
+      result.top_reason = reason;
+    }
+  }
+  return result;
+}
+
+}  // namespace strata

@@ -1,0 +1,103 @@
+// Candidate generators of the planner (see generators.h): legal values of one plan
+// dimension at a time, in increasing order.
+#include "planner/generators.h"
+
+#include "planner/planner.h"
+
+namespace strata {
+
+std::vector<std::int64_t> divisors(std::int64_t n) {
+  std::vector<std::int64_t> small, large;
+  for (std::int64_t i = 1; i * i <= n; ++i) {
+    if (n % i != 0) continue;
+    small.push_back(i);
+    if (i != n / i) large.push_back(n / i);
+  }
+  small.insert(small.end(), large.rbegin(), large.rend());
+  return small;
+}
+
+std::vector<ParallelDegrees> parallel_degrees(const ModelSpec& model, const ClusterSpec& cluster,
+                                              const TrainSpec& train, std::int64_t gpus,
+                                              bool allow_tp_across_nodes,
+                                              std::map<std::string, std::int64_t>& dropped) {
+  std::vector<ParallelDegrees> out;
+  for (std::int64_t t : divisors(gpus)) {
+    for (std::int64_t p : divisors(gpus / t)) {
+      const std::int64_t d = gpus / (t * p);
+      const char* reason = nullptr;
+      if (model.heads % t != 0 || model.ffn_hidden % t != 0) {
+        reason = drop_reason::kTpDividesHeads;
+      } else if (!allow_tp_across_nodes && t > cluster.gpus_per_node) {
+        reason = drop_reason::kTpWithinNode;
+      } else if (model.layers % p != 0) {
+        reason = drop_reason::kPpDividesLayers;
+      } else if (train.global_batch % d != 0) {
+        reason = drop_reason::kDpDividesBatch;
+      }
+      if (reason != nullptr) {
+        ++dropped[reason];
+        continue;
+      }
+      out.push_back({t, p, d});
+    }
+  }
+  return out;
+}
+
+std::vector<std::int64_t> virtual_stage_options(const ModelSpec& model, std::int64_t pp,
+                                                std::int64_t max_v) {
+  if (pp == 1) return {1};
+  std::vector<std::int64_t> out;
+  for (std::int64_t v = 1; v <= max_v; ++v) {
+    if (model.layers % (pp * v) == 0) out.push_back(v);
+  }
+  return out;
+}
+
+std::vector<std::int64_t> micro_batch_options(const TrainSpec& train, std::int64_t dp,
+                                              std::int64_t max_b) {
+  std::vector<std::int64_t> out;
+  for (std::int64_t b : divisors(train.global_batch / dp)) {
+    if (b <= max_b) out.push_back(b);
+  }
+  return out;
+}
+
+std::vector<ScheduleKind> schedule_options(std::int64_t pp, std::int64_t v, std::int64_t m) {
+  if (pp == 1) return {ScheduleKind::kOneFOneB};
+  if (v == 1) return {ScheduleKind::kGpipe, ScheduleKind::kOneFOneB};
+  if (m % pp == 0) return {ScheduleKind::kInterleaved};
+  return {};
+}
+
+std::vector<bool> sequence_parallel_options(std::int64_t tp) {
+  if (tp == 1) return {false};
+  return {false, true};
+}
+
+std::vector<OffloadPlan> offload_options(int zero_stage) {
+  constexpr OffloadTier kTiers[] = {OffloadTier::kNone, OffloadTier::kCpu, OffloadTier::kNvme};
+  // Tiers compare by depth through their enumerator order: none < cpu < nvme.
+  std::vector<OffloadPlan> out;
+  for (OffloadTier opt : kTiers) {
+    for (OffloadTier grad : kTiers) {
+      if (grad > opt || (grad != OffloadTier::kNone && zero_stage < 2)) continue;
+      for (OffloadTier params : kTiers) {
+        if (params > grad || (params != OffloadTier::kNone && zero_stage < 3)) continue;
+        out.push_back({opt, grad, params});
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<Recompute> recompute_options() {
+  return {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+}
+
+bool offload_at_least(const OffloadPlan& a, const OffloadPlan& b) {
+  return a.optimizer >= b.optimizer && a.gradients >= b.gradients && a.params >= b.params;
+}
+
+}  // namespace strata

@@ -1,0 +1,73 @@
+// The planner's candidate generators: small pure functions, each producing the legal values
+// of one plan dimension given the ones chosen before it, in a fixed increasing order.
+// Every combination they produce passes Plan::check (tests/planner check it); they do not
+// score, rank or prune by memory (planner.cc does).
+//
+// Order of the dimensions: (t, p, d) -> v -> micro-batch b -> schedule -> ZeRO stage ->
+// sequence parallel -> offload -> recompute.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cost_model/cluster_spec.h"
+#include "cost_model/model_spec.h"
+#include "cost_model/plan.h"
+#include "cost_model/train_spec.h"
+
+namespace strata {
+
+struct ParallelDegrees {
+  std::int64_t tp = 1;
+  std::int64_t pp = 1;
+  std::int64_t dp = 1;
+  bool operator==(const ParallelDegrees&) const = default;
+};
+
+// Divisors of n in increasing order (n >= 1).
+std::vector<std::int64_t> divisors(std::int64_t n);
+
+// Every factorisation gpus = t * p * d (t ascending, then p ascending) that satisfies the
+// model and the cluster: t divides heads and ffn_hidden, t <= gpus_per_node (unless
+// allow_tp_across_nodes), layers % p == 0, global_batch % d == 0. Each factorisation that
+// breaks a rule is counted once in `dropped` under the first rule it breaks
+// (drop_reason::* in planner.h).
+std::vector<ParallelDegrees> parallel_degrees(const ModelSpec& model, const ClusterSpec& cluster,
+                                              const TrainSpec& train, std::int64_t gpus,
+                                              bool allow_tp_across_nodes,
+                                              std::map<std::string, std::int64_t>& dropped);
+
+// v such that layers % (p * v) == 0 and v <= max_v: {1} when p == 1 (no pipeline, nothing
+// to interleave).
+std::vector<std::int64_t> virtual_stage_options(const ModelSpec& model, std::int64_t pp,
+                                                std::int64_t max_v);
+
+// Micro-batch sizes b dividing global_batch / d, b <= max_b.
+std::vector<std::int64_t> micro_batch_options(const TrainSpec& train, std::int64_t dp,
+                                              std::int64_t max_b);
+
+// Schedules for p pipeline ranks, v chunks each, m micro-batches per pipeline:
+//   p == 1: {1f1b} (no pipeline: the label is arbitrary, 1F1B is the one used);
+//   v == 1: {gpipe, 1f1b};  v > 1: {interleaved} when m % p == 0, else none.
+std::vector<ScheduleKind> schedule_options(std::int64_t pp, std::int64_t v, std::int64_t m);
+
+// Sequence parallelism is only meaningful with tensor parallelism: {false} or {false, true}.
+std::vector<bool> sequence_parallel_options(std::int64_t tp);
+
+// Offload placements for a ZeRO stage. Plan::check's rules (gradients need ZeRO >= 2,
+// parameters ZeRO-3) plus one of the generator's own: the state touched less often goes at
+// least as deep (optimizer >= gradients >= parameters, with none < cpu < nvme), which is
+// how ZeRO-Offload/Infinity place them; a placement with parameters deeper than the
+// optimizer state moves the most-read bytes furthest for no memory gain. First entry is
+// always "no offload"; entries are in lexicographic (optimizer, gradients, params) order.
+std::vector<OffloadPlan> offload_options(int zero_stage);
+
+// {none, selective, full}: in this order, the cheapest first.
+std::vector<Recompute> recompute_options();
+
+// True when every tier of `a` is at least as deep as the same tier of `b`.
+bool offload_at_least(const OffloadPlan& a, const OffloadPlan& b);
+
+}  // namespace strata

@@ -1,0 +1,105 @@
+// AdamW update and gradient sum of squares (see adamw.h).
+#include "kernels/cpu/adamw.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/arg_checks.h"
+
+namespace strata::kernels::cpu {
+namespace {
+
+void check_hyper(const char* kernel, const AdamWParams& hp, int step) {
+  if (step < 1) {
+    throw KernelError(fmt::format("{}: step = {}; expected >= 1 (bias correction uses "
+                                  "1 - beta^step)", kernel, step));
+  }
+  if (!(hp.beta1 >= 0.0f && hp.beta1 < 1.0f) || !(hp.beta2 >= 0.0f && hp.beta2 < 1.0f)) {
+    throw KernelError(fmt::format("{}: beta1 = {}, beta2 = {}; expected each in [0, 1)", kernel,
+                                  hp.beta1, hp.beta2));
+  }
+  if (!(hp.eps > 0.0f)) {
+    throw KernelError(fmt::format("{}: eps = {}; expected > 0", kernel, hp.eps));
+  }
+}
+
+}  // namespace
+
+void adamw_update_range(float* param, const float* grad, float* m, float* v,
+                        std::int64_t begin, std::int64_t end, const AdamWParams& hp,
+                        int step) {
+  constexpr const char* kName = "adamw_update";
+  detail::require_tensor(kName, "param", param);
+  detail::require_tensor(kName, "grad", grad);
+  detail::require_tensor(kName, "m", m);
+  detail::require_tensor(kName, "v", v);
+  detail::require_non_negative(kName, "begin", begin);
+  if (end < begin) {
+    throw KernelError(fmt::format("{}: range [{}, {}) has end < begin", kName, begin, end));
+  }
+  check_hyper(kName, hp, step);
+  // Per-step constants, computed once so every element (and every tile) sees the same bits.
+  const float b1 = hp.beta1;
+  const float b2 = hp.beta2;
+  const float bc1 = 1.0f - static_cast<float>(std::pow(static_cast<double>(b1), step));
+  const float bc2 = 1.0f - static_cast<float>(std::pow(static_cast<double>(b2), step));
+  const float lr = hp.lr;
+  const float eps = hp.eps;
+  const float wd = hp.weight_decay;
+#pragma omp parallel for simd schedule(static)
+  for (std::int64_t i = begin; i < end; ++i) {
+    const float g = grad[i];
+    const float mi = b1 * m[i] + (1.0f - b1) * g;
+    const float vi = b2 * v[i] + (1.0f - b2) * g * g;
+    const float mhat = mi / bc1;
+    const float vhat = vi / bc2;
+    m[i] = mi;
+    v[i] = vi;
+    param[i] -= lr * (mhat / (std::sqrt(vhat) + eps) + wd * param[i]);
+  }
+}
+
+void adamw_update(float* param, const float* grad, float* m, float* v, std::int64_t n,
+                  const AdamWParams& hp, int step) {
+  detail::require_non_negative("adamw_update", "n", n);
+  adamw_update_range(param, grad, m, v, 0, n, hp, step);
+}
+
+void adamw_update(float* param, const float* grad, float* m, float* v, std::int64_t n,
+                  float lr, float beta1, float beta2, float eps, float weight_decay, int step) {
+  adamw_update(param, grad, m, v, n, AdamWParams{lr, beta1, beta2, eps, weight_decay}, step);
+}
+
+double sum_of_squares(const float* x, std::int64_t n) {
+  detail::require_tensor("sum_of_squares", "x", x);
+  detail::require_non_negative("sum_of_squares", "n", n);
+  // Fixed blocks, each summed in order, then the block sums added in order: the result
+  // depends only on n, never on the thread count or schedule.
+  constexpr std::int64_t kBlock = 4096;
+  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
+  std::vector<double> partial(static_cast<std::size_t>(blocks), 0.0);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::int64_t i0 = b * kBlock;
+    const std::int64_t i1 = std::min(n, i0 + kBlock);
+    double s = 0.0;
+    for (std::int64_t i = i0; i < i1; ++i) s += static_cast<double>(x[i]) * x[i];
+    partial[static_cast<std::size_t>(b)] = s;
+  }
+  double total = 0.0;
+  for (double s : partial) total += s;
+  return total;
+}
+
+float clip_scale(double global_norm, float max_norm) {
+  if (max_norm <= 0.0f) return 1.0f;
+  if (!(global_norm >= 0.0)) {
+    throw KernelError(fmt::format("clip_scale: global_norm = {}; expected a finite value >= 0",
+                                  global_norm));
+  }
+  return static_cast<float>(std::min(1.0, max_norm / (global_norm + 1e-6)));
+}
+
+}  // namespace strata::kernels::cpu

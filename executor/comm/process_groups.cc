@@ -1,0 +1,117 @@
+// Megatron-order rank coordinates and the MPI communicators of each parallel group
+// (see process_groups.h for the group definitions).
+#include "executor/comm/process_groups.h"
+
+#include <fmt/format.h>
+
+#include "cost_model/errors.h"
+
+namespace strata {
+namespace {
+
+void check_dims(const ParallelDims& dims) {
+  if (dims.tp < 1 || dims.pp < 1 || dims.dp < 1) {
+    throw InfeasiblePlan(fmt::format(
+        "process groups: parallel degrees must be >= 1, got tp={} pp={} dp={}", dims.tp,
+        dims.pp, dims.dp));
+  }
+}
+
+void check_rank(int world_rank, const ParallelDims& dims) {
+  check_dims(dims);
+  if (world_rank < 0 || world_rank >= dims.world_size()) {
+    throw InfeasiblePlan(fmt::format(
+        "process groups: world rank {} is outside 0..{} (tp*pp*dp = {}*{}*{})", world_rank,
+        dims.world_size() - 1, dims.tp, dims.pp, dims.dp));
+  }
+}
+
+}  // namespace
+
+RankCoords rank_coords(int world_rank, const ParallelDims& dims) {
+  check_rank(world_rank, dims);
+  RankCoords c;
+  c.tp = world_rank % dims.tp;
+  c.dp = (world_rank / dims.tp) % dims.dp;
+  c.pp = world_rank / (dims.tp * dims.dp);
+  return c;
+}
+
+int world_rank_of(const RankCoords& c, const ParallelDims& dims) {
+  check_dims(dims);
+  if (c.tp < 0 || c.tp >= dims.tp || c.dp < 0 || c.dp >= dims.dp || c.pp < 0 ||
+      c.pp >= dims.pp) {
+    throw InfeasiblePlan(fmt::format(
+        "process groups: coordinates (tp={}, dp={}, pp={}) are outside tp<{} dp<{} pp<{}", c.tp,
+        c.dp, c.pp, dims.tp, dims.dp, dims.pp));
+  }
+  return c.pp * (dims.tp * dims.dp) + c.dp * dims.tp + c.tp;
+}
+
+std::vector<int> tp_group_ranks(int world_rank, const ParallelDims& dims) {
+  RankCoords c = rank_coords(world_rank, dims);
+  std::vector<int> ranks;
+  for (c.tp = 0; c.tp < dims.tp; ++c.tp) ranks.push_back(world_rank_of(c, dims));
+  return ranks;
+}
+
+std::vector<int> dp_group_ranks(int world_rank, const ParallelDims& dims) {
+  RankCoords c = rank_coords(world_rank, dims);
+  std::vector<int> ranks;
+  for (c.dp = 0; c.dp < dims.dp; ++c.dp) ranks.push_back(world_rank_of(c, dims));
+  return ranks;
+}
+
+std::vector<int> pp_group_ranks(int world_rank, const ParallelDims& dims) {
+  RankCoords c = rank_coords(world_rank, dims);
+  std::vector<int> ranks;
+  for (c.pp = 0; c.pp < dims.pp; ++c.pp) ranks.push_back(world_rank_of(c, dims));
+  return ranks;
+}
+
+std::vector<int> model_group_ranks(int world_rank, const ParallelDims& dims) {
+  RankCoords c = rank_coords(world_rank, dims);
+  std::vector<int> ranks;
+  // pp outer, tp inner: ascending world-rank order for a fixed dp.
+  for (c.pp = 0; c.pp < dims.pp; ++c.pp) {
+    for (c.tp = 0; c.tp < dims.tp; ++c.tp) ranks.push_back(world_rank_of(c, dims));
+  }
+  return ranks;
+}
+
+std::vector<int> embedding_group_ranks(int world_rank, const ParallelDims& dims) {
+  RankCoords c = rank_coords(world_rank, dims);
+  if (c.pp != 0 && c.pp != dims.pp - 1) {
+    return {};
+  }
+  c.pp = 0;
+  std::vector<int> ranks{world_rank_of(c, dims)};
+  if (dims.pp > 1) {
+    c.pp = dims.pp - 1;
+    ranks.push_back(world_rank_of(c, dims));
+  }
+  return ranks;
+}
+
+ProcessGroups::ProcessGroups(const MpiCommunicator& world, const ParallelDims& dims)
+    : dims_(dims) {
+  check_dims(dims);
+  if (world.size() != dims.world_size()) {
+    throw InfeasiblePlan(fmt::format(
+        "process groups: the plan needs tp*pp*dp = {}*{}*{} = {} ranks but MPI started {}",
+        dims.tp, dims.pp, dims.dp, dims.world_size(), world.size()));
+  }
+  world_rank_ = world.rank();
+  coords_ = rank_coords(world_rank_, dims);
+  const RankCoords& c = coords_;
+  // Colour = an index of the group among its kind; key = world rank, so the group rank
+  // order is the ascending world-rank order the *_group_ranks functions list.
+  tp_ = world.split(c.pp * dims.dp + c.dp, world_rank_);
+  dp_ = world.split(c.pp * dims.tp + c.tp, world_rank_);
+  pp_ = world.split(c.dp * dims.tp + c.tp, world_rank_);
+  model_ = world.split(c.dp, world_rank_);
+  const bool in_embedding = c.pp == 0 || c.pp == dims.pp - 1;
+  embedding_ = world.split(in_embedding ? c.dp * dims.tp + c.tp : MPI_UNDEFINED, world_rank_);
+}
+
+}  // namespace strata

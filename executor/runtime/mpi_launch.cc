@@ -1,0 +1,185 @@
+// Launcher detection from the environment, and re-execution of this binary under mpirun
+// with fork + execvpe + waitpid (see mpi_launch.h).
+#include "executor/runtime/mpi_launch.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "cost_model/errors.h"
+
+namespace strata {
+namespace {
+
+// The value of an integer environment variable, or fallback when it is unset.
+int env_int(const char* name, int fallback, bool* present) {
+  const char* text = std::getenv(name);
+  if (text == nullptr) {
+    return fallback;
+  }
+  int value = 0;
+  const char* end = text + std::strlen(text);
+  const auto [ptr, ec] = std::from_chars(text, end, value);
+  if (ec != std::errc() || ptr != end || value < 0) {
+    throw ConfigError(fmt::format("environment variable {}='{}': expected a non-negative integer",
+                                  name, text));
+  }
+  if (present != nullptr) *present = true;
+  return value;
+}
+
+std::string errno_text(int error) { return std::strerror(error); }
+
+}  // namespace
+
+LaunchEnv detect_launch_env() {
+  LaunchEnv env;
+  bool ompi = false;
+  env.world_size = env_int("OMPI_COMM_WORLD_SIZE", 1, &ompi);
+  if (ompi) {
+    env.under_launcher = true;
+    env.world_rank = env_int("OMPI_COMM_WORLD_RANK", 0, nullptr);
+    env.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0, nullptr);
+    env.local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", env.world_size, nullptr);
+    return env;
+  }
+  bool pmi = false;
+  env.world_size = env_int("PMI_SIZE", 1, &pmi);
+  if (pmi) {
+    env.under_launcher = true;
+    env.world_rank = env_int("PMI_RANK", 0, nullptr);
+    env.local_rank = env_int("MPI_LOCALRANKID", env.world_rank, nullptr);
+    env.local_size = env_int("MPI_LOCALNRANKS", env.world_size, nullptr);
+  }
+  return env;
+}
+
+bool running_under_mpirun() { return detect_launch_env().under_launcher; }
+
+int threads_per_rank(int ranks, int cores) {
+  if (ranks <= 1) {
+    return cores > 0 ? cores : 1;
+  }
+  return cores / ranks > 1 ? cores / ranks : 1;
+}
+
+std::vector<std::string> mpirun_command(const RelaunchOptions& options, const std::string& binary,
+                                        const std::vector<std::string>& args,
+                                        bool running_as_root) {
+  std::vector<std::string> command{options.mpirun, "-np", std::to_string(options.ranks),
+                                   "--oversubscribe", "--bind-to", "none"};
+  if (running_as_root) {
+    command.push_back("--allow-run-as-root");
+  }
+  // -x exports the variables (set in mpirun's environment before exec) to every rank.
+  for (const char* name : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"}) {
+    command.push_back("-x");
+    command.push_back(name);
+  }
+  command.insert(command.end(), options.extra_args.begin(), options.extra_args.end());
+  command.push_back(binary);
+  command.insert(command.end(), args.begin(), args.end());
+  return command;
+}
+
+int relaunch_under_mpirun(const RelaunchOptions& options, const std::vector<std::string>& args) {
+  if (options.ranks < 1) {
+    throw InfeasiblePlan(fmt::format("relaunch under mpirun: {} ranks requested, expected >= 1",
+                                     options.ranks));
+  }
+  if (running_under_mpirun()) {
+    throw SystemError(
+        "relaunch under mpirun: this process is already an MPI rank (OMPI_COMM_WORLD_SIZE or "
+        "PMI_SIZE is set); refusing to start mpirun inside mpirun");
+  }
+  char binary[PATH_MAX] = {};
+  const ssize_t length = readlink("/proc/self/exe", binary, sizeof(binary) - 1);
+  if (length < 0) {
+    throw SystemError(fmt::format("readlink(/proc/self/exe) failed at {}:{}: {}", __FILE__,
+                                  __LINE__, errno_text(errno)));
+  }
+  const std::vector<std::string> command =
+      mpirun_command(options, std::string(binary, static_cast<size_t>(length)), args,
+                     geteuid() == 0);
+  const int cores = options.cores > 0 ? options.cores
+                                      : static_cast<int>(std::thread::hardware_concurrency());
+  const std::string threads = std::to_string(threads_per_rank(options.ranks, cores));
+
+  // A close-on-exec pipe carries the child's errno back if execvp fails; a successful exec
+  // closes it and the parent reads end-of-file.
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    throw SystemError(fmt::format("pipe2 failed at {}:{}: {}", __FILE__, __LINE__,
+                                  errno_text(errno)));
+  }
+  // argv and environment are built before fork: between fork and exec the child only makes
+  // async-signal-safe calls (the parent may have BLAS threads running).
+  std::vector<char*> child_argv;
+  for (const std::string& word : command) child_argv.push_back(const_cast<char*>(word.c_str()));
+  child_argv.push_back(nullptr);
+  std::vector<std::string> added_env;
+  for (const char* name : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"}) {
+    if (std::getenv(name) == nullptr) {  // the caller's explicit setting wins
+      added_env.push_back(std::string(name) + "=" + threads);
+    }
+  }
+  std::vector<char*> child_env;
+  for (char** entry = environ; *entry != nullptr; ++entry) child_env.push_back(*entry);
+  for (std::string& entry : added_env) child_env.push_back(entry.data());
+  child_env.push_back(nullptr);
+
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int error = errno;
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    throw SystemError(fmt::format("fork failed at {}:{}: {}", __FILE__, __LINE__,
+                                  errno_text(error)));
+  }
+  if (pid == 0) {
+    close(pipe_fds[0]);
+    execvpe(child_argv[0], child_argv.data(), child_env.data());
+    const int error = errno;
+    [[maybe_unused]] ssize_t ignored = write(pipe_fds[1], &error, sizeof(error));
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  int exec_error = 0;
+  ssize_t got = 0;
+  do {
+    got = read(pipe_fds[0], &exec_error, sizeof(exec_error));
+  } while (got < 0 && errno == EINTR);
+  close(pipe_fds[0]);
+
+  int status = 0;
+  pid_t waited = 0;
+  do {
+    waited = waitpid(pid, &status, 0);
+  } while (waited < 0 && errno == EINTR);
+  if (waited < 0) {
+    throw SystemError(fmt::format("waitpid({}) failed at {}:{}: {}", pid, __FILE__, __LINE__,
+                                  errno_text(errno)));
+  }
+  if (got == static_cast<ssize_t>(sizeof(exec_error))) {
+    throw SystemError(fmt::format("execvpe({}) failed at {}:{}: {}", command[0], __FILE__,
+                                  __LINE__, errno_text(exec_error)));
+  }
+  if (WIFEXITED(status)) {
+    return WEXITSTATUS(status);
+  }
+  if (WIFSIGNALED(status)) {
+    return 128 + WTERMSIG(status);
+  }
+  return 1;
+}
+
+}  // namespace strata

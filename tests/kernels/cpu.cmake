@@ -1,0 +1,11 @@
+# CPU reference kernels: each op's forward against a naive reference, its backward against
+# finite differences, and its argument checks.
+strata_add_test(kernels_cpu_test
+  SOURCES
+    ${CMAKE_CURRENT_LIST_DIR}/grad_check.cc
+    ${CMAKE_CURRENT_LIST_DIR}/attention_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/gelu_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/gemm_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/layernorm_test.cc
+  LIBS strata_kernels_cpu
+  LABELS kernels)

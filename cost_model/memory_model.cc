@@ -1,1 +1,285 @@
-// placeholder: filled in by its component's work
+// The memory model's per-stage estimate: model state under ZeRO and offload, the stage's
+// share of parameters, in-flight micro-batches per schedule (closed forms, O(1)), buffers.
+// Activation tensor lists are in activation_memory.cc. Cheap on purpose: the planner calls
+// estimate_memory for thousands of candidates, so it is O(pp) per plan and never builds
+// a schedule.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "cost_model/errors.h"
+#include "cost_model/memory_model.h"
+#include "cost_model/units.h"
+
+namespace strata {
+namespace {
+
+void require_positive(const char* what, std::int64_t value) {
+  if (value < 1) throw InfeasiblePlan(fmt::format("memory model: {} = {}, expected >= 1", what, value));
+}
+
+// Adds `bytes` to the tier an offload choice names.
+void add_to_tier(TierBytes& tier_bytes, OffloadTier tier, double bytes) {
+  switch (tier) {
+    case OffloadTier::kNone: tier_bytes.device += bytes; break;
+    case OffloadTier::kCpu: tier_bytes.host += bytes; break;
+    case OffloadTier::kNvme: tier_bytes.nvme += bytes; break;
+  }
+}
+
+TierBytes operator+(const TierBytes& x, const TierBytes& y) {
+  return TierBytes{x.device + y.device, x.host + y.host, x.nvme + y.nvme};
+}
+
+// Forwards of chunk `chunk` among the first n forwards of a rank. Megatron's interleaved
+// order runs forwards in groups of p micro-batches per chunk: chunk 0 (p of them), chunk 1,
+// ..., chunk v-1, then chunk 0 again; with v == 1 every forward is chunk 0.
+std::int64_t forwards_of_chunk(std::int64_t n, std::int64_t pp, std::int64_t v,
+                               std::int64_t chunk) {
+  if (v == 1) return n;
+  const std::int64_t cycle = v * pp;
+  const std::int64_t rem = n % cycle;
+  return (n / cycle) * pp + std::clamp(rem - chunk * pp, std::int64_t{0}, pp);
+}
+
+// Pipeline messages (activation or gradient, s b h elements, / t with sequence parallel as
+// Megatron's scatter/gather sends) a rank has buffers for at once: one receive and one send
+// in each direction, except that the first rank neither receives activations nor sends
+// gradients and the last rank neither sends activations nor receives gradients (unless
+// interleaved, where every rank passes chunks on).
+std::int64_t pipeline_messages(ScheduleKind kind, std::int64_t pp, std::int64_t v,
+                               std::int64_t pp_rank) {
+  if (pp == 1) return 0;
+  const bool interleaved = kind == ScheduleKind::kInterleaved && v > 1;
+  if (interleaved) return 4;
+  return (pp_rank == 0 || pp_rank == pp - 1) ? 2 : 4;
+}
+
+// cuBLAS workspace NVIDIA recommends for Hopper (CUBLAS_WORKSPACE_CONFIG docs: 32 MiB).
+constexpr double kCudaWorkspaceBytes = 32 * units::kMiB;
+
+}  // namespace
+
+ModelStateBytesPerParam zero_model_state_bytes_per_param(int zero_stage, std::int64_t dp,
+                                                         Precision precision) {
+  if (zero_stage < 0 || zero_stage > 3) {
+    throw InfeasiblePlan(fmt::format("memory model: zero_stage = {}, expected 0..3", zero_stage));
+  }
+  require_positive("dp", dp);
+  // Rajbhandari et al. 2020, section 3.1 / Figure 1: mixed-precision Adam keeps 2 (bf16
+  // params) + 2 (bf16 grads) + K = 12 (fp32 params, momentum, variance) bytes per
+  // parameter. fp32 training has no separate master copy: 4 + 4 + 8.
+  const bool bf16 = precision == Precision::kBf16;
+  const double params = bf16 ? 2 : 4;
+  const double gradients = bf16 ? 2 : 4;
+  const double optimizer = bf16 ? 12 : 8;
+  const double d = static_cast<double>(dp);
+  return ModelStateBytesPerParam{
+      zero_stage >= 3 ? params / d : params,
+      zero_stage >= 2 ? gradients / d : gradients,
+      zero_stage >= 1 ? optimizer / d : optimizer,
+  };
+}
+
+std::int64_t layer_params_per_tp_rank(const ModelSpec& model, std::int64_t tp) {
+  require_positive("tp", tp);
+  const std::int64_t h = model.hidden;
+  const std::int64_t f = model.ffn_hidden;
+  if (model.heads % tp != 0 || f % tp != 0 || h % tp != 0) {
+    throw InfeasiblePlan(fmt::format(
+        "memory model: tp = {} must divide heads ({}), hidden ({}) and ffn_hidden ({})", tp,
+        model.heads, h, f));
+  }
+  // Split by t: QKV weight 3h*h + bias 3h, proj weight h*h, fc1 weight f*h + bias f,
+  // fc2 weight h*f. Replicated: proj and fc2 biases (h each), two LayerNorms (2h each).
+  const std::int64_t split = (4 * h * h + 2 * h * f + 3 * h + f) / tp;
+  const std::int64_t replicated = 2 * h + 4 * h;
+  return split + replicated;
+}
+
+StageParams stage_params(const ModelSpec& model, std::int64_t tp, std::int64_t pp,
+                         std::int64_t virtual_stages, std::int64_t pp_rank) {
+  require_positive("pp", pp);
+  require_positive("virtual_stages", virtual_stages);
+  if (pp_rank < 0 || pp_rank >= pp) {
+    throw InfeasiblePlan(fmt::format("memory model: pp_rank = {}, expected 0..{}", pp_rank, pp - 1));
+  }
+  if (model.layers < 1 || model.layers % (pp * virtual_stages) != 0) {
+    throw InfeasiblePlan(fmt::format(
+        "memory model: layers % (pp * v) = {} % ({} * {}) != 0", model.layers, pp, virtual_stages));
+  }
+  StageParams out;
+  const std::int64_t per_layer = layer_params_per_tp_rank(model, tp);
+  out.layers = model.layers / pp;
+  out.layer_params = out.layers * per_layer;
+  out.largest_unit = per_layer;
+  const std::int64_t h = model.hidden;
+  const std::int64_t vocab_shard = (model.vocab + tp - 1) / tp;  // vocab-parallel, padded
+  if (pp_rank == 0) {
+    // Token embedding (vocab-parallel) + learned positions (replicated).
+    out.embedding_params += vocab_shard * h + model.seq_len * h;
+  }
+  if (pp_rank == pp - 1) {
+    out.final_norm_params = 2 * h;
+    // The output layer is the token embedding (tied); with p > 1 the last stage holds its
+    // own copy (Megatron keeps them equal by all-reducing their gradients).
+    if (pp > 1) out.embedding_params += vocab_shard * h;
+  }
+  out.largest_unit = std::max(out.largest_unit, out.embedding_params);
+  return out;
+}
+
+std::int64_t in_flight_chunks(ScheduleKind kind, std::int64_t pp, std::int64_t v,
+                              std::int64_t m, std::int64_t pp_rank) {
+  require_positive("pp", pp);
+  require_positive("virtual_stages", v);
+  require_positive("micro_batches", m);
+  if (pp_rank < 0 || pp_rank >= pp) {
+    throw InfeasiblePlan(fmt::format("memory model: pp_rank = {}, expected 0..{}", pp_rank, pp - 1));
+  }
+  switch (kind) {
+    case ScheduleKind::kGpipe:
+      // Huang et al. 2019: all forwards, then all backwards.
+      return m * v;
+    case ScheduleKind::kInterleaved:
+      if (v > 1) {
+        // Narayanan et al. 2021 / Megatron's interleaved schedule: warm-up forwards
+        // 2 (p - r - 1) + (v - 1) p, then one more forward before the first backward.
+        return std::min(2 * (pp - pp_rank - 1) + (v - 1) * pp + 1, m * v);
+      }
+      [[fallthrough]];
+    case ScheduleKind::kOneFOneB:
+      // PipeDream-Flush: rank r runs p - r - 1 warm-up forwards plus one.
+      return std::min(pp - pp_rank, m);
+  }
+  return m * v;  // unreachable: every enumerator returns above
+}
+
+MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluster,
+                               const TrainSpec& train, const Plan& plan) {
+  return estimate_memory(model, cluster, train, plan, MemoryModelOptions{});
+}
+
+MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluster,
+                               const TrainSpec& train, const Plan& plan,
+                               const MemoryModelOptions& options) {
+  require_positive("tp", plan.tp);
+  require_positive("pp", plan.pp);
+  require_positive("dp", plan.dp);
+  require_positive("virtual_stages", plan.virtual_stages);
+  require_positive("micro_batch", plan.micro_batch);
+  require_positive("global_batch", train.global_batch);
+  if (train.global_batch % (plan.dp * plan.micro_batch) != 0) {
+    throw InfeasiblePlan(fmt::format(
+        "memory model: global_batch % (dp * micro_batch) = {} % ({} * {}) != 0",
+        train.global_batch, plan.dp, plan.micro_batch));
+  }
+  const std::int64_t m = train.global_batch / (plan.dp * plan.micro_batch);
+  const std::int64_t p = plan.pp;
+  const std::int64_t v = plan.virtual_stages;
+  const std::int64_t layers_per_chunk = model.layers / (p * v);  // checked by stage_params
+  const int c = train.compute_bytes();
+  const ActivationConvention convention = options.published_activations
+                                              ? ActivationConvention::kPublished
+                                              : activation_convention(cluster.backend);
+
+  // Per-layer and per-micro-batch terms: the same on every stage, computed once.
+  const auto full_layer = layer_activation_tensors(model, plan.micro_batch, plan.tp,
+                                                   plan.sequence_parallel, convention, c);
+  const double full_layer_bytes = sum_bytes(full_layer);
+  const double kept_layer_bytes = sum_bytes(apply_recompute(full_layer, plan.recompute));
+  // During a layer's backward under recomputation its dropped tensors are rebuilt: one
+  // layer's worth is live on top of the stored ones.
+  const double recompute_working = full_layer_bytes - kept_layer_bytes;
+  const double embedding_bytes = sum_bytes(embedding_activation_tensors(
+      model, plan.micro_batch, plan.tp, plan.sequence_parallel, convention, c));
+  const double head_bytes = sum_bytes(head_activation_tensors(
+      model, plan.micro_batch, plan.tp, plan.sequence_parallel, convention, c));
+  const double logits_bytes = sum_bytes(logits_tensors(model, plan.micro_batch, plan.tp, c));
+  const double message_bytes = static_cast<double>(
+      (plan.sequence_parallel ? model.seq_len / plan.tp : model.seq_len) * plan.micro_batch *
+      model.hidden * c);
+
+  const ModelStateBytesPerParam per_param =
+      zero_model_state_bytes_per_param(plan.zero_stage, plan.dp, train.precision);
+  const double workspace = options.workspace_bytes >= 0
+                               ? options.workspace_bytes
+                               : (cluster.backend == Backend::kCuda ? kCudaWorkspaceBytes : 0.0);
+
+  MemoryEstimate estimate;
+  estimate.stages.reserve(static_cast<std::size_t>(p));
+  for (std::int64_t r = 0; r < p; ++r) {
+    StageMemory stage;
+    stage.pp_rank = r;
+    stage.stage_params = stage_params(model, plan.tp, p, v, r);
+    const double n_params = static_cast<double>(stage.stage_params.total());
+
+    add_to_tier(stage.params, plan.offload.params, n_params * per_param.params);
+    add_to_tier(stage.gradients, plan.offload.gradients, n_params * per_param.gradients);
+    add_to_tier(stage.optimizer, plan.offload.optimizer, n_params * per_param.optimizer);
+
+    // Activations.
+    stage.in_flight = in_flight_chunks(plan.schedule, p, v, m, r);
+    stage.layer_activation_bytes = kept_layer_bytes;
+    stage.recompute_working_bytes = recompute_working;
+    const double layers_bytes =
+        kept_layer_bytes * static_cast<double>(layers_per_chunk * stage.in_flight);
+    // Micro-batches of the first chunk (embedding) / last chunk (head) among the in-flight
+    // forwards at the rank's peak.
+    double edge_bytes = 0;
+    if (r == 0) {
+      edge_bytes += embedding_bytes *
+                    static_cast<double>(std::min(forwards_of_chunk(stage.in_flight, p, v, 0), m));
+    }
+    if (r == p - 1) {
+      edge_bytes += head_bytes * static_cast<double>(
+                                     std::min(forwards_of_chunk(stage.in_flight, p, v, v - 1), m));
+      stage.logits_bytes = logits_bytes;
+    }
+    stage.embedding_head_bytes = edge_bytes;
+    stage.activations.device = layers_bytes + recompute_working + edge_bytes + stage.logits_bytes;
+
+    // Buffers (device).
+    if (plan.dp > 1) {
+      const std::int64_t bucket =
+          std::min<std::int64_t>(options.grad_bucket_elements, stage.stage_params.total());
+      stage.grad_bucket_bytes = static_cast<double>(bucket) * c;
+    }
+    if (plan.zero_stage == 3 && (plan.dp > 1 || plan.offload.params != OffloadTier::kNone)) {
+      // ZeRO-3 all-gathers (or, with parameters offloaded, fetches) one unit (a layer or
+      // the embedding) while the next is prefetched: the device's parameter working set.
+      stage.zero3_gather_bytes = 2.0 * static_cast<double>(stage.stage_params.largest_unit) * c;
+    }
+    stage.pipeline_buffer_bytes =
+        static_cast<double>(pipeline_messages(plan.schedule, p, v, r)) * message_bytes;
+    stage.workspace_bytes = workspace;
+    stage.buffers.device = stage.grad_bucket_bytes + stage.zero3_gather_bytes +
+                           stage.pipeline_buffer_bytes + stage.workspace_bytes;
+
+    stage.total = stage.params + stage.gradients + stage.optimizer + stage.activations +
+                  stage.buffers;
+
+    if (stage.total.device > estimate.worst.device) estimate.worst_pp_rank = r;
+    estimate.worst.device = std::max(estimate.worst.device, stage.total.device);
+    estimate.worst.host = std::max(estimate.worst.host, stage.total.host);
+    estimate.worst.nvme = std::max(estimate.worst.nvme, stage.total.nvme);
+    estimate.stages.push_back(std::move(stage));
+  }
+  return estimate;
+}
+
+void fill_prediction_memory(const MemoryEstimate& estimate, const Plan& plan,
+                            StepReport& report) {
+  report.memory_bytes = estimate.worst;
+  report.per_rank.clear();
+  report.per_rank.reserve(estimate.stages.size());
+  for (const auto& stage : estimate.stages) {
+    report.per_rank.push_back(
+        RankMemory{stage.pp_rank * plan.tp * plan.dp, stage.pp_rank, stage.total});
+  }
+}
+
+}  // namespace strata

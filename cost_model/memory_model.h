@@ -71,8 +71,9 @@ struct StageParams {
   std::int64_t total() const { return layer_params + embedding_params + final_norm_params; }
 };
 // Rank 0 holds virtual stage 0 (the embedding), rank p-1 holds the last virtual stage (final
-// LayerNorm and the tied output embedding when p > 1). Throws InfeasiblePlan when layers %
-// (pp * v) != 0, or heads % tp / ffn % tp / vocab % tp != 0.
+// LayerNorm and the tied output embedding when p > 1). The vocabulary shard is ceil(V / t)
+// rows (the last shard padded). Throws InfeasiblePlan when pp, tp or v < 1, pp_rank is
+// outside [0, pp), layers % (pp * v) != 0, heads % tp != 0 or ffn % tp != 0.
 StageParams stage_params(const ModelSpec& model, std::int64_t tp, std::int64_t pp,
                          std::int64_t virtual_stages, std::int64_t pp_rank);
 
@@ -199,6 +200,9 @@ struct MemoryModelOptions {
   // GEMM workspace per GPU: 32 MiB on CUDA (the cuBLAS workspace NVIDIA recommends for
   // Hopper), none on the CPU backend. Negative = that backend default.
   double workspace_bytes = -1;
+  // Use the published (Korthikanti) activation convention instead of the backend's
+  // executor convention: for checking the model against published figures.
+  bool published_activations = false;
 };
 
 struct StageMemory {

@@ -1,0 +1,220 @@
+// Activation tensors of one transformer layer, of the embedding and of the head, as named
+// lists (see memory_model.h for the lists and their sources), the recomputation filters,
+// and Korthikanti et al.'s closed form. Pure functions; no schedule knowledge here (how
+// many micro-batches are in flight is in memory_model.cc).
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cost_model/errors.h"
+#include "cost_model/memory_model.h"
+
+namespace strata {
+namespace {
+
+// The dimensions every list needs, checked once. S is the sequence length of the tensors
+// outside the tensor-parallel region (sharded by sequence parallelism).
+struct Dims {
+  std::int64_t s, b, h, f, a, t, S;
+};
+
+Dims dims_of(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
+             bool sequence_parallel) {
+  if (micro_batch < 1) {
+    throw InfeasiblePlan(fmt::format("memory model: micro_batch = {}, expected >= 1", micro_batch));
+  }
+  if (tp < 1) throw InfeasiblePlan(fmt::format("memory model: tp = {}, expected >= 1", tp));
+  if (model.heads < 1 || model.hidden < 1 || model.seq_len < 1 || model.ffn_hidden < 1) {
+    throw InfeasiblePlan(fmt::format(
+        "memory model: model '{}' has a non-positive size (hidden {}, heads {}, seq_len {}, "
+        "ffn_hidden {})",
+        model.name, model.hidden, model.heads, model.seq_len, model.ffn_hidden));
+  }
+  if (model.heads % tp != 0) {
+    throw InfeasiblePlan(
+        fmt::format("memory model: heads % tp = {} % {} != 0", model.heads, tp));
+  }
+  if (model.ffn_hidden % tp != 0) {
+    throw InfeasiblePlan(
+        fmt::format("memory model: ffn_hidden % tp = {} % {} != 0", model.ffn_hidden, tp));
+  }
+  if (model.hidden % tp != 0) {
+    throw InfeasiblePlan(
+        fmt::format("memory model: hidden % tp = {} % {} != 0", model.hidden, tp));
+  }
+  if (sequence_parallel && model.seq_len % tp != 0) {
+    throw InfeasiblePlan(fmt::format(
+        "memory model: sequence parallel needs seq_len % tp == 0, got {} % {}", model.seq_len, tp));
+  }
+  const std::int64_t S = sequence_parallel ? model.seq_len / tp : model.seq_len;
+  return Dims{model.seq_len, micro_batch, model.hidden, model.ffn_hidden, model.heads, tp, S};
+}
+
+void check_compute_bytes(int compute_bytes) {
+  if (compute_bytes != 2 && compute_bytes != 4) {
+    throw InfeasiblePlan(
+        fmt::format("memory model: compute_bytes = {}, expected 2 (bf16) or 4 (fp32)", compute_bytes));
+  }
+}
+
+ActivationTensor tensor(std::string name, std::int64_t elements, int bytes, bool core = false) {
+  return ActivationTensor{std::move(name), elements, bytes, core};
+}
+
+constexpr int kFp32Bytes = 4;
+constexpr int kMaskBytes = 1;      // Megatron stores dropout masks as uint8/bool
+constexpr int kPublishedBytes = 2; // Korthikanti's figures are for 16-bit activations
+
+}  // namespace
+
+ActivationConvention activation_convention(Backend backend) {
+  return backend == Backend::kCpu ? ActivationConvention::kCpuExecutor
+                                  : ActivationConvention::kCudaExecutor;
+}
+
+double sum_bytes(const std::vector<ActivationTensor>& tensors) {
+  double total = 0;
+  for (const auto& t : tensors) total += t.bytes();
+  return total;
+}
+
+std::vector<ActivationTensor> layer_activation_tensors(const ModelSpec& model,
+                                                       std::int64_t micro_batch, std::int64_t tp,
+                                                       bool sequence_parallel,
+                                                       ActivationConvention convention,
+                                                       int compute_bytes) {
+  const Dims d = dims_of(model, micro_batch, tp, sequence_parallel);
+  const std::int64_t sbh_outside = d.S * d.b * d.h;      // sequence-sharded with SP
+  const std::int64_t sbh_inside = d.s * d.b * d.h / d.t;  // head-split inside the TP region
+  const std::int64_t sbf_inside = d.s * d.b * d.f / d.t;
+  const std::int64_t scores = d.a / d.t * d.s * d.s * d.b;  // (b, a/t, s, s)
+
+  if (convention == ActivationConvention::kPublished) {
+    const int c = kPublishedBytes;
+    return {
+        tensor("ln1_in", sbh_outside, c),
+        tensor("qkv_in", sbh_outside, c),
+        tensor("q", sbh_inside, c),
+        tensor("k", sbh_inside, c),
+        tensor("v", sbh_inside, c),
+        tensor("attn_probs", scores, c, true),
+        tensor("attn_mask", scores, kMaskBytes, true),
+        tensor("attn_dropped", scores, c, true),
+        tensor("proj_in", sbh_inside, c),
+        tensor("proj_mask", sbh_outside, kMaskBytes),
+        tensor("ln2_in", sbh_outside, c),
+        tensor("fc1_in", sbh_outside, c),
+        tensor("gelu_in", sbf_inside, c),
+        tensor("fc2_in", sbf_inside, c),
+        tensor("mlp_mask", sbh_outside, kMaskBytes),
+    };
+  }
+
+  check_compute_bytes(compute_bytes);
+  const int c = compute_bytes;
+  const std::int64_t rows = d.S * d.b;  // LayerNorm statistics: one per token
+  std::vector<ActivationTensor> list;
+  list.reserve(13);
+  list.push_back(tensor("ln1_in", sbh_outside, c));
+  list.push_back(tensor("ln1_mean", rows, kFp32Bytes));
+  list.push_back(tensor("ln1_rstd", rows, kFp32Bytes));
+  list.push_back(tensor("ln1_out", sbh_outside, c));
+  list.push_back(tensor("qkv", 3 * sbh_inside, c));
+  if (convention == ActivationConvention::kCpuExecutor) {
+    list.push_back(tensor("attn_probs", scores, c, true));
+  } else {
+    list.push_back(tensor("attn_lse", d.a / d.t * d.s * d.b, kFp32Bytes, true));
+  }
+  list.push_back(tensor("attn_out", sbh_inside, c));
+  list.push_back(tensor("ln2_in", sbh_outside, c));
+  list.push_back(tensor("ln2_mean", rows, kFp32Bytes));
+  list.push_back(tensor("ln2_rstd", rows, kFp32Bytes));
+  list.push_back(tensor("ln2_out", sbh_outside, c));
+  list.push_back(tensor("fc1_out", sbf_inside, c));
+  list.push_back(tensor("gelu_out", sbf_inside, c));
+  return list;
+}
+
+std::vector<ActivationTensor> apply_recompute(const std::vector<ActivationTensor>& tensors,
+                                              Recompute recompute) {
+  std::vector<ActivationTensor> kept;
+  kept.reserve(tensors.size());
+  for (const auto& t : tensors) {
+    const bool keep = recompute == Recompute::kNone ||
+                      (recompute == Recompute::kSelective && !t.attention_core) ||
+                      (recompute == Recompute::kFull && t.name == "ln1_in");
+    if (keep) kept.push_back(t);
+  }
+  return kept;
+}
+
+double korthikanti_layer_activation_bytes(std::int64_t seq, std::int64_t micro_batch,
+                                          std::int64_t hidden, std::int64_t heads,
+                                          std::int64_t tp, bool sequence_parallel,
+                                          Recompute recompute) {
+  const double s = static_cast<double>(seq);
+  const double b = static_cast<double>(micro_batch);
+  const double h = static_cast<double>(hidden);
+  const double a = static_cast<double>(heads);
+  const double t = static_cast<double>(tp);
+  const double sbh = s * b * h;
+  // Korthikanti et al. 2022, Table 2.
+  if (recompute == Recompute::kFull) return sequence_parallel ? 2 * sbh / t : 2 * sbh;
+  const double core = recompute == Recompute::kSelective ? 0.0 : 5 * a * s / h;
+  if (sequence_parallel) return sbh * (34 + core) / t;
+  return sbh * (10 + 24 / t + core / t);
+}
+
+std::vector<ActivationTensor> embedding_activation_tensors(const ModelSpec& model,
+                                                           std::int64_t micro_batch,
+                                                           std::int64_t tp, bool sequence_parallel,
+                                                           ActivationConvention convention,
+                                                           int compute_bytes) {
+  const Dims d = dims_of(model, micro_batch, tp, sequence_parallel);
+  // The embedding's output is layer 0's ln1_in (already counted with the layer); the
+  // published convention adds the embedding dropout mask (Korthikanti 4.3: s b h / t
+  // with SP). The token ids (s b integers) are the data loader's, not counted.
+  if (convention == ActivationConvention::kPublished) {
+    return {tensor("embed_mask", d.S * d.b * d.h, kMaskBytes)};
+  }
+  check_compute_bytes(compute_bytes);
+  return {};
+}
+
+std::vector<ActivationTensor> head_activation_tensors(const ModelSpec& model,
+                                                      std::int64_t micro_batch, std::int64_t tp,
+                                                      bool sequence_parallel,
+                                                      ActivationConvention convention,
+                                                      int compute_bytes) {
+  const Dims d = dims_of(model, micro_batch, tp, sequence_parallel);
+  const std::int64_t sbh_outside = d.S * d.b * d.h;
+  // Final LayerNorm input and its output (the output layer's input), Korthikanti 4.3:
+  // 4 s b h / t bytes in 16-bit with SP.
+  if (convention == ActivationConvention::kPublished) {
+    return {tensor("lnf_in", sbh_outside, kPublishedBytes),
+            tensor("lnf_out", sbh_outside, kPublishedBytes)};
+  }
+  check_compute_bytes(compute_bytes);
+  const std::int64_t rows = d.S * d.b;
+  return {tensor("lnf_in", sbh_outside, compute_bytes), tensor("lnf_mean", rows, kFp32Bytes),
+          tensor("lnf_rstd", rows, kFp32Bytes), tensor("lnf_out", sbh_outside, compute_bytes)};
+}
+
+std::vector<ActivationTensor> logits_tensors(const ModelSpec& model, std::int64_t micro_batch,
+                                             std::int64_t tp, int compute_bytes) {
+  const Dims d = dims_of(model, micro_batch, tp, /*sequence_parallel=*/false);
+  check_compute_bytes(compute_bytes);
+  if (model.vocab < 1) {
+    throw InfeasiblePlan(fmt::format("memory model: vocab = {}, expected >= 1", model.vocab));
+  }
+  const std::int64_t shard = (model.vocab + d.t - 1) / d.t;  // vocab-parallel rows, padded
+  const std::int64_t elements = d.s * d.b * shard;
+  std::vector<ActivationTensor> list{tensor("logits_fp32", elements, kFp32Bytes)};
+  if (compute_bytes != kFp32Bytes) list.push_back(tensor("logits", elements, compute_bytes));
+  return list;
+}
+
+}  // namespace strata

@@ -1,0 +1,5 @@
+# The memory model: ZeRO model state, stage parameters, activation tensor lists against
+# Korthikanti et al.'s formula, in-flight closed forms, a tiny model worked by hand.
+strata_add_test(memory_model_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/memory_model_test.cc
+  LIBS strata_memory_model)

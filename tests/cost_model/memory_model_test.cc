@@ -1,0 +1,482 @@
+// Tests of the memory model (cost_model/memory_model.h): the ZeRO paper's per-GPU model
+// state example, Korthikanti et al.'s activation formula against the published tensor list,
+// the in-flight closed forms, a tiny model worked by hand term by term, offload and ZeRO
+// invariants, and the planner's speed requirement. Specs are built in code, not loaded.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cost_model/errors.h"
+#include "cost_model/memory_model.h"
+
+namespace strata {
+namespace {
+
+ModelSpec make_model(std::int64_t layers, std::int64_t hidden, std::int64_t heads,
+                     std::int64_t seq, std::int64_t vocab, std::int64_t ffn) {
+  ModelSpec m;
+  m.name = "test";
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.seq_len = seq;
+  m.vocab = vocab;
+  m.ffn_hidden = ffn;
+  return m;
+}
+
+// The tiny model of the brief: layers 8, hidden 64, heads 4, seq 64, vocab 256, ffn 256.
+ModelSpec tiny() { return make_model(8, 64, 4, 64, 256, 256); }
+
+ClusterSpec cluster(Backend backend) {
+  ClusterSpec c;
+  c.name = "test";
+  c.backend = backend;
+  c.nodes = 1;
+  c.gpus_per_node = 8;
+  return c;
+}
+
+TrainSpec train(std::int64_t global_batch, Precision precision) {
+  TrainSpec t;
+  t.global_batch = global_batch;
+  t.precision = precision;
+  return t;
+}
+
+double tier_sum(const TierBytes& t) { return t.device + t.host + t.nvme; }
+
+// ---- ZeRO ------------------------------------------------------------------------------
+
+// Rajbhandari et al. 2020, Figure 1: 7.5B parameters, Nd = 64, K = 12 (mixed-precision Adam):
+// baseline 120 GB, P_os 31.4 GB, P_os+g 16.6 GB, P_os+g+p 1.9 GB per GPU.
+TEST(ZeroModelState, PaperExampleSevenPointFiveBillionOnSixtyFourGpus) {
+  const double P = 7.5e9;
+  const double published_gb[] = {120.0, 31.4, 16.6, 1.9};
+  // Exact values from 16P, 4P + 12P/d, 2P + 14P/d, 16P/d at d = 64, in GB:
+  // 120, 30 + 1.40625, 15 + 1.640625, 1.875.
+  const double exact_gb[] = {120.0, 31.40625, 16.640625, 1.875};
+  for (int stage = 0; stage <= 3; ++stage) {
+    const double gb =
+        zero_model_state_bytes_per_param(stage, 64, Precision::kBf16).total() * P / 1e9;
+    EXPECT_NEAR(gb, exact_gb[stage], 1e-9) << "stage " << stage;
+    if (stage < 3) {
+      EXPECT_NEAR(gb, published_gb[stage], 0.01 * published_gb[stage]) << "stage " << stage;
+    } else {
+      // The paper prints 1.875 rounded to two significant figures (1.9, i.e. +-0.05):
+      // 1.875 is 1.3% below the printed figure, inside its rounding but not within 1% of it.
+      EXPECT_NEAR(gb, published_gb[stage], 0.05) << "stage " << stage;
+    }
+  }
+}
+
+TEST(ZeroModelState, KindsPerStageAndFp32) {
+  // bf16 stage 2 over d = 8: params 2, grads 2/8, optimizer 12/8 (ZeRO paper, 3.1).
+  const auto z2 = zero_model_state_bytes_per_param(2, 8, Precision::kBf16);
+  EXPECT_DOUBLE_EQ(z2.params, 2.0);
+  EXPECT_DOUBLE_EQ(z2.gradients, 0.25);
+  EXPECT_DOUBLE_EQ(z2.optimizer, 1.5);
+  // fp32 stage 0: 4 (params) + 4 (grads) + 8 (Adam m, v; the params are the master copy).
+  const auto f0 = zero_model_state_bytes_per_param(0, 8, Precision::kFp32);
+  EXPECT_DOUBLE_EQ(f0.total(), 16.0);
+  EXPECT_DOUBLE_EQ(f0.optimizer, 8.0);
+  EXPECT_THROW(zero_model_state_bytes_per_param(4, 8, Precision::kBf16), InfeasiblePlan);
+  EXPECT_THROW(zero_model_state_bytes_per_param(1, 0, Precision::kBf16), InfeasiblePlan);
+}
+
+// ---- parameters ------------------------------------------------------------------------
+
+TEST(StageParams, LayerMatchesPublishedCountAndSplitsByTp) {
+  const ModelSpec m = make_model(36, 4096, 32, 2048, 51200, 4 * 4096);
+  const std::int64_t h = 4096;
+  // t = 1: 12 h^2 + 13 h (Narayanan et al. 2021, the P formula's per-layer term).
+  EXPECT_EQ(layer_params_per_tp_rank(m, 1), 12 * h * h + 13 * h);
+  // t = 4: (4h^2 + 2h*4h + 3h + 4h) / 4 split + 6h replicated (two row biases, two LNs).
+  EXPECT_EQ(layer_params_per_tp_rank(m, 4), (12 * h * h + 7 * h) / 4 + 6 * h);
+  EXPECT_THROW(layer_params_per_tp_rank(m, 3), InfeasiblePlan);
+}
+
+TEST(StageParams, SumOverStagesIsTheModelPlusTiedCopy) {
+  const ModelSpec m = tiny();
+  // p = 1: all of it, P = 8 (12*64^2 + 13*64) + (256 + 64) 64 + 2*64
+  //      = 8 * 49984 + 20480 + 128 = 420480.
+  EXPECT_EQ(stage_params(m, 1, 1, 1, 0).total(), 420480);
+  // p = 4: the tied output embedding (256*64 = 16384) is held again by the last stage.
+  std::int64_t sum = 0;
+  for (std::int64_t r = 0; r < 4; ++r) sum += stage_params(m, 1, 4, 1, r).total();
+  EXPECT_EQ(sum, 420480 + 16384);
+  // t = 2 on the first stage of p = 2: 4 layers * ((4*4096 + 2*64*256 + 3*64 + 256)/2 + 6*64)
+  // + 256/2*64 + 64*64 = 4 * (49600/2 + 384) + 8192 + 4096 = 4 * 25184 + 12288 = 113024.
+  EXPECT_EQ(stage_params(m, 2, 2, 1, 0).total(), 113024);
+  EXPECT_THROW(stage_params(m, 1, 3, 1, 0), InfeasiblePlan);  // 8 % 3
+  EXPECT_THROW(stage_params(m, 1, 4, 4, 0), InfeasiblePlan);  // 8 % 16
+}
+
+// ---- activations -----------------------------------------------------------------------
+
+// Korthikanti et al. 2022, section 4.1, per layer, 16-bit, t = 1 (what the published list sums to):
+//   attention: QKV input 2sbh, Q and K 4sbh, softmax 2as^2b, its dropout mask as^2b,
+//     dropout output 2as^2b, V 2sbh, projection input 2sbh, projection dropout mask sbh
+//     = 11 sbh + 5 as^2b;
+//   MLP: fc1 input 2sbh, GeLU input 8sbh, fc2 input 8sbh, dropout mask sbh = 19 sbh;
+//   two LayerNorm inputs 4 sbh.
+//   Total 34 sbh + 5 as^2 b = s b h (34 + 5 a s / h).
+// With tensor parallelism only the LN inputs, the QKV and fc1 inputs and the two masks
+// stay replicated (10 sbh); with sequence parallelism everything is divided by t.
+struct Shape {
+  std::int64_t s, b, h, a, t;
+};
+
+TEST(Activations, PublishedListEqualsKorthikantiFormula) {
+  const Shape shapes[] = {
+      {2048, 1, 12288, 96, 8},   // GPT-3 175B shape, t = 8
+      {2048, 1, 25600, 160, 8},  // the 1T model of Narayanan et al. 2021
+      {1024, 4, 2048, 16, 1},    // small, t = 1
+      {2048, 2, 4096, 32, 4},    // 7.5B shape, t = 4
+  };
+  for (const auto& sh : shapes) {
+    const ModelSpec m = make_model(24, sh.h, sh.a, sh.s, 51200, 4 * sh.h);
+    for (bool sp : {false, true}) {
+      if (sp && sh.t == 1) continue;
+      for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+        const auto list = apply_recompute(
+            layer_activation_tensors(m, sh.b, sh.t, sp, ActivationConvention::kPublished, 2), rc);
+        const double expected =
+            korthikanti_layer_activation_bytes(sh.s, sh.b, sh.h, sh.a, sh.t, sp, rc);
+        EXPECT_NEAR(sum_bytes(list), expected, 1e-9 * expected)
+            << "s=" << sh.s << " h=" << sh.h << " t=" << sh.t << " sp=" << sp
+            << " rc=" << static_cast<int>(rc);
+      }
+    }
+  }
+}
+
+TEST(Activations, FormulaClosedFormsByHand) {
+  // s = 2048, b = 1, h = 12288, a = 96: sbh = 25,769,803,776 / 1,000 ... computed below.
+  const double s = 2048, b = 1, h = 12288, a = 96, t = 8;
+  const double sbh = s * b * h;
+  // No recompute, t = 1: sbh (34 + 5as/h) = sbh (34 + 80) = 114 sbh.
+  EXPECT_DOUBLE_EQ(korthikanti_layer_activation_bytes(2048, 1, 12288, 96, 1, false, Recompute::kNone),
+                   114 * sbh);
+  // SP, t = 8: 114 sbh / 8.
+  EXPECT_DOUBLE_EQ(korthikanti_layer_activation_bytes(2048, 1, 12288, 96, 8, true, Recompute::kNone),
+                   114 * sbh / t);
+  // TP only, t = 8: sbh (10 + 24/8 + 80/8) = 23 sbh.
+  EXPECT_DOUBLE_EQ(korthikanti_layer_activation_bytes(2048, 1, 12288, 96, 8, false, Recompute::kNone),
+                   23 * sbh);
+  // Selective + SP: 34 sbh / t.
+  EXPECT_DOUBLE_EQ(
+      korthikanti_layer_activation_bytes(2048, 1, 12288, 96, 8, true, Recompute::kSelective),
+      34 * sbh / t);
+  // Full: 2 sbh, and / t with SP.
+  EXPECT_DOUBLE_EQ(korthikanti_layer_activation_bytes(2048, 1, 12288, 96, 8, false, Recompute::kFull),
+                   2 * sbh);
+  EXPECT_DOUBLE_EQ(korthikanti_layer_activation_bytes(2048, 1, 12288, 96, 8, true, Recompute::kFull),
+                   2 * sbh / t);
+  (void)a;
+}
+
+TEST(Activations, ExecutorConventionsTinyModel) {
+  const ModelSpec m = tiny();
+  // s = 64, b = 2, h = 64, f = 256, a = 4, t = 1: sbh = 8192, sbf = 32768, rows sb = 128,
+  // scores a s s b = 32768.
+  // CPU fp32: 5 sbh tensors (ln1_in, ln1_out, attn_out, ln2_in, ln2_out) 40960 + qkv 24576
+  // + probs 32768 + fc1_out, gelu_out 65536 + 4 statistics 512 = 164352 elements * 4 B.
+  const auto cpu = layer_activation_tensors(m, 2, 1, false, ActivationConvention::kCpuExecutor, 4);
+  EXPECT_DOUBLE_EQ(sum_bytes(cpu), 164352.0 * 4);
+  // CUDA bf16: probs replaced by the fp32 logsumexp a s b = 512 elements:
+  // (40960 + 24576 + 65536) * 2 + (512 + 512) * 4 = 262144 + 4096 = 266240.
+  const auto cuda = layer_activation_tensors(m, 2, 1, false, ActivationConvention::kCudaExecutor, 2);
+  EXPECT_DOUBLE_EQ(sum_bytes(cuda), 266240.0);
+  // Selective recompute drops exactly the attention core.
+  EXPECT_DOUBLE_EQ(sum_bytes(apply_recompute(cpu, Recompute::kSelective)), (164352.0 - 32768) * 4);
+  // Full recompute keeps ln1_in only: 8192 * 4.
+  const auto full = apply_recompute(cpu, Recompute::kFull);
+  ASSERT_EQ(full.size(), 1u);
+  EXPECT_EQ(full[0].name, "ln1_in");
+  EXPECT_DOUBLE_EQ(sum_bytes(full), 8192.0 * 4);
+  // t = 2 with SP: every tensor halves (S = 32, heads 2, f/t = 128): 164352 / 2 elements.
+  const auto sp = layer_activation_tensors(m, 2, 2, true, ActivationConvention::kCpuExecutor, 4);
+  EXPECT_DOUBLE_EQ(sum_bytes(sp), 164352.0 / 2 * 4);
+  EXPECT_THROW(layer_activation_tensors(m, 2, 3, false, ActivationConvention::kCpuExecutor, 4),
+               InfeasiblePlan);
+  EXPECT_THROW(layer_activation_tensors(m, 2, 1, false, ActivationConvention::kCpuExecutor, 3),
+               InfeasiblePlan);
+}
+
+// ---- in-flight ---------------------------------------------------------------------------
+
+TEST(InFlight, ClosedForms) {
+  // GPipe holds all m micro-batches on every rank.
+  for (std::int64_t r = 0; r < 4; ++r) EXPECT_EQ(in_flight_chunks(ScheduleKind::kGpipe, 4, 1, 16, r), 16);
+  // 1F1B: p - r, capped by m.
+  for (std::int64_t r = 0; r < 4; ++r) EXPECT_EQ(in_flight_chunks(ScheduleKind::kOneFOneB, 4, 1, 16, r), 4 - r);
+  EXPECT_EQ(in_flight_chunks(ScheduleKind::kOneFOneB, 8, 1, 3, 0), 3);
+  // Interleaved p = 4, v = 2, m = 8: 2 (p - r - 1) + (v - 1) p + 1 = 11, 9, 7, 5.
+  const std::int64_t expected[] = {11, 9, 7, 5};
+  for (std::int64_t r = 0; r < 4; ++r) {
+    EXPECT_EQ(in_flight_chunks(ScheduleKind::kInterleaved, 4, 2, 8, r), expected[r]);
+  }
+  // Capped by m v: p = 4, v = 4, m = 4 -> min(6 + 12 + 1, 16) = 16 on rank 0.
+  EXPECT_EQ(in_flight_chunks(ScheduleKind::kInterleaved, 4, 4, 4, 0), 16);
+  // Interleaved with v = 1 is 1F1B.
+  EXPECT_EQ(in_flight_chunks(ScheduleKind::kInterleaved, 4, 1, 8, 1), 3);
+  EXPECT_THROW(in_flight_chunks(ScheduleKind::kOneFOneB, 4, 1, 8, 4), InfeasiblePlan);
+  EXPECT_THROW(in_flight_chunks(ScheduleKind::kOneFOneB, 4, 1, 0, 0), InfeasiblePlan);
+}
+
+TEST(InFlight, InterleavedRankZeroHoldsTheMost) {
+  for (std::int64_t p : {2, 4, 8, 16}) {
+    for (std::int64_t v : {2, 3, 4}) {
+      for (std::int64_t m : {p, 2 * p, 8 * p}) {
+        const std::int64_t first = in_flight_chunks(ScheduleKind::kInterleaved, p, v, m, 0);
+        for (std::int64_t r = 1; r < p; ++r) {
+          EXPECT_GE(first, in_flight_chunks(ScheduleKind::kInterleaved, p, v, m, r));
+        }
+      }
+    }
+  }
+}
+
+// ---- the tiny model worked by hand -------------------------------------------------------
+
+// tiny, CPU backend (fp32, compute 4 bytes), t 1, p 2, d 1, b 2, 1F1B, ZeRO 0, no recompute,
+// global batch 8 -> m = 8 / (1 * 2) = 4 micro-batches.
+//   layer params 12 h^2 + 13 h = 49152 + 832 = 49984.
+//   stage 0: 4 layers 199936 + embedding V h + s h = 16384 + 4096 -> 220416 params.
+//   stage 1: 4 layers 199936 + tied output embedding 16384 + final LN 128 -> 216448 params.
+//   fp32 ZeRO 0: 4 + 4 + 8 bytes: stage 0 params 881664, grads 881664, optimizer 1763328;
+//                stage 1: 865792, 865792, 1731584.
+//   per-layer activations 164352 elements * 4 = 657408 B (see ExecutorConventionsTinyModel).
+//   in flight: rank 0 min(2 - 0, 4) = 2, rank 1: 1.
+//   rank 0 activations: 657408 * 4 layers * 2 = 5259264 (the CPU convention saves nothing
+//     extra for the embedding).
+//   rank 1 activations: 657408 * 4 * 1 = 2629632 + head (lnf_in 8192 + mean, rstd 256 +
+//     lnf_out 8192 elements = 16640 * 4 = 66560) * 1 in flight + logits s b V = 32768 fp32
+//     = 131072 -> 2827264.
+//   buffers: dp 1 -> no gradient bucket; ZeRO 0 -> no gather; 2 pipeline messages (the first
+//     rank sends activations and receives gradients, the last the reverse) of s b h * 4 =
+//     32768 each = 65536; CPU workspace 0.
+//   device totals: rank 0 3526656 + 5259264 + 65536 = 8851456; rank 1 3463168 + 2827264 +
+//     65536 = 6355968.
+TEST(EstimateMemory, TinyModelByHand) {
+  Plan plan;
+  plan.tp = 1;
+  plan.pp = 2;
+  plan.dp = 1;
+  plan.micro_batch = 2;
+  plan.schedule = ScheduleKind::kOneFOneB;
+  const MemoryEstimate e =
+      estimate_memory(tiny(), cluster(Backend::kCpu), train(8, Precision::kFp32), plan);
+  ASSERT_EQ(e.stages.size(), 2u);
+  const StageMemory& s0 = e.stages[0];
+  const StageMemory& s1 = e.stages[1];
+  EXPECT_EQ(s0.stage_params.total(), 220416);
+  EXPECT_EQ(s1.stage_params.total(), 216448);
+  EXPECT_DOUBLE_EQ(s0.params.device, 881664);
+  EXPECT_DOUBLE_EQ(s0.gradients.device, 881664);
+  EXPECT_DOUBLE_EQ(s0.optimizer.device, 1763328);
+  EXPECT_DOUBLE_EQ(s1.optimizer.device, 1731584);
+  EXPECT_EQ(s0.in_flight, 2);
+  EXPECT_EQ(s1.in_flight, 1);
+  EXPECT_DOUBLE_EQ(s0.layer_activation_bytes, 657408);
+  EXPECT_DOUBLE_EQ(s0.activations.device, 5259264);
+  EXPECT_DOUBLE_EQ(s1.embedding_head_bytes, 66560);
+  EXPECT_DOUBLE_EQ(s1.logits_bytes, 131072);
+  EXPECT_DOUBLE_EQ(s1.activations.device, 2827264);
+  EXPECT_DOUBLE_EQ(s0.pipeline_buffer_bytes, 65536);
+  EXPECT_DOUBLE_EQ(s0.buffers.device, 65536);
+  EXPECT_DOUBLE_EQ(s0.total.device, 8851456);
+  EXPECT_DOUBLE_EQ(s1.total.device, 6355968);
+  EXPECT_DOUBLE_EQ(s0.total.host, 0);
+  EXPECT_EQ(e.worst_pp_rank, 0);
+  EXPECT_DOUBLE_EQ(e.worst.device, 8851456);
+
+  // The Prediction's memory fields: worst per tier and one RankMemory per stage.
+  StepReport report;
+  fill_prediction_memory(e, plan, report);
+  EXPECT_EQ(report.memory_bytes, e.worst);
+  ASSERT_EQ(report.per_rank.size(), 2u);
+  EXPECT_EQ(report.per_rank[1].pp_rank, 1);
+  EXPECT_EQ(report.per_rank[1].rank, 1);  // Megatron order: pp_rank * tp * dp
+  EXPECT_DOUBLE_EQ(report.per_rank[1].peak_bytes.device, 6355968);
+}
+
+TEST(EstimateMemory, RecomputeAddsOneLayerWorkingSet) {
+  // Same tiny plan, full recompute: each in-flight chunk keeps 4 layer inputs (8192 * 4 B
+  // each) and one layer's dropped tensors (657408 - 32768 = 624640 B) are live in backward.
+  // rank 0: 32768 * 4 * 2 + 624640 = 886784.
+  Plan plan;
+  plan.pp = 2;
+  plan.micro_batch = 2;
+  plan.recompute = Recompute::kFull;
+  const MemoryEstimate e =
+      estimate_memory(tiny(), cluster(Backend::kCpu), train(8, Precision::kFp32), plan);
+  EXPECT_DOUBLE_EQ(e.stages[0].recompute_working_bytes, 624640);
+  EXPECT_DOUBLE_EQ(e.stages[0].activations.device, 886784);
+}
+
+TEST(EstimateMemory, PublishedConventionOnSeventyFiveBillionShape) {
+  // 7.5B shape (36 layers, h 4096, 32 heads, s 2048) on t 4, p 1, SP, b 1, no recompute:
+  // per layer s b h (34 + 5 a s / h) / t = 2048 * 4096 * (34 + 80) / 4 = 239,075,328 B;
+  // 36 layers, 1 in flight (p = 1) -> 8,606,711,808 B, plus the embedding mask (S b h = 2,097,152
+  // B), the head (2 * 2 * 2,097,152 = 8,388,608 B) and logits (2048 * 12800 * (4 + 2) =
+  // 157,286,400 B).
+  const ModelSpec m = make_model(36, 4096, 32, 2048, 51200, 16384);
+  Plan plan;
+  plan.tp = 4;
+  plan.dp = 32;
+  plan.sequence_parallel = true;
+  MemoryModelOptions options;
+  options.published_activations = true;
+  const MemoryEstimate e = estimate_memory(m, cluster(Backend::kCuda), train(512, Precision::kBf16),
+                                           plan, options);
+  EXPECT_DOUBLE_EQ(e.stages[0].layer_activation_bytes, 239075328.0);
+  EXPECT_DOUBLE_EQ(e.stages[0].activations.device,
+                   8606711808.0 + 2097152.0 + 8388608.0 + 157286400.0);
+}
+
+// ---- invariants ------------------------------------------------------------------------
+
+Plan zero3_plan() {
+  Plan plan;
+  plan.pp = 2;
+  plan.dp = 4;
+  plan.micro_batch = 1;
+  plan.zero_stage = 3;
+  return plan;
+}
+
+TEST(EstimateMemory, OffloadMovesBytesBetweenTiersKeepingTheTotal) {
+  const ModelSpec m = tiny();
+  const TrainSpec t = train(16, Precision::kBf16);
+  const MemoryEstimate base = estimate_memory(m, cluster(Backend::kCuda), t, zero3_plan());
+  const OffloadTier tiers[] = {OffloadTier::kNone, OffloadTier::kCpu, OffloadTier::kNvme};
+  for (OffloadTier opt : tiers) {
+    for (OffloadTier grad : tiers) {
+      for (OffloadTier par : tiers) {
+        Plan plan = zero3_plan();
+        plan.offload = OffloadPlan{opt, grad, par};
+        const MemoryEstimate e = estimate_memory(m, cluster(Backend::kCuda), t, plan);
+        for (std::size_t r = 0; r < e.stages.size(); ++r) {
+          const StageMemory& s = e.stages[r];
+          EXPECT_DOUBLE_EQ(tier_sum(s.total), tier_sum(base.stages[r].total));
+          // The offloaded kind sits entirely on its tier.
+          const double opt_bytes = tier_sum(s.optimizer);
+          EXPECT_DOUBLE_EQ(opt == OffloadTier::kCpu ? s.optimizer.host
+                           : opt == OffloadTier::kNvme ? s.optimizer.nvme
+                                                       : s.optimizer.device,
+                           opt_bytes);
+          EXPECT_GT(opt_bytes, 0);
+        }
+      }
+    }
+  }
+  // Everything offloaded to the host: the device keeps activations and buffers only.
+  Plan all_cpu = zero3_plan();
+  all_cpu.offload = OffloadPlan{OffloadTier::kCpu, OffloadTier::kCpu, OffloadTier::kCpu};
+  const MemoryEstimate e = estimate_memory(m, cluster(Backend::kCuda), t, all_cpu);
+  const StageMemory& s = e.stages[0];
+  EXPECT_DOUBLE_EQ(s.total.device, s.activations.device + s.buffers.device);
+  EXPECT_GT(s.zero3_gather_bytes, 0);  // the device's parameter working set remains
+  EXPECT_DOUBLE_EQ(e.worst.host, std::max(e.stages[0].total.host, e.stages[1].total.host));
+}
+
+TEST(EstimateMemory, ZeroStagesNeverIncreaseDeviceBytes) {
+  // tiny, bf16, p 2, d 8: stage 0 has 220416 params; ZeRO 2 model state 2P + 14P/8 =
+  // 826560 B; ZeRO 3 2P/8 + 14P/8 = 440832 B + gathered current and next unit 2 * 49984 * 2 =
+  // 199936 B = 640768 B. Each stage partitions one more kind, so device bytes only fall.
+  const ModelSpec m = tiny();
+  const TrainSpec t = train(64, Precision::kBf16);
+  double previous = 0;
+  for (int z = 0; z <= 3; ++z) {
+    Plan plan;
+    plan.pp = 2;
+    plan.dp = 8;
+    plan.zero_stage = z;
+    const MemoryEstimate e = estimate_memory(m, cluster(Backend::kCuda), t, plan);
+    const double model_state = e.stages[0].params.device + e.stages[0].gradients.device +
+                               e.stages[0].optimizer.device + e.stages[0].zero3_gather_bytes;
+    if (z == 2) {
+      EXPECT_DOUBLE_EQ(model_state, 826560);
+    }
+    if (z == 3) {
+      EXPECT_DOUBLE_EQ(model_state, 640768);
+    }
+    if (z > 0) {
+      EXPECT_LT(e.worst.device, previous) << "stage " << z;
+    }
+    previous = e.worst.device;
+  }
+}
+
+TEST(EstimateMemory, RejectsPlansThatDoNotDivide) {
+  Plan plan;
+  plan.dp = 3;
+  EXPECT_THROW(estimate_memory(tiny(), cluster(Backend::kCpu), train(8, Precision::kFp32), plan),
+               InfeasiblePlan);  // 8 % 3
+  plan.dp = 1;
+  plan.pp = 3;
+  EXPECT_THROW(estimate_memory(tiny(), cluster(Backend::kCpu), train(8, Precision::kFp32), plan),
+               InfeasiblePlan);  // 8 layers % 3
+}
+
+// The planner calls estimate_memory for every candidate: the 1T model (128 layers, h 25600,
+// 160 heads) on 3072 GPUs, every t | 8, p | 128, d = 3072 / (t p), b in 1..8, three
+// schedules, v up to 4, four ZeRO stages, three recompute policies must take < 2 s in all.
+TEST(EstimateMemory, FastEnoughForThePlanner) {
+  const ModelSpec m = make_model(128, 25600, 160, 2048, 51200, 4 * 25600);
+  const TrainSpec t = train(3072, Precision::kBf16);
+  const ClusterSpec c = cluster(Backend::kCuda);
+  std::int64_t candidates = 0;
+  double checksum = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (std::int64_t tp : {1, 2, 4, 8}) {
+    for (std::int64_t pp : {1, 2, 4, 8, 16, 32, 64, 128}) {
+      if (3072 % (tp * pp) != 0) continue;
+      const std::int64_t dp = 3072 / (tp * pp);
+      for (std::int64_t b : {1, 2, 4, 8}) {
+        if (3072 % (dp * b) != 0) continue;
+        const std::int64_t micro = 3072 / (dp * b);
+        for (ScheduleKind kind :
+             {ScheduleKind::kGpipe, ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved}) {
+          for (std::int64_t v : {1, 2, 4}) {
+            if ((kind == ScheduleKind::kInterleaved) != (v > 1)) continue;
+            if (128 % (pp * v) != 0 || (v > 1 && micro % pp != 0)) continue;
+            for (int z = 0; z <= 3; ++z) {
+              for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+                Plan plan;
+                plan.tp = tp;
+                plan.pp = pp;
+                plan.dp = dp;
+                plan.virtual_stages = v;
+                plan.micro_batch = b;
+                plan.schedule = kind;
+                plan.zero_stage = z;
+                plan.recompute = rc;
+                plan.sequence_parallel = tp > 1;
+                checksum += estimate_memory(m, c, t, plan).worst.device;
+                ++candidates;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GT(candidates, 1000);
+  EXPECT_GT(checksum, 0);
+  EXPECT_LT(seconds, 2.0) << candidates << " candidates";
+  RecordProperty("candidates", std::to_string(candidates));
+  RecordProperty("seconds", std::to_string(seconds));
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,1 +1,42 @@
-int main() { return 0; }  // placeholder
+// `strata`: wires the subcommands into one CLI11 app and is the single place where errors
+// become one line on stderr and an exit code (see commands.h for the codes). Nothing else
+// here: each subcommand lives in its own file.
+#include <exception>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "cost_model/errors.h"
+#include "tools/strata/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"strata: plan, simulate and run the training of large transformer models"};
+  app.require_subcommand(1);
+  app.footer(
+      "Exit codes: 0 ok; 2 bad input or a failed system call; 3 the plan (or every plan) does "
+      "not fit in memory.");
+  strata::cli::CommandContext context{&std::cout, 0};
+  strata::cli::add_plan_command(app, context);
+  strata::cli::add_predict_command(app, context);
+  strata::cli::add_simulate_command(app, context);
+
+  const auto fail = [](const char* kind, const std::exception& e) {
+    std::cerr << "strata: " << kind << e.what() << "\n";
+    return 2;
+  };
+  try {
+    app.parse(argc, argv);
+    return context.exit_code;
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    return fail("", e);
+  } catch (const strata::ConfigError& e) {
+    return fail("", e);
+  } catch (const strata::InfeasiblePlan& e) {
+    return fail("infeasible plan: ", e);
+  } catch (const strata::OutOfMemory& e) {
+    return fail("out of memory: ", e);
+  } catch (const strata::SystemError& e) {
+    return fail("system error: ", e);
+  }
+}

@@ -1,1 +1,157 @@
-// placeholder: filled in by its component's work
+// `strata plan`: searches the plans of a model on a cluster (planner/planner.h), prints the
+// best ones as a table (or JSON) with the counts of candidates and of dropped plans, and
+// writes the best as a plan file (--out) that `strata predict/simulate/run` load. When no
+// plan fits it says which reason dropped the most plans and which plan came closest.
+#include <memory>
+#include <ostream>
+
+#include <fmt/format.h>
+
+#include "cost_model/json_reader.h"
+#include "cost_model/units.h"
+#include "planner/planner.h"
+#include "tools/strata/commands.h"
+#include "tools/strata/inputs.h"
+
+namespace strata::cli {
+namespace {
+
+struct PlanOptions {
+  SpecOptions specs;
+  std::int64_t gpus = 0;
+  std::int64_t top = 5;
+  std::string out;
+  bool json = false;
+  bool allow_tp_across_nodes = false;
+};
+
+// A plan file: the plan's keys plus its prediction and the names it was made for.
+Json plan_file_json(const ScoredPlan& scored, const PlanOptions& options) {
+  Json json = scored.plan.to_json();
+  json["prediction"] = scored.prediction.to_json();
+  json["model"] = options.specs.model;
+  json["cluster"] = options.specs.cluster;
+  json["train"] = options.specs.train;
+  return json;
+}
+
+Json result_json(const PlanSearchResult& result, const PlanOptions& options) {
+  Json json = {{"model", options.specs.model},
+               {"cluster", options.specs.cluster},
+               {"train", options.specs.train},
+               {"gpus", result.gpus},
+               {"candidates", result.candidates},
+               {"scored", result.scored},
+               {"pruned", result.pruned},
+               {"fitting", result.fitting},
+               {"dropped", result.dropped}};
+  json["plans"] = Json::array();
+  for (const ScoredPlan& scored : result.top) json["plans"].push_back(plan_file_json(scored, options));
+  if (result.top.empty()) {
+    json["top_reason"] = result.top_reason;
+    json["closest"] = result.closest ? plan_file_json(*result.closest, options) : Json(nullptr);
+  }
+  return json;
+}
+
+void print_counts(std::ostream& out, const PlanSearchResult& result) {
+  out << fmt::format("candidates {}, scored {}, pruned {} (a faster variant fits), fit {}\n",
+                     result.candidates, result.scored, result.pruned, result.fitting);
+  out << "dropped:";
+  if (result.dropped.empty()) out << " none";
+  for (const auto& [reason, count] : result.dropped) out << fmt::format(" [{}: {}]", reason, count);
+  out << "\n";
+}
+
+void print_table(std::ostream& out, const PlanSearchResult& result) {
+  out << fmt::format("{:>2} {:>2} {:>3} {:>4} {:>2} {:>2} {:<11} {:>4} {:<22} {:<9} {:<3} "
+                     "{:>10} {:>12} {:>11} {:>9} {:>12} {:>7} {:>6} {:>6}\n",
+                     "#", "t", "p", "d", "v", "b", "schedule", "ZeRO", "offload", "recompute",
+                     "sp", "device_GiB", "host_GiB/gpu", "nvme_GB/gpu", "step_s", "tokens/s",
+                     "TFLOP/s", "MFU", "bubble");
+  int rank = 1;
+  for (const ScoredPlan& s : result.top) {
+    const Plan& p = s.plan;
+    const Prediction& r = s.prediction;
+    out << fmt::format("{:>2} {:>2} {:>3} {:>4} {:>2} {:>2} {:<11} {:>4} {:<22} {:<9} {:<3} "
+                       "{:>10} {:>12} {:>11} {:>9.3f} {:>12.0f} {:>7.1f} {:>6} {:>6}\n",
+                       rank++, p.tp, p.pp, p.dp, p.virtual_stages, p.micro_batch,
+                       to_string(p.schedule), p.zero_stage, offload_label(p.offload),
+                       to_string(p.recompute), p.sequence_parallel ? "yes" : "no",
+                       gib(r.memory_bytes.device), gib(r.memory_bytes.host),
+                       gb(r.memory_bytes.nvme), r.step_time_s, r.tokens_per_s, r.tflops_per_gpu,
+                       percent(r.mfu), percent(r.bubble_fraction));
+  }
+}
+
+void print_infeasible(std::ostream& out, const PlanSearchResult& result, const Inputs& inputs) {
+  const std::int64_t count = result.dropped.count(result.top_reason) != 0
+                                 ? result.dropped.at(result.top_reason) : 0;
+  out << fmt::format("no plan fits: the most common reason is '{}' ({} dropped)\n",
+                     result.top_reason, count);
+  if (!result.closest) return;
+  const MemoryOvershoot& over = *result.closest_overshoot;
+  const double per_node = static_cast<double>(std::min(result.gpus, inputs.cluster.gpus_per_node));
+  const Prediction& r = result.closest->prediction;
+  out << fmt::format("closest plan: {}\n", result.closest->plan.label());
+  out << fmt::format("  device {} GiB of {} GiB per GPU (over by {} GiB)\n",
+                     gib(r.memory_bytes.device), gib(inputs.cluster.device.memory_bytes),
+                     gib(std::max(over.device_bytes, 0.0)));
+  out << fmt::format("  host {} GiB of {} GiB per node (over by {} GiB)\n",
+                     gib(r.memory_bytes.host * per_node), gib(inputs.cluster.host.memory_bytes),
+                     gib(std::max(over.host_bytes, 0.0)));
+  out << fmt::format("  nvme {} GB of {} GB per node (over by {} GB)\n",
+                     gb(r.memory_bytes.nvme * per_node), gb(inputs.cluster.nvme.capacity_bytes),
+                     gb(std::max(over.nvme_bytes, 0.0)));
+}
+
+int run_plan(const PlanOptions& options, std::ostream& out) {
+  const Inputs inputs = load_inputs(options.specs);
+  PlannerOptions planner;
+  planner.gpus = options.gpus;
+  planner.top_k = options.top;
+  planner.allow_tp_across_nodes = options.allow_tp_across_nodes;
+  planner.profile = inputs.profile_ptr();
+  const PlanSearchResult result = search_plans(inputs.model, inputs.cluster, inputs.train, planner);
+
+  if (!options.out.empty() && !result.top.empty()) {
+    write_json_file(options.out, plan_file_json(result.top.front(), options));
+  }
+  if (options.json) {
+    out << result_json(result, options).dump(2) << "\n";
+  } else {
+    out << fmt::format("model {} ({:.2f}B parameters) on {} of {} GPUs of {}, global batch {}, {}\n",
+                       inputs.model.name, inputs.model.total_params() / units::kGiga, result.gpus,
+                       inputs.cluster.total_gpus(), inputs.cluster.name, inputs.train.global_batch,
+                       to_string(inputs.train.precision));
+    print_counts(out, result);
+    if (result.top.empty()) {
+      print_infeasible(out, result, inputs);
+    } else {
+      print_table(out, result);
+      if (!options.out.empty()) out << fmt::format("wrote {}\n", options.out);
+    }
+  }
+  return result.top.empty() ? kExitDoesNotFit : 0;
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app, CommandContext& context) {
+  auto options = std::make_shared<PlanOptions>();
+  CLI::App* command = app.add_subcommand(
+      "plan", "Search the plans of a model on a cluster and rank those that fit by throughput");
+  add_spec_options(*command, options->specs);
+  command->add_option("--gpus", options->gpus, "GPUs to use (default: the whole cluster)")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--top", options->top, "plans to show")->check(CLI::PositiveNumber);
+  command->add_option("--out", options->out, "write the best plan (with its prediction) here");
+  command->add_flag("--json", options->json, "print the result as JSON");
+  command->add_flag("--allow-tp-across-nodes", options->allow_tp_across_nodes,
+                    "also try tensor parallelism wider than a node");
+  command->footer("Exit code 3 when no plan fits; the output names the most common reason "
+                  "and the closest plan.");
+  command->callback([options, &context] { context.exit_code = run_plan(*options, *context.out); });
+}
+
+}  // namespace strata::cli

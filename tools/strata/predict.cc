@@ -1,1 +1,87 @@
-// placeholder: filled in by its component's work
+// `strata predict`: the cost model's Prediction for one given plan: step time and its parts,
+// throughput, MFU, bubble and memory per tier (worst rank, then each pipeline rank), as text
+// or as StepReport JSON. Exit code 3 when the plan does not fit (the prediction is printed).
+#include <memory>
+#include <ostream>
+
+#include <fmt/format.h>
+
+#include "cost_model/cost_model.h"
+#include "planner/planner.h"
+#include "tools/strata/commands.h"
+#include "tools/strata/inputs.h"
+
+namespace strata::cli {
+namespace {
+
+struct PredictOptions {
+  SpecOptions specs;
+  std::string plan;
+  bool json = false;
+};
+
+void print_prediction(std::ostream& out, const Prediction& r, const Inputs& inputs,
+                      const Plan& plan, const MemoryOvershoot& over) {
+  out << fmt::format("plan {} (model {}, cluster {}, {} GPUs)\n", plan.label(), inputs.model.name,
+                     inputs.cluster.name, plan.world_size());
+  const StepTimeParts& t = r.parts;
+  out << fmt::format("step time        {:>10.4f} s\n", r.step_time_s);
+  const std::pair<const char*, double> parts[] = {
+      {"forward", t.forward_s},   {"backward", t.backward_s},   {"recompute", t.recompute_s},
+      {"tp comm", t.tp_comm_s},   {"pp comm", t.pp_comm_s},     {"dp comm", t.dp_comm_s},
+      {"offload", t.offload_s},   {"optimizer", t.optimizer_s}, {"bubble", t.bubble_s},
+      {"other", t.other_s}};
+  for (const auto& [name, seconds] : parts) {
+    out << fmt::format("  {:<14} {:>10.4f} s\n", name, seconds);
+  }
+  out << fmt::format("tokens/s         {:>10.0f}\n", r.tokens_per_s);
+  out << fmt::format("TFLOP/s per GPU  {:>10.1f}\n", r.tflops_per_gpu);
+  out << fmt::format("MFU              {:>10}\n", percent(r.mfu));
+  out << fmt::format("bubble           {:>10} of the step\n", percent(r.bubble_fraction));
+  out << fmt::format("memory, worst rank: device {} GiB of {} GiB, host {} GiB/GPU, nvme {} GB/GPU\n",
+                     gib(r.memory_bytes.device), gib(inputs.cluster.device.memory_bytes),
+                     gib(r.memory_bytes.host), gb(r.memory_bytes.nvme));
+  for (const RankMemory& rank : r.per_rank) {
+    out << fmt::format("  pp_rank {:>3} (rank {:>5}): device {:>8} GiB, host {:>8} GiB, nvme {:>8} GB\n",
+                       rank.pp_rank, rank.rank, gib(rank.peak_bytes.device),
+                       gib(rank.peak_bytes.host), gb(rank.peak_bytes.nvme));
+  }
+  if (over.fits()) {
+    out << "fits: yes\n";
+  } else {
+    out << fmt::format("fits: no (over by device {} GiB/GPU, host {} GiB/node, nvme {} GB/node)\n",
+                       gib(std::max(over.device_bytes, 0.0)), gib(std::max(over.host_bytes, 0.0)),
+                       gb(std::max(over.nvme_bytes, 0.0)));
+  }
+}
+
+int run_predict(const PredictOptions& options, std::ostream& out) {
+  const Inputs inputs = load_inputs(options.specs);
+  const Plan plan = load_plan(options.plan);
+  plan.check(inputs.model, inputs.cluster, inputs.train, options.plan);
+  const Prediction prediction =
+      predict(inputs.model, inputs.cluster, inputs.train, plan, inputs.profile_ptr());
+  const MemoryOvershoot over = memory_overshoot(prediction, inputs.cluster, plan.world_size());
+  if (options.json) {
+    out << prediction.to_json().dump(2) << "\n";
+  } else {
+    print_prediction(out, prediction, inputs, plan, over);
+  }
+  return over.fits() ? 0 : kExitDoesNotFit;
+}
+
+}  // namespace
+
+void add_predict_command(CLI::App& app, CommandContext& context) {
+  auto options = std::make_shared<PredictOptions>();
+  CLI::App* command =
+      app.add_subcommand("predict", "Predict step time, throughput and memory of one plan");
+  add_spec_options(*command, options->specs);
+  command->add_option("--plan", options->plan, "plan: a JSON file or a bundled name")->required();
+  command->add_flag("--json", options->json, "print the prediction as StepReport JSON");
+  command->footer("Exit code 3 when the plan does not fit in memory (the prediction is printed).");
+  command->callback(
+      [options, &context] { context.exit_code = run_predict(*options, *context.out); });
+}
+
+}  // namespace strata::cli

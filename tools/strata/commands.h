@@ -1,0 +1,28 @@
+// The subcommands of the `strata` CLI. Each file (plan.cc, predict.cc, simulate.cc) adds
+// itself to the CLI11 app with add_<name>_command, binding its options to a struct it owns;
+// main.cc only wires them and is the one place exceptions are caught.
+//
+// Exit codes (main.cc): 0 success; 2 bad input (ConfigError, InfeasiblePlan for a given
+// plan, a CLI usage error), OutOfMemory or a failed system call; 3 a plan, or every plan of
+// a search, does not fit in the cluster's memory (the output says by how much).
+#pragma once
+
+#include <ostream>
+
+#include <CLI/CLI.hpp>
+
+namespace strata::cli {
+
+inline constexpr int kExitDoesNotFit = 3;
+
+// What a subcommand's callback hands back to main(): its exit code and where it prints.
+struct CommandContext {
+  std::ostream* out = nullptr;
+  int exit_code = 0;
+};
+
+void add_plan_command(CLI::App& app, CommandContext& context);
+void add_predict_command(CLI::App& app, CommandContext& context);
+void add_simulate_command(CLI::App& app, CommandContext& context);
+
+}  // namespace strata::cli

@@ -1,0 +1,123 @@
+// Config lookup, loading and number formatting for the subcommands (see inputs.h).
+#include "tools/strata/inputs.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cost_model/errors.h"
+#include "cost_model/units.h"
+
+namespace strata::cli {
+namespace fs = std::filesystem;
+
+namespace {
+
+bool is_dir(const fs::path& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec);
+}
+
+bool is_file(const fs::path& path) {
+  std::error_code ec;
+  return fs::is_regular_file(path, ec);
+}
+
+// Sorted stems of configs/<kind>/*.json, for the "did you mean" part of a message.
+std::vector<std::string> bundled_names(const std::string& kind) {
+  std::vector<std::string> names;
+  const std::string dir = config_dir();
+  if (dir.empty() || !is_dir(fs::path(dir) / kind)) return names;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(fs::path(dir) / kind, ec)) {
+    if (entry.path().extension() == ".json") names.push_back(entry.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+std::string config_dir() {
+  if (const char* env = std::getenv("STRATA_CONFIG_DIR"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (fs::path dir = exe.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+      if (is_dir(dir / "configs" / "models")) return (dir / "configs").string();
+      if (dir == dir.root_path()) break;
+    }
+  }
+#ifdef STRATA_DEFAULT_CONFIG_DIR
+  if (is_dir(STRATA_DEFAULT_CONFIG_DIR)) return STRATA_DEFAULT_CONFIG_DIR;
+#endif
+  return "";
+}
+
+std::string resolve_config(const std::string& kind, const std::string& value,
+                           const std::string& flag) {
+  if (is_file(value)) return value;
+  const bool bare_name = value.find('/') == std::string::npos &&
+                         fs::path(value).extension() != ".json" && !value.empty();
+  if (bare_name) {
+    const std::string dir = config_dir();
+    if (!dir.empty()) {
+      const fs::path bundled = fs::path(dir) / kind / (value + ".json");
+      if (is_file(bundled)) return bundled.string();
+    }
+    throw ConfigError(fmt::format("{}: value '{}' is neither a file nor a bundled name in "
+                                  "configs/{} (bundled: {})",
+                                  flag, value, kind, fmt::join(bundled_names(kind), ", ")));
+  }
+  throw ConfigError(fmt::format("{}: file '{}' does not exist", flag, value));
+}
+
+void add_spec_options(CLI::App& command, SpecOptions& options) {
+  command.add_option("--model", options.model, "model: a JSON file or a bundled name (tiny, ...)")
+      ->required();
+  command.add_option("--cluster", options.cluster, "cluster: a JSON file or a bundled name")
+      ->required();
+  command.add_option("--train", options.train, "training setup: a JSON file or a bundled name")
+      ->required();
+  command.add_option("--profile", options.profile,
+                     "calibrated profile (strata calibrate) replacing the default rates");
+}
+
+Inputs load_inputs(const SpecOptions& options) {
+  Inputs inputs;
+  inputs.model = ModelSpec::load(resolve_config("models", options.model, "--model"));
+  inputs.cluster = ClusterSpec::load(resolve_config("clusters", options.cluster, "--cluster"));
+  inputs.train = TrainSpec::load(resolve_config("train", options.train, "--train"));
+  if (!options.profile.empty()) {
+    if (!is_file(options.profile)) {
+      throw ConfigError(fmt::format("--profile: file '{}' does not exist", options.profile));
+    }
+    inputs.profile = Profile::load(options.profile);
+  }
+  return inputs;
+}
+
+Plan load_plan(const std::string& value) {
+  return Plan::load(resolve_config("plans", value, "--plan"));
+}
+
+std::string gib(double bytes) { return fmt::format("{:.2f}", bytes / units::kGiB); }
+std::string gb(double bytes) { return fmt::format("{:.2f}", bytes / units::kGB); }
+std::string percent(double fraction) { return fmt::format("{:.1f}%", 100.0 * fraction); }
+
+std::string offload_label(const OffloadPlan& offload) {
+  std::vector<std::string> parts;
+  if (offload.optimizer != OffloadTier::kNone) parts.push_back("opt=" + to_string(offload.optimizer));
+  if (offload.gradients != OffloadTier::kNone) parts.push_back("grad=" + to_string(offload.gradients));
+  if (offload.params != OffloadTier::kNone) parts.push_back("param=" + to_string(offload.params));
+  if (parts.empty()) return "none";
+  return fmt::format("{}", fmt::join(parts, ","));
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,59 @@
+// Shared by the subcommands: finding bundled configs by name, loading the model / cluster /
+// train / plan / profile a command names, and the fixed-format number helpers that keep
+// the output byte-stable. Deliberately no printing of whole reports (each command owns its
+// layout) and no option parsing.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "cost_model/cluster_spec.h"
+#include "cost_model/model_spec.h"
+#include "cost_model/plan.h"
+#include "cost_model/profile.h"
+#include "cost_model/train_spec.h"
+
+namespace strata::cli {
+
+// The configs/ directory: $STRATA_CONFIG_DIR, else the first "configs" directory found
+// walking up from the executable, else the source tree's (compiled in). "" when none.
+std::string config_dir();
+
+// `value` if it names an existing file, else configs/<kind>/<value>.json when `value` is a
+// bare name (no '/', no ".json"). kind: "models" | "clusters" | "train" | "plans".
+// ConfigError naming the flag, the value and the bundled names otherwise.
+std::string resolve_config(const std::string& kind, const std::string& value,
+                           const std::string& flag);
+
+// The options every subcommand shares, bound to its CLI11 subcommand by add_spec_options.
+struct SpecOptions {
+  std::string model;
+  std::string cluster;
+  std::string train;
+  std::string profile;  // optional
+};
+void add_spec_options(CLI::App& command, SpecOptions& options);
+
+struct Inputs {
+  ModelSpec model;
+  ClusterSpec cluster;
+  TrainSpec train;
+  std::optional<Profile> profile;
+  const Profile* profile_ptr() const { return profile ? &*profile : nullptr; }
+};
+Inputs load_inputs(const SpecOptions& options);
+
+// Loads --plan (path or bundled name under configs/plans).
+Plan load_plan(const std::string& value);
+
+// Fixed formats: "%.2f" of bytes / 2^30, of bytes / 1e9, and of a fraction as a percentage.
+std::string gib(double bytes);
+std::string gb(double bytes);
+std::string percent(double fraction);
+// "none" or e.g. "opt=cpu,grad=cpu,param=nvme" (only the offloaded states).
+std::string offload_label(const OffloadPlan& offload);
+
+}  // namespace strata::cli

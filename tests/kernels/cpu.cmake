@@ -3,7 +3,11 @@
 strata_add_test(kernels_cpu_test
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/grad_check.cc
+    ${CMAKE_CURRENT_LIST_DIR}/adamw_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/attention_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/cross_entropy_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/elementwise_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/embedding_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/gelu_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/gemm_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/layernorm_test.cc

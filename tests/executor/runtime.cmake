@@ -1,0 +1,28 @@
+# Executor runtime: process groups, the accounting allocator, mpirun launch (plain gtest
+# binaries) and the MPI communicator (a gtest binary run by mpirun with 4 and 8 ranks).
+strata_add_test(executor_runtime_process_groups_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/runtime_process_groups_test.cc
+  LIBS strata_executor)
+strata_add_test(executor_runtime_allocator_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/runtime_allocator_test.cc
+  LIBS strata_executor)
+strata_add_test(executor_runtime_launch_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/runtime_launch_test.cc
+  LIBS strata_executor
+  LABELS mpi)
+
+# Not strata_add_test: the binary has its own main (MPI_Init, one printer, exit code agreed
+# over ranks) and must run under mpirun rather than be discovered test by test.
+add_executable(executor_runtime_comm_mpi_test ${CMAKE_CURRENT_LIST_DIR}/runtime_comm_mpi_test.cc)
+target_link_libraries(executor_runtime_comm_mpi_test PRIVATE strata_executor GTest::gtest
+  strata_warnings)
+foreach(ranks 4 8)
+  # --oversubscribe: more ranks than the CI machine's 2 cores; --allow-run-as-root: CI
+  # containers run as root (harmless otherwise).
+  add_test(NAME executor_runtime_comm_mpi_np${ranks}
+    COMMAND ${MPIEXEC_EXECUTABLE} -np ${ranks} --oversubscribe --bind-to none
+            --allow-run-as-root $<TARGET_FILE:executor_runtime_comm_mpi_test>)
+  set_tests_properties(executor_runtime_comm_mpi_np${ranks} PROPERTIES
+    LABELS mpi PROCESSORS 2 TIMEOUT 60
+    ENVIRONMENT "OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1")
+endforeach()

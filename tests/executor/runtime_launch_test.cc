@@ -1,0 +1,177 @@
+// mpirun detection and relaunch: the command line, threads per rank, launcher environment
+// parsing, and a real relaunch of this test binary under mpirun whose ranks run the
+// RelaunchChild tests (which skip when not started that way).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cost_model/errors.h"
+#include "executor/runtime/mpi_launch.h"
+
+namespace strata {
+namespace {
+
+// Sets or unsets environment variables for one test and restores them afterwards.
+class ScopedEnv {
+ public:
+  void set(const std::string& name, const char* value) {
+    const char* old = std::getenv(name.c_str());
+    saved_.push_back({name, old ? std::optional<std::string>(old) : std::nullopt});
+    if (value) {
+      setenv(name.c_str(), value, 1);
+    } else {
+      unsetenv(name.c_str());
+    }
+  }
+  ~ScopedEnv() {
+    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
+      if (it->second) {
+        setenv(it->first.c_str(), it->second->c_str(), 1);
+      } else {
+        unsetenv(it->first.c_str());
+      }
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+const char* const kLauncherVars[] = {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+                                     "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                     "PMI_SIZE", "PMI_RANK", "MPI_LOCALRANKID",
+                                     "MPI_LOCALNRANKS"};
+
+TEST(MpiLaunch, CommandLine) {
+  RelaunchOptions options;
+  options.ranks = 4;
+  const std::vector<std::string> expected = {
+      "mpirun", "-np", "4", "--oversubscribe", "--bind-to", "none", "--allow-run-as-root",
+      "-x", "OPENBLAS_NUM_THREADS", "-x", "OMP_NUM_THREADS", "/bin/strata", "run", "--plan",
+      "p.json"};
+  EXPECT_EQ(mpirun_command(options, "/bin/strata", {"run", "--plan", "p.json"}, true), expected);
+  options.extra_args = {"--mca", "btl", "self,vader"};
+  const std::vector<std::string> as_user =
+      mpirun_command(options, "/bin/strata", {}, false);
+  const std::vector<std::string> expected_user = {
+      "mpirun", "-np", "4", "--oversubscribe", "--bind-to", "none", "-x",
+      "OPENBLAS_NUM_THREADS", "-x", "OMP_NUM_THREADS", "--mca", "btl", "self,vader",
+      "/bin/strata"};
+  EXPECT_EQ(as_user, expected_user);
+}
+
+TEST(MpiLaunch, ThreadsPerRank) {
+  EXPECT_EQ(threads_per_rank(4, 2), 1);    // 2 cores / 4 ranks rounds to 0 -> at least 1
+  EXPECT_EQ(threads_per_rank(2, 2), 1);    // the CI machine: one core per rank
+  EXPECT_EQ(threads_per_rank(2, 16), 8);   // 16 / 2
+  EXPECT_EQ(threads_per_rank(1, 16), 16);  // a single rank keeps every core
+}
+
+TEST(MpiLaunch, DetectsOpenMpiEnvironment) {
+  ScopedEnv env;
+  for (const char* name : kLauncherVars) env.set(name, nullptr);
+  EXPECT_FALSE(detect_launch_env().under_launcher);
+  EXPECT_EQ(detect_launch_env().world_size, 1);
+  env.set("OMPI_COMM_WORLD_SIZE", "8");
+  env.set("OMPI_COMM_WORLD_RANK", "5");
+  env.set("OMPI_COMM_WORLD_LOCAL_RANK", "1");
+  env.set("OMPI_COMM_WORLD_LOCAL_SIZE", "4");
+  const LaunchEnv launch = detect_launch_env();
+  EXPECT_TRUE(launch.under_launcher);
+  EXPECT_EQ(launch.world_size, 8);
+  EXPECT_EQ(launch.world_rank, 5);
+  EXPECT_EQ(launch.local_rank, 1);
+  EXPECT_EQ(launch.local_size, 4);
+  EXPECT_TRUE(running_under_mpirun());
+}
+
+TEST(MpiLaunch, DetectsPmiEnvironment) {
+  ScopedEnv env;
+  for (const char* name : kLauncherVars) env.set(name, nullptr);
+  env.set("PMI_SIZE", "3");
+  env.set("PMI_RANK", "2");
+  const LaunchEnv launch = detect_launch_env();
+  EXPECT_TRUE(launch.under_launcher);
+  EXPECT_EQ(launch.world_size, 3);
+  EXPECT_EQ(launch.world_rank, 2);
+  EXPECT_EQ(launch.local_rank, 2);  // no local-rank variable: the world rank (one node)
+}
+
+TEST(MpiLaunch, RejectsMalformedLauncherVariable) {
+  ScopedEnv env;
+  env.set("OMPI_COMM_WORLD_SIZE", "four");
+  try {
+    detect_launch_env();
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("OMPI_COMM_WORLD_SIZE='four'"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(MpiLaunch, RelaunchRejectsBadRequests) {
+  ScopedEnv env;
+  for (const char* name : kLauncherVars) env.set(name, nullptr);
+  RelaunchOptions options;
+  options.ranks = 0;
+  EXPECT_THROW(relaunch_under_mpirun(options, {}), InfeasiblePlan);
+
+  options.ranks = 2;
+  options.mpirun = "/nonexistent/mpirun";
+  try {
+    relaunch_under_mpirun(options, {});
+    FAIL() << "expected SystemError";
+  } catch (const SystemError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("execvpe(/nonexistent/mpirun) failed"), std::string::npos) << message;
+    EXPECT_NE(message.find("No such file"), std::string::npos) << message;
+  }
+
+  env.set("OMPI_COMM_WORLD_SIZE", "2");  // pretend to be a rank: no mpirun inside mpirun
+  options.mpirun = "mpirun";
+  EXPECT_THROW(relaunch_under_mpirun(options, {}), SystemError);
+}
+
+// The two tests below run as ranks of the relaunch in RelaunchRunsRanksAndReturnsExitCode.
+TEST(RelaunchChild, SeesLauncherEnvironment) {
+  if (!running_under_mpirun()) {
+    GTEST_SKIP() << "runs only as a rank started by MpiLaunch.RelaunchRunsRanksAndReturnsExitCode";
+  }
+  const LaunchEnv launch = detect_launch_env();
+  EXPECT_EQ(launch.world_size, 2);
+  EXPECT_LT(launch.world_rank, 2);
+  // The parent asked for 2 ranks on 2 cores and cleared the variables: 1 thread each.
+  ASSERT_NE(std::getenv("OPENBLAS_NUM_THREADS"), nullptr);
+  EXPECT_STREQ(std::getenv("OPENBLAS_NUM_THREADS"), "1");
+  EXPECT_STREQ(std::getenv("OMP_NUM_THREADS"), "1");
+}
+
+TEST(RelaunchChild, FailsOnPurpose) {
+  if (!running_under_mpirun()) {
+    GTEST_SKIP() << "runs only as a rank started by MpiLaunch.RelaunchRunsRanksAndReturnsExitCode";
+  }
+  ADD_FAILURE() << "deliberate failure: the parent checks that mpirun returns exit code 1";
+}
+
+TEST(MpiLaunch, RelaunchRunsRanksAndReturnsExitCode) {
+  if (running_under_mpirun()) {
+    GTEST_SKIP() << "already a rank; a relaunch from here would recurse";
+  }
+  ScopedEnv env;
+  env.set("OPENBLAS_NUM_THREADS", nullptr);
+  env.set("OMP_NUM_THREADS", nullptr);
+  RelaunchOptions options;
+  options.ranks = 2;
+  options.cores = 2;
+  // gtest exits 0 when every selected test passes and 1 when one fails; mpirun returns a
+  // failing rank's exit code.
+  EXPECT_EQ(relaunch_under_mpirun(options, {"--gtest_filter=RelaunchChild.SeesLauncherEnvironment"}),
+            0);
+  EXPECT_EQ(relaunch_under_mpirun(options, {"--gtest_filter=RelaunchChild.FailsOnPurpose"}), 1);
+}
+
+}  // namespace
+}  // namespace strata

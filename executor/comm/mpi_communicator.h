@@ -9,9 +9,13 @@
 // MPI_Allgatherv, which copy bytes) and adds locally in rank order 0, 1, ..., size-1, so
 // the result is bit-identical on every rank and rerun, and a 1-rank group returns its input
 // unchanged. Bandwidth matches a ring (each rank sends (size-1)/size of the data per phase).
-// Max and int64 sums are exact in any order, so they use MPI_Allreduce.
+// Max and int64 sums are exact in any order, so they use MPI_Allreduce. A float/double sum
+// or reduce-scatter allocates a transient scratch of n elements for the call (outside the
+// AccountingAllocator, like NCCL's internal buffers). Measured on the 2-core dev machine
+// (shared, noisy): 2^20 floats over 4 ranks ~22 ms, on par with MPI_Allreduce (~24 ms).
 //
-// Not thread-safe: one thread per rank drives a communicator (MPI_THREAD_FUNNELED).
+// Not thread-safe: one thread per rank drives a communicator (MPI_THREAD_FUNNELED). Every
+// MpiCommunicator (and ProcessGroups) must be destroyed before the MpiSession finalises MPI.
 #pragma once
 
 #include <mpi.h>

@@ -1,7 +1,8 @@
 // Causal multi-head attention over packed qkv (see attention.h). Forward is parallel over
 // (b, t, h) rows, each writing its own probs row and output slice; backward is parallel
 // over (b, h), which owns every dq/dk/dv element it touches, so neither needs atomics and
-// both are deterministic.
+// both are deterministic. The head-size dot products use `omp simd` reductions: the lane
+// order is fixed by the build, so a given binary gives the same bits on every run.
 #include "kernels/cpu/attention.h"
 
 #include <cmath>
@@ -47,6 +48,7 @@ void attention_forward(float* out, float* probs, const float* qkv, int B, int T,
         for (int t2 = 0; t2 <= t; ++t2) {
           const float* k = qkv + (static_cast<std::int64_t>(b) * T + t2) * C3 + C + h * HS;
           float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
           for (int i = 0; i < HS; ++i) dot += q[i] * k[i];
           dot *= scale;
           p[t2] = dot;
@@ -107,6 +109,7 @@ void attention_backward(float* dqkv, float* scratch, const float* dout, const fl
           const float* v = qkv + base + t2 * C3 + 2 * C + h * HS;
           float* dv = dqkv + base + t2 * C3 + 2 * C + h * HS;
           float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
           for (int i = 0; i < HS; ++i) {
             dot += dy[i] * v[i];
             dv[i] += p[t2] * dy[i];

@@ -3,6 +3,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cpu/arg_checks.h"
@@ -76,13 +77,20 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
     sgemm(Trans::kYes, Trans::kNo, OC, C, BT, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
   }
   if (dbias != nullptr) {
-    // Each output channel is owned by one thread and summed over rows in order, so the
-    // result does not depend on the thread count.
+    // Each block of output channels is owned by one thread and summed over rows in order
+    // (contiguous reads within a row), so the result does not depend on the thread count.
+    constexpr int kBlock = 64;
+    const int blocks = (OC + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static)
-    for (int o = 0; o < OC; ++o) {
-      double sum = 0.0;
-      for (int i = 0; i < BT; ++i) sum += dout[static_cast<std::int64_t>(i) * OC + o];
-      dbias[o] += static_cast<float>(sum);
+    for (int blk = 0; blk < blocks; ++blk) {
+      const int o0 = blk * kBlock;
+      const int o1 = std::min(OC, o0 + kBlock);
+      double sum[kBlock] = {};
+      for (int i = 0; i < BT; ++i) {
+        const float* row = dout + static_cast<std::int64_t>(i) * OC;
+        for (int o = o0; o < o1; ++o) sum[o - o0] += row[o];
+      }
+      for (int o = o0; o < o1; ++o) dbias[o] += static_cast<float>(sum[o - o0]);
     }
   }
 }

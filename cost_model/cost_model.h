@@ -58,6 +58,14 @@ struct StageOpTimes {
   std::int64_t micro_batches = 0;  // m per pipeline per step
 };
 
+// Which conventions the prediction follows. The default models strata's own executor on the
+// cluster's backend (CUDA: flash attention, no dropout; CPU: materialized attention, no
+// dropout). `published` models the published Megatron-LM runs instead: materialized
+// attention with dropout, and the memory model's published (Korthikanti) activations.
+struct CostModelOptions {
+  bool published = false;
+};
+
 // Analytic prediction of one training step. Throws InfeasiblePlan if plan.check() fails.
 // With a Profile, measured GEMM/elementwise/collective rates replace the default curves.
 Prediction predict(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
@@ -67,5 +75,12 @@ Prediction predict(const ModelSpec& model, const ClusterSpec& cluster, const Tra
 StageOpTimes stage_op_times(const ModelSpec& model, const ClusterSpec& cluster,
                             const TrainSpec& train, const Plan& plan,
                             const Profile* profile = nullptr);
+
+// The same with explicit conventions.
+Prediction predict(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
+                   const Plan& plan, const Profile* profile, const CostModelOptions& options);
+StageOpTimes stage_op_times(const ModelSpec& model, const ClusterSpec& cluster,
+                            const TrainSpec& train, const Plan& plan, const Profile* profile,
+                            const CostModelOptions& options);
 
 }  // namespace strata

@@ -1,1 +1,345 @@
-// placeholder: filled in by its component's work
+// Step-level time primitives: chunk work, TP/PP/DP/ZeRO communication, offload, optimizer,
+// pipeline composition (time_model.h says what overlaps with what, and why).
+#include "cost_model/time_model.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "cost_model/errors.h"
+#include "cost_model/memory_model.h"
+
+namespace strata {
+namespace {
+
+// Exposed part of `work_s` run concurrently with `window_s` of compute, where the last
+// `tail_fraction` of the work can only start after the compute ends (one bucket).
+double exposed_after_overlap(double work_s, double window_s, double tail_fraction) {
+  const double tail_s = work_s * std::clamp(tail_fraction, 0.0, 1.0);
+  return std::max(work_s - window_s, tail_s);
+}
+
+// Exposed time of prefetched per-unit communication `comm_s` (first unit `first_unit_s`
+// cannot be prefetched) next to `compute_s` of compute: the first unit, then whichever of the
+// remaining communication and the compute is longer, minus the compute itself.
+double exposed_prefetched(double comm_s, double first_unit_s, double compute_s) {
+  if (comm_s <= 0) return 0;
+  const double first = std::min(first_unit_s, comm_s);
+  return first + std::max(comm_s - first, compute_s) - compute_s;
+}
+
+double per_gpu_share(double node_rate, std::int64_t ranks_per_node) {
+  return node_rate / static_cast<double>(std::max<std::int64_t>(ranks_per_node, 1));
+}
+
+}  // namespace
+
+TimeContext make_time_context(const ModelSpec& model, const ClusterSpec& cluster,
+                              const TrainSpec& train, const Plan& plan, const Profile* profile,
+                              const LayerKernels& kernels) {
+  TimeContext ctx;
+  ctx.model = &model;
+  ctx.cluster = &cluster;
+  ctx.train = &train;
+  ctx.plan = &plan;
+  ctx.profile = profile;
+  ctx.rates = device_rates(cluster, train, profile);
+  ctx.kernels = kernels;
+  ctx.micro_batches = plan.micro_batches(train);
+  ctx.ranks_per_node = std::min(plan.world_size(), cluster.gpus_per_node);
+  return ctx;
+}
+
+TpLayerComm tp_layer_comm(const TimeContext& ctx) {
+  TpLayerComm comm;
+  const Plan& plan = *ctx.plan;
+  if (plan.tp <= 1) return comm;
+  const double bytes = static_cast<double>(plan.micro_batch * ctx.model->seq_len *
+                                           ctx.model->hidden) * ctx.rates.element_bytes;
+  double one_s = 0;
+  if (plan.sequence_parallel) {
+    // All-gather (n-1)/n + reduce-scatter (n-1)/n = one all-reduce's bus bytes.
+    one_s = group_collective_time(*ctx.cluster, ctx.profile, CollectiveOp::kAllGather, bytes,
+                                  plan.tp, 1).total_s() +
+            group_collective_time(*ctx.cluster, ctx.profile, CollectiveOp::kReduceScatter, bytes,
+                                  plan.tp, 1).total_s();
+  } else {
+    one_s = group_collective_time(*ctx.cluster, ctx.profile, CollectiveOp::kAllReduce, bytes,
+                                  plan.tp, 1).total_s();
+  }
+  // Two per block direction: after attention and after the MLP (forward), before each in
+  // backward; full recomputation replays the forward's two.
+  comm.forward_s = 2.0 * one_s;
+  comm.backward_s = 2.0 * one_s;
+  comm.recompute_s = plan.recompute == Recompute::kFull ? 2.0 * one_s : 0.0;
+  return comm;
+}
+
+P2pTransfer p2p_transfer(const TimeContext& ctx) {
+  P2pTransfer p2p;
+  const Plan& plan = *ctx.plan;
+  if (plan.pp <= 1) return p2p;
+  const ClusterSpec& cluster = *ctx.cluster;
+  double bytes = static_cast<double>(plan.micro_batch * ctx.model->seq_len *
+                                     ctx.model->hidden) * ctx.rates.element_bytes;
+  // With sequence parallel the boundary activation is already sharded s/t per TP rank.
+  if (plan.sequence_parallel) bytes /= static_cast<double>(plan.tp);
+  // The pipeline is paced by its slowest hop: any stage boundary across nodes makes every
+  // hop's period that of the inter-node link.
+  p2p.link = plan.world_size() > cluster.gpus_per_node ? LinkClass::kInterNode
+                                                       : LinkClass::kIntraNode;
+  const bool scatter_gather =
+      p2p.link == LinkClass::kInterNode && plan.tp > 1 && !plan.sequence_parallel;
+  if (scatter_gather) {
+    p2p.gather_s = collective_time(CollectiveOp::kAllGather, bytes, plan.tp,
+                                   link_rate(cluster, LinkClass::kIntraNode,
+                                             CollectiveOp::kAllGather, plan.tp, ctx.profile))
+                       .total_s();
+    bytes /= static_cast<double>(plan.tp);
+  }
+  p2p.bytes = bytes;
+  p2p.transfer_s = collective_time(CollectiveOp::kP2p, bytes, 2,
+                                   link_rate(cluster, p2p.link, CollectiveOp::kP2p, 2,
+                                             ctx.profile))
+                       .total_s();
+  return p2p;
+}
+
+ChunkWork chunk_work(const TimeContext& ctx, std::int64_t pp_rank, std::int64_t chunk,
+                     const P2pTransfer& p2p) {
+  const Plan& plan = *ctx.plan;
+  const ModelSpec& model = *ctx.model;
+  const std::int64_t virtual_stages = plan.pp * plan.virtual_stages;
+  const std::int64_t vstage = chunk * plan.pp + pp_rank;  // Megatron's interleaved assignment
+  ChunkWork w;
+  w.layers = model.layers / virtual_stages;
+  w.has_embedding = vstage == 0;
+  w.has_head = vstage == virtual_stages - 1;
+
+  // Parameters of this chunk on one TP rank: its layers, plus what stage_params puts on the
+  // rank besides layers (embedding on rank 0, final norm and tied copy on rank p-1) on the
+  // chunk that uses it.
+  const StageParams stage = stage_params(model, plan.tp, plan.pp, plan.virtual_stages, pp_rank);
+  const double layer_params = static_cast<double>(layer_params_per_tp_rank(model, plan.tp));
+  w.params = static_cast<double>(w.layers) * layer_params;
+  if (w.has_embedding || w.has_head) {
+    w.params += static_cast<double>(stage.embedding_params + stage.final_norm_params);
+  }
+
+  const LayerForward layer = layer_forward(model, plan.micro_batch, plan.tp,
+                                           plan.sequence_parallel, ctx.kernels, ctx.rates);
+  const double layers = static_cast<double>(w.layers);
+  const double op_overhead = ctx.profile != nullptr ? ctx.profile->op_overhead_s : 0.0;
+  // ~12 kernels per layer forward (6 GEMMs, 2 LayerNorms, softmax, GeLU, 2 residual adds).
+  const double layer_fwd_s = layer.time_s() + 12.0 * op_overhead;
+  w.compute_forward_s = layers * layer_fwd_s;
+  if (w.has_embedding) w.compute_forward_s += embedding_forward_s(model, plan.micro_batch, ctx.rates);
+  if (w.has_head) w.compute_forward_s += head_forward(model, plan.micro_batch, plan.tp, ctx.rates).time_s();
+  // Backward = 2 x forward: each GEMM becomes two (input and weight gradients) of the same
+  // shape; the memory-bound kernels read the saved input and the gradient and write one.
+  w.compute_backward_s = 2.0 * w.compute_forward_s;
+  switch (plan.recompute) {
+    case Recompute::kNone: break;
+    case Recompute::kSelective: w.recompute_s = layers * layer.attention_core_s(); break;
+    case Recompute::kFull: w.recompute_s = layers * layer_fwd_s; break;
+  }
+
+  const TpLayerComm tp = tp_layer_comm(ctx);
+  w.tp_forward_s = layers * tp.forward_s;
+  w.tp_backward_s = layers * (tp.backward_s + tp.recompute_s);
+  if (plan.tp > 1 && (w.has_embedding || w.has_head)) {
+    // Vocab-parallel embedding all-reduces its output (forward); the output layer's input
+    // gradient is all-reduced (backward). One s b h all-reduce each.
+    const double one = tp.forward_s / 2.0;
+    if (w.has_embedding) w.tp_forward_s += one;
+    if (w.has_head) w.tp_backward_s += one;
+  }
+
+  if (plan.zero_stage == 3 && plan.dp > 1) {
+    // Per micro-batch: all-gather the chunk's params in forward, again in backward, and
+    // reduce-scatter its gradients (1.5x the all-reduce volume). Units are layers.
+    const double c = ctx.rates.element_bytes;
+    const auto dp_time = [&](CollectiveOp op, double bytes) {
+      return group_collective_time(*ctx.cluster, ctx.profile, op, bytes, plan.dp, plan.tp)
+          .total_s();
+    };
+    const double gather_s = dp_time(CollectiveOp::kAllGather, w.params * c);
+    const double scatter_s = dp_time(CollectiveOp::kReduceScatter, w.params * c);
+    const double unit_gather_s = dp_time(CollectiveOp::kAllGather, layer_params * c);
+    // Parameters offloaded: each rank first brings its 1/d partition over PCIe (from host)
+    // and, for NVMe, reads it from the drives; pipelined with the gathers.
+    double fetch_s = 0;
+    if (plan.offload.params != OffloadTier::kNone) {
+      const double part_bytes = w.params * c / static_cast<double>(plan.dp);
+      const double pcie = ctx.profile != nullptr && ctx.profile->host_to_device_bytes_per_s > 0
+                              ? ctx.profile->host_to_device_bytes_per_s
+                              : ctx.cluster->host.pcie_bandwidth_bytes_per_s;
+      fetch_s = part_bytes / pcie;
+      if (plan.offload.params == OffloadTier::kNvme) {
+        const double nvme = ctx.profile != nullptr && ctx.profile->nvme_read_bytes_per_s > 0
+                                ? ctx.profile->nvme_read_bytes_per_s
+                                : per_gpu_share(ctx.cluster->nvme.read_bytes_per_s,
+                                                ctx.ranks_per_node);
+        fetch_s += part_bytes / nvme;
+      }
+    }
+    const double fwd_comm = gather_s + fetch_s;
+    const double bwd_comm = gather_s + scatter_s + fetch_s;
+    const double fwd_exposed = exposed_prefetched(fwd_comm, unit_gather_s, w.compute_forward_s);
+    const double bwd_exposed = exposed_prefetched(
+        bwd_comm, unit_gather_s, w.compute_backward_s + w.recompute_s);
+    // Attribute the exposed time to DP and offload in proportion to their shares.
+    const double fwd_share = fwd_comm > 0 ? fetch_s / fwd_comm : 0.0;
+    const double bwd_share = bwd_comm > 0 ? fetch_s / bwd_comm : 0.0;
+    w.offload_forward_s = fwd_exposed * fwd_share;
+    w.zero3_forward_s = fwd_exposed - w.offload_forward_s;
+    w.offload_backward_s = bwd_exposed * bwd_share;
+    w.zero3_backward_s = bwd_exposed - w.offload_backward_s;
+  }
+
+  if (plan.pp > 1) {
+    // A chunk sends its output forward unless it is the last virtual stage, and its input
+    // gradient backward unless it is the first.
+    w.sends = (w.has_head ? 0.0 : 1.0) + (w.has_embedding ? 0.0 : 1.0);
+  }
+  (void)p2p;  // the transfer time is applied by the caller, per send
+  return w;
+}
+
+double device_optimizer_s(const TimeContext& ctx, double params) {
+  if (ctx.profile != nullptr && ctx.profile->device_adam_params_per_s > 0) {
+    return params / ctx.profile->device_adam_params_per_s;
+  }
+  const double c = ctx.rates.element_bytes;
+  // bf16: fp32 master p, m, v read (12) + gradient (c) ; p, m, v written (12) + copy (c).
+  // fp32: the params are the master: p, m, v, g read (16), p, m, v written (12).
+  const double bytes_per_param = c == 4 ? 28.0 : 24.0 + 2.0 * c;
+  return params * bytes_per_param / ctx.rates.memory_bytes_per_s;
+}
+
+double cpu_optimizer_s(const TimeContext& ctx, double params) {
+  if (ctx.profile != nullptr && ctx.profile->cpu_adam_params_per_s > 0) {
+    return params / per_gpu_share(ctx.profile->cpu_adam_params_per_s, ctx.ranks_per_node);
+  }
+  const HostSpec& host = ctx.cluster->host;
+  const double memory_bw = per_gpu_share(host.memory_bandwidth_bytes_per_s, ctx.ranks_per_node);
+  const double flops = per_gpu_share(host.cpu_flops, ctx.ranks_per_node);
+  if (!(memory_bw > 0) || !(flops > 0)) {
+    throw ConfigError(fmt::format(
+        "cluster '{}': host.memory_bandwidth_gb_per_s and host.cpu_gflops must be > 0 for "
+        "optimizer offload, got {} and {}",
+        ctx.cluster->name, host.memory_bandwidth_bytes_per_s, host.cpu_flops));
+  }
+  // AdamW: ~12 FLOP per parameter (2 moment updates, sqrt, divide, decay, update).
+  return std::max(params * 30.0 / memory_bw, params * 12.0 / flops);
+}
+
+TailWork tail_work(const TimeContext& ctx, std::int64_t pp_rank, double params,
+                   double window_s) {
+  TailWork tail;
+  const Plan& plan = *ctx.plan;
+  const ClusterSpec& cluster = *ctx.cluster;
+  const double c = ctx.rates.element_bytes;
+  const double grad_bytes = params * c;
+  const double bucket_fraction = grad_bytes > 0 ? ctx.grad_bucket_bytes / grad_bytes : 1.0;
+  const auto dp_time = [&](CollectiveOp op, double bytes) {
+    return group_collective_time(cluster, ctx.profile, op, bytes, plan.dp, plan.tp).total_s();
+  };
+
+  if (plan.dp > 1 && plan.zero_stage < 3) {
+    // ZeRO 0/1: all-reduce the gradients (stage 1 then updates its 1/d and all-gathers the
+    // params, DeepSpeed's stage-1 order); ZeRO 2: reduce-scatter + all-gather.
+    tail.dp_reduce_s = dp_time(plan.zero_stage == 2 ? CollectiveOp::kReduceScatter
+                                                    : CollectiveOp::kAllReduce,
+                               grad_bytes);
+    if (plan.zero_stage >= 1) tail.dp_gather_s = dp_time(CollectiveOp::kAllGather, grad_bytes);
+  }
+  if (plan.pp > 1 && (pp_rank == 0 || pp_rank == plan.pp - 1)) {
+    // The tied word embedding lives on the first and last stage; Megatron all-reduces its
+    // gradient between them after the DP reduction: V h / t elements over 2 ranks.
+    const StageParams first = stage_params(*ctx.model, plan.tp, plan.pp, plan.virtual_stages, 0);
+    const double embedding_bytes =
+        static_cast<double>(first.embedding_params - ctx.model->seq_len * ctx.model->hidden) * c;
+    tail.embedding_sync_s =
+        group_collective_time(cluster, ctx.profile, CollectiveOp::kAllReduce, embedding_bytes, 2,
+                              plan.tp * plan.dp * (plan.pp - 1))
+            .total_s();
+  }
+  tail.dp_exposed_s = (tail.dp_reduce_s > 0 ? exposed_after_overlap(tail.dp_reduce_s, window_s,
+                                                                    bucket_fraction)
+                                            : 0.0) +
+                      tail.dp_gather_s + tail.embedding_sync_s;
+
+  // The optimizer's share: 1/d of the stage under ZeRO >= 1.
+  const double opt_params =
+      plan.zero_stage >= 1 ? params / static_cast<double>(plan.dp) : params;
+  const double pcie_d2h = ctx.profile != nullptr && ctx.profile->device_to_host_bytes_per_s > 0
+                              ? ctx.profile->device_to_host_bytes_per_s
+                              : cluster.host.pcie_bandwidth_bytes_per_s;
+  const double pcie_h2d = ctx.profile != nullptr && ctx.profile->host_to_device_bytes_per_s > 0
+                              ? ctx.profile->host_to_device_bytes_per_s
+                              : cluster.host.pcie_bandwidth_bytes_per_s;
+  const double nvme_read = ctx.profile != nullptr && ctx.profile->nvme_read_bytes_per_s > 0
+                               ? ctx.profile->nvme_read_bytes_per_s
+                               : per_gpu_share(cluster.nvme.read_bytes_per_s, ctx.ranks_per_node);
+  const double nvme_write =
+      ctx.profile != nullptr && ctx.profile->nvme_write_bytes_per_s > 0
+          ? ctx.profile->nvme_write_bytes_per_s
+          : per_gpu_share(cluster.nvme.write_bytes_per_s, ctx.ranks_per_node);
+  const bool optimizer_off = plan.offload.optimizer != OffloadTier::kNone;
+  const bool grads_off = plan.offload.gradients != OffloadTier::kNone;
+  if (optimizer_off || grads_off) {
+    if (!(pcie_d2h > 0) || !(pcie_h2d > 0)) {
+      throw ConfigError(fmt::format("cluster '{}': host.pcie_bandwidth_gb_per_s must be > 0 for "
+                                    "offload, got {}",
+                                    cluster.name, cluster.host.pcie_bandwidth_bytes_per_s));
+    }
+    // The rank's gradient partition goes down during the last backward.
+    tail.d2h_s = opt_params * c / pcie_d2h;
+  }
+  if (optimizer_off) {
+    tail.cpu_step_s = cpu_optimizer_s(ctx, opt_params);
+    if (plan.offload.optimizer == OffloadTier::kNvme) {
+      // fp32 master params, m, v: 12 bytes/param read before and written after the step.
+      tail.nvme_s = opt_params * 12.0 / nvme_read + opt_params * 12.0 / nvme_write;
+    }
+    tail.h2d_s = opt_params * c / pcie_h2d;  // updated compute-precision params back up
+  } else if (grads_off) {
+    // Gradients parked off the device and brought back for the device optimizer.
+    tail.h2d_s = opt_params * c / pcie_h2d;
+  }
+  if (plan.offload.gradients == OffloadTier::kNvme) {
+    tail.nvme_s += opt_params * c / nvme_write + opt_params * c / nvme_read;
+  }
+  if (plan.offload.params != OffloadTier::kNone && plan.offload.params != OffloadTier::kCpu) {
+    // NVMe-resident params: the updated partition is written back once per step.
+    tail.nvme_s += opt_params * c / nvme_write;
+  }
+  if (optimizer_off || grads_off || tail.nvme_s > 0) {
+    const double step_s = std::max(tail.nvme_s, tail.cpu_step_s);
+    tail.optimizer_s = optimizer_off ? tail.cpu_step_s : device_optimizer_s(ctx, opt_params);
+    tail.offload_exposed_s = exposed_after_overlap(tail.d2h_s, window_s, bucket_fraction) +
+                             (step_s - tail.cpu_step_s) + tail.h2d_s;
+  } else {
+    tail.optimizer_s = device_optimizer_s(ctx, opt_params);
+  }
+  return tail;
+}
+
+PipelineTime pipeline_time(std::int64_t micro_batches, std::int64_t pp, std::int64_t v,
+                           double work_per_micro_batch_s) {
+  if (micro_batches < 1 || pp < 1 || v < 1) {
+    throw InfeasiblePlan(fmt::format("pipeline_time: expected m, p, v >= 1, got m={} p={} v={}",
+                                     micro_batches, pp, v));
+  }
+  PipelineTime t;
+  t.busy_s = static_cast<double>(micro_batches) * work_per_micro_batch_s;
+  t.bubble_s = static_cast<double>(pp - 1) / static_cast<double>(v) * work_per_micro_batch_s;
+  return t;
+}
+
+double bubble_ratio(std::int64_t micro_batches, std::int64_t pp, std::int64_t v) {
+  return static_cast<double>(pp - 1) / (static_cast<double>(v) * static_cast<double>(micro_batches));
+}
+
+}  // namespace strata

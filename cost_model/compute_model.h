@@ -1,0 +1,119 @@
+// Compute primitives of the time model: the time of one GEMM from its shape, of a
+// memory-bound kernel from its bytes, and the forward of one transformer layer, the
+// embedding and the logits for one micro-batch on one tensor-parallel rank.
+//
+// GEMM (C[m,n] = A[m,k] B[k,n], batch independent copies): a roofline
+//   t = max(2 m n k batch / (peak * eff(m,n,k)),  bytes(A,B,C) / (HBM * kMemoryEfficiency))
+// with the default shape curve
+//   eff(m,n,k) = kGemmPeakEfficiency * m/(m+kGemmHalfDim) * n/(n+kGemmHalfDim) * k/(k+kGemmHalfDim)
+// Why this form: large bf16 GEMMs on A100/H100 reach ~80% of the tensor-core peak (cuBLAS
+// saturates there: clocks under load, epilogue, tile tails); each small dimension leaves
+// tiles/waves partly idle, a loss that vanishes as the dimension grows past a few tile
+// widths, which x/(x+x0) captures with x0 ~ one 128-wide tile. Low arithmetic intensity is
+// the roofline's memory term. With a Profile, the measured samples replace the curve
+// (inverse-distance interpolation in log-shape space of the nearest samples).
+//
+// Memory-bound kernels (LayerNorm, GeLU, softmax, dropout, residual adds): bytes read and
+// written / (HBM bandwidth * kMemoryEfficiency), or the Profile's elementwise_bytes_per_s.
+//
+// Deliberately not here: communication (collectives.h), how the layer ops combine into a
+// step (time_model.h). Backward is derived there as 2x the forward.
+#pragma once
+
+#include <cstdint>
+
+#include "cost_model/cluster_spec.h"
+#include "cost_model/model_spec.h"
+#include "cost_model/profile.h"
+#include "cost_model/train_spec.h"
+
+namespace strata {
+
+// Constants of the default curves (documented above; a Profile overrides them).
+inline constexpr double kGemmPeakEfficiency = 0.80;
+inline constexpr double kGemmHalfDim = 96.0;
+// Streaming kernels reach ~80% of HBM peak on A100/H100 (STREAM-like copy).
+inline constexpr double kMemoryEfficiency = 0.80;
+
+// The device rates one prediction uses.
+struct DeviceRates {
+  double peak_flops = 0;             // dense peak in the train precision
+  double memory_bytes_per_s = 0;     // achievable HBM bandwidth for streaming kernels
+  int element_bytes = 2;             // compute precision
+  const Profile* profile = nullptr;  // GEMM samples, when given
+};
+DeviceRates device_rates(const ClusterSpec& cluster, const TrainSpec& train,
+                         const Profile* profile);
+
+struct GemmTime {
+  double flops = 0;
+  double bytes = 0;
+  double efficiency = 0;  // of peak, from the shape curve or the profile
+  double compute_s = 0;
+  double memory_s = 0;
+  double time_s() const { return compute_s > memory_s ? compute_s : memory_s; }
+};
+
+// Default shape curve (see above); 0 < eff <= kGemmPeakEfficiency.
+double gemm_efficiency_curve(double m, double n, double k);
+// Profile interpolation when it has GEMM samples, else the curve.
+double gemm_efficiency(double m, double n, double k, const DeviceRates& rates);
+GemmTime gemm_time(double m, double n, double k, double batch, const DeviceRates& rates);
+
+// bytes / achievable bandwidth.
+double memory_bound_time(double bytes, const DeviceRates& rates);
+
+// How attention is computed, which decides its memory traffic.
+enum class AttentionKernel {
+  kMaterialized,  // scores and probabilities written to HBM, fused scale-mask-softmax
+                  // (Megatron 2021; strata's CPU backend)
+  kFlash,         // fused flash attention: no s x s tensor in HBM (strata's CUDA backend)
+};
+
+// The kernels a run uses: the published Megatron runs use materialized attention with
+// dropout (p = 0.1) on the probabilities and after the projections; strata's executor trains
+// without dropout.
+struct LayerKernels {
+  AttentionKernel attention = AttentionKernel::kFlash;
+  bool dropout = false;
+};
+
+// Forward of one transformer layer for one micro-batch (b sequences) on one TP rank.
+struct LayerForward {
+  GemmTime qkv;         // [b s, h] x [h, 3h/t]                       6 b s h^2 / t FLOPs
+  GemmTime attn_score;  // (b a/t) x [s, d] x [d, s]                 2 b s^2 h / t
+  GemmTime attn_value;  // (b a/t) x [s, s] x [s, d]                 2 b s^2 h / t
+  GemmTime proj;        // [b s, h/t] x [h/t, h]                      2 b s h^2 / t
+  GemmTime fc1;         // [b s, h] x [h, f/t]                        2 b s h f / t
+  GemmTime fc2;         // [b s, f/t] x [f/t, h]                      2 b s h f / t
+  double softmax_bytes = 0;      // attention softmax (+ dropout) traffic (0 for kFlash)
+  double elementwise_bytes = 0;  // LayerNorms, bias+GeLU, bias+dropout+residual adds
+  double softmax_s = 0;
+  double elementwise_s = 0;
+  // The attention core (what selective recomputation recomputes): scores, softmax, values.
+  double attention_core_s() const;
+  double gemm_s() const;
+  double flops() const;
+  double time_s() const;
+};
+LayerForward layer_forward(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
+                           bool sequence_parallel, const LayerKernels& kernels,
+                           const DeviceRates& rates);
+
+// Forward of the output layer and loss for one micro-batch on one TP rank: the logits GEMM
+// [b s, h] x [h, V/t] (2 b s h V / t FLOPs), the final LayerNorm and the vocab-parallel
+// cross-entropy (softmax over V/t in fp32: read, exp/sum, write).
+struct HeadForward {
+  GemmTime logits;
+  double elementwise_s = 0;
+  double time_s() const { return logits.time_s() + elementwise_s; }
+};
+HeadForward head_forward(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
+                         const DeviceRates& rates);
+
+// Forward of the embedding for one micro-batch: gather of token rows + positions, dropout;
+// memory-bound, b s h elements written (twice read).
+double embedding_forward_s(const ModelSpec& model, std::int64_t micro_batch,
+                           const DeviceRates& rates);
+
+}  // namespace strata

@@ -1,0 +1,141 @@
+// The time model's step-level primitives: the work of one (micro-batch, chunk), the
+// tensor-parallel, pipeline and data-parallel/ZeRO communication, offload transfers, the
+// optimizer step, and how a pipeline schedule turns per-chunk times into a step time.
+//
+// What overlaps with what (only the exposed part is counted):
+//   TP collectives      not overlapped: each sits between two dependent GEMMs.
+//   pipeline p2p        a send occupies its rank's stream (Megatron 2021 batches the send
+//                       with the next receive and waits on it), so it is counted per send;
+//                       the receiver's wait is the bubble. Sends are thus "partially"
+//                       overlapped: the peer computes meanwhile, the sender does not.
+//   DP gradient reduce  (ZeRO 0-2) bucketed, overlaps with the backward of the last
+//                       micro-batch on the rank (earlier micro-batches only accumulate),
+//                       except the last bucket, which can only start when the backward ends.
+//   ZeRO 1/2 param all-gather after the optimizer step: exposed.
+//   ZeRO-3 gathers      prefetched one unit (layer) ahead, so they hide behind compute when
+//                       compute is longer; the first unit's gather is always exposed.
+//   PCIe grads to host  (optimizer offload) streamed during the last backward like the DP
+//                       reduction; the CPU step and the params' copy back are exposed
+//                       (ZeRO-Offload, Ren et al. 2021, without the one-step delay).
+//   NVMe optimizer I/O  pipelined with the CPU step in chunks (ZeRO-Infinity's overlap-
+//                       centric design): max(NVMe read + write, CPU step).
+// Deliberately not here: the ops' FLOP counts (compute_model.h), collective formulas
+// (collectives.h), the Prediction record (cost_model.h).
+#pragma once
+
+#include <cstdint>
+
+#include "cost_model/cluster_spec.h"
+#include "cost_model/collectives.h"
+#include "cost_model/compute_model.h"
+#include "cost_model/model_spec.h"
+#include "cost_model/plan.h"
+#include "cost_model/profile.h"
+#include "cost_model/train_spec.h"
+
+namespace strata {
+
+// Everything one prediction needs, computed once.
+struct TimeContext {
+  const ModelSpec* model = nullptr;
+  const ClusterSpec* cluster = nullptr;
+  const TrainSpec* train = nullptr;
+  const Plan* plan = nullptr;
+  const Profile* profile = nullptr;
+  DeviceRates rates;
+  LayerKernels kernels;
+  std::int64_t micro_batches = 0;  // m
+  std::int64_t ranks_per_node = 1;  // GPUs of this plan sharing a node's host and NVMe
+  // Gradient-reduction bucket: PyTorch DDP's default 25 MB (bucket_cap_mb = 25).
+  double grad_bucket_bytes = 25e6;
+};
+TimeContext make_time_context(const ModelSpec& model, const ClusterSpec& cluster,
+                              const TrainSpec& train, const Plan& plan, const Profile* profile,
+                              const LayerKernels& kernels);
+
+// Tensor-parallel collectives of one layer for one micro-batch (Megatron: f and g operators):
+// forward 2 all-reduces of s b h elements (or, with sequence parallel, an all-gather before and
+// a reduce-scatter after each block: same bus bytes), backward 2, recompute 2 (full only).
+struct TpLayerComm {
+  double forward_s = 0;
+  double backward_s = 0;
+  double recompute_s = 0;
+};
+TpLayerComm tp_layer_comm(const TimeContext& ctx);
+
+// One pipeline activation (or gradient) transfer between adjacent ranks: s b h elements
+// in compute precision. Across nodes with t > 1, Megatron's scatter/gather sends 1/t of it
+// per TP rank over its own NIC and all-gathers the pieces over NVLink on the receiver.
+struct P2pTransfer {
+  LinkClass link = LinkClass::kIntraNode;
+  double bytes = 0;         // per GPU over `link`
+  double transfer_s = 0;
+  double gather_s = 0;      // the receiver's NVLink all-gather (scatter/gather only)
+  double total_s() const { return transfer_s + gather_s; }
+};
+P2pTransfer p2p_transfer(const TimeContext& ctx);
+
+// The work of one (micro-batch, chunk) on a rank, before pipeline composition.
+struct ChunkWork {
+  std::int64_t layers = 0;
+  bool has_embedding = false;  // virtual stage 0
+  bool has_head = false;       // the last virtual stage
+  double params = 0;           // parameters of the chunk on one TP rank
+  double compute_forward_s = 0;
+  double compute_backward_s = 0;  // 2 x forward compute
+  double recompute_s = 0;         // full: the layers' forward again; selective: attention core
+  double tp_forward_s = 0;
+  double tp_backward_s = 0;       // incl. the recompute's collectives
+  double zero3_forward_s = 0;     // exposed ZeRO-3 gathers
+  double zero3_backward_s = 0;    // exposed ZeRO-3 gathers + gradient reduce-scatter
+  double offload_forward_s = 0;   // exposed parameter fetches (params offloaded, ZeRO-3)
+  double offload_backward_s = 0;
+  double sends = 0;               // p2p sends per micro-batch (forward + backward)
+  double forward_s() const { return compute_forward_s + tp_forward_s + zero3_forward_s + offload_forward_s; }
+  double backward_s() const {
+    return compute_backward_s + recompute_s + tp_backward_s + zero3_backward_s + offload_backward_s;
+  }
+};
+ChunkWork chunk_work(const TimeContext& ctx, std::int64_t pp_rank, std::int64_t chunk,
+                     const P2pTransfer& p2p);
+
+// Tail work of a pipeline rank after its last backward, for `params` parameters per TP rank
+// on the stage and `window_s` of backward compute (the last micro-batch) to hide behind.
+struct TailWork {
+  double dp_reduce_s = 0;      // gradient all-reduce / reduce-scatter (full, before overlap)
+  double dp_gather_s = 0;      // ZeRO 1/2 parameter all-gather
+  double embedding_sync_s = 0; // tied embedding gradient all-reduce, first <-> last stage
+  double dp_exposed_s = 0;     // what of the above is on the critical path
+  double d2h_s = 0;            // gradients to host (optimizer offload)
+  double cpu_step_s = 0;       // CPU AdamW
+  double nvme_s = 0;           // optimizer state (and gradient) NVMe reads + writes
+  double h2d_s = 0;            // updated params back to the device
+  double offload_exposed_s = 0;
+  double optimizer_s = 0;      // device or CPU optimizer step, exposed
+};
+TailWork tail_work(const TimeContext& ctx, std::int64_t pp_rank, double params,
+                   double window_s);
+
+// AdamW on the device, memory bound: reads fp32 master params, m, v and the gradient, writes
+// params, m, v and the compute-precision copy: 28 bytes/param in bf16 (12 + 2 + 12 + 2).
+double device_optimizer_s(const TimeContext& ctx, double params);
+// AdamW on the CPU (ZeRO-Offload's CPU-Adam): 4 fp32 arrays read, 3 written + a 2-byte copy:
+// 30 bytes/param over the GPU's share of host memory bandwidth, or ~12 FLOP/param over its
+// share of cpu_flops, whichever is slower; a Profile's cpu_adam_params_per_s replaces both.
+double cpu_optimizer_s(const TimeContext& ctx, double params);
+
+// Pipeline composition: with W the per-micro-batch work of the slowest rank (sum over its
+// chunks of forward + backward + sends), m micro-batches, p ranks, v chunks per rank:
+//   step_pipeline = m W + (p - 1)/v W;   bubble = (p-1)/v W, i.e. (p-1)/(v m) of the ideal
+// (Narayanan et al. 2021, section 2.2: (p-1)/m for GPipe and 1F1B, (p-1)/(v m) interleaved).
+struct PipelineTime {
+  double busy_s = 0;    // m W
+  double bubble_s = 0;  // (p-1)/v W
+  double total_s() const { return busy_s + bubble_s; }
+};
+PipelineTime pipeline_time(std::int64_t micro_batches, std::int64_t pp, std::int64_t v,
+                           double work_per_micro_batch_s);
+// (p - 1) / (v m): the bubble as a fraction of the ideal time m W.
+double bubble_ratio(std::int64_t micro_batches, std::int64_t pp, std::int64_t v);
+
+}  // namespace strata

@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
-#include <map>
-#include <tuple>
 
 #include <boost/graph/topological_sort.hpp>
 #include <fmt/format.h>
@@ -64,18 +62,20 @@ bool is_recv(OpKind kind) { return kind == OpKind::kRecvForward || kind == OpKin
 
 // A message is identified by its direction, micro-batch and the virtual stage that
 // receives it: a forward send from stage s feeds stage s + 1, a backward send from s feeds
-// s - 1.
-using MessageKey = std::tuple<bool, std::int64_t, std::int64_t>;  // (forward?, mb, to stage)
-
-MessageKey message_key(const Schedule& schedule, std::int64_t rank, const PipelineOp& op) {
+// s - 1. Packed into one index, (direction * m + micro_batch) * stages + to_stage, so that
+// matching is a vector lookup (a large pipeline has ~10^6 ops); -1 for a malformed op.
+std::int64_t message_index(const Schedule& schedule, std::int64_t rank, const PipelineOp& op) {
+  const std::int64_t stages = schedule.num_virtual_stages();
   const std::int64_t s = schedule.virtual_stage(rank, op.chunk);
-  switch (op.kind) {
-    case OpKind::kSendForward: return {true, op.micro_batch, s + 1};
-    case OpKind::kSendBackward: return {false, op.micro_batch, s - 1};
-    case OpKind::kRecvForward: return {true, op.micro_batch, s};
-    case OpKind::kRecvBackward: return {false, op.micro_batch, s};
-    default: return {false, -1, -1};
+  const bool forward = op.kind == OpKind::kSendForward || op.kind == OpKind::kRecvForward;
+  std::int64_t to = s;
+  if (op.kind == OpKind::kSendForward) to = s + 1;
+  if (op.kind == OpKind::kSendBackward) to = s - 1;
+  if (op.micro_batch < 0 || op.micro_batch >= schedule.micro_batches || op.chunk < 0 ||
+      op.chunk >= schedule.virtual_stages || to < 0 || to >= stages) {
+    return -1;
   }
+  return ((forward ? 1 : 0) * schedule.micro_batches + op.micro_batch) * stages + to;
 }
 
 std::string describe(std::int64_t rank, const PipelineOp& op) {
@@ -83,10 +83,13 @@ std::string describe(std::int64_t rank, const PipelineOp& op) {
                      op.micro_batch, op.chunk, rank, op.peer);
 }
 
-double checked_duration(double d, const std::string& what) {
+// `what` is only called to build the message (formatting a name per op would dominate
+// the build time of a large graph).
+template <typename Describe>
+double checked_duration(double d, const Describe& what) {
   if (!std::isfinite(d) || d < 0) {
     throw ConfigError(fmt::format("simulator: duration of {} is {} but must be finite and >= 0",
-                                  what, d));
+                                  what(), d));
   }
   return d;
 }
@@ -103,9 +106,13 @@ TaskGraph build_task_graph(const Schedule& schedule, const OpDurations& duration
   if (!durations.duration_s) throw ConfigError("simulator: OpDurations::duration_s is empty");
 
   TaskGraph graph;
-  // Sends and receives waiting for their other half, by message.
-  std::map<MessageKey, TaskGraph::Task> sends;
-  std::map<MessageKey, TaskGraph::Task> recvs;
+  // Per message: the send or receive still waiting for its other half (kNone when neither
+  // or both have been seen), and whether each half has been seen.
+  constexpr TaskGraph::Task kNone = static_cast<TaskGraph::Task>(-1);
+  const std::size_t messages =
+      static_cast<std::size_t>(2 * schedule.micro_batches * schedule.num_virtual_stages());
+  std::vector<TaskGraph::Task> waiting(messages, kNone);
+  std::vector<std::uint8_t> seen(messages, 0);  // bit 0: send seen, bit 1: receive seen
   std::vector<TaskGraph::Task> last_of_rank(ranks);
   std::vector<bool> rank_has_ops(ranks, false);
 
@@ -124,36 +131,45 @@ TaskGraph build_task_graph(const Schedule& schedule, const OpDurations& duration
   for (std::size_t r = 0; r < ranks; ++r) {
     const auto rank = static_cast<std::int64_t>(r);
     for (const PipelineOp& op : schedule.ops[r]) {
-      const double d = checked_duration(durations.duration_s(rank, op), describe(rank, op));
+      const double d = checked_duration(durations.duration_s(rank, op),
+                                        [&] { return describe(rank, op); });
       const TaskGraph::Task t = graph.add_task({rank, op, -1, d});
       chain(r, t);
-      if (is_send(op.kind) || is_recv(op.kind)) {
-        const MessageKey key = message_key(schedule, rank, op);
-        auto& mine = is_send(op.kind) ? sends : recvs;
-        auto& theirs = is_send(op.kind) ? recvs : sends;
-        if (auto it = theirs.find(key); it != theirs.end()) {
-          const TaskGraph::Task send = is_send(op.kind) ? t : it->second;
-          const TaskGraph::Task recv = is_send(op.kind) ? it->second : t;
-          graph.add_dependency(send, recv, DependencyKind::kEndAfterEnd);
-          theirs.erase(it);
-        } else if (!mine.emplace(key, t).second) {
-          throw InfeasiblePlan(fmt::format("simulator: duplicate {}", describe(rank, op)));
-        }
+      if (!is_send(op.kind) && !is_recv(op.kind)) continue;
+      const std::int64_t index = message_index(schedule, rank, op);
+      if (index < 0) {
+        throw InfeasiblePlan(fmt::format("simulator: {} is outside the schedule's {} stages x {} "
+                                         "micro-batches",
+                                         describe(rank, op), schedule.num_virtual_stages(),
+                                         schedule.micro_batches));
+      }
+      const auto i = static_cast<std::size_t>(index);
+      const std::uint8_t bit = is_send(op.kind) ? 1 : 2;
+      if (seen[i] & bit) throw InfeasiblePlan(fmt::format("simulator: duplicate {}", describe(rank, op)));
+      seen[i] |= bit;
+      if (waiting[i] == kNone) {
+        waiting[i] = t;
+      } else {
+        const TaskGraph::Task other = waiting[i];
+        graph.add_dependency(is_send(op.kind) ? t : other, is_send(op.kind) ? other : t,
+                             DependencyKind::kEndAfterEnd);
+        waiting[i] = kNone;
       }
     }
   }
-  if (!sends.empty() || !recvs.empty()) {
-    const bool send_left = !sends.empty();
-    const TaskGraph::Task t = send_left ? sends.begin()->second : recvs.begin()->second;
-    throw InfeasiblePlan(fmt::format("simulator: {} has no matching {}",
-                                     describe(graph.task(t).pp_rank, graph.task(t).op),
-                                     send_left ? "receive" : "send"));
+  for (std::size_t i = 0; i < messages; ++i) {
+    if (waiting[i] != kNone) {
+      const TaskVertex& v = graph.task(waiting[i]);
+      throw InfeasiblePlan(fmt::format("simulator: {} has no matching {}",
+                                       describe(v.pp_rank, v.op),
+                                       is_send(v.op.kind) ? "receive" : "send"));
+    }
   }
   for (std::size_t r = 0; r < tails.size(); ++r) {
     for (std::size_t i = 0; i < tails[r].size(); ++i) {
       const TailTask& tail = tails[r][i];
       const double d = checked_duration(
-          tail.duration_s, fmt::format("tail task {} on pp rank {}", tail.name, r));
+          tail.duration_s, [&] { return fmt::format("tail task {} on pp rank {}", tail.name, r); });
       chain(r, graph.add_task({static_cast<std::int64_t>(r), PipelineOp{},
                                static_cast<std::int32_t>(i), d}));
     }

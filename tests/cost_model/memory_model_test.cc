@@ -13,6 +13,7 @@
 
 #include "cost_model/errors.h"
 #include "cost_model/memory_model.h"
+#include "cost_model/schedule.h"
 
 namespace strata {
 namespace {
@@ -237,6 +238,28 @@ TEST(InFlight, InterleavedRankZeroHoldsTheMost) {
         const std::int64_t first = in_flight_chunks(ScheduleKind::kInterleaved, p, v, m, 0);
         for (std::int64_t r = 1; r < p; ++r) {
           EXPECT_GE(first, in_flight_chunks(ScheduleKind::kInterleaved, p, v, m, r));
+        }
+      }
+    }
+  }
+}
+
+// The closed forms must equal what the generated schedules actually hold (walked op by op
+// by max_in_flight in cost_model/schedule.h).
+TEST(InFlight, ClosedFormsMatchGeneratedSchedules) {
+  for (ScheduleKind kind :
+       {ScheduleKind::kGpipe, ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved}) {
+    for (std::int64_t p : {1, 2, 3, 4, 8}) {
+      for (std::int64_t v : {1, 2, 3, 4}) {
+        if (kind != ScheduleKind::kInterleaved && v > 1) continue;
+        for (std::int64_t m : {std::int64_t{1}, std::int64_t{3}, p, 2 * p, 4 * p, std::int64_t{16}}) {
+          if (kind == ScheduleKind::kInterleaved && m % p != 0) continue;
+          const Schedule schedule = make_schedule(kind, p, v, m);
+          for (std::int64_t r = 0; r < p; ++r) {
+            EXPECT_EQ(in_flight_chunks(kind, p, v, m, r), max_in_flight(schedule, r))
+                << "kind " << static_cast<int>(kind) << " p " << p << " v " << v << " m " << m
+                << " rank " << r;
+          }
         }
       }
     }

@@ -61,7 +61,9 @@ std::vector<ComputeOp> one_f_one_b_order(std::int64_t p, std::int64_t r, std::in
 // rank works on micro-batches in groups of p per chunk: with g = k % (p*v),
 // chunk = g / p and micro_batch = (k / (p*v)) * p + k % p. The k-th backward uses the same
 // micro-batch and chunk v - 1 - g / p. Warm-up: (p - r - 1) * 2 + (v - 1) * p forwards
-// (capped at m*v), then 1F1B, then the remaining backwards.
+// (capped at m*v), then 1F1B, then the remaining backwards. (Megatron runs every forward
+// first when m == p; we keep the same warm-up formula there, which holds fewer activations
+// and is still deadlock-free: schedule_test replays it.)
 std::vector<ComputeOp> interleaved_order(std::int64_t p, std::int64_t v, std::int64_t r,
                                          std::int64_t m) {
   const std::int64_t total = m * v;

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "cost_model/errors.h"
+#include "cost_model/memory_model.h"
 
 namespace strata {
 namespace {
@@ -304,6 +305,8 @@ TEST(Schedule, MaxInFlightMatchesClosedForms) {
         expected = std::min((c.p - r - 1) * 2 + (c.v - 1) * c.p + 1, c.m * c.v);
       }
       EXPECT_EQ(max_in_flight(s, r), expected) << "rank " << r;
+      // The memory model uses the closed form without building a schedule; both must agree.
+      EXPECT_EQ(in_flight_chunks(c.kind, c.p, c.v, c.m, r), max_in_flight(s, r)) << "rank " << r;
     }
   }
   // Interleaved rank 0 holds the most (schedule.h).

@@ -96,6 +96,36 @@ std::vector<Recompute> recompute_options() {
   return {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
 }
 
+void for_each_base_plan(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
+                        std::int64_t gpus, bool allow_tp_across_nodes, std::int64_t max_v,
+                        std::int64_t max_b, std::map<std::string, std::int64_t>& dropped,
+                        const std::function<void(const Plan&)>& visit) {
+  for (const ParallelDegrees& deg :
+       parallel_degrees(model, cluster, train, gpus, allow_tp_across_nodes, dropped)) {
+    for (std::int64_t v : virtual_stage_options(model, deg.pp, max_v)) {
+      for (std::int64_t b : micro_batch_options(train, deg.dp, max_b)) {
+        const std::int64_t m = train.global_batch / (deg.dp * b);
+        for (ScheduleKind schedule : schedule_options(deg.pp, v, m)) {
+          for (int zero = 0; zero <= 3; ++zero) {
+            for (bool sp : sequence_parallel_options(deg.tp)) {
+              Plan plan;
+              plan.tp = deg.tp;
+              plan.pp = deg.pp;
+              plan.dp = deg.dp;
+              plan.virtual_stages = v;
+              plan.micro_batch = b;
+              plan.schedule = schedule;
+              plan.zero_stage = zero;
+              plan.sequence_parallel = sp;
+              visit(plan);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 bool offload_at_least(const OffloadPlan& a, const OffloadPlan& b) {
   return a.optimizer >= b.optimizer && a.gradients >= b.gradients && a.params >= b.params;
 }

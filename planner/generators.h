@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -66,6 +67,15 @@ std::vector<OffloadPlan> offload_options(int zero_stage);
 
 // {none, selective, full}: in this order, the cheapest first.
 std::vector<Recompute> recompute_options();
+
+// Calls `visit` with every base plan, in the generators' order: each legal (t, p, d, v, b,
+// schedule, ZeRO stage, sequence parallel), with no offload and no recomputation. The
+// memory variants of a base plan are offload_options(zero) x recompute_options().
+// (t, p, d) triples that break a rule are counted in `dropped` (see parallel_degrees).
+void for_each_base_plan(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
+                        std::int64_t gpus, bool allow_tp_across_nodes, std::int64_t max_v,
+                        std::int64_t max_b, std::map<std::string, std::int64_t>& dropped,
+                        const std::function<void(const Plan&)>& visit);
 
 // True when every tier of `a` is at least as deep as the same tier of `b`.
 bool offload_at_least(const OffloadPlan& a, const OffloadPlan& b);

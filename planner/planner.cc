@@ -173,31 +173,9 @@ PlanSearchResult search_plans(const ModelSpec& model, const ClusterSpec& cluster
   check_request(cluster, train, result.gpus);
   Search search(model, cluster, train, options, result);
 
-  for (const ParallelDegrees& deg : parallel_degrees(model, cluster, train, result.gpus,
-                                                     options.allow_tp_across_nodes,
-                                                     result.dropped)) {
-    for (std::int64_t v : virtual_stage_options(model, deg.pp, options.max_virtual_stages)) {
-      for (std::int64_t b : micro_batch_options(train, deg.dp, options.max_micro_batch)) {
-        const std::int64_t m = train.global_batch / (deg.dp * b);
-        for (ScheduleKind schedule : schedule_options(deg.pp, v, m)) {
-          for (int zero = 0; zero <= 3; ++zero) {
-            for (bool sp : sequence_parallel_options(deg.tp)) {
-              Plan plan;
-              plan.tp = deg.tp;
-              plan.pp = deg.pp;
-              plan.dp = deg.dp;
-              plan.virtual_stages = v;
-              plan.micro_batch = b;
-              plan.schedule = schedule;
-              plan.zero_stage = zero;
-              plan.sequence_parallel = sp;
-              search_memory_variants(plan, options, search, result);
-            }
-          }
-        }
-      }
-    }
-  }
+  for_each_base_plan(model, cluster, train, result.gpus, options.allow_tp_across_nodes,
+                     options.max_virtual_stages, options.max_micro_batch, result.dropped,
+                     [&](const Plan& plan) { search_memory_variants(plan, options, search, result); });
 
   // The reason that dropped the most plans (the first in key order on ties).
   std::int64_t most = 0;

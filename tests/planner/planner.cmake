@@ -1,0 +1,8 @@
+# The planner: generators on cases worked by hand, the search (counts, pruning, ranking,
+# infeasible reports, determinism), and the best plan for Megatron's Table 1 models.
+strata_add_test(planner_generators_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/generators_test.cc
+  LIBS strata_planner)
+strata_add_test(planner_search_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/planner_test.cc
+  LIBS strata_planner)

@@ -1,0 +1,190 @@
+// The plan search: candidate counts worked by hand, pruning that never loses the best plan,
+// ranking order, the infeasible report (top reason, closest plan), determinism, and the
+// memory-fit arithmetic.
+#include "planner/planner.h"
+
+#include <limits>
+
+#include <gtest/gtest.h>
+
+#include "cost_model/cost_model.h"
+#include "cost_model/errors.h"
+#include "cost_model/units.h"
+#include "planner/generators.h"
+#include "tests/planner/small_case.h"
+
+namespace strata {
+namespace {
+
+using testing::small_cluster;
+using testing::small_model;
+using testing::small_train;
+
+// Candidates of the 4-GPU small case. Memory variants per base plan: offload placements
+// (3, 3, 6, 10 for ZeRO 0..3, see generators_test) x 3 recompute policies = 22 x 3 = 66 per
+// (t, p, d, v, b, schedule), doubled by sequence parallelism when t > 1. Groups (batch 8):
+//   t1 p1 d4: b in {1,2}, 1f1b                                   2 x 66  =  132
+//   t1 p2 d2: v1: b in {1,2,4} x {gpipe,1f1b} = 6; v2: b in {1,2}
+//             (m = 4/b must be a multiple of p = 2) = 2           8 x 66  =  528
+//   t1 p4 d1: v1 only (4 layers / 4 ranks), b in {1,2,4,8} x 2   8 x 66  =  528
+//   t2 p1 d2: b in {1,2,4}                                       3 x 132 =  396
+//   t2 p2 d1: v1: 4 b x 2 schedules = 8; v2: b in {1,2,4} = 3    11 x 132 = 1452
+//   t4 p1 d1: b in {1,2,4,8}                                     4 x 132 =  528
+// total 3564.
+constexpr std::int64_t kSmallCaseCandidates = 3564;
+
+PlannerOptions exhaustive_options() {
+  PlannerOptions options;
+  options.exhaustive = true;
+  options.top_k = 10;
+  return options;
+}
+
+// Every generated plan of the small case, scored directly with predict().
+std::vector<ScoredPlan> score_everything(const ClusterSpec& cluster) {
+  std::vector<ScoredPlan> all;
+  std::map<std::string, std::int64_t> dropped;
+  for_each_base_plan(small_model(), cluster, small_train(), cluster.total_gpus(), false, 8, 16,
+                     dropped, [&](const Plan& base) {
+    for (const OffloadPlan& offload : offload_options(base.zero_stage)) {
+      for (Recompute recompute : recompute_options()) {
+        Plan plan = base;
+        plan.offload = offload;
+        plan.recompute = recompute;
+        all.push_back({plan, predict(small_model(), cluster, small_train(), plan)});
+      }
+    }
+  });
+  return all;
+}
+
+TEST(PlanSearch, CandidateCountWorkedByHand) {
+  const PlanSearchResult full =
+      search_plans(small_model(), small_cluster(), small_train(), exhaustive_options());
+  EXPECT_EQ(full.gpus, 4);
+  EXPECT_EQ(full.candidates, kSmallCaseCandidates);
+  EXPECT_EQ(full.scored, kSmallCaseCandidates);
+  EXPECT_EQ(full.pruned, 0);
+  EXPECT_TRUE(full.dropped.empty()) << "80 GiB holds every plan of a 4-layer, h=64 model";
+  EXPECT_EQ(full.fitting, kSmallCaseCandidates);
+
+  const PlanSearchResult pruned = search_plans(small_model(), small_cluster(), small_train());
+  EXPECT_EQ(pruned.candidates, kSmallCaseCandidates);
+  EXPECT_EQ(pruned.scored + pruned.pruned, kSmallCaseCandidates);
+  // Everything fits without offload or recompute, so each base plan scores exactly one
+  // variant (no offload, no recompute): 3564 / 66 = 54 (t, p, d, v, b, schedule, sp)
+  // groups, each with 4 ZeRO stages = 216 base plans.
+  EXPECT_EQ(pruned.scored, kSmallCaseCandidates / 66 * 4);
+}
+
+TEST(PlanSearch, PruningNeverLosesTheBestPlan) {
+  // Tight device memory makes offload and recompute matter: ~the small model's ZeRO-0
+  // state (16 bytes x ~0.2 M parameters = ~3.3 MB) plus activations.
+  for (double device_gib : {80.0, 0.004, 0.003}) {
+    const ClusterSpec cluster = small_cluster(device_gib);
+    const PlanSearchResult full =
+        search_plans(small_model(), cluster, small_train(), exhaustive_options());
+    const PlanSearchResult pruned = search_plans(small_model(), cluster, small_train());
+    ASSERT_EQ(full.top.empty(), pruned.top.empty()) << device_gib;
+    if (full.top.empty()) continue;
+    EXPECT_EQ(pruned.top.front().plan, full.top.front().plan) << device_gib;
+    EXPECT_EQ(pruned.top.front().prediction.tokens_per_s,
+              full.top.front().prediction.tokens_per_s);
+  }
+}
+
+TEST(PlanSearch, RanksByThroughputAndKeepsTopK) {
+  PlannerOptions options;
+  options.top_k = 7;
+  const PlanSearchResult result = search_plans(small_model(), small_cluster(), small_train(), options);
+  ASSERT_EQ(result.top.size(), 7u);
+  for (std::size_t i = 1; i < result.top.size(); ++i) {
+    EXPECT_TRUE(ranks_before(result.top[i - 1], result.top[i])) << i;
+    EXPECT_GE(result.top[i - 1].prediction.tokens_per_s, result.top[i].prediction.tokens_per_s);
+  }
+  // The best is the fastest of every generated plan, scored one by one here.
+  double fastest = 0;
+  for (const ScoredPlan& s : score_everything(small_cluster())) {
+    fastest = std::max(fastest, s.prediction.tokens_per_s);
+  }
+  EXPECT_EQ(result.top.front().prediction.tokens_per_s, fastest);
+}
+
+TEST(PlanSearch, InfeasibleReportsReasonAndClosestPlan) {
+  // 64 KiB of device memory: no plan of the small model fits (its embedding alone is
+  // V h = 128 x 64 bf16 values = 16 KiB, the layers ~50 k parameters x 16 bytes ~ 800 KB).
+  const ClusterSpec cluster = small_cluster(64.0 / (1024 * 1024));
+  const PlanSearchResult result = search_plans(small_model(), cluster, small_train());
+  EXPECT_TRUE(result.top.empty());
+  EXPECT_EQ(result.fitting, 0);
+  EXPECT_EQ(result.top_reason, drop_reason::kDeviceMemory);
+  EXPECT_EQ(result.dropped.at(drop_reason::kDeviceMemory), result.scored);
+  ASSERT_TRUE(result.closest.has_value());
+  ASSERT_TRUE(result.closest_overshoot.has_value());
+  EXPECT_FALSE(result.closest_overshoot->fits());
+
+  // The closest plan has the least overshoot of all plans (the search prunes only plans
+  // that are slower, never those that use less memory... so compare with every plan).
+  double least = std::numeric_limits<double>::infinity();
+  for (const ScoredPlan& s : score_everything(cluster)) {
+    least = std::min(least, memory_overshoot(s.prediction, cluster, 4).total());
+  }
+  EXPECT_EQ(result.closest_overshoot->total(), least);
+}
+
+TEST(PlanSearch, TwoRunsAreIdentical) {
+  const ClusterSpec cluster = small_cluster(0.004);
+  const PlanSearchResult a = search_plans(small_model(), cluster, small_train(), exhaustive_options());
+  const PlanSearchResult b = search_plans(small_model(), cluster, small_train(), exhaustive_options());
+  EXPECT_EQ(a.dropped, b.dropped);
+  EXPECT_EQ(a.candidates, b.candidates);
+  ASSERT_EQ(a.top.size(), b.top.size());
+  for (std::size_t i = 0; i < a.top.size(); ++i) {
+    EXPECT_EQ(a.top[i].plan, b.top[i].plan);
+    EXPECT_EQ(a.top[i].prediction.to_json().dump(), b.top[i].prediction.to_json().dump());
+  }
+}
+
+TEST(PlanSearch, RejectsImpossibleRequests) {
+  PlannerOptions options;
+  options.gpus = 5;  // more than the 4 GPUs of one node
+  EXPECT_THROW(search_plans(small_model(), small_cluster(), small_train(), options), ConfigError);
+  options.gpus = 6;  // two nodes of 4: 6 GPUs would use part of a node while spanning two
+  EXPECT_THROW(search_plans(small_model(), small_cluster(80, 2), small_train(), options),
+               ConfigError);
+  options.gpus = 2;  // part of one node is fine
+  EXPECT_EQ(search_plans(small_model(), small_cluster(80, 2), small_train(), options).gpus, 2);
+}
+
+TEST(Ranking, TiesBrokenByMemoryThenPlanOrder) {
+  ScoredPlan a, b;
+  a.prediction.tokens_per_s = b.prediction.tokens_per_s = 1000;
+  a.prediction.memory_bytes.device = 10;
+  b.prediction.memory_bytes.device = 20;
+  EXPECT_TRUE(ranks_before(a, b));
+  EXPECT_FALSE(ranks_before(b, a));
+  b.prediction.memory_bytes.device = 10;
+  b.plan.tp = 2;  // same speed, same memory: t = 1 < t = 2 in the plan order
+  EXPECT_TRUE(ranks_before(a, b));
+  EXPECT_FALSE(ranks_before(a, a));
+  b.prediction.tokens_per_s = 1001;
+  EXPECT_TRUE(ranks_before(b, a));
+}
+
+TEST(MemoryOvershoot, HostAndNvmeCountEveryRankOfANode) {
+  using namespace units;
+  const ClusterSpec cluster = small_cluster(80);  // 80 GiB device, 1024 GiB host, 4000 GB NVMe
+  Prediction p;
+  p.memory_bytes = {81 * kGiB, 300 * kGiB, 900 * kGB};
+  // 4 ranks per node: host 4 x 300 = 1200 GiB (176 over), NVMe 3600 GB (400 under).
+  const MemoryOvershoot four = memory_overshoot(p, cluster, 4);
+  EXPECT_DOUBLE_EQ(four.device_bytes, 1 * kGiB);
+  EXPECT_DOUBLE_EQ(four.host_bytes, 176 * kGiB);
+  EXPECT_DOUBLE_EQ(four.nvme_bytes, -400 * kGB);
+  EXPECT_DOUBLE_EQ(four.total(), 177 * kGiB);
+  // A 2-GPU plan puts 2 ranks on the node: 600 GiB host fits.
+  EXPECT_DOUBLE_EQ(memory_overshoot(p, cluster, 2).host_bytes, -424 * kGiB);
+}
+
+}  // namespace
+}  // namespace strata

@@ -13,17 +13,6 @@
 namespace strata {
 namespace {
 
-// The schedule's config word, for messages. (Spelled here rather than calling
-// to_string(ScheduleKind) so strata_schedule needs nothing from plan.cc.)
-const char* kind_word(ScheduleKind kind) {
-  switch (kind) {
-    case ScheduleKind::kGpipe: return "gpipe";
-    case ScheduleKind::kOneFOneB: return "1f1b";
-    case ScheduleKind::kInterleaved: return "interleaved";
-  }
-  return "unknown";
-}
-
 // One compute op before the sends/receives are added: (micro_batch, local chunk).
 struct ComputeOp {
   bool forward = true;
@@ -116,7 +105,7 @@ std::vector<PipelineOp> with_communication(const std::vector<ComputeOp>& order, 
 
 Schedule make_schedule(ScheduleKind kind, std::int64_t pp, std::int64_t virtual_stages,
                        std::int64_t micro_batches) {
-  const std::string what = fmt::format("schedule {} with pp={} v={} m={}", kind_word(kind), pp,
+  const std::string what = fmt::format("schedule {} with pp={} v={} m={}", to_string(kind), pp,
                                        virtual_stages, micro_batches);
   if (pp < 1) throw InfeasiblePlan(fmt::format("{}: pp must be >= 1", what));
   if (virtual_stages < 1) throw InfeasiblePlan(fmt::format("{}: v must be >= 1", what));

@@ -118,6 +118,40 @@ TEST(StageParams, SumOverStagesIsTheModelPlusTiedCopy) {
   EXPECT_THROW(stage_params(m, 1, 4, 4, 0), InfeasiblePlan);  // 8 % 16
 }
 
+TEST(StageParams, AgreesWithModelSpecCounts) {
+  // ModelSpec's own counts (model_spec.h): per layer, and the whole model = the stages' sum
+  // minus the last stage's tied copy of the token embedding (V h at t = 1).
+  const ModelSpec m = make_model(36, 4096, 32, 2048, 51200, 16384);
+  EXPECT_EQ(layer_params_per_tp_rank(m, 1), m.params_per_layer());
+  for (std::int64_t p : {1, 2, 4, 12}) {
+    std::int64_t sum = 0;
+    for (std::int64_t r = 0; r < p; ++r) sum += stage_params(m, 1, p, 1, r).total();
+    EXPECT_EQ(sum - (p > 1 ? m.vocab * m.hidden : 0), m.total_params()) << "p " << p;
+  }
+}
+
+// The ZeRO example end to end: the 7.5B shape of Narayanan et al. (36 layers, h 4096) with
+// t = p = 1, d = 64: the stage's model state per parameter is 16, 4 + 12/64, 2 + 14/64, 16/64
+// bytes (Rajbhandari et al. 2020), so each within 1% of 120 / 31.4 / 16.6 GB scaled by
+// P / 7.5e9 (P = 36 (12 h^2 + 13 h) + (V + s) h + 2h = 7,467,786,240 here).
+TEST(EstimateMemory, ZeroPaperExampleThroughTheStage) {
+  const ModelSpec m = make_model(36, 4096, 32, 2048, 51200, 16384);
+  const double P = static_cast<double>(m.total_params());
+  const double per_param[] = {16.0, 4.0 + 12.0 / 64, 2.0 + 14.0 / 64, 16.0 / 64};
+  const double published_gb[] = {120.0, 31.4, 16.6, 1.9};
+  for (int z = 0; z <= 3; ++z) {
+    Plan plan;
+    plan.dp = 64;
+    plan.zero_stage = z;
+    const StageMemory s =
+        estimate_memory(m, cluster(Backend::kCuda), train(64, Precision::kBf16), plan).stages[0];
+    const double state = s.params.device + s.gradients.device + s.optimizer.device;
+    EXPECT_DOUBLE_EQ(state, per_param[z] * P) << "stage " << z;
+    const double tolerance = z == 3 ? 0.05 / 1.9 : 0.01;  // 1.9 is 1.875 rounded (see above)
+    EXPECT_NEAR(state / P * 7.5e9 / 1e9, published_gb[z], tolerance * published_gb[z]);
+  }
+}
+
 // ---- activations -----------------------------------------------------------------------
 
 // Korthikanti et al. 2022, section 4.1, per layer, 16-bit, t = 1 (what the published list sums to):

@@ -192,8 +192,9 @@ TEST(Activations, PublishedListEqualsKorthikantiFormula) {
 }
 
 TEST(Activations, FormulaClosedFormsByHand) {
-  // s = 2048, b = 1, h = 12288, a = 96: sbh = 25,769,803,776 / 1,000 ... computed below.
-  const double s = 2048, b = 1, h = 12288, a = 96, t = 8;
+  // GPT-3 175B shape: s = 2048, b = 1, h = 12288, a = 96, so 5 a s / h = 5 * 96 * 2048 /
+  // 12288 = 80, and t = 8.
+  const double s = 2048, b = 1, h = 12288, t = 8;
   const double sbh = s * b * h;
   // No recompute, t = 1: sbh (34 + 5as/h) = sbh (34 + 80) = 114 sbh.
   EXPECT_DOUBLE_EQ(korthikanti_layer_activation_bytes(2048, 1, 12288, 96, 1, false, Recompute::kNone),
@@ -213,7 +214,6 @@ TEST(Activations, FormulaClosedFormsByHand) {
                    2 * sbh);
   EXPECT_DOUBLE_EQ(korthikanti_layer_activation_bytes(2048, 1, 12288, 96, 8, true, Recompute::kFull),
                    2 * sbh / t);
-  (void)a;
 }
 
 TEST(Activations, ExecutorConventionsTinyModel) {

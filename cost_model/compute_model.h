@@ -30,7 +30,7 @@
 namespace strata {
 
 // Constants of the default curves (documented above; a Profile overrides them).
-inline constexpr double kGemmPeakEfficiency = 0.80;
+inline constexpr double kGemmPeakEfficiency = 0.75;
 inline constexpr double kGemmHalfDim = 96.0;
 // Streaming kernels reach ~80% of HBM peak on A100/H100 (STREAM-like copy).
 inline constexpr double kMemoryEfficiency = 0.80;

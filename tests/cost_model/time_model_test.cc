@@ -1,0 +1,329 @@
+// Unit tests of the time model's primitives against values worked by hand: collectives
+// (alpha-beta with nccl-tests bus factors), link classes from Megatron's rank order, the
+// GEMM curve and roofline, layer FLOPs, TP/PP/DP terms, the optimizer, the pipeline bubble,
+// and predict()'s invariants (parts sum to the step, throughput formulas).
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "cost_model/collectives.h"
+#include "cost_model/compute_model.h"
+#include "cost_model/cost_model.h"
+#include "cost_model/errors.h"
+#include "cost_model/time_model.h"
+#include "cost_model/units.h"
+
+namespace strata {
+namespace {
+
+// A100-like cluster with round numbers so that expected values are easy to derive.
+ClusterSpec test_cluster() {
+  ClusterSpec c;
+  c.name = "test";
+  c.nodes = 4;
+  c.gpus_per_node = 8;
+  c.device.name = "gpu";
+  c.device.memory_bytes = 80 * units::kGiB;
+  c.device.bf16_flops = 300e12;
+  c.device.fp32_flops = 20e12;
+  c.device.memory_bandwidth_bytes_per_s = 2000e9;
+  c.host.memory_bytes = 1000 * units::kGiB;
+  c.host.pcie_bandwidth_bytes_per_s = 25e9;
+  c.host.cpu_cores = 64;
+  c.host.cpu_flops = 2000e9;
+  c.host.memory_bandwidth_bytes_per_s = 200e9;
+  c.nvme.capacity_bytes = 10e12;
+  c.nvme.read_bytes_per_s = 16e9;
+  c.nvme.write_bytes_per_s = 8e9;
+  c.intra_node = {300e9, 2e-6, "test"};
+  c.inter_node = {25e9, 5e-6, "test"};
+  return c;
+}
+
+ModelSpec test_model() {
+  ModelSpec m;
+  m.name = "test";
+  m.layers = 8;
+  m.hidden = 1024;
+  m.heads = 16;
+  m.seq_len = 1024;
+  m.vocab = 32000;
+  m.ffn_hidden = 4096;
+  return m;
+}
+
+TEST(Collectives, BusFactorsAreNcclTests) {
+  // nccl-tests PERFORMANCE.md: all-reduce 2(n-1)/n, all-gather / reduce-scatter (n-1)/n.
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveOp::kAllReduce, 8), 2.0 * 7.0 / 8.0);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveOp::kAllGather, 4), 3.0 / 4.0);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveOp::kReduceScatter, 2), 0.5);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveOp::kP2p, 2), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveOp::kAllReduce, 1), 0.0);
+}
+
+TEST(Collectives, AllReduceAlphaBeta) {
+  // 1 GB over 8 ranks at 100 GB/s, alpha 1 us: bus bytes 1e9 * 14/8 = 1.75e9 -> 17.5 ms;
+  // 2(n-1) = 14 ring steps -> 14 us.
+  const CollectiveTime t =
+      collective_time(CollectiveOp::kAllReduce, 1e9, 8, LinkRate{100e9, 1e-6});
+  EXPECT_DOUBLE_EQ(t.bus_bytes, 1.75e9);
+  EXPECT_NEAR(t.bandwidth_s, 17.5e-3, 1e-12);
+  EXPECT_NEAR(t.latency_s, 14e-6, 1e-15);
+  EXPECT_NEAR(t.total_s(), 17.514e-3, 1e-12);
+}
+
+TEST(Collectives, AllGatherP2pAndTrivialCases) {
+  // All-gather of 400 MB over 4 ranks at 25 GB/s: 400e6 * 3/4 / 25e9 = 12 ms + 3 steps x 5 us.
+  const CollectiveTime ag =
+      collective_time(CollectiveOp::kAllGather, 400e6, 4, LinkRate{25e9, 5e-6});
+  EXPECT_NEAR(ag.total_s(), 12e-3 + 15e-6, 1e-12);
+  // p2p of 50 MB at 25 GB/s: 2 ms + one latency.
+  const CollectiveTime p2p = collective_time(CollectiveOp::kP2p, 50e6, 2, LinkRate{25e9, 5e-6});
+  EXPECT_NEAR(p2p.total_s(), 2e-3 + 5e-6, 1e-12);
+  // One rank: nothing to exchange.
+  EXPECT_EQ(collective_time(CollectiveOp::kAllReduce, 1e9, 1, LinkRate{1e9, 1e-6}).total_s(), 0.0);
+  EXPECT_THROW(collective_time(CollectiveOp::kAllReduce, 1e9, 2, LinkRate{0, 0}), ConfigError);
+}
+
+TEST(Collectives, GroupLinkFollowsMegatronRankOrder) {
+  const ClusterSpec c = test_cluster();
+  // TP group of 8 (stride 1) fills one node.
+  EXPECT_EQ(group_link(c, 8, 1), LinkClass::kIntraNode);
+  // DP group with t = 4, d = 2: ranks 0 and 4 -> span 5 <= 8, inside a node (t*d <= 8).
+  EXPECT_EQ(group_link(c, 2, 4), LinkClass::kIntraNode);
+  // DP group with t = 4, d = 4: t*d = 16 > 8 -> spans nodes.
+  EXPECT_EQ(group_link(c, 4, 4), LinkClass::kInterNode);
+  // Pipeline neighbours t*d = 8 apart: always different nodes.
+  EXPECT_EQ(group_link(c, 2, 8), LinkClass::kInterNode);
+}
+
+TEST(Collectives, ProfileFitReplacesClusterRates) {
+  const ClusterSpec c = test_cluster();
+  Profile profile;
+  profile.collectives.push_back({"all_reduce", "intra_node", 8, 14e-6, 200e9});
+  const LinkRate rate = link_rate(c, LinkClass::kIntraNode, CollectiveOp::kAllReduce, 8, &profile);
+  EXPECT_DOUBLE_EQ(rate.bandwidth_bytes_per_s, 200e9);
+  EXPECT_DOUBLE_EQ(rate.latency_s, 1e-6);  // 14 us over 2(8-1) = 14 steps
+  // No fit for all-gather: the cluster's figures.
+  const LinkRate ag = link_rate(c, LinkClass::kIntraNode, CollectiveOp::kAllGather, 8, &profile);
+  EXPECT_DOUBLE_EQ(ag.bandwidth_bytes_per_s, 300e9);
+}
+
+TEST(Compute, GemmCurveSaturatesBelowPeak) {
+  // x/(x+96) per dimension: 96^3 -> 0.5^3 of the peak efficiency.
+  EXPECT_NEAR(gemm_efficiency_curve(96, 96, 96), kGemmPeakEfficiency * 0.125, 1e-12);
+  const double big = gemm_efficiency_curve(16384, 16384, 16384);
+  EXPECT_LT(big, kGemmPeakEfficiency);
+  EXPECT_GT(big, 0.98 * kGemmPeakEfficiency);
+  EXPECT_LT(gemm_efficiency_curve(2048, 2048, 64), gemm_efficiency_curve(2048, 2048, 128));
+}
+
+TEST(Compute, GemmRooflineAndProfileSamples) {
+  DeviceRates rates{300e12, 1600e9, 2, nullptr};
+  // 4096^3: 2 * 4096^3 = 1.374e11 FLOPs at 300e12 * eff.
+  const GemmTime big = gemm_time(4096, 4096, 4096, 1, rates);
+  EXPECT_DOUBLE_EQ(big.flops, 2.0 * 4096.0 * 4096.0 * 4096.0);
+  EXPECT_NEAR(big.compute_s, big.flops / (300e12 * gemm_efficiency_curve(4096, 4096, 4096)), 1e-15);
+  EXPECT_GT(big.compute_s, big.memory_s);  // compute bound
+  // A matrix-vector-like GEMM is memory bound: bytes (m k + k n + m n) * 2 / 1600 GB/s.
+  const GemmTime thin = gemm_time(8192, 8192, 1, 1, rates);
+  EXPECT_DOUBLE_EQ(thin.bytes, (8192.0 + 8192.0 + 8192.0 * 8192.0) * 2.0);
+  EXPECT_DOUBLE_EQ(thin.time_s(), thin.memory_s);
+  // A profile sample at the exact shape is used as is: 150 TFLOP/s of 300 -> 0.5.
+  Profile profile;
+  profile.gemm.push_back({4096, 4096, 4096, 150e12});
+  profile.gemm.push_back({512, 512, 512, 30e12});
+  rates.profile = &profile;
+  EXPECT_DOUBLE_EQ(gemm_efficiency(4096, 4096, 4096, rates), 0.5);
+  const double between = gemm_efficiency(1448, 1448, 1448, rates);  // log-midpoint
+  EXPECT_GT(between, 0.1);
+  EXPECT_LT(between, 0.5);
+}
+
+TEST(Compute, LayerForwardFlopsMatchMegatronCount) {
+  const ModelSpec m = test_model();
+  const DeviceRates rates{300e12, 1600e9, 2, nullptr};
+  // Forward FLOPs of one layer, b sequences: 24 b s h^2 + 4 b s^2 h (f = 4h), / t.
+  for (std::int64_t t : {1, 2, 4}) {
+    const LayerForward L = layer_forward(m, 2, t, false, LayerKernels{}, rates);
+    const double b = 2, s = 1024, h = 1024;
+    EXPECT_NEAR(L.flops(), (24 * b * s * h * h + 4 * b * s * s * h) / t, 1.0) << "t=" << t;
+  }
+  // Materialized attention with dropout moves a/t s^2 b (4c + 1) bytes in softmax + dropout.
+  const LayerForward mat = layer_forward(
+      m, 1, 1, false, LayerKernels{AttentionKernel::kMaterialized, true}, rates);
+  EXPECT_DOUBLE_EQ(mat.softmax_bytes, 16.0 * 1024.0 * 1024.0 * 9.0);
+  const LayerForward flash = layer_forward(m, 1, 1, false, LayerKernels{}, rates);
+  EXPECT_EQ(flash.softmax_bytes, 0.0);
+  EXPECT_LT(flash.time_s(), mat.time_s());
+}
+
+class TimeModelTest : public ::testing::Test {
+ protected:
+  ModelSpec model = test_model();
+  ClusterSpec cluster = test_cluster();
+  TrainSpec train;
+  Plan plan;
+  void SetUp() override {
+    train.global_batch = 64;
+    plan.tp = 4;
+    plan.pp = 2;
+    plan.dp = 4;
+    plan.micro_batch = 2;
+    plan.schedule = ScheduleKind::kOneFOneB;
+  }
+  TimeContext ctx() const {
+    return make_time_context(model, cluster, train, plan, nullptr, LayerKernels{});
+  }
+};
+
+TEST_F(TimeModelTest, TensorParallelCommIsTwoAllReducesPerDirection) {
+  plan.recompute = Recompute::kFull;
+  const TpLayerComm tp = tp_layer_comm(ctx());
+  // s b h = 1024 * 2 * 1024 elements x 2 bytes = 4,194,304 bytes; all-reduce over 4 ranks
+  // on NVLink: bus bytes x 2*3/4 = 6,291,456 / 300e9 = 20.97 us + 6 steps x 2 us.
+  const double one = 4194304.0 * 1.5 / 300e9 + 6 * 2e-6;
+  EXPECT_NEAR(tp.forward_s, 2 * one, 1e-12);
+  EXPECT_NEAR(tp.backward_s, 2 * one, 1e-12);
+  EXPECT_NEAR(tp.recompute_s, 2 * one, 1e-12);
+  plan.recompute = Recompute::kSelective;
+  EXPECT_EQ(tp_layer_comm(ctx()).recompute_s, 0.0);
+}
+
+TEST_F(TimeModelTest, PipelineTransferUsesScatterGatherAcrossNodes) {
+  // t*d*p = 32 > 8 GPUs per node: inter-node, s b h / t = 4,194,304 / 4 bytes at 25 GB/s
+  // + 5 us, plus the receiver's NVLink all-gather of the full message over 4 ranks.
+  const P2pTransfer p2p = p2p_transfer(ctx());
+  EXPECT_EQ(p2p.link, LinkClass::kInterNode);
+  EXPECT_DOUBLE_EQ(p2p.bytes, 4194304.0 / 4.0);
+  EXPECT_NEAR(p2p.transfer_s, 1048576.0 / 25e9 + 5e-6, 1e-12);
+  EXPECT_NEAR(p2p.gather_s, 4194304.0 * 0.75 / 300e9 + 3 * 2e-6, 1e-12);
+}
+
+TEST_F(TimeModelTest, ChunkBackwardIsTwiceForwardPlusRecompute) {
+  plan.recompute = Recompute::kFull;
+  const TimeContext c = ctx();
+  const P2pTransfer p2p = p2p_transfer(c);
+  const ChunkWork w = chunk_work(c, 1, 0, p2p);  // middle of nothing: rank 1 of 2 is the last
+  EXPECT_TRUE(w.has_head);
+  EXPECT_FALSE(w.has_embedding);
+  EXPECT_EQ(w.layers, 4);
+  EXPECT_DOUBLE_EQ(w.compute_backward_s, 2.0 * w.compute_forward_s);
+  // Full recompute replays the layers' forward (not the head).
+  const LayerForward L = layer_forward(model, 2, 4, false, LayerKernels{}, c.rates);
+  EXPECT_NEAR(w.recompute_s, 4 * L.time_s(), 1e-15);
+  EXPECT_EQ(w.sends, 1.0);  // the last stage only sends gradients backward
+}
+
+TEST_F(TimeModelTest, DataParallelReductionHidesBehindLastBackwardExceptOneBucket) {
+  const TimeContext c = ctx();
+  const double params = 100e6;  // 200 MB of bf16 gradients
+  // DP group: 4 ranks, stride t = 4 -> span 13 > 8: inter-node. All-reduce of 200 MB:
+  // 2e8 * 1.5 / 25e9 = 12 ms + 6 x 5 us = 12.03 ms.
+  const double reduce = 2e8 * 1.5 / 25e9 + 6 * 5e-6;
+  const TailWork long_window = tail_work(c, 0, params, 1.0);
+  EXPECT_NEAR(long_window.dp_reduce_s, reduce, 1e-12);
+  // A 1 s window hides all but the last 25 MB bucket: 25/200 of the reduction.
+  const double expected_embed = long_window.embedding_sync_s;
+  EXPECT_NEAR(long_window.dp_exposed_s, reduce * 25.0 / 200.0 + expected_embed, 1e-12);
+  // No window: all exposed.
+  const TailWork no_window = tail_work(c, 0, params, 0.0);
+  EXPECT_NEAR(no_window.dp_exposed_s, reduce + expected_embed, 1e-12);
+  // Device AdamW: 28 bytes/param (bf16) over 0.8 x 2000 GB/s.
+  EXPECT_NEAR(no_window.optimizer_s, params * 28.0 / 1600e9, 1e-12);
+}
+
+TEST_F(TimeModelTest, CpuOptimizerIsMemoryBoundShareOfTheHost) {
+  plan.zero_stage = 2;
+  plan.offload.optimizer = OffloadTier::kCpu;
+  const TimeContext c = ctx();
+  // 8 GPUs share 200 GB/s: 25 GB/s each; 30 bytes/param -> 1e9 params = 1.2 s;
+  // compute 12 FLOP/param over 250 GFLOP/s = 0.048 s: memory bound.
+  EXPECT_NEAR(cpu_optimizer_s(c, 1e9), 1.2, 1e-12);
+}
+
+TEST(Pipeline, BubbleIsPMinusOneOverVM) {
+  // Narayanan et al. 2021: (p-1)/m for 1F1B, (p-1)/(v m) interleaved.
+  EXPECT_DOUBLE_EQ(bubble_ratio(8, 4, 1), 3.0 / 8.0);
+  EXPECT_DOUBLE_EQ(bubble_ratio(8, 4, 2), 3.0 / 16.0);
+  const PipelineTime t = pipeline_time(8, 4, 2, 1.0);
+  EXPECT_DOUBLE_EQ(t.busy_s, 8.0);
+  EXPECT_DOUBLE_EQ(t.bubble_s, 1.5);
+  EXPECT_DOUBLE_EQ(t.bubble_s / t.busy_s, bubble_ratio(8, 4, 2));
+  EXPECT_THROW(pipeline_time(0, 4, 1, 1.0), InfeasiblePlan);
+}
+
+TEST_F(TimeModelTest, PredictPartsSumToStepAndThroughputFollowsFormulas) {
+  plan.recompute = Recompute::kFull;
+  const Prediction p = predict(model, cluster, train, plan);
+  EXPECT_EQ(p.kind, "prediction");
+  EXPECT_NEAR(p.parts.sum(), p.step_time_s, 1e-9 * p.step_time_s);
+  EXPECT_NEAR(p.tokens_per_s, 64.0 * 1024.0 / p.step_time_s, 1e-6);
+  EXPECT_NEAR(p.tflops_per_gpu,
+              megatron_model_flops(model, 64) / p.step_time_s / 32.0 / units::kTera, 1e-9);
+  EXPECT_NEAR(p.mfu, p.tflops_per_gpu * units::kTera / 300e12, 1e-12);
+  // m = 64 / (4 * 2) = 8 micro-batches, p = 2, v = 1: bubble (p-1)/(v m) of the busy time.
+  const double busy = p.step_time_s - p.parts.bubble_s - p.parts.optimizer_s -
+                      p.parts.offload_s - (p.parts.dp_comm_s);
+  EXPECT_NEAR(p.parts.bubble_s / busy, 1.0 / 8.0, 1e-9);
+  EXPECT_EQ(p.per_rank.size(), 2u);
+  EXPECT_GT(p.memory_bytes.device, 0.0);
+}
+
+TEST_F(TimeModelTest, StageOpTimesAgreeWithPredict) {
+  plan.schedule = ScheduleKind::kInterleaved;
+  plan.virtual_stages = 2;
+  const StageOpTimes times = stage_op_times(model, cluster, train, plan);
+  ASSERT_EQ(times.ranks.size(), 2u);
+  ASSERT_EQ(times.ranks[0].chunks.size(), 2u);
+  EXPECT_EQ(times.micro_batches, 8);
+  // Uniform closed form: the slowest rank's (forward + backward + sends) per micro-batch
+  // times (m + (p-1)/v), plus the longest tail, is predict()'s step time.
+  double slowest = 0, tail = 0;
+  for (const RankOpTimes& r : times.ranks) {
+    double w = 0;
+    for (std::size_t c = 0; c < r.chunks.size(); ++c) {
+      const std::int64_t vstage = static_cast<std::int64_t>(c) * 2 + r.pp_rank;
+      const double sends = (vstage == 3 ? 0 : 1) + (vstage == 0 ? 0 : 1);
+      w += r.chunks[c].forward_s + r.chunks[c].backward_s + sends * times.p2p_s;
+      EXPECT_NEAR(r.chunks[c].forward_s,
+                  r.chunks[c].compute_forward_s + r.chunks[c].comm_forward_s, 1e-15);
+    }
+    slowest = std::max(slowest, w);
+    tail = std::max(tail, r.tail_s());
+  }
+  const Prediction p = predict(model, cluster, train, plan);
+  EXPECT_NEAR(p.step_time_s, (8.0 + 0.5) * slowest + tail, 1e-9 * p.step_time_s);
+}
+
+TEST_F(TimeModelTest, ZeroThreeTradesMemoryForCommunication) {
+  plan.tp = 1;
+  plan.pp = 1;
+  plan.dp = 32;
+  plan.micro_batch = 2;
+  train.global_batch = 256;  // m = 256 / (32 * 2) = 4 micro-batches
+  plan.zero_stage = 1;
+  const Prediction z1 = predict(model, cluster, train, plan);
+  plan.zero_stage = 3;
+  const Prediction z3 = predict(model, cluster, train, plan);
+  EXPECT_LT(z3.memory_bytes.device, z1.memory_bytes.device);
+  // ZeRO-3 gathers hide behind compute while the link is fast; on a 100x slower network
+  // its 1.5x volume, paid every micro-batch, is exposed and costs more than ZeRO-1's
+  // once-per-step reduction + gather.
+  cluster.inter_node.bandwidth_bytes_per_s /= 100.0;
+  plan.zero_stage = 1;
+  const Prediction z1_slow = predict(model, cluster, train, plan);
+  plan.zero_stage = 3;
+  const Prediction z3_slow = predict(model, cluster, train, plan);
+  EXPECT_GT(z3_slow.parts.dp_comm_s - z3.parts.dp_comm_s,
+            z1_slow.parts.dp_comm_s - z1.parts.dp_comm_s);
+  EXPECT_NEAR(z3_slow.parts.sum(), z3_slow.step_time_s, 1e-9 * z3_slow.step_time_s);
+}
+
+TEST_F(TimeModelTest, InfeasiblePlanThrows) {
+  plan.tp = 3;  // 16 heads % 3 != 0
+  EXPECT_THROW(predict(model, cluster, train, plan), InfeasiblePlan);
+}
+
+}  // namespace
+}  // namespace strata

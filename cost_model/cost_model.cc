@@ -44,7 +44,7 @@ RankSums rank_sums(const TimeContext& ctx, std::int64_t pp_rank, const P2pTransf
   RankSums r;
   r.pp_rank = pp_rank;
   for (std::int64_t c = 0; c < plan.virtual_stages; ++c) {
-    const ChunkWork w = chunk_work(ctx, pp_rank, c, p2p);
+    const ChunkWork w = chunk_work(ctx, pp_rank, c);
     r.compute_forward_s += w.compute_forward_s;
     r.compute_backward_s += w.compute_backward_s;
     r.recompute_s += w.recompute_s;

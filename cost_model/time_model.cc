@@ -105,8 +105,7 @@ P2pTransfer p2p_transfer(const TimeContext& ctx) {
   return p2p;
 }
 
-ChunkWork chunk_work(const TimeContext& ctx, std::int64_t pp_rank, std::int64_t chunk,
-                     const P2pTransfer& p2p) {
+ChunkWork chunk_work(const TimeContext& ctx, std::int64_t pp_rank, std::int64_t chunk) {
   const Plan& plan = *ctx.plan;
   const ModelSpec& model = *ctx.model;
   const std::int64_t virtual_stages = plan.pp * plan.virtual_stages;
@@ -202,7 +201,6 @@ ChunkWork chunk_work(const TimeContext& ctx, std::int64_t pp_rank, std::int64_t 
     // gradient backward unless it is the first.
     w.sends = (w.has_head ? 0.0 : 1.0) + (w.has_embedding ? 0.0 : 1.0);
   }
-  (void)p2p;  // the transfer time is applied by the caller, per send
   return w;
 }
 

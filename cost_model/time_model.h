@@ -96,8 +96,8 @@ struct ChunkWork {
     return compute_backward_s + recompute_s + tp_backward_s + zero3_backward_s + offload_backward_s;
   }
 };
-ChunkWork chunk_work(const TimeContext& ctx, std::int64_t pp_rank, std::int64_t chunk,
-                     const P2pTransfer& p2p);
+// `sends` counts this chunk's p2p sends per micro-batch; the caller prices them (P2pTransfer).
+ChunkWork chunk_work(const TimeContext& ctx, std::int64_t pp_rank, std::int64_t chunk);
 
 // Tail work of a pipeline rank after its last backward, for `params` parameters per TP rank
 // on the stage and `window_s` of backward compute (the last micro-batch) to hide behind.

@@ -203,8 +203,7 @@ TEST_F(TimeModelTest, PipelineTransferUsesScatterGatherAcrossNodes) {
 TEST_F(TimeModelTest, ChunkBackwardIsTwiceForwardPlusRecompute) {
   plan.recompute = Recompute::kFull;
   const TimeContext c = ctx();
-  const P2pTransfer p2p = p2p_transfer(c);
-  const ChunkWork w = chunk_work(c, 1, 0, p2p);  // middle of nothing: rank 1 of 2 is the last
+  const ChunkWork w = chunk_work(c, 1, 0);  // rank 1 of 2: the last stage
   EXPECT_TRUE(w.has_head);
   EXPECT_FALSE(w.has_embedding);
   EXPECT_EQ(w.layers, 4);

@@ -6,3 +6,6 @@ strata_add_test(planner_generators_test
 strata_add_test(planner_search_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/planner_test.cc
   LIBS strata_planner)
+strata_add_test(planner_megatron_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/megatron_test.cc
+  LIBS strata_planner)

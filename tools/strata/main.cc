@@ -10,7 +10,7 @@
 #include "tools/strata/commands.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"strata: plan, simulate and run the training of large transformer models"};
+  CLI::App app{"strata: plan, simulate and run the training of large transformer models", "strata"};
   app.require_subcommand(1);
   app.footer(
       "Exit codes: 0 ok; 2 bad input or a failed system call; 3 the plan (or every plan) does "

@@ -2,7 +2,10 @@
 // best ones as a table (or JSON) with the counts of candidates and of dropped plans, and
 // writes the best as a plan file (--out) that `strata predict/simulate/run` load. When no
 // plan fits it says which reason dropped the most plans and which plan came closest.
+#include <algorithm>
 #include <memory>
+#include <utility>
+#include <vector>
 #include <ostream>
 
 #include <fmt/format.h>
@@ -57,9 +60,14 @@ Json result_json(const PlanSearchResult& result, const PlanOptions& options) {
 void print_counts(std::ostream& out, const PlanSearchResult& result) {
   out << fmt::format("candidates {}, scored {}, pruned {} (a faster variant fits), fit {}\n",
                      result.candidates, result.scored, result.pruned, result.fitting);
+  // Most frequent reason first; equal counts in the map's (alphabetical) order.
+  std::vector<std::pair<std::string, std::int64_t>> dropped(result.dropped.begin(),
+                                                            result.dropped.end());
+  std::stable_sort(dropped.begin(), dropped.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
   out << "dropped:";
-  if (result.dropped.empty()) out << " none";
-  for (const auto& [reason, count] : result.dropped) out << fmt::format(" [{}: {}]", reason, count);
+  if (dropped.empty()) out << " none";
+  for (const auto& [reason, count] : dropped) out << fmt::format(" [{}: {}]", reason, count);
   out << "\n";
 }
 

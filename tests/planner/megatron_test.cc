@@ -1,0 +1,66 @@
+// The planner on the published Megatron-LM runs (Narayanan et al. 2021, Table 1; see
+// shared/validation/published_runs.md): for each model, with the paper's GPU count and
+// global batch on Selene (configs/clusters/selene-a100.json), the best plan the search
+// finds fits in memory and is predicted at least as fast as the paper's own configuration
+// (configs/plans/megatron-*.json) under the same cost model. The search covers the paper's
+// plan family (interleaved, full recompute, ZeRO 0), so anything slower would mean the
+// search lost a plan it should have found.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "cost_model/cost_model.h"
+#include "planner/planner.h"
+
+namespace strata {
+namespace {
+
+const std::string kConfigs = std::string(STRATA_SOURCE_DIR) + "/configs";
+
+struct TableRow {
+  std::string name;  // configs/{models,train,plans}/<name>.json
+  std::int64_t gpus;  // Table 1's GPU count
+};
+
+class MegatronTable1 : public ::testing::TestWithParam<TableRow> {};
+
+TEST_P(MegatronTable1, BestPlanFitsAndIsAtLeastAsFastAsThePapers) {
+  const TableRow& row = GetParam();
+  const ModelSpec model = ModelSpec::load(kConfigs + "/models/" + row.name + ".json");
+  const ClusterSpec cluster = ClusterSpec::load(kConfigs + "/clusters/selene-a100.json");
+  const TrainSpec train = TrainSpec::load(kConfigs + "/train/" + row.name + ".json");
+  const Plan paper = Plan::load(kConfigs + "/plans/" + row.name + ".json");
+  ASSERT_EQ(paper.world_size(), row.gpus);
+
+  const Prediction paper_prediction = predict(model, cluster, train, paper);
+  EXPECT_TRUE(memory_overshoot(paper_prediction, cluster, row.gpus).fits())
+      << "the published plan ran on 80 GB A100s, so it should fit: " << paper.label();
+
+  PlannerOptions options;
+  options.gpus = row.gpus;
+  const PlanSearchResult result = search_plans(model, cluster, train, options);
+  ASSERT_FALSE(result.top.empty()) << result.top_reason;
+  const ScoredPlan& best = result.top.front();
+  EXPECT_EQ(best.plan.world_size(), row.gpus);
+  EXPECT_TRUE(memory_overshoot(best.prediction, cluster, row.gpus).fits()) << best.plan.label();
+  EXPECT_GE(best.prediction.tokens_per_s, paper_prediction.tokens_per_s)
+      << "best " << best.plan.label() << " vs paper " << paper.label();
+}
+
+// Table 1 rows: 1.7B on 32, 7.5B on 128, 39.1B on 512, 145.6B on 1536, 1T on 3072 GPUs.
+INSTANTIATE_TEST_SUITE_P(Table1, MegatronTable1,
+                         ::testing::Values(TableRow{"megatron-1.7b", 32},
+                                           TableRow{"megatron-7.5b", 128},
+                                           TableRow{"megatron-39.1b", 512},
+                                           TableRow{"megatron-145.6b", 1536},
+                                           TableRow{"megatron-1t", 3072}),
+                         [](const auto& info) {
+                           std::string name = info.param.name;
+                           for (char& c : name) {
+                             if (c == '-' || c == '.') c = '_';
+                           }
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,124 @@
+// JsonObjectReader: typed lookups, the messages of each error, finish() on unknown keys,
+// and read/write of JSON files (missing file, bad syntax, atomic write).
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "cost_model/errors.h"
+#include "cost_model/json_reader.h"
+#include "tests/cost_model/spec_test_util.h"
+
+namespace strata {
+namespace {
+
+using strata::testing::expect_error;
+
+TEST(JsonReader, ReadsEachType) {
+  const Json j = Json::parse(
+      R"({"i": 3, "f": 2.5, "whole": 4.0, "s": "x", "b": true, "o": {"k": 1}, "a": [1, 2],
+          "e": "cpu"})");
+  JsonObjectReader r(j, "f.json");
+  EXPECT_EQ(r.get_int("i"), 3);
+  EXPECT_EQ(r.get_int("whole"), 4);  // 4.0 is an integer written as a float
+  EXPECT_DOUBLE_EQ(r.get_number("f"), 2.5);
+  EXPECT_EQ(r.get_string("s"), "x");
+  EXPECT_TRUE(r.get_bool("b"));
+  EXPECT_EQ(r.get_object("o").get_int("k"), 1);
+  EXPECT_EQ(r.get_array("a").size(), 2u);
+  EXPECT_EQ(r.get_enum("e", {"cpu", "cuda"}), "cpu");
+  EXPECT_NO_THROW(r.finish());
+}
+
+TEST(JsonReader, OptionalKeysFallBackOnlyWhenAbsent) {
+  const Json j = Json::parse(R"({"present": 7})");
+  JsonObjectReader r(j, "f.json");
+  EXPECT_EQ(r.get_int_or("present", 1), 7);
+  EXPECT_EQ(r.get_int_or("absent", 1), 1);
+  EXPECT_EQ(r.get_string_or("absent_s", "d"), "d");
+  EXPECT_FALSE(r.get_bool_or("absent_b", false));
+  EXPECT_DOUBLE_EQ(r.get_number_or("absent_n", 0.5), 0.5);
+  EXPECT_EQ(r.get_enum_or("absent_e", {"a", "b"}, "b"), "b");
+  // A present optional key of the wrong type is still an error, never a silent default.
+  const Json bad = Json::parse(R"({"n": "seven"})");
+  JsonObjectReader rb(bad, "f.json");
+  expect_error<ConfigError>([&] { rb.get_int_or("n", 1); }, {"f.json", "n", "\"seven\"", "integer"});
+}
+
+TEST(JsonReader, MissingKeyNamesFileAndPath) {
+  const Json j = Json::parse(R"({"device": {}})");
+  JsonObjectReader r(j, "cluster.json");
+  JsonObjectReader d = r.get_object("device");
+  expect_error<ConfigError>([&] { d.get_number("memory_gib"); },
+                            {"cluster.json", "device.memory_gib", "missing key", "number"});
+}
+
+TEST(JsonReader, WrongTypesNameValueAndExpectation) {
+  const Json j = Json::parse(
+      R"({"i": 2.5, "n": "x", "s": 3, "b": 1, "o": [], "a": {}, "e": "tpu", "big": 1e300})");
+  JsonObjectReader r(j, "f.json");
+  expect_error<ConfigError>([&] { r.get_int("i"); }, {"f.json", "i", "2.5", "an integer"});
+  expect_error<ConfigError>([&] { r.get_number("n"); }, {"f.json", "n", "\"x\"", "a number"});
+  expect_error<ConfigError>([&] { r.get_string("s"); }, {"f.json", "s", "3", "a string"});
+  expect_error<ConfigError>([&] { r.get_bool("b"); }, {"f.json", "b", "1", "true or false"});
+  expect_error<ConfigError>([&] { r.get_object("o"); }, {"f.json", "o", "[]", "an object"});
+  expect_error<ConfigError>([&] { r.get_array("a"); }, {"f.json", "a", "{}", "an array"});
+  expect_error<ConfigError>([&] { r.get_enum("e", {"cpu", "cuda"}); },
+                            {"f.json", "e", "\"tpu\"", "one of cpu, cuda"});
+  // 1e300 is a float far beyond int64: not an integer.
+  expect_error<ConfigError>([&] { r.get_int("big"); }, {"f.json", "big", "an integer"});
+}
+
+TEST(JsonReader, RootMustBeAnObject) {
+  const Json j = Json::parse("[1]");
+  expect_error<ConfigError>([&] { JsonObjectReader r(j, "f.json"); },
+                            {"f.json", "(root)", "[1]", "a JSON object"});
+}
+
+TEST(JsonReader, FinishRejectsUnreadKeysButNotAllowedOnes) {
+  const Json j = Json::parse(R"({"layers": 2, "layres": 3, "skip": 0})");
+  JsonObjectReader r(j, "model.json");
+  r.get_int("layers");
+  r.allow("skip");
+  expect_error<ConfigError>([&] { r.finish(); }, {"model.json", "layres", "unknown key"});
+}
+
+TEST(JsonReader, RangeHelpersNameKeyAndValue) {
+  const Json j = Json::parse(R"({"o": {}})");
+  JsonObjectReader r(j, "f.json");
+  JsonObjectReader o = r.get_object("o");
+  expect_error<ConfigError>([&] { o.require_positive("x", 0); }, {"f.json", "o.x", "0", "> 0"});
+  expect_error<ConfigError>([&] { o.require_non_negative("y", -1.5); },
+                            {"f.json", "o.y", "-1.5", ">= 0"});
+  EXPECT_NO_THROW(o.require_positive("x", 1e-9));
+  EXPECT_NO_THROW(o.require_non_negative("y", 0));
+}
+
+TEST(JsonFile, MissingFileAndBadSyntaxAreConfigErrors) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "strata_specs_json";
+  std::filesystem::create_directories(dir);
+  const std::string missing = (dir / "nope.json").string();
+  std::filesystem::remove(missing);
+  expect_error<ConfigError>([&] { read_json_file(missing); }, {missing, "cannot open"});
+  const std::string bad = (dir / "bad.json").string();
+  std::ofstream(bad) << "{\"a\": 1,}";
+  expect_error<ConfigError>([&] { read_json_file(bad); }, {bad, "not valid JSON"});
+}
+
+TEST(JsonFile, WriteIsAtomicAndReadsBack) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "strata_specs_json";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "out.json").string();
+  const Json value = Json::parse(R"({"a": [1, 2.5, "x"], "b": {"c": null}})");
+  write_json_file(path, value);
+  EXPECT_EQ(read_json_file(path), value);
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));  // the temp file was renamed away
+  // A directory that does not exist: SystemError, and nothing is left behind.
+  const std::string unwritable = (dir / "no_such_dir" / "out.json").string();
+  EXPECT_THROW(write_json_file(unwritable, value), SystemError);
+  EXPECT_FALSE(std::filesystem::exists(unwritable));
+}
+
+}  // namespace
+}  // namespace strata

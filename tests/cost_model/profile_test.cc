@@ -1,0 +1,103 @@
+// Profile: round trip, optional rates, and every error path of its tables.
+#include <gtest/gtest.h>
+
+#include "cost_model/errors.h"
+#include "cost_model/profile.h"
+#include "tests/cost_model/spec_test_util.h"
+
+namespace strata {
+namespace {
+
+using strata::testing::expect_error;
+
+Json profile_json() {
+  return Json::parse(R"({
+    "machine": "host-a", "backend": "cpu",
+    "gemm": [{"m": 64, "n": 64, "k": 64, "flops_per_s": 2e10},
+             {"m": 1024, "n": 256, "k": 64, "flops_per_s": 5e10}],
+    "elementwise_bytes_per_s": 8e9, "attention_flops_per_s": 1e10,
+    "host_to_device_bytes_per_s": 5e9, "device_to_host_bytes_per_s": 5e9,
+    "nvme_read_bytes_per_s": 1e9, "nvme_write_bytes_per_s": 5e8,
+    "cpu_adam_params_per_s": 2e8, "device_adam_params_per_s": 2e8,
+    "op_overhead_s": 2e-6,
+    "collectives": [{"op": "all_reduce", "link": "intra_node", "ranks": 4, "latency_s": 1e-5,
+                     "bus_bandwidth_bytes_per_s": 3e9}]})");
+}
+
+TEST(Profile, RoundTrips) {
+  const Profile p = Profile::from_json(profile_json(), "p.json");
+  EXPECT_EQ(p.backend, "cpu");
+  ASSERT_EQ(p.gemm.size(), 2u);
+  EXPECT_EQ(p.gemm[1].m, 1024);
+  EXPECT_DOUBLE_EQ(p.gemm[1].flops_per_s, 5e10);
+  ASSERT_EQ(p.collectives.size(), 1u);
+  EXPECT_EQ(p.collectives[0].ranks, 4);
+  EXPECT_DOUBLE_EQ(p.op_overhead_s, 2e-6);
+  EXPECT_EQ(p.to_json(), profile_json());
+}
+
+TEST(Profile, RatesAreOptionalAndZeroMeansUnmeasured) {
+  const Json j = Json::parse(R"({"machine": "m", "backend": "cuda", "gemm": [], "collectives": []})");
+  const Profile p = Profile::from_json(j, "p.json");
+  EXPECT_EQ(p.nvme_read_bytes_per_s, 0.0);
+  EXPECT_EQ(p.cpu_adam_params_per_s, 0.0);
+  EXPECT_TRUE(p.gemm.empty());
+  // Written back with every rate, so it reads the same again.
+  EXPECT_EQ(Profile::from_json(p.to_json(), "again").to_json(), p.to_json());
+}
+
+TEST(Profile, ErrorPaths) {
+  Json j = profile_json();
+  j["nvme_bw"] = 1;
+  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
+                            {"p.json", "nvme_bw", "unknown key"});
+  for (const char* key : {"machine", "backend", "gemm", "collectives"}) {
+    j = profile_json();
+    j.erase(key);
+    expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
+                              {"p.json", key, "missing key"});
+  }
+  j = profile_json();
+  j["backend"] = "rocm";
+  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
+                            {"p.json", "backend", "\"rocm\"", "one of cpu, cuda"});
+  j = profile_json();
+  j["host_to_device_bytes_per_s"] = -1;
+  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
+                            {"p.json", "host_to_device_bytes_per_s", "-1", ">= 0"});
+  j = profile_json();
+  j["gemm"][1]["k"] = 0;
+  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
+                            {"p.json", "gemm[1].k", "got 0", "> 0"});
+  j = profile_json();
+  j["gemm"][0]["flops"] = 1;
+  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
+                            {"p.json", "gemm[0].flops", "unknown key"});
+  j = profile_json();
+  j["gemm"][0]["flops_per_s"] = 0;
+  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
+                            {"p.json", "gemm[0].flops_per_s", "> 0"});
+  j = profile_json();
+  j["collectives"][0]["op"] = "broadcast";
+  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
+                            {"p.json", "collectives[0].op", "\"broadcast\"", "all_reduce"});
+  j = profile_json();
+  j["collectives"][0]["link"] = "pcie";
+  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
+                            {"p.json", "collectives[0].link", "\"pcie\"", "intra_node"});
+  j = profile_json();
+  j["collectives"][0]["ranks"] = 1;
+  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
+                            {"p.json", "collectives[0].ranks", "1", ">= 2"});
+  j = profile_json();
+  j["collectives"][0]["latency_s"] = -1e-6;
+  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
+                            {"p.json", "collectives[0].latency_s", ">= 0"});
+  j = profile_json();
+  j["collectives"][0]["bus_bandwidth_bytes_per_s"] = 0;
+  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
+                            {"p.json", "collectives[0].bus_bandwidth_bytes_per_s", "> 0"});
+}
+
+}  // namespace
+}  // namespace strata

@@ -4,6 +4,7 @@
 // rejects impossible ones (zero or negative sizes and rates).
 #include "cost_model/cluster_spec.h"
 
+#include <charconv>
 #include <string>
 
 #include <fmt/format.h>
@@ -26,7 +27,11 @@ namespace {
 // SI value back to the JSON unit. Rounded to 15 significant digits so that a figure written
 // by hand (5 us, 2.039 TB/s) reads back as the same decimal after the multiply/divide pair.
 double to_unit(double si_value, double unit) {
-  return std::stod(fmt::format("{:.15g}", si_value / unit));
+  const std::string text = fmt::format("{:.15g}", si_value / unit);
+  double value = 0;
+  // from_chars, unlike stod, ignores the C locale's decimal separator.
+  std::from_chars(text.data(), text.data() + text.size(), value);
+  return value;
 }
 
 std::string read_source(JsonObjectReader& r) {

@@ -1,0 +1,240 @@
+// NvmeStore: run directory, named padded tensor files, accounting and crash cleanup (see
+// nvme_store.h).
+#include "executor/offload/nvme_store.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <system_error>
+
+#include "cost_model/errors.h"
+
+namespace strata::offload {
+namespace {
+
+constexpr std::string_view kRunDirPrefix = "strata-";
+constexpr std::int64_t kFloatBytes = static_cast<std::int64_t>(sizeof(float));
+
+std::string errno_text(int err) { return fmt::format("{} (errno {})", std::strerror(err), err); }
+
+bool valid_name(const std::string& name) {
+  if (name.empty() || name == "." || name == "..") return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '.' || c == '_' || c == '-';
+  });
+}
+
+// "strata-<pid>-XXXXXX" -> pid, or -1 for any other name.
+long run_dir_pid(const std::string& name) {
+  if (!name.starts_with(kRunDirPrefix)) return -1;
+  const char* first = name.data() + kRunDirPrefix.size();
+  const char* last = name.data() + name.size();
+  long pid = -1;
+  const auto [ptr, ec] = std::from_chars(first, last, pid);
+  if (ec != std::errc() || ptr == first || ptr == last || *ptr != '-' || pid <= 0) return -1;
+  return pid;
+}
+
+bool pid_alive(long pid) {
+  // EPERM: alive but another user's. Only ESRCH says the process is gone.
+  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH;
+}
+
+// mkdir -p for the store's parent directory, each failure named.
+void make_dirs(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    throw SystemError(fmt::format("mkdir of nvme dir '{}' failed: {} (errno {})", dir.string(),
+                                  ec.message(), ec.value()));
+  }
+}
+
+}  // namespace
+
+std::vector<std::filesystem::path> remove_stale_run_dirs(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> removed;
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  if (ec) return removed;  // no directory (or unreadable): nothing of ours to clean
+  std::vector<std::filesystem::path> candidates;
+  for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    const std::string name = it->path().filename().string();
+    const long pid = run_dir_pid(name);
+    if (pid <= 0 || pid == static_cast<long>(::getpid()) || pid_alive(pid)) continue;
+    if (!it->is_directory(ec) || ec) continue;
+    candidates.push_back(it->path());
+  }
+  std::sort(candidates.begin(), candidates.end());  // deterministic order of the report
+  for (const auto& path : candidates) {
+    std::filesystem::remove_all(path, ec);
+    if (!ec) removed.push_back(path);
+  }
+  return removed;
+}
+
+NvmeStore::NvmeStore(NvmeStoreOptions options, AccountingAllocator* allocator)
+    : options_(std::move(options)),
+      allocator_(allocator),
+      bounce_(options_.bounce_bytes > 0 && is_aligned(options_.bounce_bytes)
+                  ? options_.bounce_bytes
+                  : throw ConfigError(fmt::format(
+                        "nvme store: bounce_bytes = {}; expected a positive multiple of {}",
+                        options_.bounce_bytes, kDirectIoAlignment))),
+      engine_(options_.io) {
+  make_dirs(options_.dir);
+  stale_removed_ = remove_stale_run_dirs(options_.dir);
+  // mkdtemp: a fresh, unique name even when a dead process of the same pid left one behind
+  // or another store in this process shares the directory.
+  std::string pattern =
+      (options_.dir / fmt::format("{}{}-XXXXXX", kRunDirPrefix, ::getpid())).string();
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    throw SystemError(fmt::format("mkdtemp of run dir '{}' failed: {}", pattern,
+                                  errno_text(errno)));
+  }
+  run_dir_ = pattern;
+}
+
+NvmeStore::~NvmeStore() { remove_all_noexcept(); }
+
+void NvmeStore::remove_all_noexcept() noexcept {
+  try {
+    engine_.wait_all();
+  } catch (...) {
+    // A failed transfer during teardown: the files are being removed anyway.
+  }
+  for (auto& [name, tensor] : tensors_) tensor.file.close_noexcept();
+  tensors_.clear();
+  std::error_code ec;
+  if (!run_dir_.empty()) std::filesystem::remove_all(run_dir_, ec);
+}
+
+NvmeStore::Tensor& NvmeStore::at(const std::string& name) {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) {
+    throw std::invalid_argument(
+        fmt::format("nvme store '{}': no tensor named '{}'", run_dir_.string(), name));
+  }
+  return it->second;
+}
+
+const NvmeStore::Tensor& NvmeStore::at(const std::string& name) const {
+  return const_cast<NvmeStore*>(this)->at(name);
+}
+
+void NvmeStore::create(const std::string& name, std::int64_t count) {
+  if (!valid_name(name)) {
+    throw std::invalid_argument(fmt::format(
+        "nvme store: tensor name '{}'; expected a plain file name of [A-Za-z0-9._-]", name));
+  }
+  if (tensors_.contains(name)) {
+    throw std::invalid_argument(fmt::format("nvme store: tensor '{}' already exists", name));
+  }
+  if (count < 0) {
+    throw std::invalid_argument(
+        fmt::format("nvme store: tensor '{}' count = {}; expected >= 0", name, count));
+  }
+  Tensor tensor;
+  tensor.count = count;
+  if (allocator_ != nullptr) {
+    tensor.reservation = allocator_->reserve(MemoryTier::kNvme, count * kFloatBytes,
+                                             "nvme:" + name);
+  }
+  const std::filesystem::path path = run_dir_ / (name + ".f32");
+  tensor.file = UringFile(path, Create::kNew, options_.open_mode);
+  try {
+    // Zeros through the I/O path (not ftruncate's holes) so a full disk shows here, at
+    // creation, and later tile writes never allocate.
+    const std::int64_t padded = round_up_to_alignment(count * kFloatBytes);
+    std::memset(bounce_.data(), 0, static_cast<std::size_t>(bounce_.bytes()));
+    for (std::int64_t off = 0; off < padded; off += bounce_.bytes()) {
+      engine_.write(tensor.file, bounce_.data(), std::min(bounce_.bytes(), padded - off), off);
+    }
+  } catch (...) {
+    tensor.file.close_noexcept();
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+    throw;
+  }
+  if (!tensor.file.direct()) direct_ = false;
+  tensors_.emplace(name, std::move(tensor));
+}
+
+void NvmeStore::create_from(const std::string& name, const float* src, std::int64_t count) {
+  create(name, count);
+  try {
+    write(name, src, count);
+  } catch (...) {
+    remove(name);
+    throw;
+  }
+}
+
+void NvmeStore::remove(const std::string& name) {
+  Tensor& tensor = at(name);
+  engine_.wait_all();  // no block of this file may still be in flight
+  const std::filesystem::path path = tensor.file.path();
+  tensor.file.close();
+  tensors_.erase(name);
+  std::error_code ec;
+  if (!std::filesystem::remove(path, ec) || ec) {
+    throw SystemError(fmt::format("unlink of '{}' failed: {} (errno {})", path.string(),
+                                  ec ? ec.message() : "not found", ec.value()));
+  }
+}
+
+std::int64_t NvmeStore::count(const std::string& name) const { return at(name).count; }
+
+UringFile& NvmeStore::file(const std::string& name) { return at(name).file; }
+
+std::int64_t NvmeStore::stored_bytes() const {
+  std::int64_t total = 0;
+  for (const auto& [name, tensor] : tensors_) total += tensor.count * kFloatBytes;
+  return total;
+}
+
+void NvmeStore::write(const std::string& name, const float* src, std::int64_t count) {
+  Tensor& tensor = at(name);
+  if (count != tensor.count || (src == nullptr && count > 0)) {
+    throw std::invalid_argument(fmt::format("nvme store: write of '{}' with {} floats; the "
+                                            "tensor has {}", name, count, tensor.count));
+  }
+  const std::int64_t bytes = count * kFloatBytes;
+  const auto* from = reinterpret_cast<const std::byte*>(src);
+  for (std::int64_t off = 0; off < bytes; off += bounce_.bytes()) {
+    const std::int64_t len = std::min(bounce_.bytes(), bytes - off);
+    std::memcpy(bounce_.data(), from + off, static_cast<std::size_t>(len));
+    // The tail past len is zero padding (the file's padding stays zero).
+    const std::int64_t padded = round_up_to_alignment(len);
+    std::memset(bounce_.bytes_ptr() + len, 0, static_cast<std::size_t>(padded - len));
+    engine_.write(tensor.file, bounce_.data(), padded, off);
+  }
+}
+
+void NvmeStore::read(const std::string& name, float* dst, std::int64_t count) {
+  Tensor& tensor = at(name);
+  if (count != tensor.count || (dst == nullptr && count > 0)) {
+    throw std::invalid_argument(fmt::format("nvme store: read of '{}' into {} floats; the "
+                                            "tensor has {}", name, count, tensor.count));
+  }
+  const std::int64_t bytes = count * kFloatBytes;
+  auto* to = reinterpret_cast<std::byte*>(dst);
+  for (std::int64_t off = 0; off < bytes; off += bounce_.bytes()) {
+    const std::int64_t len = std::min(bounce_.bytes(), bytes - off);
+    engine_.read(tensor.file, bounce_.data(), round_up_to_alignment(len), off);
+    std::memcpy(to + off, bounce_.data(), static_cast<std::size_t>(len));
+  }
+}
+
+}  // namespace strata::offload

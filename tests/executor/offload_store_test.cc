@@ -1,0 +1,210 @@
+// NvmeStore (executor/offload/nvme_store.h): odd-sized tensors round-trip, padded files,
+// nvme-tier accounting, removal at exit, crash cleanup of a dead process's run directory,
+// a full disk leaving nothing behind; and the bandwidth probe behind `strata calibrate`.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cost_model/errors.h"
+#include "executor/memory/accounting_allocator.h"
+#include "executor/offload/nvme_bandwidth.h"
+#include "executor/offload/nvme_store.h"
+#include "tests/executor/offload_test_util.h"
+
+namespace strata::offload {
+namespace {
+
+using testing::files_under;
+using testing::ScratchDir;
+
+NvmeStoreOptions small_options(const std::filesystem::path& dir) {
+  NvmeStoreOptions o;
+  o.dir = dir;
+  o.io = IoOptions{8192, 4};
+  o.bounce_bytes = 8192;  // two pages: whole-tensor transfers take many bounce rounds
+  return o;
+}
+
+std::vector<float> iota_floats(std::int64_t n, float start) {
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) v[i] = start + 0.25f * static_cast<float>(i);
+  return v;
+}
+
+TEST(OffloadStore, OddSizedTensorsRoundTripAndFilesArePadded) {
+  ScratchDir scratch;
+  NvmeStore store(small_options(scratch.path()));
+  // 1 float, one float short of a page (1023), one over (1025), and 300001 (many bounce
+  // rounds, ending mid-page).
+  std::int64_t padded_total = 0;
+  for (std::int64_t n : {0, 1, 1023, 1025, 300001}) {
+    const std::string name = "t" + std::to_string(n);
+    const auto data = iota_floats(n, static_cast<float>(n));
+    store.create_from(name, data.data(), n);
+    std::vector<float> back(static_cast<std::size_t>(n), -1.0f);
+    store.read(name, back.data(), n);
+    EXPECT_EQ(std::memcmp(back.data(), data.data(), n * sizeof(float)), 0) << name;
+    // File size: n * 4 bytes rounded up to 4096 (e.g. 1025 floats = 4100 bytes -> 8192).
+    const std::int64_t padded = (n * 4 + 4095) / 4096 * 4096;
+    EXPECT_EQ(std::filesystem::file_size(store.run_dir() / (name + ".f32")),
+              static_cast<std::uintmax_t>(padded)) << name;
+    padded_total += padded;
+  }
+  // Written: the zero fill at creation plus the data write, each the padded size; read: the
+  // padded size once.
+  EXPECT_EQ(store.counters().written_bytes, 2 * padded_total);
+  EXPECT_EQ(store.counters().read_bytes, padded_total);
+  EXPECT_TRUE(store.direct());
+}
+
+TEST(OffloadStore, NvmeBytesAreAccountedWithPeak) {
+  ScratchDir scratch;
+  TierBudgets budgets;
+  budgets.nvme_bytes = 20000;
+  AccountingAllocator allocator(budgets);
+  {
+    NvmeStore store(small_options(scratch.path()), &allocator);
+    store.create("a", 1000);  // 4000 bytes
+    store.create("b", 3000);  // 12000 bytes
+    EXPECT_EQ(allocator.usage(MemoryTier::kNvme).current_bytes, 16000);
+    store.remove("b");
+    EXPECT_EQ(allocator.usage(MemoryTier::kNvme).current_bytes, 4000);
+    EXPECT_EQ(allocator.usage(MemoryTier::kNvme).peak_bytes, 16000);
+    // 4000 + 5000 * 4 = 24000 > 20000: over the nvme budget, and no file for it.
+    EXPECT_THROW(store.create("c", 5000), OutOfMemory);
+    EXPECT_FALSE(std::filesystem::exists(store.run_dir() / "c.f32"));
+    EXPECT_EQ(store.stored_bytes(), 4000);
+  }
+  EXPECT_EQ(allocator.usage(MemoryTier::kNvme).current_bytes, 0);  // released at exit
+}
+
+TEST(OffloadStore, RunDirectoryIsPerProcessAndRemovedAtExit) {
+  ScratchDir scratch;
+  std::filesystem::path run_dir;
+  {
+    NvmeStore store(small_options(scratch.path()));
+    run_dir = store.run_dir();
+    store.create("x", 5000);
+    EXPECT_EQ(run_dir.parent_path(), scratch.path());
+    EXPECT_TRUE(run_dir.filename().string().starts_with("strata-" + std::to_string(::getpid()) + "-"))
+        << run_dir;
+    EXPECT_EQ(files_under(scratch.path()).size(), 1u);
+  }
+  EXPECT_FALSE(std::filesystem::exists(run_dir));
+  EXPECT_TRUE(files_under(scratch.path()).empty());
+}
+
+TEST(OffloadStore, StaleDirectoryOfACrashedProcessIsRemovedAtNextStart) {
+  ScratchDir scratch;
+  // A child process creates a store with a tensor and dies without running destructors,
+  // as a crash would.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    try {
+      NvmeStore store(small_options(scratch.path()));
+      store.create("orphan", 4096);
+      ::_exit(0);  // inside the store's scope: its destructor never runs, no cleanup
+    } catch (...) {
+      ::_exit(3);
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  const auto orphans = files_under(scratch.path());
+  ASSERT_EQ(orphans.size(), 1u);  // the crashed child's tensor is still there
+  const auto stale_dir = orphans[0].parent_path();
+  EXPECT_TRUE(stale_dir.filename().string().starts_with("strata-" + std::to_string(child) + "-"));
+
+  // A directory of a live process (this one, pid 1 is also always alive) stays.
+  const auto live = scratch.path() / "strata-1-keepme";
+  std::filesystem::create_directory(live);
+
+  NvmeStore store(small_options(scratch.path()));
+  ASSERT_EQ(store.stale_removed().size(), 1u);
+  EXPECT_EQ(store.stale_removed()[0], stale_dir);
+  EXPECT_FALSE(std::filesystem::exists(stale_dir));
+  EXPECT_TRUE(std::filesystem::exists(live));
+}
+
+TEST(OffloadStore, UnwritableNvmeDirIsASystemErrorNamingIt) {
+  ScratchDir scratch;
+  const auto blocker = scratch.path() / "plain";
+  { UringFile f(blocker, Create::kNew, OpenMode::kBuffered); }
+  // A directory below a regular file cannot be made, even by root (ENOTDIR / EEXIST).
+  const auto dir = blocker / "nvme";
+  try {
+    NvmeStore store(small_options(dir));
+    FAIL() << "expected a SystemError";
+  } catch (const SystemError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("mkdir"), std::string::npos) << m;
+    EXPECT_NE(m.find(dir.string()), std::string::npos) << m;
+  }
+  EXPECT_EQ(files_under(scratch.path()).size(), 1u);  // only the blocker file itself
+}
+
+TEST(OffloadStore, FullDiskDuringCreateLeavesNoFileBehind) {
+  ScratchDir scratch;
+  AccountingAllocator allocator;
+  std::filesystem::path run_dir;
+  {
+    NvmeStore store(small_options(scratch.path()), &allocator);
+    run_dir = store.run_dir();
+    store.create("fits", 1024);  // one page: under the cap
+    std::string m;
+    {
+      // Files capped at 64 KiB: a 1 MiB tensor (262144 floats) fails with EFBIG, as a
+      // full disk fails with ENOSPC.
+      testing::ScopedFileSizeLimit limit(64 << 10);
+      try {
+        store.create("big", 262144);
+        ADD_FAILURE() << "expected a SystemError";
+      } catch (const SystemError& e) {
+        m = e.what();
+      }
+    }
+    EXPECT_NE(m.find("big.f32"), std::string::npos) << m;
+    EXPECT_NE(m.find("io_uring write"), std::string::npos) << m;
+    EXPECT_NE(m.find("at offset"), std::string::npos) << m;
+    EXPECT_NE(m.find("File too large"), std::string::npos) << m;
+    EXPECT_FALSE(store.contains("big"));
+    EXPECT_FALSE(std::filesystem::exists(run_dir / "big.f32"));
+    EXPECT_EQ(allocator.usage(MemoryTier::kNvme).current_bytes, 1024 * 4);  // "big" released
+  }
+  EXPECT_TRUE(files_under(scratch.path()).empty());
+}
+
+TEST(OffloadStore, BadNamesAndCountsAreRejected) {
+  ScratchDir scratch;
+  NvmeStore store(small_options(scratch.path()));
+  EXPECT_THROW(store.create("../escape", 4), std::invalid_argument);
+  EXPECT_THROW(store.create("", 4), std::invalid_argument);
+  store.create("ok", 4);
+  EXPECT_THROW(store.create("ok", 4), std::invalid_argument);
+  std::vector<float> five(5);
+  EXPECT_THROW(store.write("ok", five.data(), 5), std::invalid_argument);
+  EXPECT_THROW(store.read("missing", five.data(), 5), std::invalid_argument);
+}
+
+TEST(OffloadBandwidth, MeasuresBothDirectionsAndLeavesNothing) {
+  ScratchDir scratch;
+  // 8 MiB in 1 MiB blocks, 4 deep: small enough for CI, large enough to time.
+  const NvmeBandwidth bw = measure_nvme_bandwidth(scratch.path(), 8 << 20, 1 << 20, 4);
+  EXPECT_GT(bw.write_bytes_per_s, 0.0);
+  EXPECT_GT(bw.read_bytes_per_s, 0.0);
+  EXPECT_EQ(bw.file_bytes, 8 << 20);
+  EXPECT_TRUE(files_under(scratch.path()).empty());
+  EXPECT_THROW(measure_nvme_bandwidth(scratch.path(), (8 << 20) + 4096, 1 << 20, 4),
+               ConfigError);  // not a whole number of blocks
+}
+
+}  // namespace
+}  // namespace strata::offload

@@ -1,0 +1,54 @@
+// Multi-tensor AdamW on the GPU: one kernel launch updates a whole list of parameter tensors
+// (fp32 master weights, fp32 grads and moments) and writes each parameter's bf16 compute
+// copy in the same pass, so the weights are read and written once per step. The update is
+// the CPU's (kernels/cpu/adamw.h, same AdamWParams and formula, decoupled weight decay,
+// bias correction), with an optional gradient scale for global-norm clipping. Also the
+// deterministic sum of squares behind that norm.
+// It deliberately does no communication (the caller all-reduces the sums of squares) and
+// keeps no state between steps beyond the tensors it is given.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "kernels/cpu/adamw.h"
+#include "kernels/cuda/common.h"
+
+namespace strata::kernels::cuda {
+
+using AdamWParams = cpu::AdamWParams;
+
+// One parameter tensor of n elements; every pointer addresses n elements on the device.
+struct AdamWTensor {
+  float* param = nullptr;       // fp32 master weights, updated in place
+  const float* grad = nullptr;  // fp32 gradient
+  float* m = nullptr;           // first moment, updated in place
+  float* v = nullptr;           // second moment, updated in place
+  bf16* param_bf16 = nullptr;   // bf16 copy written after the update; null: not written
+  std::int64_t n = 0;           // >= 0
+};
+
+// Tensors per kernel launch: their pointers travel as kernel parameters (under the 4 KiB
+// limit); a longer list takes ceil(count / kAdamWTensorsPerLaunch) launches.
+inline constexpr int kAdamWTensorsPerLaunch = 48;
+
+// For each tensor and element, with g = grad * grad_scale and t = step (1-based):
+//   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  mhat = m / (1 - b1^t);
+//   vhat = v / (1 - b2^t);  p -= lr (mhat / (sqrt(vhat) + eps) + wd p);  p16 = bf16(p)
+// grad_scale = cpu::clip_scale(norm, max_norm) for clipping, 1 otherwise. Throws KernelError
+// (before any launch) on a null pointer, n < 0, step < 1, betas outside [0, 1), eps <= 0.
+void adamw_update(const std::vector<AdamWTensor>& tensors, const AdamWParams& hp, int step,
+                  float grad_scale, cudaStream_t stream);
+
+// Doubles of scratch sum_of_squares needs (one partial per block of the first pass).
+inline constexpr int kSumOfSquaresScratchDoubles = 256;
+
+// *result (one double on the device) += sum of x[i]^2 over (n), accumulated in double with
+// a fixed block count and fixed reduction order: bit-identical on every run. Calling it
+// once per tensor in a fixed order gives a deterministic global sum.
+void sum_of_squares(double* result, double* scratch, const float* x, std::int64_t n,
+                    cudaStream_t stream);
+
+}  // namespace strata::kernels::cuda

@@ -1,0 +1,37 @@
+// Causal multi-head self-attention on the GPU that never materialises the (T, T) matrix:
+// flash-attention style tiles of keys/values streamed through shared memory with an online
+// softmax; forward saves only the per-row log-sum-exp, backward recomputes the
+// probabilities from it. Same packed layout and argument order as kernels/cpu/attention.h:
+// qkv: (B, T, 3*C), each row [q | k | v], each (NH, HS); scale 1/sqrt(HS); position t sees
+// 0..t. bf16 tensors, fp32 arithmetic.
+// Compiled for HS = 64 and 128 only (KernelError otherwise). This is the correctness-first
+// version: plain fp32 FMA on CUDA cores, one warp per query (or key) row, no tensor cores
+// (wmma / mma.sync / wgmma are future work), no dropout, no rotary embedding.
+// Deterministic: every output element is owned by one lane and summed in a fixed order.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/common.h"
+
+namespace strata::kernels::cuda {
+
+// out: (B, T, C) overwritten; lse: (B, NH, T) fp32 written, lse = log(sum_t2 exp(score)) of
+// the scaled scores (the softmax denominator, saved for backward); qkv: (B, T, 3*C).
+void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH,
+                       cudaStream_t stream);
+
+// Floats of scratch attention_backward needs: B * NH * T (rowsum(dout * out) per row; the
+// same count as the CPU backward's scratch).
+std::int64_t attention_backward_scratch_floats(int B, int T, int NH);
+
+// dqkv: (B, T, 3*C) += gradient (ACCUMULATES into the q, k and v parts).
+// dout, out: (B, T, C) (out from attention_forward); qkv: (B, T, 3*C); lse: (B, NH, T);
+// scratch: attention_backward_scratch_floats(B, T, NH) floats, contents ignored.
+void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv,
+                        const bf16* out, const float* lse, int B, int T, int C, int NH,
+                        cudaStream_t stream);
+
+}  // namespace strata::kernels::cuda

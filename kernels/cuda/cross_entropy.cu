@@ -1,0 +1,149 @@
+// Fused softmax cross-entropy (see cross_entropy.h). One block per row; each thread keeps an
+// online (max, sum of exp) over its strided elements, and the block combines the 256 pairs
+// in a fixed tree order, so the result is the same on every run.
+#include "kernels/cuda/cross_entropy.h"
+
+#include <cmath>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_utils.cuh"
+
+namespace strata::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// ---------------------------------------------------------------------------------------
+// Kernels
+
+// (m, s) represents sum exp(x - m) = s. Merging two keeps the larger max; an empty side
+// (m = -inf, s = 0) is the identity (guarded: -inf - -inf would be NaN).
+struct MaxSum {
+  float m;
+  float s;
+};
+
+__device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
+  if (a.m == -INFINITY) return b;
+  if (b.m == -INFINITY) return a;
+  const float m = fmaxf(a.m, b.m);
+  return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    cross_entropy_forward_kernel(float* __restrict__ losses, float* __restrict__ row_max,
+                                 float* __restrict__ row_lse, const T* __restrict__ logits,
+                                 const std::int32_t* __restrict__ targets, int V) {
+  __shared__ MaxSum warp_part[kThreads / device::kWarpSize];
+  const int row = blockIdx.x;
+  const T* x = logits + static_cast<std::int64_t>(row) * V;
+  MaxSum acc{-INFINITY, 0.0f};
+  for (int j = threadIdx.x; j < V; j += kThreads) {
+    const float v = device::to_f32(x[j]);
+    if (v > acc.m) {
+      acc.s = acc.s * expf(acc.m - v) + 1.0f;  // expf(-inf) = 0 on the first element
+      acc.m = v;
+    } else {
+      acc.s += expf(v - acc.m);
+    }
+  }
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const MaxSum other{__shfl_xor_sync(device::kFullMask, acc.m, offset),
+                       __shfl_xor_sync(device::kFullMask, acc.s, offset)};
+    acc = merge(acc, other);
+  }
+  if (threadIdx.x % device::kWarpSize == 0) warp_part[threadIdx.x / device::kWarpSize] = acc;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  MaxSum total = warp_part[0];
+  for (int w = 1; w < kThreads / device::kWarpSize; ++w) total = merge(total, warp_part[w]);
+  const float lse = total.m + logf(total.s);
+  const std::int32_t target = targets[row];
+  const float target_logit = (target >= 0 && target < V) ? device::to_f32(x[target]) : NAN;
+  losses[row] = lse - target_logit;
+  row_max[row] = total.m;
+  row_lse[row] = lse;
+}
+
+// No __restrict__ on dlogits/logits: they may alias (each element is read, then written, by
+// the same thread).
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    cross_entropy_backward_kernel(bf16* dlogits, const float* __restrict__ dlosses,
+                                  const T* logits, const float* __restrict__ row_lse,
+                                  const std::int32_t* __restrict__ targets, int V) {
+  const int row = blockIdx.x;
+  const std::int64_t base = static_cast<std::int64_t>(row) * V;
+  const float lse = row_lse[row];
+  const float dloss = dlosses[row];
+  const std::int32_t target = targets[row];
+  for (int j = threadIdx.x; j < V; j += kThreads) {
+    const float p = expf(device::to_f32(logits[base + j]) - lse);
+    dlogits[base + j] = device::to_bf16((p - (j == target ? 1.0f : 0.0f)) * dloss);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Launchers
+
+void check(const char* kName, int BT, int V) {
+  detail::require_positive(kName, "BT", BT);
+  detail::require_positive(kName, "V", V);
+}
+
+template <class T>
+void forward(float* losses, float* row_max, float* row_lse, const T* logits,
+             const std::int32_t* targets, int BT, int V, cudaStream_t stream) {
+  constexpr const char* kName = "cross_entropy_forward";
+  detail::require_tensor(kName, "losses", losses);
+  detail::require_tensor(kName, "row_max", row_max);
+  detail::require_tensor(kName, "row_lse", row_lse);
+  detail::require_tensor(kName, "logits", logits);
+  detail::require_tensor(kName, "targets", targets);
+  check(kName, BT, V);
+  cross_entropy_forward_kernel<T>
+      <<<BT, kThreads, 0, stream>>>(losses, row_max, row_lse, logits, targets, V);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void backward(bf16* dlogits, const float* dlosses, const T* logits, const float* row_lse,
+              const std::int32_t* targets, int BT, int V, cudaStream_t stream) {
+  constexpr const char* kName = "cross_entropy_backward";
+  detail::require_tensor(kName, "dlogits", dlogits);
+  detail::require_tensor(kName, "dlosses", dlosses);
+  detail::require_tensor(kName, "logits", logits);
+  detail::require_tensor(kName, "row_lse", row_lse);
+  detail::require_tensor(kName, "targets", targets);
+  check(kName, BT, V);
+  cross_entropy_backward_kernel<T>
+      <<<BT, kThreads, 0, stream>>>(dlogits, dlosses, logits, row_lse, targets, V);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void cross_entropy_forward(float* losses, float* row_max, float* row_lse, const bf16* logits,
+                           const std::int32_t* targets, int BT, int V, cudaStream_t stream) {
+  forward(losses, row_max, row_lse, logits, targets, BT, V, stream);
+}
+
+void cross_entropy_forward(float* losses, float* row_max, float* row_lse, const float* logits,
+                           const std::int32_t* targets, int BT, int V, cudaStream_t stream) {
+  forward(losses, row_max, row_lse, logits, targets, BT, V, stream);
+}
+
+void cross_entropy_backward(bf16* dlogits, const float* dlosses, const bf16* logits,
+                            const float* row_lse, const std::int32_t* targets, int BT, int V,
+                            cudaStream_t stream) {
+  backward(dlogits, dlosses, logits, row_lse, targets, BT, V, stream);
+}
+
+void cross_entropy_backward(bf16* dlogits, const float* dlosses, const float* logits,
+                            const float* row_lse, const std::int32_t* targets, int BT, int V,
+                            cudaStream_t stream) {
+  backward(dlogits, dlosses, logits, row_lse, targets, BT, V, stream);
+}
+
+}  // namespace strata::kernels::cuda

@@ -1,0 +1,53 @@
+// Device-side helpers shared by the .cu files: warp reductions, bf16 <-> fp32 conversions and
+// the tanh-approximation GeLU (the same formula as kernels/cpu/gelu.h). Header-only device
+// code; it deliberately holds no launchers and no host logic.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_bf16.h>
+
+namespace strata::kernels::cuda::device {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kWarpSize = 32;
+
+__device__ __forceinline__ float warp_sum(float x) {
+  // Butterfly: every lane ends with the same total, summed in the same order on each run.
+  for (int offset = 16; offset > 0; offset >>= 1) x += __shfl_xor_sync(kFullMask, x, offset);
+  return x;
+}
+
+__device__ __forceinline__ float warp_max(float x) {
+  for (int offset = 16; offset > 0; offset >>= 1)
+    x = fmaxf(x, __shfl_xor_sync(kFullMask, x, offset));
+  return x;
+}
+
+__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ __nv_bfloat16 to_bf16(float x) { return __float2bfloat16_rn(x); }
+
+// gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
+constexpr float kGeluCubic = 0.044715f;
+
+__device__ __forceinline__ float gelu(float x) {
+  const float u = kGeluScale * (x + kGeluCubic * x * x * x);
+  return 0.5f * x * (1.0f + tanhf(u));
+}
+
+// d gelu / dx = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+__device__ __forceinline__ float gelu_grad(float x) {
+  const float u = kGeluScale * (x + kGeluCubic * x * x * x);
+  const float th = tanhf(u);
+  const float sech2 = 1.0f - th * th;
+  return 0.5f * (1.0f + th) + 0.5f * x * sech2 * kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
+}
+
+// Grid size for n items at `per_block` items per block, capped for grid-stride loops.
+__host__ __device__ constexpr std::int64_t ceil_div(std::int64_t n, std::int64_t d) {
+  return (n + d - 1) / d;
+}
+
+}  // namespace strata::kernels::cuda::device

@@ -1,0 +1,253 @@
+// matmul_forward / matmul_backward (see gemm.h). Row-major tensors are handed to cuBLASLt,
+// which is column-major, as their transposes: a row-major (R, S) matrix is a column-major
+// (S, R) one with leading dimension S, so out^T = weight @ inp^T needs no copies.
+#include "kernels/cuda/gemm.h"
+
+#include <cstdint>
+#include <memory>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_utils.cuh"
+
+namespace strata::kernels::cuda {
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Kernels
+
+// dbias[o] += sum_i dout[i, o] over i in [0, BT). Block (32, 32): threadIdx.x picks one of
+// 32 adjacent columns, threadIdx.y strides the rows; the 32 partial sums of a column are then
+// added in y order. The order never depends on timing, so the result is bit-identical on
+// every run (no atomics).
+constexpr int kBiasCols = 32;
+constexpr int kBiasRows = 32;
+
+__global__ void bias_backward_kernel(float* dbias, const bf16* dout, int BT, int OC) {
+  __shared__ float partial[kBiasRows][kBiasCols + 1];  // +1: no bank conflicts on the read
+  const int o = blockIdx.x * kBiasCols + threadIdx.x;
+  float sum = 0.0f;
+  if (o < OC) {
+    for (int i = threadIdx.y; i < BT; i += kBiasRows) {
+      sum += device::to_f32(dout[static_cast<std::int64_t>(i) * OC + o]);
+    }
+  }
+  partial[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y == 0 && o < OC) {
+    float total = 0.0f;
+    for (int y = 0; y < kBiasRows; ++y) total += partial[y][threadIdx.x];
+    dbias[o] += total;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// cuBLASLt plumbing
+
+struct MatmulDescDeleter {
+  void operator()(cublasLtMatmulDescOpaque_t* d) const noexcept {
+    CUBLAS_CHECK_NOEXCEPT(cublasLtMatmulDescDestroy(d));
+  }
+};
+struct LayoutDeleter {
+  void operator()(cublasLtMatrixLayoutOpaque_t* l) const noexcept {
+    CUBLAS_CHECK_NOEXCEPT(cublasLtMatrixLayoutDestroy(l));
+  }
+};
+struct PreferenceDeleter {
+  void operator()(cublasLtMatmulPreferenceOpaque_t* p) const noexcept {
+    CUBLAS_CHECK_NOEXCEPT(cublasLtMatmulPreferenceDestroy(p));
+  }
+};
+using MatmulDesc = std::unique_ptr<cublasLtMatmulDescOpaque_t, MatmulDescDeleter>;
+using Layout = std::unique_ptr<cublasLtMatrixLayoutOpaque_t, LayoutDeleter>;
+using Preference = std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, PreferenceDeleter>;
+
+// Column-major D: (m, n) = op(A): (m, k) @ op(B): (k, n) [+ beta * D], compute in fp32.
+struct LtMatmul {
+  bool trans_a = false;
+  bool trans_b = false;
+  int m = 0, n = 0, k = 0;
+  const bf16* a = nullptr;  // stored (m, k) if !trans_a else (k, m), column-major, packed
+  const bf16* b = nullptr;  // stored (k, n) if !trans_b else (n, k)
+  void* d = nullptr;        // (m, n), ld = m
+  cudaDataType_t d_type = CUDA_R_16BF;
+  float beta = 0.0f;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void* bias = nullptr;  // (m), D's type
+  void* aux = nullptr;         // (m, n) pre-activation, ld = m, D's type
+};
+
+Layout make_layout(cudaDataType_t type, int rows, int cols) {
+  cublasLtMatrixLayout_t raw = nullptr;
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&raw, type, static_cast<std::uint64_t>(rows),
+                                          static_cast<std::uint64_t>(cols),
+                                          static_cast<std::int64_t>(rows)));
+  return Layout(raw);
+}
+
+template <class T>
+void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const T& value) {
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)));
+}
+
+void lt_matmul(const LtMatmul& p, const CublasLtHandle& lt, cudaStream_t stream) {
+  cublasLtMatmulDesc_t raw_desc = nullptr;
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw_desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  MatmulDesc desc(raw_desc);
+  const cublasOperation_t op_a = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  set_desc(raw_desc, CUBLASLT_MATMUL_DESC_TRANSA, op_a);
+  set_desc(raw_desc, CUBLASLT_MATMUL_DESC_TRANSB, op_b);
+  set_desc(raw_desc, CUBLASLT_MATMUL_DESC_EPILOGUE, p.epilogue);
+  if (p.bias != nullptr) set_desc(raw_desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias);
+  if (p.aux != nullptr) {
+    set_desc(raw_desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, p.aux);
+    set_desc(raw_desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, static_cast<std::int64_t>(p.m));
+  }
+
+  const Layout a = p.trans_a ? make_layout(CUDA_R_16BF, p.k, p.m)
+                             : make_layout(CUDA_R_16BF, p.m, p.k);
+  const Layout b = p.trans_b ? make_layout(CUDA_R_16BF, p.n, p.k)
+                             : make_layout(CUDA_R_16BF, p.k, p.n);
+  const Layout d = make_layout(p.d_type, p.m, p.n);
+
+  cublasLtMatmulPreference_t raw_pref = nullptr;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw_pref));
+  Preference pref(raw_pref);
+  const std::size_t workspace = lt.workspace_bytes();
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      raw_pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
+
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt.get(), raw_desc, a.get(), b.get(), d.get(),
+                                              d.get(), raw_pref, 1, &heuristic, &found));
+  if (found == 0) {
+    throw CudaError(fmt::format(
+        "cublasLtMatmulAlgoGetHeuristic found no algorithm for m={} n={} k={} transa={} "
+        "transb={} epilogue={} d_type={} workspace={} bytes",
+        p.m, p.n, p.k, p.trans_a, p.trans_b, static_cast<int>(p.epilogue),
+        static_cast<int>(p.d_type), workspace));
+  }
+  const float alpha = 1.0f;
+  CUBLAS_CHECK(cublasLtMatmul(lt.get(), raw_desc, &alpha, p.a, a.get(), p.b, b.get(), &p.beta,
+                              p.d, d.get(), p.d, d.get(), &heuristic.algo, lt.workspace(),
+                              workspace, stream));
+}
+
+void check_common(const char* kernel, const void* out, const bf16* inp, const bf16* weight,
+                  int BT, int C, int OC, const CublasLtHandle& lt) {
+  detail::require_tensor(kernel, "out", out);
+  detail::require_tensor(kernel, "inp", inp);
+  detail::require_tensor(kernel, "weight", weight);
+  detail::require_positive(kernel, "BT", BT);
+  detail::require_positive(kernel, "C", C);
+  detail::require_positive(kernel, "OC", OC);
+  if (!lt) throw KernelError(fmt::format("{}: the cuBLASLt handle is empty", kernel));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Launchers
+
+void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int BT,
+                    int C, int OC, const CublasLtHandle& lt, cudaStream_t stream,
+                    GemmActivation act, bf16* pre_gelu) {
+  constexpr const char* kName = "matmul_forward";
+  check_common(kName, out, inp, weight, BT, C, OC, lt);
+  if (pre_gelu != nullptr) {
+    if (act != GemmActivation::kGelu) {
+      throw KernelError(fmt::format("{}: pre_gelu given without the GeLU activation", kName));
+    }
+    detail::require_multiple(kName, "OC (with pre_gelu)", OC, 8);
+  }
+  // out^T: (OC, BT) = (weight as stored, column-major (C, OC))^T @ inp as stored (C, BT).
+  LtMatmul p;
+  p.trans_a = true;
+  p.m = OC;
+  p.n = BT;
+  p.k = C;
+  p.a = weight;
+  p.b = inp;
+  p.d = out;
+  p.d_type = CUDA_R_16BF;
+  p.bias = bias;
+  p.aux = pre_gelu;
+  if (act == GemmActivation::kNone) {
+    p.epilogue = bias != nullptr ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  } else if (pre_gelu != nullptr) {
+    p.epilogue = bias != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+  } else {
+    p.epilogue = bias != nullptr ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+  }
+  lt_matmul(p, lt, stream);
+}
+
+void matmul_forward(float* out, const bf16* inp, const bf16* weight, const float* bias,
+                    int BT, int C, int OC, const CublasLtHandle& lt, cudaStream_t stream) {
+  check_common("matmul_forward", out, inp, weight, BT, C, OC, lt);
+  LtMatmul p;
+  p.trans_a = true;
+  p.m = OC;
+  p.n = BT;
+  p.k = C;
+  p.a = weight;
+  p.b = inp;
+  p.d = out;
+  p.d_type = CUDA_R_32F;
+  p.bias = bias;
+  p.epilogue = bias != nullptr ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  lt_matmul(p, lt, stream);
+}
+
+void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout,
+                     const bf16* inp, const bf16* weight, int BT, int C, int OC,
+                     const CublasLtHandle& lt, cudaStream_t stream) {
+  constexpr const char* kName = "matmul_backward";
+  detail::require_tensor(kName, "dout", dout);
+  if (dinp != nullptr) detail::require_tensor(kName, "weight", weight);
+  if (dweight != nullptr) detail::require_tensor(kName, "inp", inp);
+  detail::require_positive(kName, "BT", BT);
+  detail::require_positive(kName, "C", C);
+  detail::require_positive(kName, "OC", OC);
+  if ((dinp != nullptr || dweight != nullptr) && !lt) {
+    throw KernelError(fmt::format("{}: the cuBLASLt handle is empty", kName));
+  }
+
+  if (dinp != nullptr) {
+    // dinp^T: (C, BT) += weight-as-stored (C, OC) @ dout-as-stored (OC, BT).
+    LtMatmul p;
+    p.m = C;
+    p.n = BT;
+    p.k = OC;
+    p.a = weight;
+    p.b = dout;
+    p.d = dinp;
+    p.d_type = CUDA_R_16BF;
+    p.beta = 1.0f;
+    lt_matmul(p, lt, stream);
+  }
+  if (dweight != nullptr) {
+    // dweight^T: (C, OC) += inp-as-stored (C, BT) @ (dout-as-stored (OC, BT))^T.
+    LtMatmul p;
+    p.trans_b = true;
+    p.m = C;
+    p.n = OC;
+    p.k = BT;
+    p.a = inp;
+    p.b = dout;
+    p.d = dweight;
+    p.d_type = CUDA_R_32F;
+    p.beta = 1.0f;
+    lt_matmul(p, lt, stream);
+  }
+  if (dbias != nullptr) {
+    const dim3 block(kBiasCols, kBiasRows);
+    const dim3 grid(static_cast<unsigned>(device::ceil_div(OC, kBiasCols)));
+    bias_backward_kernel<<<grid, block, 0, stream>>>(dbias, dout, BT, OC);
+    CUDA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace strata::kernels::cuda

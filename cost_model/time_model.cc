@@ -155,45 +155,11 @@ ChunkWork chunk_work(const TimeContext& ctx, std::int64_t pp_rank, std::int64_t 
   }
 
   if (plan.zero_stage == 3 && plan.dp > 1) {
-    // Per micro-batch: all-gather the chunk's params in forward, again in backward, and
-    // reduce-scatter its gradients (1.5x the all-reduce volume). Units are layers.
-    const double c = ctx.rates.element_bytes;
-    const auto dp_time = [&](CollectiveOp op, double bytes) {
-      return group_collective_time(*ctx.cluster, ctx.profile, op, bytes, plan.dp, plan.tp)
-          .total_s();
-    };
-    const double gather_s = dp_time(CollectiveOp::kAllGather, w.params * c);
-    const double scatter_s = dp_time(CollectiveOp::kReduceScatter, w.params * c);
-    const double unit_gather_s = dp_time(CollectiveOp::kAllGather, layer_params * c);
-    // Parameters offloaded: each rank first brings its 1/d partition over PCIe (from host)
-    // and, for NVMe, reads it from the drives; pipelined with the gathers.
-    double fetch_s = 0;
-    if (plan.offload.params != OffloadTier::kNone) {
-      const double part_bytes = w.params * c / static_cast<double>(plan.dp);
-      const double pcie = ctx.profile != nullptr && ctx.profile->host_to_device_bytes_per_s > 0
-                              ? ctx.profile->host_to_device_bytes_per_s
-                              : ctx.cluster->host.pcie_bandwidth_bytes_per_s;
-      fetch_s = part_bytes / pcie;
-      if (plan.offload.params == OffloadTier::kNvme) {
-        const double nvme = ctx.profile != nullptr && ctx.profile->nvme_read_bytes_per_s > 0
-                                ? ctx.profile->nvme_read_bytes_per_s
-                                : per_gpu_share(ctx.cluster->nvme.read_bytes_per_s,
-                                                ctx.ranks_per_node);
-        fetch_s += part_bytes / nvme;
-      }
-    }
-    const double fwd_comm = gather_s + fetch_s;
-    const double bwd_comm = gather_s + scatter_s + fetch_s;
-    const double fwd_exposed = exposed_prefetched(fwd_comm, unit_gather_s, w.compute_forward_s);
-    const double bwd_exposed = exposed_prefetched(
-        bwd_comm, unit_gather_s, w.compute_backward_s + w.recompute_s);
-    // Attribute the exposed time to DP and offload in proportion to their shares.
-    const double fwd_share = fwd_comm > 0 ? fetch_s / fwd_comm : 0.0;
-    const double bwd_share = bwd_comm > 0 ? fetch_s / bwd_comm : 0.0;
-    w.offload_forward_s = fwd_exposed * fwd_share;
-    w.zero3_forward_s = fwd_exposed - w.offload_forward_s;
-    w.offload_backward_s = bwd_exposed * bwd_share;
-    w.zero3_backward_s = bwd_exposed - w.offload_backward_s;
+    w.zero3 = zero3_chunk_comm(ctx, w, layer_params);
+    w.offload_forward_s = w.zero3.fetch_exposed_forward_s;
+    w.zero3_forward_s = w.zero3.exposed_forward_s - w.offload_forward_s;
+    w.offload_backward_s = w.zero3.fetch_exposed_backward_s;
+    w.zero3_backward_s = w.zero3.exposed_backward_s - w.offload_backward_s;
   }
 
   if (plan.pp > 1) {
@@ -202,6 +168,81 @@ ChunkWork chunk_work(const TimeContext& ctx, std::int64_t pp_rank, std::int64_t 
     w.sends = (w.has_head ? 0.0 : 1.0) + (w.has_embedding ? 0.0 : 1.0);
   }
   return w;
+}
+
+Zero3ChunkComm zero3_chunk_comm(const TimeContext& ctx, const ChunkWork& work,
+                                double layer_params) {
+  const Plan& plan = *ctx.plan;
+  Zero3ChunkComm z;
+  if (plan.zero_stage != 3 || plan.dp <= 1) return z;
+  const double c = ctx.rates.element_bytes;
+  const auto dp_time = [&](CollectiveOp op, double bytes) {
+    return group_collective_time(*ctx.cluster, ctx.profile, op, bytes, plan.dp, plan.tp)
+        .total_s();
+  };
+  // Units: each layer, and the embedding / final-norm parameters where the chunk has them.
+  const double layers = static_cast<double>(work.layers);
+  const double extra_params = std::max(work.params - layers * layer_params, 0.0);
+  z.unit_gather_s = dp_time(CollectiveOp::kAllGather, layer_params * c);
+  z.gather_pass_s = layers * z.unit_gather_s +
+                    (extra_params > 0 ? dp_time(CollectiveOp::kAllGather, extra_params * c) : 0.0);
+  z.reduce_scatter_s =
+      layers * dp_time(CollectiveOp::kReduceScatter, layer_params * c) +
+      (extra_params > 0 ? dp_time(CollectiveOp::kReduceScatter, extra_params * c) : 0.0);
+
+  // Offloaded parameters: the rank's 1/d partition over PCIe (and first from NVMe) per pass.
+  if (plan.offload.params != OffloadTier::kNone) {
+    const double part_bytes = work.params * c / static_cast<double>(plan.dp);
+    const double pcie = ctx.profile != nullptr && ctx.profile->host_to_device_bytes_per_s > 0
+                            ? ctx.profile->host_to_device_bytes_per_s
+                            : ctx.cluster->host.pcie_bandwidth_bytes_per_s;
+    z.fetch_pass_s = part_bytes / pcie;
+    if (plan.offload.params == OffloadTier::kNvme) {
+      const double nvme = ctx.profile != nullptr && ctx.profile->nvme_read_bytes_per_s > 0
+                              ? ctx.profile->nvme_read_bytes_per_s
+                              : per_gpu_share(ctx.cluster->nvme.read_bytes_per_s,
+                                              ctx.ranks_per_node);
+      z.fetch_pass_s += part_bytes / nvme;
+    }
+  }
+
+  const bool full_recompute = plan.recompute == Recompute::kFull;
+  z.backward_gathers = full_recompute ? 2 : 1;
+  z.backward_prefetched = !full_recompute;
+  const double first_unit_s =
+      z.unit_gather_s + (work.layers > 0 ? z.fetch_pass_s / layers : z.fetch_pass_s);
+  z.forward_comm_s = z.gather_pass_s + z.fetch_pass_s;
+  z.backward_comm_s =
+      static_cast<double>(z.backward_gathers) * (z.gather_pass_s + z.fetch_pass_s) +
+      z.reduce_scatter_s;
+  z.exposed_forward_s = exposed_prefetched(z.forward_comm_s, first_unit_s, work.compute_forward_s);
+  if (z.backward_prefetched) {
+    z.exposed_backward_s = exposed_prefetched(z.backward_comm_s, first_unit_s,
+                                              work.compute_backward_s + work.recompute_s);
+  } else {
+    // Demand-fetched gathers are exposed whole. A layer's gradients are reduce-scattered in
+    // buckets as its backward produces them, so the reduction runs beside the rest of that
+    // layer's backward (as the DP reduction does beside the last backward); what it cannot
+    // hide (the layer's last bucket, or its excess over the layer's backward compute) delays
+    // the next layer's gather on the shared link.
+    const double units = std::max(layers, 1.0);
+    const double unit_scatter_s = z.reduce_scatter_s / units;
+    const double unit_backward_s = work.compute_backward_s / units;
+    const double unit_grad_bytes = layer_params * c;
+    const double bucket_fraction =
+        unit_grad_bytes > 0 ? ctx.grad_bucket_bytes / unit_grad_bytes : 1.0;
+    z.exposed_backward_s =
+        static_cast<double>(z.backward_gathers) * (z.gather_pass_s + z.fetch_pass_s) +
+        units * exposed_after_overlap(unit_scatter_s, unit_backward_s, bucket_fraction);
+  }
+  // The offload fetches' share of the exposed time, in proportion to their share of traffic.
+  const double fwd_fetch = z.fetch_pass_s;
+  const double bwd_fetch = static_cast<double>(z.backward_gathers) * z.fetch_pass_s;
+  z.fetch_exposed_forward_s =
+      z.forward_comm_s > 0 ? z.exposed_forward_s * fwd_fetch / z.forward_comm_s : 0.0;
+  z.fetch_exposed_backward_s =
+      z.backward_comm_s > 0 ? z.exposed_backward_s * bwd_fetch / z.backward_comm_s : 0.0;
+  return z;
 }
 
 double device_optimizer_s(const TimeContext& ctx, double params) {
@@ -244,12 +285,23 @@ TailWork tail_work(const TimeContext& ctx, std::int64_t pp_rank, double params,
     return group_collective_time(cluster, ctx.profile, op, bytes, plan.dp, plan.tp).total_s();
   };
 
+  // The reduction's overlap window and its unhidden last bucket (as a fraction of it).
+  double reduce_window_s = window_s;
+  double reduce_tail_fraction = bucket_fraction;
   if (plan.dp > 1 && plan.zero_stage < 3) {
-    // ZeRO 0/1: all-reduce the gradients (stage 1 then updates its 1/d and all-gathers the
-    // params, DeepSpeed's stage-1 order); ZeRO 2: reduce-scatter + all-gather.
-    tail.dp_reduce_s = dp_time(plan.zero_stage == 2 ? CollectiveOp::kReduceScatter
-                                                    : CollectiveOp::kAllReduce,
-                               grad_bytes);
+    // ZeRO 0/1: all-reduce the accumulated gradients once per step (stage 1 then updates its
+    // 1/d and all-gathers the params, DeepSpeed's stage-1 order). ZeRO 2: the gradient exists
+    // only as the rank's partition, so every micro-batch's gradients are reduce-scattered as
+    // produced (DeepSpeed stage 2): m reduce-scatters, each hidden behind its own backward
+    // except that only the step's last bucket is certainly exposed; then the all-gather.
+    if (plan.zero_stage == 2) {
+      const double m = static_cast<double>(std::max<std::int64_t>(ctx.micro_batches, 1));
+      tail.dp_reduce_s = m * dp_time(CollectiveOp::kReduceScatter, grad_bytes);
+      reduce_window_s = m * window_s;
+      reduce_tail_fraction = bucket_fraction / m;
+    } else {
+      tail.dp_reduce_s = dp_time(CollectiveOp::kAllReduce, grad_bytes);
+    }
     if (plan.zero_stage >= 1) tail.dp_gather_s = dp_time(CollectiveOp::kAllGather, grad_bytes);
   }
   if (plan.pp > 1 && (pp_rank == 0 || pp_rank == plan.pp - 1)) {
@@ -263,8 +315,9 @@ TailWork tail_work(const TimeContext& ctx, std::int64_t pp_rank, double params,
                               plan.tp * plan.dp * (plan.pp - 1))
             .total_s();
   }
-  tail.dp_exposed_s = (tail.dp_reduce_s > 0 ? exposed_after_overlap(tail.dp_reduce_s, window_s,
-                                                                    bucket_fraction)
+  tail.dp_exposed_s = (tail.dp_reduce_s > 0 ? exposed_after_overlap(tail.dp_reduce_s,
+                                                                    reduce_window_s,
+                                                                    reduce_tail_fraction)
                                             : 0.0) +
                       tail.dp_gather_s + tail.embedding_sync_s;
 

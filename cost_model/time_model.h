@@ -8,12 +8,16 @@
 //                       with the next receive and waits on it), so it is counted per send;
 //                       the receiver's wait is the bubble. Sends are thus "partially"
 //                       overlapped: the peer computes meanwhile, the sender does not.
-//   DP gradient reduce  (ZeRO 0-2) bucketed, overlaps with the backward of the last
+//   DP gradient reduce  (ZeRO 0/1) bucketed, overlaps with the backward of the last
 //                       micro-batch on the rank (earlier micro-batches only accumulate),
 //                       except the last bucket, which can only start when the backward ends.
 //   ZeRO 1/2 param all-gather after the optimizer step: exposed.
-//   ZeRO-3 gathers      prefetched one unit (layer) ahead, so they hide behind compute when
-//                       compute is longer; the first unit's gather is always exposed.
+//   ZeRO-3 gathers      forward: prefetched one layer ahead, hidden behind compute when
+//                       compute is longer; backward: the same, except under full
+//                       recomputation, where they are fetched on demand (Zero3ChunkComm).
+//   ZeRO-2 reduce       DeepSpeed reduce-scatters gradients every micro-batch (the gradient
+//                       is kept only as the rank's partition): m reductions, hidden behind
+//                       the m backwards except the last bucket.
 //   PCIe grads to host  (optimizer offload) streamed during the last backward like the DP
 //                       reduction; the CPU step and the params' copy back are exposed
 //                       (ZeRO-Offload, Ren et al. 2021, without the one-step delay).
@@ -75,6 +79,54 @@ struct P2pTransfer {
 };
 P2pTransfer p2p_transfer(const TimeContext& ctx);
 
+// ZeRO-3 data-parallel traffic of one (micro-batch, chunk) and what of it is exposed.
+// Mechanism (Rajbhandari et al. 2020, sections 5.3 and 7.2.2): a layer's parameters exist in
+// full only while a pass runs it: all-gathered from the d partitions just before, released
+// just after; nothing is kept across passes or micro-batches (that is what holds the model
+// state at 16 P / d). Its gradients are reduce-scattered as the backward produces them,
+// every micro-batch, into the rank's accumulating gradient partition. Per layer and
+// micro-batch the DP link therefore carries
+//   forward 1 all-gather; backward 1 all-gather + 1 reduce-scatter;
+//   full recomputation 1 more all-gather (the recompute replays the layer's forward and
+//   re-gathers; selective recompute replays only the parameter-free attention core),
+// i.e. 4 x the layer's bytes with full recompute, not the 3 x of the paper's count.
+// Units of communication: one layer (one collective of its parameters, so the ring latency
+// (n-1) alpha is paid per layer), plus one for the embedding / final-norm parameters on the
+// chunks holding them. Offloaded parameters (ZeRO-Infinity) first come up over PCIe (and
+// from NVMe) as the rank's 1/d partition, once per gather.
+// Overlap:
+//   forward   prefetched one layer ahead: the first layer's gather is exposed, then whichever
+//             of the remaining traffic and the compute is longer.
+//   backward  without full recompute: the same prefetch against the backward compute; the
+//             reduce-scatters share the link with the gathers, so their times add.
+//             With full recompute: the gathers are fetched on demand. Each layer's backward
+//             is gather, recompute, gather, backward; DeepSpeed's prefetch replays the module
+//             order recorded in the forward, and the recompute re-entering the layers'
+//             forward from inside the backward breaks that order (later DeepSpeed versions
+//             log "Invalidate trace cache" and fetch on demand in exactly this case), so the
+//             compute waits for both gathers. The gradients' reduce-scatter is bucketed and
+//             runs beside the layer's own backward compute; its excess over that compute,
+//             or at least its last bucket, holds up the next layer's gather on the link.
+//             This reading is what the published GPT-3 175B ZeRO-3 runs (Narayanan et al.
+//             2021, Table 2: 144 and 44 TFLOP/s per GPU) select at 384 GPUs, where compute
+//             and traffic are of one size: prefetching the backward as the forward predicts
+//             205 (+43%), serialising the reduce-scatter as well 118 (-18%), this 138 (-4%).
+//             At 1536 GPUs (b = 1) the traffic dominates whatever overlaps: 50, 42 and 47.
+struct Zero3ChunkComm {
+  double unit_gather_s = 0;      // one layer's all-gather over the DP group
+  double gather_pass_s = 0;      // all-gather of the whole chunk (every unit), one pass
+  double reduce_scatter_s = 0;   // the chunk's gradients, one micro-batch
+  double fetch_pass_s = 0;       // offloaded params' partition up to the device, one pass
+  int backward_gathers = 1;      // 2 with full recompute
+  bool backward_prefetched = true;
+  double forward_comm_s = 0;     // gather + fetch of the forward
+  double backward_comm_s = 0;    // gathers + fetches + reduce-scatter of backward/recompute
+  double exposed_forward_s = 0;
+  double exposed_backward_s = 0;
+  double fetch_exposed_forward_s = 0;   // the offload fetches' share of the exposed time
+  double fetch_exposed_backward_s = 0;
+};
+
 // The work of one (micro-batch, chunk) on a rank, before pipeline composition.
 struct ChunkWork {
   std::int64_t layers = 0;
@@ -91,6 +143,7 @@ struct ChunkWork {
   double offload_forward_s = 0;   // exposed parameter fetches (params offloaded, ZeRO-3)
   double offload_backward_s = 0;
   double sends = 0;               // p2p sends per micro-batch (forward + backward)
+  Zero3ChunkComm zero3;           // zero_stage 3 with d > 1 only
   double forward_s() const { return compute_forward_s + tp_forward_s + zero3_forward_s + offload_forward_s; }
   double backward_s() const {
     return compute_backward_s + recompute_s + tp_backward_s + zero3_backward_s + offload_backward_s;
@@ -98,11 +151,17 @@ struct ChunkWork {
 };
 // `sends` counts this chunk's p2p sends per micro-batch; the caller prices them (P2pTransfer).
 ChunkWork chunk_work(const TimeContext& ctx, std::int64_t pp_rank, std::int64_t chunk);
+// The ZeRO-3 terms of a chunk whose compute times, layers and params are already filled in;
+// `layer_params` per TP rank.
+Zero3ChunkComm zero3_chunk_comm(const TimeContext& ctx, const ChunkWork& work,
+                                double layer_params);
 
 // Tail work of a pipeline rank after its last backward, for `params` parameters per TP rank
-// on the stage and `window_s` of backward compute (the last micro-batch) to hide behind.
+// on the stage and `window_s` of backward compute of one micro-batch to hide behind (the
+// last micro-batch's; ZeRO-2's per-micro-batch reductions hide behind all m of them).
 struct TailWork {
-  double dp_reduce_s = 0;      // gradient all-reduce / reduce-scatter (full, before overlap)
+  double dp_reduce_s = 0;      // gradient all-reduce / reduce-scatter (full, before overlap;
+                               // ZeRO-2: all m micro-batches' reduce-scatters)
   double dp_gather_s = 0;      // ZeRO 1/2 parameter all-gather
   double embedding_sync_s = 0; // tied embedding gradient all-reduce, first <-> last stage
   double dp_exposed_s = 0;     // what of the above is on the critical path

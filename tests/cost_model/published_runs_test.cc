@@ -66,6 +66,11 @@ double predicted_tflops(const PublishedRun& run, const ClusterSpec& cluster) {
               static_cast<long long>(run.v), p.tflops_per_gpu, run.published_tflops,
               100.0 * (p.tflops_per_gpu / run.published_tflops - 1.0), p.step_time_s,
               100.0 * p.bubble_fraction, p.memory_bytes.device / (1024.0 * 1024.0 * 1024.0));
+  std::printf("    parts (s): fwd %.2f bwd %.2f recompute %.2f tp %.2f pp %.2f dp %.2f "
+              "offload %.2f optimizer %.2f bubble %.2f\n",
+              p.parts.forward_s, p.parts.backward_s, p.parts.recompute_s, p.parts.tp_comm_s,
+              p.parts.pp_comm_s, p.parts.dp_comm_s, p.parts.offload_s, p.parts.optimizer_s,
+              p.parts.bubble_s);
   return p.tflops_per_gpu;
 }
 

@@ -24,5 +24,7 @@ struct CommandContext {
 void add_plan_command(CLI::App& app, CommandContext& context);
 void add_predict_command(CLI::App& app, CommandContext& context);
 void add_simulate_command(CLI::App& app, CommandContext& context);
+void add_compare_command(CLI::App& app, CommandContext& context);
+void add_calibrate_command(CLI::App& app, CommandContext& context);
 
 }  // namespace strata::cli

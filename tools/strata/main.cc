@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   strata::cli::add_plan_command(app, context);
   strata::cli::add_predict_command(app, context);
   strata::cli::add_simulate_command(app, context);
+  strata::cli::add_compare_command(app, context);
+  strata::cli::add_calibrate_command(app, context);
 
   const auto fail = [](const char* kind, const std::exception& e) {
     std::cerr << "strata: " << kind << e.what() << "\n";

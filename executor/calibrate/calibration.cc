@@ -1,0 +1,143 @@
+// The CPU compute calibration: a list of steps, run in order with progress; see
+// calibration.h.
+#include "executor/calibrate/calibration.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "cost_model/errors.h"
+#include "executor/calibrate/compute_bench.h"
+
+namespace strata::calibrate {
+
+ComputeCalibrationOptions compute_options(std::vector<ModelSpec> models, bool quick) {
+  ComputeCalibrationOptions o;
+  o.models = std::move(models);
+  if (quick) {
+    o.backward = false;
+    o.timing = {3, 0.005};
+    o.large_timing = {1, 0.0};
+    o.adam_params = std::int64_t{1} << 20;
+    o.copy_bytes = std::int64_t{1} << 25;
+  } else {
+    o.timing = {5, 0.02};
+    o.large_timing = {2, 0.0};
+  }
+  return o;
+}
+
+std::string describe_machine() {
+  char host[256] = {};
+  const std::string hostname = gethostname(host, sizeof(host) - 1) == 0 ? host : "unknown";
+  std::string cpu = "unknown";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) cpu = line.substr(line.find_first_not_of(' ', colon + 1));
+      break;
+    }
+  }
+  return fmt::format("{}: {}, {} hardware threads", hostname, cpu,
+                     std::thread::hardware_concurrency());
+}
+
+namespace {
+
+// Rough rates of a 2-core machine, only to weight the progress bar's steps.
+constexpr double kGuessFlopsPerS = 1e11;
+constexpr double kGuessBytesPerS = 1e10;
+
+// Seconds a step takes under median_call_seconds: a warm-up call, then repeats of at least
+// min_repeat_s each.
+double expected_s(double call_s, const TimingOptions& timing) {
+  return call_s + timing.repeats * std::max(call_s, timing.min_repeat_s);
+}
+
+}  // namespace
+
+Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progress& progress) {
+  if (options.models.empty()) throw ConfigError("calibrate: no model given for GEMM shapes");
+  const auto size = [&](const ModelSpec& m) {
+    return static_cast<double>(options.micro_batch) * m.seq_len * m.hidden;
+  };
+  const ModelSpec& largest = *std::max_element(
+      options.models.begin(), options.models.end(),
+      [&](const ModelSpec& a, const ModelSpec& b) { return size(a) < size(b); });
+
+  // Each step: a name for the progress line, its expected seconds (so the bar moves with
+  // the time spent, roughly), and what it does.
+  struct Step {
+    std::string name;
+    double weight;
+    std::function<void()> run;
+  };
+  Profile profile;
+  profile.machine = describe_machine();
+  profile.backend = "cpu";
+  std::vector<GemmMeasurement> gemms;
+  std::vector<Step> steps;
+
+  std::vector<GemmPass> passes = {GemmPass::kForward};
+  if (options.backward) passes.insert(passes.end(), {GemmPass::kBackwardInput, GemmPass::kBackwardWeight});
+  for (const ModelSpec& model : options.models) {
+    for (const LinearShape& layer : model_linear_shapes(model, options.micro_batch, options.tp)) {
+      for (GemmPass pass : passes) {
+        const double flops = 2.0 * layer.BT * layer.C * layer.OC;
+        const TimingOptions& timing = flops > kLargeGemmFlops ? options.large_timing : options.timing;
+        steps.push_back({fmt::format("gemm {} {} {} ({}x{}x{})", model.name, layer.name,
+                                     to_string(pass), layer.BT, layer.C, layer.OC),
+                         expected_s(flops / kGuessFlopsPerS, timing),
+                         [&gemms, layer, pass, &timing] {
+                           gemms.push_back(measure_linear(layer, pass, timing));
+                         }});
+      }
+    }
+  }
+  const std::int64_t BT = options.micro_batch * largest.seq_len;
+  const double layer_bytes = 4.0 * BT * largest.hidden * sizeof(float);
+  steps.push_back({fmt::format("elementwise ({}x{})", BT, largest.hidden),
+                   3 * expected_s(3 * layer_bytes / kGuessBytesPerS, options.timing), [&] {
+                     profile.elementwise_bytes_per_s =
+                         measure_elementwise_bytes_per_s(BT, largest.hidden, options.timing);
+                   }});
+  steps.push_back({fmt::format("attention (T={}, heads={})", largest.seq_len, largest.heads / options.tp),
+                   expected_s(4.0 * BT * largest.seq_len * largest.hidden / kGuessFlopsPerS * 10,
+                              options.timing),
+                   [&] {
+                     profile.attention_flops_per_s = measure_attention_flops_per_s(
+                         options.micro_batch, largest.seq_len, largest.hidden / options.tp,
+                         largest.heads / options.tp, options.timing);
+                   }});
+  steps.push_back({fmt::format("adamw ({} params)", options.adam_params),
+                   expected_s(28.0 * options.adam_params / kGuessBytesPerS, options.timing), [&] {
+                     profile.cpu_adam_params_per_s =
+                         measure_adamw_params_per_s(options.adam_params, options.timing);
+                     profile.device_adam_params_per_s = profile.cpu_adam_params_per_s;
+                   }});
+  steps.push_back({fmt::format("copy ({} MiB)", options.copy_bytes >> 20),
+                   expected_s(2.0 * options.copy_bytes / kGuessBytesPerS, options.timing), [&] {
+                     const double rate = measure_copy_bytes_per_s(options.copy_bytes, options.timing);
+                     profile.host_to_device_bytes_per_s = rate;
+                     profile.device_to_host_bytes_per_s = rate;
+                   }});
+
+  double total = 0;
+  for (const Step& s : steps) total += s.weight;
+  double done = 0;
+  for (const Step& s : steps) {
+    if (progress) progress(done / total, s.name);
+    s.run();
+    done += s.weight;
+  }
+  if (progress) progress(1.0, "done");
+  profile.gemm = gemm_samples(gemms);
+  return profile;
+}
+
+}  // namespace strata::calibrate

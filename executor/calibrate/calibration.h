@@ -1,0 +1,60 @@
+// The single-process part of `strata calibrate` for the CPU backend: which microbenchmarks
+// run (the GEMMs of the given models' linear layers, forward and backward; the memory-bound
+// kernels; attention; AdamW; copies) and how their results fill a Profile. Reports progress
+// through a callback (the library never prints).
+//
+// CPU-backend meaning of the Profile's device fields: the "device" is the CPU, so
+// device_adam_params_per_s = cpu_adam_params_per_s (one measurement), and host<->device
+// copies are DRAM memcpy (one measurement for both directions). Rates are those of one
+// process using every core (OpenBLAS / OpenMP threads), not a per-rank share.
+//
+// Deliberately not here: collectives (collective_bench.h, run under mpirun by the CLI),
+// NVMe (executor/offload's measurement, called by the CLI when --nvme-dir is given),
+// op_overhead_s (measured by `strata run`), writing the file.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cost_model/model_spec.h"
+#include "cost_model/profile.h"
+#include "executor/calibrate/timing.h"
+
+namespace strata::calibrate {
+
+struct ComputeCalibrationOptions {
+  std::vector<ModelSpec> models;  // GEMM shapes of each one's linear layers (non-empty)
+  std::int64_t micro_batch = 1;   // BT = micro_batch * seq_len
+  std::int64_t tp = 1;            // tensor-parallel split of the layers' shapes
+  bool backward = true;           // also the two backward GEMMs of each layer
+  TimingOptions timing;
+  TimingOptions large_timing;     // for GEMMs over kLargeGemmFlops (fewer repeats)
+  std::int64_t adam_params = std::int64_t{1} << 22;
+  std::int64_t copy_bytes = std::int64_t{1} << 28;
+};
+
+// A GEMM of more FLOPs than this (the GPT-2 logits: 2 x 1024 x 768 x 50257 = 79 GFLOP)
+// takes a second or more on two cores; it gets large_timing.
+inline constexpr double kLargeGemmFlops = 1e10;
+
+// Defaults for a full run (5 repeats, 256 MiB copies, 4 Mi AdamW params) or a quick one
+// (3 repeats of >= 5 ms, 32 MiB, 1 Mi params, forward GEMMs only).
+ComputeCalibrationOptions compute_options(std::vector<ModelSpec> models, bool quick);
+
+// fraction in [0, 1] of the work done, and the step about to run (or "done").
+using Progress = std::function<void(double fraction, const std::string& step)>;
+
+// Runs the benchmarks and returns a Profile with machine = describe_machine(), backend
+// "cpu", gemm samples, elementwise, attention, copy and AdamW rates; collectives empty and
+// NVMe 0 (not measured here). Attention and elementwise run at the shapes of the model with
+// the largest micro_batch * seq_len * hidden. ConfigError when models is empty or a shape
+// is invalid (tp not dividing).
+Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progress& progress);
+
+// "<hostname>: <CPU model name>, <n> hardware threads" (from gethostname and
+// /proc/cpuinfo; "unknown" for what cannot be read).
+std::string describe_machine();
+
+}  // namespace strata::calibrate

@@ -1,0 +1,125 @@
+// Collective timing and alpha-beta fits; see collective_bench.h.
+#include "executor/calibrate/collective_bench.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "cost_model/collectives.h"
+#include "executor/calibrate/timing.h"
+
+namespace strata::calibrate {
+
+AlphaBeta fit_alpha_beta(const std::vector<std::pair<double, double>>& points) {
+  if (points.size() < 2) throw std::invalid_argument("fit_alpha_beta: need >= 2 points");
+  const double n = static_cast<double>(points.size());
+  double sx = 0, st = 0;
+  for (const auto& [x, t] : points) sx += x, st += t;
+  const double mx = sx / n, mt = st / n;
+  double sxx = 0, sxt = 0;
+  for (const auto& [x, t] : points) sxx += (x - mx) * (x - mx), sxt += (x - mx) * (t - mt);
+  if (!(sxx > 0)) throw std::invalid_argument("fit_alpha_beta: need distinct sizes");
+  const double slope = sxt / sxx;
+  AlphaBeta fit;
+  if (slope > 0) {
+    fit.bus_bandwidth_bytes_per_s = 1.0 / slope;
+    fit.latency_s = std::max(0.0, mt - slope * mx);
+  } else {
+    const auto [min_it, max_it] = std::minmax_element(
+        points.begin(), points.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    fit.bus_bandwidth_bytes_per_s = max_it->first / max_it->second;
+    fit.latency_s = min_it->second;
+  }
+  return fit;
+}
+
+namespace {
+
+// Seconds per call of fn on the slowest rank, median over repeats (same on every rank).
+double group_seconds(Communicator& comm, const std::function<void()>& fn, int calls,
+                     int repeats) {
+  fn();  // warm-up: connection setup, first-touch of buffers
+  std::vector<double> per_call;
+  for (int r = 0; r < repeats; ++r) {
+    comm.barrier();
+    const double t0 = now_s();
+    for (int i = 0; i < calls; ++i) fn();
+    double s = (now_s() - t0) / calls;
+    comm.all_reduce_max(&s, 1);
+    per_call.push_back(s);
+  }
+  return median(std::move(per_call));
+}
+
+}  // namespace
+
+std::vector<CollectiveFit> measure_collectives(Communicator& comm,
+                                               const CollectiveBenchOptions& options,
+                                               const std::function<void(int, int)>& progress) {
+  const int size = comm.size();
+  if (size < 2) throw std::invalid_argument("measure_collectives: need a group of >= 2 ranks");
+  std::vector<CollectiveOp> ops = {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter,
+                                   CollectiveOp::kAllGather};
+  if (size == 2) ops.push_back(CollectiveOp::kP2p);
+
+  std::int64_t largest = 0;
+  for (std::int64_t f : options.buffer_floats) largest = std::max(largest, f);
+  // Zeros: an in-place all-reduce repeated a thousand times keeps them bounded (and the
+  // arithmetic cost of adding zeros is that of adding anything else).
+  std::vector<float> in(static_cast<std::size_t>(largest), 0.0f);
+  std::vector<float> out(static_cast<std::size_t>(largest), 0.0f);
+
+  const int total = static_cast<int>(ops.size() * options.buffer_floats.size());
+  int done = 0;
+  std::vector<CollectiveFit> fits;
+  for (CollectiveOp op : ops) {
+    std::vector<std::pair<double, double>> points;
+    for (std::int64_t floats : options.buffer_floats) {
+      const std::int64_t per_rank = floats / size;  // a rank's share of the buffer
+      if (per_rank < 1) continue;
+      const std::int64_t buffer = per_rank * size;
+      const double bytes = static_cast<double>(buffer) * sizeof(float);
+      const int calls = static_cast<int>(
+          std::clamp(std::floor(options.bytes_per_repeat / bytes), 1.0, 1000.0));
+      std::function<void()> fn;
+      switch (op) {
+        case CollectiveOp::kAllReduce:
+          fn = [&] { comm.all_reduce_sum(in.data(), buffer); };
+          break;
+        case CollectiveOp::kReduceScatter:
+          fn = [&] { comm.reduce_scatter_sum(in.data(), out.data(), per_rank); };
+          break;
+        case CollectiveOp::kAllGather:
+          fn = [&] { comm.all_gather(in.data(), out.data(), per_rank); };
+          break;
+        case CollectiveOp::kP2p:
+          // Ping-pong 0 <-> 1; one call is a round trip, so a one-way message is half.
+          fn = [&] {
+            if (comm.rank() == 0) {
+              comm.send(in.data(), buffer, 1, 0).wait();
+              comm.recv(out.data(), buffer, 1, 1);
+            } else if (comm.rank() == 1) {
+              comm.recv(out.data(), buffer, 0, 0);
+              comm.send(in.data(), buffer, 0, 1).wait();
+            }
+          };
+          break;
+      }
+      double seconds = group_seconds(comm, fn, calls, options.repeats);
+      if (op == CollectiveOp::kP2p) seconds /= 2.0;
+      points.emplace_back(bytes * bus_factor(op, size), seconds);
+      if (progress && comm.rank() == 0) progress(++done, total);
+    }
+    const AlphaBeta ab = fit_alpha_beta(points);
+    CollectiveFit fit;
+    fit.op = to_string(op);
+    fit.link = "intra_node";
+    fit.ranks = size;
+    fit.latency_s = ab.latency_s;
+    fit.bus_bandwidth_bytes_per_s = ab.bus_bandwidth_bytes_per_s;
+    fits.push_back(fit);
+  }
+  return fits;
+}
+
+}  // namespace strata::calibrate

@@ -1,0 +1,202 @@
+// CPU compute microbenchmarks through kernels/cpu; see compute_bench.h. Buffers are filled
+// with small deterministic values (no denormals, no NaN) so every run does the same work.
+#include "executor/calibrate/compute_bench.h"
+
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "cost_model/errors.h"
+#include "kernels/cpu/adamw.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/gelu.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/layernorm.h"
+
+namespace strata::calibrate {
+namespace kc = strata::kernels::cpu;
+namespace {
+
+// Values in [-0.5, 0.5) from a fixed linear congruential sequence.
+std::vector<float> filled(std::int64_t n, std::uint32_t seed) {
+  std::vector<float> v(static_cast<std::size_t>(n));
+  std::uint32_t x = seed * 2654435761u + 1u;
+  for (float& f : v) {
+    x = x * 1664525u + 1013904223u;
+    f = static_cast<float>(x >> 8) / static_cast<float>(1u << 24) - 0.5f;
+  }
+  return v;
+}
+
+int as_int(std::int64_t v, const char* what) {
+  if (v <= 0 || v > (std::int64_t{1} << 31) - 1) {
+    throw ConfigError(fmt::format("calibrate: {} = {}; expected 1..2^31-1", what, v));
+  }
+  return static_cast<int>(v);
+}
+
+void require_divides(std::int64_t tp, std::int64_t value, const char* what) {
+  if (tp < 1 || value % tp != 0) {
+    throw ConfigError(fmt::format("calibrate: tensor-parallel degree {} does not divide {} = {}",
+                                  tp, what, value));
+  }
+}
+
+}  // namespace
+
+std::string to_string(GemmPass pass) {
+  switch (pass) {
+    case GemmPass::kForward: return "forward";
+    case GemmPass::kBackwardInput: return "backward_input";
+    case GemmPass::kBackwardWeight: return "backward_weight";
+  }
+  return "unknown";
+}
+
+std::vector<LinearShape> model_linear_shapes(const ModelSpec& model, std::int64_t micro_batch,
+                                             std::int64_t tp) {
+  require_divides(tp, model.heads, "heads");
+  require_divides(tp, model.ffn_hidden, "ffn_hidden");
+  require_divides(tp, model.vocab, "vocab");
+  const std::int64_t BT = micro_batch * model.seq_len;
+  const std::int64_t C = model.hidden;
+  return {
+      {"qkv", BT, C, 3 * C / tp, true},
+      {"proj", BT, C / tp, C, true},
+      {"fc1", BT, C, model.ffn_hidden / tp, true},
+      {"fc2", BT, model.ffn_hidden / tp, C, true},
+      {"logits", BT, C, model.vocab / tp, false},
+  };
+}
+
+GemmMeasurement measure_linear(const LinearShape& layer, GemmPass pass,
+                               const TimingOptions& timing) {
+  const int BT = as_int(layer.BT, "BT"), C = as_int(layer.C, "C"), OC = as_int(layer.OC, "OC");
+  GemmMeasurement g;
+  g.layer = layer;
+  g.pass = pass;
+  std::vector<float> inp = filled(layer.BT * layer.C, 1);
+  std::vector<float> weight = filled(layer.OC * layer.C, 2);
+  std::vector<float> bias = filled(layer.OC, 3);
+  std::vector<float> out(static_cast<std::size_t>(layer.BT * layer.OC));
+  switch (pass) {
+    case GemmPass::kForward:
+      g.m = BT, g.n = OC, g.k = C;
+      g.seconds = median_call_seconds(
+          [&] {
+            kc::matmul_forward(out.data(), inp.data(), weight.data(),
+                               layer.bias ? bias.data() : nullptr, BT, C, OC);
+          },
+          timing);
+      break;
+    case GemmPass::kBackwardInput: {
+      // dinp (BT, C) = dout (BT, OC) @ weight (OC, C); beta 0 so values stay bounded.
+      const std::vector<float> dout = filled(layer.BT * layer.OC, 4);
+      g.m = BT, g.n = C, g.k = OC;
+      g.seconds = median_call_seconds(
+          [&] {
+            kc::sgemm(kc::Trans::kNo, kc::Trans::kNo, BT, C, OC, 1.0f, dout.data(), OC,
+                      weight.data(), C, 0.0f, inp.data(), C);
+          },
+          timing);
+      break;
+    }
+    case GemmPass::kBackwardWeight: {
+      // dweight (OC, C) = dout^T (OC, BT) @ inp (BT, C).
+      const std::vector<float> dout = filled(layer.BT * layer.OC, 4);
+      g.m = OC, g.n = C, g.k = BT;
+      g.seconds = median_call_seconds(
+          [&] {
+            kc::sgemm(kc::Trans::kYes, kc::Trans::kNo, OC, C, BT, 1.0f, dout.data(), OC,
+                      inp.data(), C, 0.0f, weight.data(), C);
+          },
+          timing);
+      break;
+    }
+  }
+  return g;
+}
+
+std::vector<GemmSample> gemm_samples(const std::vector<GemmMeasurement>& measurements) {
+  // (m, n, k) -> (total FLOPs, total seconds); std::map keeps the output sorted.
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::pair<double, double>> by;
+  for (const GemmMeasurement& g : measurements) {
+    auto& [flops, seconds] = by[{g.m, g.n, g.k}];
+    flops += g.flops();
+    seconds += g.seconds;
+  }
+  std::vector<GemmSample> samples;
+  for (const auto& [shape, totals] : by) {
+    GemmSample s;
+    std::tie(s.m, s.n, s.k) = shape;
+    s.flops_per_s = totals.first / totals.second;
+    samples.push_back(s);
+  }
+  return samples;
+}
+
+double measure_elementwise_bytes_per_s(std::int64_t BT, std::int64_t C,
+                                       const TimingOptions& timing) {
+  const int bt = as_int(BT, "BT"), c = as_int(C, "C");
+  const std::int64_t n = BT * C;
+  std::vector<float> a = filled(4 * n, 5), b = filled(n, 6), out(static_cast<std::size_t>(4 * n));
+  std::vector<float> mean(static_cast<std::size_t>(BT)), rstd(static_cast<std::size_t>(BT));
+  const std::vector<float> w = filled(C, 7), bias = filled(C, 8);
+  const double ln_s = median_call_seconds(
+      [&] {
+        kc::layernorm_forward(out.data(), mean.data(), rstd.data(), a.data(), w.data(),
+                              bias.data(), bt, c);
+      },
+      timing);
+  const double gelu_s =
+      median_call_seconds([&] { kc::gelu_forward(out.data(), a.data(), 4 * n); }, timing);
+  const double residual_s =
+      median_call_seconds([&] { kc::residual_forward(out.data(), a.data(), b.data(), n); },
+                          timing);
+  const double f = sizeof(float);
+  const double bytes = (2.0 * n + 2.0 * BT + 2.0 * C) * f  // layernorm
+                       + 2.0 * 4.0 * n * f                  // gelu on (BT, 4C)
+                       + 3.0 * n * f;                       // residual
+  return bytes / (ln_s + gelu_s + residual_s);
+}
+
+double measure_attention_flops_per_s(std::int64_t B, std::int64_t T, std::int64_t C,
+                                     std::int64_t NH, const TimingOptions& timing) {
+  const int b = as_int(B, "B"), t = as_int(T, "T"), c = as_int(C, "C"), nh = as_int(NH, "NH");
+  if (C % NH != 0) {
+    throw ConfigError(fmt::format("calibrate: heads {} do not divide hidden {}", NH, C));
+  }
+  const std::vector<float> qkv = filled(B * T * 3 * C, 9);
+  std::vector<float> out(static_cast<std::size_t>(B * T * C));
+  std::vector<float> probs(static_cast<std::size_t>(B * NH * T * T));
+  const double s = median_call_seconds(
+      [&] { kc::attention_forward(out.data(), probs.data(), qkv.data(), b, t, c, nh); }, timing);
+  const double hs = static_cast<double>(C / NH);
+  const double causal_flops = 2.0 * B * NH * static_cast<double>(T) * T * hs;
+  return causal_flops / s;
+}
+
+double measure_adamw_params_per_s(std::int64_t n, const TimingOptions& timing) {
+  std::vector<float> p = filled(n, 10), g = filled(n, 11), m(static_cast<std::size_t>(n)),
+                     v(static_cast<std::size_t>(n));
+  kc::AdamWParams hp;
+  hp.lr = 1e-4f;
+  hp.weight_decay = 0.01f;
+  int step = 0;
+  // Step grows with each call as in training (bias correction differs per step, the work not).
+  const double s = median_call_seconds(
+      [&] { kc::adamw_update(p.data(), g.data(), m.data(), v.data(), n, hp, ++step); }, timing);
+  return static_cast<double>(n) / s;
+}
+
+double measure_copy_bytes_per_s(std::int64_t bytes, const TimingOptions& timing) {
+  const std::int64_t n = bytes / static_cast<std::int64_t>(sizeof(float));
+  const std::vector<float> src = filled(n, 12);
+  std::vector<float> dst(static_cast<std::size_t>(n));
+  const double s = median_call_seconds([&] { kc::copy(dst.data(), src.data(), n); }, timing);
+  return static_cast<double>(n) * sizeof(float) / s;
+}
+
+}  // namespace strata::calibrate

@@ -1,0 +1,83 @@
+// Compute microbenchmarks of the CPU backend, run through the project's own kernels
+// (kernels/cpu/*): the GEMMs of a model's linear layers (forward and both backward GEMMs),
+// the memory-bound kernels (LayerNorm, GeLU, residual add), causal attention, AdamW and a
+// plain copy. Each returns a rate in the Profile's units (cost_model/profile.h).
+//
+// GEMM shapes follow the time model's convention C(m,n) = A(m,k) B(k,n): a linear layer
+// inp (BT, C) -> out (BT, OC) is, per pass,
+//   forward          out   = inp @ W^T      m = BT, n = OC, k = C
+//   backward input   dinp  = dout @ W       m = BT, n = C,  k = OC
+//   backward weight  dW    = dout^T @ inp   m = OC, n = C,  k = BT
+// and does 2 m n k FLOPs.
+//
+// Deliberately not here: timing policy (timing.h), collectives (collective_bench.h), which
+// benchmarks a calibration runs (calibration.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cost_model/model_spec.h"
+#include "cost_model/profile.h"
+#include "executor/calibrate/timing.h"
+
+namespace strata::calibrate {
+
+// One linear layer of a model at one micro-batch: inp (BT, C) -> out (BT, OC).
+struct LinearShape {
+  std::string name;  // "qkv", "proj", "fc1", "fc2", "logits"
+  std::int64_t BT = 0, C = 0, OC = 0;
+  bool bias = true;  // the tied logits layer has none
+};
+
+// GPT's linear layers at tensor-parallel degree tp (qkv and fc1 split their outputs, proj
+// and fc2 their inputs, logits the vocabulary), BT = micro_batch * seq_len:
+//   qkv (BT, C, 3C/t), proj (BT, C/t, C), fc1 (BT, C, F/t), fc2 (BT, F/t, C), logits (BT, C, V/t).
+// ConfigError when tp does not divide heads, ffn_hidden or vocab.
+std::vector<LinearShape> model_linear_shapes(const ModelSpec& model, std::int64_t micro_batch,
+                                             std::int64_t tp);
+
+enum class GemmPass { kForward, kBackwardInput, kBackwardWeight };
+std::string to_string(GemmPass pass);  // "forward" | "backward_input" | "backward_weight"
+
+struct GemmMeasurement {
+  LinearShape layer;
+  GemmPass pass = GemmPass::kForward;
+  std::int64_t m = 0, n = 0, k = 0;  // this pass's GEMM (see the header comment)
+  double seconds = 0;                // median per call
+  double flops() const { return 2.0 * static_cast<double>(m) * n * k; }
+  double flops_per_s() const { return flops() / seconds; }
+};
+
+// Times one pass of a linear layer: forward through matmul_forward (bias included, as the
+// model calls it), backward through sgemm with matmul_backward's transposes.
+GemmMeasurement measure_linear(const LinearShape& layer, GemmPass pass,
+                               const TimingOptions& timing);
+
+// One Profile sample per distinct (m, n, k), sorted by (m, n, k): total FLOPs over total
+// seconds of the measurements of that shape (passes of different layers can share a shape).
+std::vector<GemmSample> gemm_samples(const std::vector<GemmMeasurement>& measurements);
+
+// Bytes read + written per second over LayerNorm forward on (BT, C), GeLU forward on
+// (BT, 4C) and the residual add on (BT, C), summed (the kernels a layer runs besides GEMMs
+// and attention). Bytes per call, fp32: LayerNorm 2 BT C 4 + 2 BT 4 (mean, rstd) + 2 C 4,
+// GeLU 2 (4 BT C) 4, residual 3 BT C 4.
+double measure_elementwise_bytes_per_s(std::int64_t BT, std::int64_t C,
+                                       const TimingOptions& timing);
+
+// Causal attention forward (attention_forward) on qkv (B, T, 3C) with NH heads, in the
+// time model's unit: useful (causal) FLOPs per second, counting 2 B NH T^2 HS per forward
+// (Q K^T and P V at 2 T^2 HS each per head, halved by the causal mask). See the time
+// model's compute_model.cc, which divides 0.5 x the full 4 B NH T^2 HS by this rate.
+double measure_attention_flops_per_s(std::int64_t B, std::int64_t T, std::int64_t C,
+                                     std::int64_t NH, const TimingOptions& timing);
+
+// AdamW parameters updated per second (adamw_update over n fp32 parameters, all cores).
+double measure_adamw_params_per_s(std::int64_t n, const TimingOptions& timing);
+
+// Bytes copied per second by kernels::cpu::copy over `bytes` (the CPU backend's "device to
+// host" and "host to device": both tiers are DRAM, so a copy between budgets is a memcpy).
+double measure_copy_bytes_per_s(std::int64_t bytes, const TimingOptions& timing);
+
+}  // namespace strata::calibrate

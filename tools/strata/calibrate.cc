@@ -1,0 +1,223 @@
+// `strata calibrate`: measures this machine's rates through the project's own kernels and
+// communicators and writes them as a Profile (cost_model/profile.h) that `strata plan /
+// predict --profile` use in place of the cluster file's estimates:
+//   - compute (executor/calibrate/calibration.h): the GEMMs of the models' linear layers,
+//     forward and backward, memory-bound kernels, attention, AdamW, copies;
+//   - collectives (collective_bench.h) over 2..--ranks ranks, each count one run of the
+//     hidden `strata calibrate-collectives` under mpirun (relaunch_under_mpirun), which
+//     writes its fits to a scratch Profile file this process merges;
+//   - NVMe read/write (executor/offload/nvme_bandwidth.h) when --nvme-dir is given.
+// A progress bar goes to stderr, a one-screen summary to stdout; the Profile is written
+// atomically, only once everything has been measured. Deliberately only the CPU backend.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <ostream>
+
+#include <fmt/format.h>
+
+#include "cost_model/errors.h"
+#include "cost_model/json_reader.h"
+#include "cost_model/model_spec.h"
+#include "cost_model/profile.h"
+#include "executor/calibrate/calibration.h"
+#include "executor/calibrate/collective_bench.h"
+#include "executor/comm/mpi_communicator.h"
+#include "executor/offload/nvme_bandwidth.h"
+#include "executor/runtime/mpi_launch.h"
+#include "tools/strata/commands.h"
+#include "tools/strata/inputs.h"
+
+namespace strata::cli {
+namespace {
+
+struct CalibrateOptions {
+  std::string backend = "cpu";
+  std::string out = "profile.json";
+  int ranks = 2;
+  std::string nvme_dir;
+  bool quick = false;
+  std::vector<std::string> models;  // default: tiny and gpt2-124m (quick: tiny)
+  std::int64_t micro_batch = 1;
+};
+
+struct CollectivesOptions {
+  std::string out;
+  bool quick = false;
+};
+
+calibrate::CollectiveBenchOptions collective_options(bool quick) {
+  calibrate::CollectiveBenchOptions o;
+  if (quick) {
+    o.buffer_floats = {1 << 10, 1 << 16, 1 << 20};  // 4 KiB .. 4 MiB
+    o.repeats = 3;
+    o.bytes_per_repeat = 4.0 * (1 << 20);
+  } else {
+    o.buffer_floats = {1 << 8, 1 << 12, 1 << 16, 1 << 18, 1 << 20, 1 << 22};  // 1 KiB .. 16 MiB
+    o.repeats = 5;
+    o.bytes_per_repeat = 16.0 * (1 << 20);
+  }
+  return o;
+}
+
+// "\r[#####-----]  45% <step>" on stderr, over one range [begin, end) of the whole run.
+class ProgressBar {
+ public:
+  void set_range(double begin, double end) { begin_ = begin, end_ = end; }
+  void update(double fraction, const std::string& step) {
+    constexpr int kWidth = 30;
+    const double f = begin_ + (end_ - begin_) * std::clamp(fraction, 0.0, 1.0);
+    const int filled = static_cast<int>(f * kWidth);
+    std::string label = step.size() > 60 ? step.substr(0, 57) + "..." : step;
+    std::cerr << fmt::format("\r[{}{}] {:>3.0f}% {:<60}", std::string(filled, '#'),
+                             std::string(kWidth - filled, '-'), 100.0 * f, label)
+              << std::flush;
+  }
+  void finish() { std::cerr << "\n"; }
+
+ private:
+  double begin_ = 0, end_ = 1;
+};
+
+std::string rate(double value, double unit, const char* name) {
+  return value > 0 ? fmt::format("{:.2f} {}", value / unit, name) : "not measured";
+}
+
+void print_summary(std::ostream& out, const Profile& p, const std::string& path) {
+  double best_gemm = 0;
+  for (const GemmSample& s : p.gemm) best_gemm = std::max(best_gemm, s.flops_per_s);
+  out << fmt::format("machine: {}\n", p.machine);
+  out << fmt::format("gemm: {} shapes, best {}\n", p.gemm.size(), rate(best_gemm, 1e9, "GFLOP/s"));
+  out << fmt::format("elementwise: {}\n", rate(p.elementwise_bytes_per_s, 1e9, "GB/s"));
+  out << fmt::format("attention: {}\n", rate(p.attention_flops_per_s, 1e9, "GFLOP/s"));
+  out << fmt::format("adamw: {}\n", rate(p.cpu_adam_params_per_s, 1e6, "Mparams/s"));
+  out << fmt::format("copy: {}\n", rate(p.host_to_device_bytes_per_s, 1e9, "GB/s"));
+  for (const CollectiveFit& c : p.collectives) {
+    out << fmt::format("{} x{}: latency {:.1f} us, bus bandwidth {}\n", c.op, c.ranks,
+                       c.latency_s * 1e6, rate(c.bus_bandwidth_bytes_per_s, 1e9, "GB/s"));
+  }
+  out << fmt::format("nvme: read {}, write {}\n", rate(p.nvme_read_bytes_per_s, 1e9, "GB/s"),
+                     rate(p.nvme_write_bytes_per_s, 1e9, "GB/s"));
+  out << fmt::format("wrote {}\n", path);
+}
+
+// One mpirun job per rank count; each writes a Profile holding its fits to a scratch file.
+void calibrate_collectives(const CalibrateOptions& options, Profile& profile, ProgressBar& bar) {
+  for (int n = 2; n <= options.ranks; ++n) {
+    bar.update(static_cast<double>(n - 2) / (options.ranks - 1),
+               fmt::format("collectives over {} ranks (mpirun)", n));
+    const std::string scratch = fmt::format("{}.ranks{}.tmp.json", options.out, n);
+    RelaunchOptions relaunch;
+    relaunch.ranks = n;
+    std::vector<std::string> args = {"calibrate-collectives", "--out", scratch};
+    if (options.quick) args.push_back("--quick");
+    const int rc = relaunch_under_mpirun(relaunch, args);
+    if (rc != 0) {
+      std::remove(scratch.c_str());
+      throw SystemError(fmt::format(
+          "calibrate: the collectives run under mpirun -np {} exited with code {}", n, rc));
+    }
+    const Profile part = Profile::load(scratch);
+    std::remove(scratch.c_str());
+    profile.collectives.insert(profile.collectives.end(), part.collectives.begin(),
+                               part.collectives.end());
+  }
+}
+
+int run_calibrate(const CalibrateOptions& options, std::ostream& out) {
+  std::vector<std::string> names = options.models;
+  if (names.empty()) names = options.quick ? std::vector<std::string>{"tiny"}
+                                           : std::vector<std::string>{"tiny", "gpt2-124m"};
+  std::vector<ModelSpec> models;
+  for (const std::string& name : names) {
+    models.push_back(ModelSpec::load(resolve_config("models", name, "--model")));
+  }
+  calibrate::ComputeCalibrationOptions compute =
+      calibrate::compute_options(std::move(models), options.quick);
+  compute.micro_batch = options.micro_batch;
+
+  // Share of the bar per phase, roughly their share of the time.
+  const bool collectives = options.ranks >= 2;
+  const bool nvme = !options.nvme_dir.empty();
+  const double compute_end = 1.0 - (collectives ? 0.25 : 0.0) - (nvme ? 0.1 : 0.0);
+  ProgressBar bar;
+  bar.set_range(0.0, compute_end);
+  Profile profile = calibrate::calibrate_compute(
+      compute, [&bar](double f, const std::string& step) { bar.update(f, step); });
+  if (collectives) {
+    bar.set_range(compute_end, compute_end + 0.25);
+    calibrate_collectives(options, profile, bar);
+  }
+  if (nvme) {
+    bar.set_range(1.0 - 0.1, 1.0);
+    bar.update(0.0, fmt::format("nvme read/write in {}", options.nvme_dir));
+    // 1 MiB blocks, 8 in flight: the offload path's own request size and depth.
+    const std::int64_t block = std::int64_t{1} << 20;
+    const offload::NvmeBandwidth bw = offload::measure_nvme_bandwidth(
+        options.nvme_dir, (options.quick ? 64 : 512) * block, block, 8);
+    profile.nvme_read_bytes_per_s = bw.read_bytes_per_s;
+    profile.nvme_write_bytes_per_s = bw.write_bytes_per_s;
+  }
+  bar.set_range(0.0, 1.0);
+  bar.update(1.0, "done");
+  bar.finish();
+  write_json_file(options.out, profile.to_json());
+  print_summary(out, profile, options.out);
+  return 0;
+}
+
+// The hidden subcommand each mpirun rank runs: every rank measures, rank 0 writes.
+int run_collectives(const CollectivesOptions& options) {
+  MpiSession session(nullptr, nullptr);
+  Profile part;
+  {
+    std::unique_ptr<MpiCommunicator> world = session.world();
+    part.collectives = calibrate::measure_collectives(*world, collective_options(options.quick));
+    part.machine = calibrate::describe_machine();
+    part.backend = "cpu";
+    if (world->rank() == 0) write_json_file(options.out, part.to_json());
+    world->barrier();
+  }  // the communicator goes before the session finalises MPI
+  return 0;
+}
+
+}  // namespace
+
+void add_calibrate_command(CLI::App& app, CommandContext& context) {
+  auto options = std::make_shared<CalibrateOptions>();
+  CLI::App* command = app.add_subcommand(
+      "calibrate", "Measure this machine's GEMM, memory, optimizer, collective and NVMe rates "
+                   "into a profile for `plan`/`predict --profile`");
+  command->add_option("--backend", options->backend, "backend to calibrate")
+      ->check(CLI::IsMember({"cpu"}));
+  command->add_option("--out", options->out, "profile file to write")->capture_default_str();
+  command->add_option("--ranks", options->ranks,
+                      "measure collectives over 2..N ranks under mpirun (1: skip them)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  command->add_option("--nvme-dir", options->nvme_dir,
+                      "measure NVMe read/write bandwidth with a scratch file in this directory");
+  command->add_flag("--quick", options->quick, "fewer shapes, sizes and repeats (~10 s)");
+  command->add_option("--model", options->models,
+                      "model(s) whose layer shapes to time (default: tiny gpt2-124m; "
+                      "--quick: tiny)");
+  command->add_option("--micro-batch", options->micro_batch, "micro-batch of the GEMM shapes")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command->callback(
+      [options, &context] { context.exit_code = run_calibrate(*options, *context.out); });
+
+  // Internal: what each rank of the collectives' mpirun job runs. Hidden from --help.
+  auto internal = std::make_shared<CollectivesOptions>();
+  CLI::App* collectives =
+      app.add_subcommand("calibrate-collectives", "internal: one mpirun job of `calibrate`");
+  collectives->group("");
+  collectives->add_option("--out", internal->out, "scratch profile to write")->required();
+  collectives->add_flag("--quick", internal->quick, "fewer sizes and repeats");
+  collectives->callback([internal, &context] { context.exit_code = run_collectives(*internal); });
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,127 @@
+// `strata compare`: the prediction of a plan beside the measurement of a run, field by field
+// (cost_model/compare.h): step time and each part, tokens/s, TFLOP/s, MFU, bubble share and
+// the worst rank's peak memory per tier, with the prediction's relative error. Optionally
+// merges the simulated and the measured Chrome traces into one file, one process each.
+// Deliberately no judgement of what error is acceptable: that is the reader's (and the
+// tests') business.
+#include <memory>
+#include <ostream>
+
+#include <fmt/format.h>
+
+#include "cost_model/chrome_trace.h"
+#include "cost_model/compare.h"
+#include "cost_model/json_reader.h"
+#include "cost_model/step_report.h"
+#include "cost_model/units.h"
+#include "tools/strata/commands.h"
+#include "tools/strata/inputs.h"
+
+namespace strata::cli {
+namespace {
+
+struct CompareOptions {
+  std::string predicted;
+  std::string measured;
+  bool json = false;
+  std::string trace;            // merged output
+  std::string predicted_trace;  // `strata simulate --trace`
+  std::string measured_trace;   // `strata run`'s DIR/trace.json
+};
+
+// A plan file (`strata plan --out`: the plan's keys plus "prediction") or a bare StepReport.
+StepReport load_predicted(const std::string& path) {
+  const Json json = read_json_file(path);
+  if (json.is_object() && json.contains("prediction")) {
+    return StepReport::from_json(json.at("prediction"), path + ": prediction");
+  }
+  return StepReport::from_json(json, path);
+}
+
+// The value in the table's unit: seconds, tokens/s and TFLOP/s as they are, fractions as
+// percentages, bytes in GiB.
+std::string cell(const FieldComparison& f, double value) {
+  if (f.unit == "s") return fmt::format("{:.4f}", value);
+  if (f.unit == "tokens/s") return fmt::format("{:.0f}", value);
+  if (f.unit == "TFLOP/s") return fmt::format("{:.4f}", value);
+  if (f.unit == "fraction") return percent(value);
+  if (f.unit == "bytes") return fmt::format("{:.3f}", value / units::kGiB);
+  return fmt::format("{}", value);
+}
+
+std::string unit_label(const FieldComparison& f) {
+  if (f.unit == "fraction") return "%";
+  if (f.unit == "bytes") return "GiB";
+  return f.unit;
+}
+
+std::string error_cell(const FieldComparison& f) {
+  if (!f.relative_error) return "n/a";
+  return fmt::format("{:+.1f}%", 100.0 * *f.relative_error);
+}
+
+void print_table(std::ostream& out, const CompareOptions& options, const StepReport& predicted,
+                 const StepReport& measured, const ReportComparison& c) {
+  out << fmt::format("predicted: {} ({}, plan {})\n", options.predicted, predicted.kind,
+                     predicted.plan_label);
+  out << fmt::format("measured:  {} ({} over {} steps, plan {})\n", options.measured,
+                     measured.kind, measured.steps_measured, measured.plan_label);
+  if (!c.labels_match()) out << "note: the plan labels differ\n";
+  out << fmt::format("{:<26} {:>12} {:>12} {:>9}\n", "field", "predicted", "measured", "error");
+  for (const FieldComparison& f : c.fields) {
+    out << fmt::format("{:<26} {:>12} {:>12} {:>9}\n",
+                       fmt::format("{} ({})", f.label, unit_label(f)), cell(f, f.predicted),
+                       cell(f, f.measured), error_cell(f));
+  }
+  out << "error = (predicted - measured) / measured\n";
+}
+
+int run_compare(const CompareOptions& options, std::ostream& out) {
+  const StepReport predicted = load_predicted(options.predicted);
+  const StepReport measured = StepReport::load(options.measured);
+  const ReportComparison comparison = compare_reports(predicted, measured);
+  if (!options.trace.empty()) {
+    const ChromeTrace merged =
+        merge_chrome_traces({{"predicted", read_chrome_trace(options.predicted_trace)},
+                             {"measured", read_chrome_trace(options.measured_trace)}});
+    write_chrome_trace(options.trace, merged);
+  }
+  if (options.json) {
+    Json json = comparison_to_json(comparison);
+    json["predicted_file"] = options.predicted;
+    json["measured_file"] = options.measured;
+    out << json.dump(2) << "\n";
+  } else {
+    print_table(out, options, predicted, measured, comparison);
+    if (!options.trace.empty()) out << fmt::format("wrote {}\n", options.trace);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_compare_command(CLI::App& app, CommandContext& context) {
+  auto options = std::make_shared<CompareOptions>();
+  CLI::App* command = app.add_subcommand(
+      "compare", "Compare a plan's prediction with a run's measured report, field by field");
+  command->add_option("--predicted", options->predicted,
+                      "plan file from `strata plan --out` (with its prediction) or a StepReport")
+      ->required();
+  command->add_option("--measured", options->measured, "report.json written by `strata run`")
+      ->required();
+  command->add_flag("--json", options->json, "print the comparison as JSON");
+  CLI::Option* trace =
+      command->add_option("--trace", options->trace,
+                          "write the simulated and measured timelines merged into this file");
+  CLI::Option* predicted_trace = command->add_option(
+      "--predicted-trace", options->predicted_trace, "trace from `strata simulate --trace`");
+  CLI::Option* measured_trace = command->add_option(
+      "--measured-trace", options->measured_trace, "trace.json written by `strata run`");
+  trace->needs(predicted_trace)->needs(measured_trace);
+  predicted_trace->needs(trace);
+  measured_trace->needs(trace);
+  command->callback(
+      [options, &context] { context.exit_code = run_compare(*options, *context.out); });
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,30 @@
+// Local dimensions of a TP rank (see tp_context.h).
+#include "executor/model/tp_context.h"
+
+#include <algorithm>
+
+#include "executor/model/param_layout.h"
+
+namespace strata::model {
+
+Dims make_dims(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
+               std::int64_t tp_rank) {
+  Dims d;
+  d.B = static_cast<int>(micro_batch);
+  d.T = static_cast<int>(model.seq_len);
+  d.C = static_cast<int>(model.hidden);
+  d.F = static_cast<int>(model.ffn_hidden);
+  d.NH = static_cast<int>(model.heads);
+  d.V = static_cast<int>(model.vocab);
+  d.t = static_cast<int>(tp);
+  d.tp_rank = static_cast<int>(tp_rank);
+  d.Cl = d.C / d.t;
+  d.NHl = d.NH / d.t;
+  d.Fl = d.F / d.t;
+  d.Vshard = static_cast<int>(vocab_shard_rows(model, tp));
+  d.v0 = d.Vshard * d.tp_rank;
+  d.Vvalid = std::clamp(d.V - d.v0, 0, d.Vshard);
+  return d;
+}
+
+}  // namespace strata::model

@@ -71,8 +71,8 @@ std::vector<ScheduleKind> schedule_options(std::int64_t pp, std::int64_t v, std:
   return {};
 }
 
-std::vector<bool> sequence_parallel_options(std::int64_t tp) {
-  if (tp == 1) return {false};
+std::vector<bool> sequence_parallel_options(const ModelSpec& model, std::int64_t tp) {
+  if (tp == 1 || model.seq_len % tp != 0) return {false};
   return {false, true};
 }
 
@@ -107,7 +107,7 @@ void for_each_base_plan(const ModelSpec& model, const ClusterSpec& cluster, cons
         const std::int64_t m = train.global_batch / (deg.dp * b);
         for (ScheduleKind schedule : schedule_options(deg.pp, v, m)) {
           for (int zero = 0; zero <= 3; ++zero) {
-            for (bool sp : sequence_parallel_options(deg.tp)) {
+            for (bool sp : sequence_parallel_options(model, deg.tp)) {
               Plan plan;
               plan.tp = deg.tp;
               plan.pp = deg.pp;

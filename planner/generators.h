@@ -54,8 +54,9 @@ std::vector<std::int64_t> micro_batch_options(const TrainSpec& train, std::int64
 //   v == 1: {gpipe, 1f1b};  v > 1: {interleaved} when m % p == 0, else none.
 std::vector<ScheduleKind> schedule_options(std::int64_t pp, std::int64_t v, std::int64_t m);
 
-// Sequence parallelism is only meaningful with tensor parallelism: {false} or {false, true}.
-std::vector<bool> sequence_parallel_options(std::int64_t tp);
+// Sequence parallelism is only meaningful with tensor parallelism and splits the sequence
+// over the t ranks: {false, true} when t > 1 and seq_len % t == 0, else {false}.
+std::vector<bool> sequence_parallel_options(const ModelSpec& model, std::int64_t tp);
 
 // Offload placements for a ZeRO stage. Plan::check's rules (gradients need ZeRO >= 2,
 // parameters ZeRO-3) plus one of the generator's own: the state touched less often goes at

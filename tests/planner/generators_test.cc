@@ -89,6 +89,14 @@ TEST(Schedules, FollowPipelineRules) {
   EXPECT_TRUE(schedule_options(4, 2, 6).empty());  // interleaved needs m % p == 0
 }
 
+TEST(SequenceParallel, NeedsTensorParallelThatDividesTheSequence) {
+  ModelSpec model = small_model();  // seq_len 32
+  EXPECT_EQ(sequence_parallel_options(model, 1), (std::vector<bool>{false}));
+  EXPECT_EQ(sequence_parallel_options(model, 4), (std::vector<bool>{false, true}));
+  model.seq_len = 30;  // 30 % 4 != 0: the sequence cannot be split over 4 ranks
+  EXPECT_EQ(sequence_parallel_options(model, 4), (std::vector<bool>{false}));
+}
+
 TEST(Offload, PlacementsPerZeroStage) {
   // Optimizer in {none, cpu, nvme}; gradients need ZeRO >= 2 and go no deeper than the
   // optimizer; parameters need ZeRO-3 and go no deeper than the gradients.

@@ -5,11 +5,15 @@
 // (configs/plans/megatron-*.json) under the same cost model. The search covers the paper's
 // plan family (interleaved, full recompute, ZeRO 0), so anything slower would mean the
 // search lost a plan it should have found.
+#include <map>
+#include <ostream>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "cost_model/cost_model.h"
+#include "cost_model/errors.h"
+#include "planner/generators.h"
 #include "planner/planner.h"
 
 namespace strata {
@@ -21,6 +25,9 @@ struct TableRow {
   std::string name;  // configs/{models,train,plans}/<name>.json
   std::int64_t gpus;  // Table 1's GPU count
 };
+
+// gtest prints the row by name instead of its bytes.
+void PrintTo(const TableRow& row, std::ostream* os) { *os << row.name << " on " << row.gpus; }
 
 class MegatronTable1 : public ::testing::TestWithParam<TableRow> {};
 
@@ -45,6 +52,40 @@ TEST_P(MegatronTable1, BestPlanFitsAndIsAtLeastAsFastAsThePapers) {
   EXPECT_TRUE(memory_overshoot(best.prediction, cluster, row.gpus).fits()) << best.plan.label();
   EXPECT_GE(best.prediction.tokens_per_s, paper_prediction.tokens_per_s)
       << "best " << best.plan.label() << " vs paper " << paper.label();
+}
+
+TEST_P(MegatronTable1, EveryGeneratedPlanPassesPlanCheck) {
+  // The generators promise legal candidates; at this scale (up to ~50 k plans for the 1T
+  // model) that is checked plan by plan against Plan::check's rules.
+  const TableRow& row = GetParam();
+  const ModelSpec model = ModelSpec::load(kConfigs + "/models/" + row.name + ".json");
+  const ClusterSpec cluster = ClusterSpec::load(kConfigs + "/clusters/selene-a100.json");
+  const TrainSpec train = TrainSpec::load(kConfigs + "/train/" + row.name + ".json");
+  const PlannerOptions defaults;
+  std::map<std::string, std::int64_t> dropped;
+  std::int64_t illegal = 0, plans = 0;
+  for_each_base_plan(model, cluster, train, row.gpus, false, defaults.max_virtual_stages,
+                     defaults.max_micro_batch, dropped, [&](const Plan& base) {
+    for (const OffloadPlan& offload : offload_options(base.zero_stage)) {
+      for (Recompute recompute : recompute_options()) {
+        Plan plan = base;
+        plan.offload = offload;
+        plan.recompute = recompute;
+        ++plans;
+        try {
+          plan.check(model, cluster, train);
+        } catch (const InfeasiblePlan& e) {
+          if (++illegal <= 3) ADD_FAILURE() << e.what();
+        }
+      }
+    }
+  });
+  EXPECT_GT(plans, 0);
+  EXPECT_EQ(illegal, 0);
+  // And the search counts exactly these plans as its candidates.
+  PlannerOptions options;
+  options.gpus = row.gpus;
+  EXPECT_EQ(search_plans(model, cluster, train, options).candidates, plans);
 }
 
 // Table 1 rows: 1.7B on 32, 7.5B on 128, 39.1B on 512, 145.6B on 1536, 1T on 3072 GPUs.

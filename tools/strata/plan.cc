@@ -82,7 +82,7 @@ void print_table(std::ostream& out, const PlanSearchResult& result) {
     const Plan& p = s.plan;
     const Prediction& r = s.prediction;
     out << fmt::format("{:>2} {:>2} {:>3} {:>4} {:>2} {:>2} {:<11} {:>4} {:<22} {:<9} {:<3} "
-                       "{:>10} {:>12} {:>11} {:>9.3f} {:>12.0f} {:>7.1f} {:>6} {:>6}\n",
+                       "{:>10} {:>12} {:>11} {:>9.3f} {:>12.0f} {:>7.2f} {:>6} {:>6}\n",
                        rank++, p.tp, p.pp, p.dp, p.virtual_stages, p.micro_batch,
                        to_string(p.schedule), p.zero_stage, offload_label(p.offload),
                        to_string(p.recompute), p.sequence_parallel ? "yes" : "no",

@@ -179,11 +179,11 @@ IoEngine::Ticket IoEngine::start(Op op, UringFile& file, std::byte* buf, std::in
     pending_.push_back(Block{&file, op, buf + done, len, offset + done, ticket});
   }
   if (blocks > 0) open_tickets_.emplace(ticket, blocks);
-  submit_pending();
+  submit_pending(false);
   return ticket;
 }
 
-void IoEngine::submit_pending() {
+void IoEngine::submit_pending(bool wait_for_one) {
   int queued = 0;
   while (!pending_.empty() && !free_slots_.empty()) {
     io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());
@@ -204,15 +204,21 @@ void IoEngine::submit_pending() {
     ++queued;
     ++in_flight_;
   }
-  if (queued == 0) return;
+  wait_for_one = wait_for_one && in_flight_ > 0;
+  if (queued == 0 && !wait_for_one) return;
+  // One io_uring_enter both submits the new blocks and, when asked, waits for a completion.
   int rc;
   do {
-    rc = io_uring_submit(ring_.get());
+    rc = wait_for_one ? io_uring_submit_and_wait(ring_.get(), 1) : io_uring_submit(ring_.get());
   } while (rc == -EINTR);
   if (rc < 0) {
-    // Nothing was taken by the kernel: put the blocks back as failed and drain the rest.
-    fail(fmt::format("io_uring_submit of {} blocks failed: {}", queued, errno_text(-rc)));
-    in_flight_ -= queued;
+    if (queued > 0) {
+      // Nothing was taken by the kernel: forget the blocks, drain the rest, report.
+      fail(fmt::format("io_uring_submit of {} blocks failed: {}", queued, errno_text(-rc)));
+      in_flight_ -= queued;
+    } else {
+      fail(fmt::format("io_uring_submit_and_wait failed: {}", errno_text(-rc)));
+    }
     drain_noexcept();
     pending_.clear();
     open_tickets_.clear();
@@ -260,16 +266,7 @@ void IoEngine::fail(std::string message) {
 }
 
 void IoEngine::reap(bool block) {
-  if (in_flight_ > 0 && block) {
-    io_uring_cqe* cqe = nullptr;
-    int rc;
-    do {
-      rc = io_uring_wait_cqe(ring_.get(), &cqe);
-    } while (rc == -EINTR);
-    if (rc < 0) {
-      fail(fmt::format("io_uring_wait_cqe failed: {}", errno_text(-rc)));
-    }
-  }
+  submit_pending(block);
   io_uring_cqe* cqe = nullptr;
   while (in_flight_ > 0 && io_uring_peek_cqe(ring_.get(), &cqe) == 0 && cqe != nullptr) {
     const auto slot = static_cast<std::size_t>(io_uring_cqe_get_data64(cqe));
@@ -283,7 +280,6 @@ void IoEngine::reap(bool block) {
     open_tickets_.clear();
     throw SystemError(std::exchange(error_, std::string()));
   }
-  submit_pending();
 }
 
 void IoEngine::poll() { reap(false); }

@@ -114,7 +114,7 @@ class IoEngine {
     Ticket ticket;
   };
   Ticket start(Op op, UringFile& file, std::byte* buf, std::int64_t bytes, std::int64_t offset);
-  void submit_pending();
+  void submit_pending(bool wait_for_one);
   void reap(bool block);
   void complete(std::size_t slot, int result);
   void fail(std::string message);

@@ -2,6 +2,7 @@
 // (alpha-beta with nccl-tests bus factors), link classes from Megatron's rank order, the
 // GEMM curve and roofline, layer FLOPs, TP/PP/DP terms, the optimizer, the pipeline bubble,
 // and predict()'s invariants (parts sum to the step, throughput formulas).
+#include <algorithm>
 #include <cmath>
 
 #include <gtest/gtest.h>
@@ -317,6 +318,75 @@ TEST_F(TimeModelTest, ZeroThreeTradesMemoryForCommunication) {
   EXPECT_GT(z3_slow.parts.dp_comm_s - z3.parts.dp_comm_s,
             z1_slow.parts.dp_comm_s - z1.parts.dp_comm_s);
   EXPECT_NEAR(z3_slow.parts.sum(), z3_slow.step_time_s, 1e-9 * z3_slow.step_time_s);
+}
+
+TEST_F(TimeModelTest, ZeroThreeGathersEachLayerPerPassAndFetchesOnDemandUnderFullRecompute) {
+  plan.tp = 1;
+  plan.pp = 1;
+  plan.dp = 32;  // stride 1, span 32 > 8 GPUs per node: inter-node, 25 GB/s + 5 us per step
+  plan.micro_batch = 2;
+  plan.zero_stage = 3;
+  plan.recompute = Recompute::kFull;
+  train.global_batch = 128;  // m = 128 / (32 * 2) = 2
+  const TimeContext c = ctx();
+  const ChunkWork w = chunk_work(c, 0, 0);
+  const Zero3ChunkComm& z = w.zero3;
+  // One layer: 12 h^2 + 13 h = 12,596,224 params = 25,192,448 bf16 bytes; all-gather over 32
+  // ranks moves 31/32 of it per GPU at 25 GB/s, plus 31 ring steps of 5 us.
+  const double layer_bytes = 2.0 * (12.0 * 1024 * 1024 + 13.0 * 1024);
+  const double unit = layer_bytes * 31.0 / 32.0 / 25e9 + 31 * 5e-6;
+  EXPECT_NEAR(z.unit_gather_s, unit, 1e-12);
+  // The chunk also holds the embedding (V h + s h) and final norm (2 h): one more unit.
+  const double extra_bytes = 2.0 * (32000.0 * 1024 + 1024.0 * 1024 + 2 * 1024);
+  const double extra = extra_bytes * 31.0 / 32.0 / 25e9 + 31 * 5e-6;
+  EXPECT_NEAR(z.gather_pass_s, 8 * unit + extra, 1e-12);
+  EXPECT_NEAR(z.reduce_scatter_s, 8 * unit + extra, 1e-12);  // same bytes, same bus factor
+  // Full recompute: forward 1 gather, backward 2 (recompute + backward) + the reduce-scatter.
+  EXPECT_EQ(z.backward_gathers, 2);
+  EXPECT_FALSE(z.backward_prefetched);
+  EXPECT_NEAR(z.backward_comm_s, 2 * z.gather_pass_s + z.reduce_scatter_s, 1e-12);
+  // Forward prefetched one layer ahead: first unit + max(rest, compute) - compute.
+  EXPECT_NEAR(z.exposed_forward_s,
+              unit + std::max(z.gather_pass_s - unit, w.compute_forward_s) - w.compute_forward_s,
+              1e-12);
+  // Backward: both gathers exposed whole; per layer the reduce-scatter hides behind the
+  // layer's backward compute except its excess or its last 25 MB bucket.
+  const double unit_rs = z.reduce_scatter_s / 8, unit_bwd = w.compute_backward_s / 8;
+  const double rs_exposed = 8 * std::max(unit_rs - unit_bwd, unit_rs * 25e6 / layer_bytes);
+  EXPECT_NEAR(z.exposed_backward_s, 2 * z.gather_pass_s + rs_exposed, 1e-12);
+  EXPECT_NEAR(w.zero3_backward_s, z.exposed_backward_s, 1e-15);  // nothing offloaded
+
+  // Without recompute: 1 backward gather, prefetched against the backward compute.
+  plan.recompute = Recompute::kNone;
+  const TimeContext c2 = ctx();
+  const ChunkWork w2 = chunk_work(c2, 0, 0);
+  EXPECT_EQ(w2.zero3.backward_gathers, 1);
+  EXPECT_TRUE(w2.zero3.backward_prefetched);
+  const double bwd_comm = z.gather_pass_s + z.reduce_scatter_s;
+  EXPECT_NEAR(w2.zero3.exposed_backward_s,
+              unit + std::max(bwd_comm - unit, w2.compute_backward_s) - w2.compute_backward_s,
+              1e-12);
+  // Per micro-batch: predict() pays the chunk's exposed traffic m = 2 times.
+  const Prediction p = predict(model, cluster, train, plan);
+  EXPECT_NEAR(p.parts.dp_comm_s,
+              2 * (w2.zero3.exposed_forward_s + w2.zero3.exposed_backward_s), 1e-12);
+}
+
+TEST_F(TimeModelTest, ZeroTwoReduceScattersEveryMicroBatch) {
+  plan.zero_stage = 2;
+  train.global_batch = 64;  // m = 64 / (4 * 2) = 8
+  const TimeContext c = ctx();
+  const double params = 100e6;  // 200 MB of bf16 gradients
+  // DP group 4 ranks, stride 4: inter-node. Reduce-scatter 2e8 * 3/4 / 25e9 + 3 x 5 us.
+  const double rs = 2e8 * 0.75 / 25e9 + 3 * 5e-6;
+  const TailWork no_window = tail_work(c, 1, params, 0.0);
+  EXPECT_NEAR(no_window.dp_reduce_s, 8 * rs, 1e-12);
+  // A long window per micro-batch (8 x 1 s) hides all but the step's last 25 MB bucket;
+  // the parameter all-gather after the step is exposed.
+  const TailWork window = tail_work(c, 1, params, 1.0);
+  const double gather = 2e8 * 0.75 / 25e9 + 3 * 5e-6;
+  EXPECT_NEAR(window.dp_gather_s, gather, 1e-12);
+  EXPECT_NEAR(window.dp_exposed_s - window.embedding_sync_s, rs * 25.0 / 200.0 + gather, 1e-12);
 }
 
 TEST_F(TimeModelTest, InfeasiblePlanThrows) {

@@ -1,13 +1,20 @@
-// The time model against published training runs (/work/shared/validation/published_runs.md):
-// Narayanan et al. 2021 (arXiv 2104.04473) Table 1, every row within 15% of the published
-// TFLOP/s per GPU, and Table 2 (GPT-3 175B) trends: ZeRO-3 without model parallelism falls
-// steeply from 384 to 1536 GPUs, PTD-P holds. Prints predicted vs published for each row.
+// The time model against published training runs (/work/shared/validation/published_runs.md),
+// predicted vs published printed for every row:
+//  - Narayanan et al. 2021 (arXiv 2104.04473) Table 1: every row within 15% of the published
+//    TFLOP/s per GPU (selene-a100).
+//  - Same paper, Table 2, GPT-3 175B: PTD-P within 15% / 20%; ZeRO-3 without model
+//    parallelism within 15% at both 384 and 1536 GPUs, by mechanism (time_model.h,
+//    Zero3ChunkComm: 3 gathers per layer per micro-batch with full recompute, demand-fetched
+//    in the backward), and the steep fall from 384 to 1536 GPUs.
+//  - ZeRO-Offload (Ren et al. 2021) on one V100 32 GB and ZeRO-Infinity (Rajbhandari et al.
+//    2021) on 512 V100 (dgx2-v100), with the bounds argued at each test.
 //
-// Settings the paper states: selene-a100 cluster, sequence 2048, vocabulary 51,200, mixed
-// precision, interleaved 1F1B with scatter/gather, full recomputation. Not published, our
-// guesses: micro-batch 1 (the paper's pipeline runs favour b = 1 to keep the bubble small;
-// the 1T model at b = 2 would not fit in 80 GB by our memory model), v = 2 chunks per rank
-// where p > 1 (p = 1 rows run plain 1F1B: there is nothing to interleave).
+// Settings the Megatron paper states: selene-a100 cluster, sequence 2048, vocabulary 51,200,
+// mixed precision, interleaved 1F1B with scatter/gather, full recomputation. Not published,
+// our guesses: micro-batch 1 (the paper's pipeline runs favour b = 1 to keep the bubble
+// small; the 1T model at b = 2 would not fit in 80 GB by our memory model), v = 2 chunks per
+// rank where p > 1 (p = 1 rows run plain 1F1B: there is nothing to interleave). Model shapes
+// come from configs/models/ (megatron-*.json, gpt3-175b.json).
 #include <cmath>
 #include <cstdio>
 
@@ -15,12 +22,18 @@
 
 #include "cost_model/cluster_spec.h"
 #include "cost_model/cost_model.h"
+#include "cost_model/memory_model.h"
+#include "cost_model/model_spec.h"
 
 namespace strata {
 namespace {
 
 ClusterSpec selene() {
   return ClusterSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/clusters/selene-a100.json");
+}
+
+ModelSpec model_config(const std::string& name) {
+  return ModelSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/models/" + name + ".json");
 }
 
 ModelSpec gpt(std::int64_t heads, std::int64_t hidden, std::int64_t layers) {
@@ -78,11 +91,11 @@ double predicted_tflops(const PublishedRun& run, const ClusterSpec& cluster) {
 TEST(PublishedRuns, MegatronTable1WithinFifteenPercent) {
   const ClusterSpec cluster = selene();
   const PublishedRun rows[] = {
-      {"1.7B", gpt(24, 2304, 24), 1, 1, 32, 1, 1, 512, 0, 137},
-      {"7.5B", gpt(32, 4096, 36), 4, 1, 32, 1, 1, 512, 0, 142},
-      {"39.1B", gpt(64, 8192, 48), 8, 2, 32, 2, 1, 1536, 0, 138},
-      {"145.6B", gpt(96, 12288, 80), 8, 8, 24, 2, 1, 2304, 0, 148},
-      {"1008.0B", gpt(160, 25600, 128), 8, 64, 6, 2, 1, 3072, 0, 163},
+      {"1.7B", model_config("megatron-1.7b"), 1, 1, 32, 1, 1, 512, 0, 137},
+      {"7.5B", model_config("megatron-7.5b"), 4, 1, 32, 1, 1, 512, 0, 142},
+      {"39.1B", model_config("megatron-39.1b"), 8, 2, 32, 2, 1, 1536, 0, 138},
+      {"145.6B", model_config("megatron-145.6b"), 8, 8, 24, 2, 1, 2304, 0, 148},
+      {"1008.0B", model_config("megatron-1t"), 8, 64, 6, 2, 1, 3072, 0, 163},
   };
   for (const PublishedRun& run : rows) {
     const double predicted = predicted_tflops(run, cluster);
@@ -93,7 +106,7 @@ TEST(PublishedRuns, MegatronTable1WithinFifteenPercent) {
 // Table 2, GPT-3 175B (96 layers, hidden 12288, 96 heads), global batch 1536.
 TEST(PublishedRuns, Gpt3Table2Trends) {
   const ClusterSpec cluster = selene();
-  const ModelSpec gpt3 = gpt(96, 12288, 96);
+  const ModelSpec gpt3 = model_config("gpt3-175b");
   // ZeRO-3, no model parallelism: 384 GPUs at micro-batch 4 (144), 1536 GPUs at b = 1 (44).
   const double zero3_384 =
       predicted_tflops({"175B ZeRO-3 384 GPUs", gpt3, 1, 1, 384, 1, 4, 1536, 3, 144}, cluster);
@@ -110,15 +123,132 @@ TEST(PublishedRuns, Gpt3Table2Trends) {
   EXPECT_NEAR(ptdp_1536, 141, 0.20 * 141);
   EXPECT_LT(ptdp_1536, ptdp_384);
   EXPECT_GT(ptdp_1536, 0.85 * ptdp_384);
-  // ZeRO-3: published 144 -> 44 (x0.31). The model must fall at least 2x (per-GPU compute
-  // shrinks 4x while the gathered bytes per GPU stay), land within a factor 1.7 of each
-  // published figure, and lose to PTD-P at 1536 GPUs as the paper reports.
-  EXPECT_LT(zero3_1536, 0.5 * zero3_384);
-  EXPECT_LT(zero3_384, 1.7 * 144);
-  EXPECT_GT(zero3_384, 144 / 1.7);
-  EXPECT_LT(zero3_1536, 1.7 * 44);
-  EXPECT_GT(zero3_1536, 44 / 1.7);
+  // ZeRO-3: published 144 and 44. Bound 15%, the Table 1 bound: the mechanism (3 gathers
+  // per layer per micro-batch at 25 GB/s per GPU, forward prefetched, backward demand-
+  // fetched, reduce-scatter beside each layer's backward) leaves no free parameter; the
+  // alternatives miss it (prefetched backward: +43% at 384; serial reduce-scatter: -18%).
+  EXPECT_NEAR(zero3_384, 144, 0.15 * 144);
+  EXPECT_NEAR(zero3_1536, 44, 0.15 * 44);
+  // The fall (published x0.31): per-GPU compute shrinks 4x while the gathered bytes per GPU
+  // per micro-batch stay; and ZeRO-3 loses to PTD-P at 1536 GPUs as the paper reports.
+  EXPECT_LT(zero3_1536, 0.4 * zero3_384);
   EXPECT_LT(zero3_1536, ptdp_1536);
+}
+
+// ---- DGX-2 (V100 32 GB) runs -------------------------------------------------------------
+
+ClusterSpec dgx2() {
+  return ClusterSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/clusters/dgx2-v100.json");
+}
+
+struct OffloadRun {
+  const char* name;
+  ModelSpec model;
+  Plan plan;
+  std::int64_t global_batch;
+  double published_tflops;
+};
+
+Prediction predict_run(const OffloadRun& run, const ClusterSpec& cluster) {
+  TrainSpec train;
+  train.global_batch = run.global_batch;
+  train.steps = 1;
+  CostModelOptions options;
+  options.published = true;
+  const Prediction p = predict(run.model, cluster, train, run.plan, nullptr, options);
+  std::printf("%-28s %s: predicted %6.1f TFLOP/s, published %5.1f (%+5.1f%%), step %.2f s, "
+              "device %.1f GiB\n",
+              run.name, run.plan.label().c_str(), p.tflops_per_gpu, run.published_tflops,
+              100.0 * (p.tflops_per_gpu / run.published_tflops - 1.0), p.step_time_s,
+              p.memory_bytes.device / (1024.0 * 1024.0 * 1024.0));
+  std::printf("    parts (s): fwd %.2f bwd %.2f recompute %.2f tp %.2f dp %.2f offload %.2f "
+              "optimizer %.2f\n",
+              p.parts.forward_s, p.parts.backward_s, p.parts.recompute_s, p.parts.tp_comm_s,
+              p.parts.dp_comm_s, p.parts.offload_s, p.parts.optimizer_s);
+  return p;
+}
+
+// ZeRO-Offload (Ren et al. 2021): a 10B model on one V100 32 GB with the optimizer state
+// and the gradients in CPU memory reaches about 40 TFLOP/s. Shape: 50 layers, hidden 4096
+// (12 l h^2 = 10.1e9 parameters), 32 heads, sequence 1024, GPT-2 vocabulary 50,257; batch 10
+// per GPU, one micro-batch, full recomputation (our reading of the paper's setup; heads and
+// sequence are our guesses and barely move the result).
+TEST(PublishedRuns, ZeroOffloadTenBillionOnOneV100) {
+  const ClusterSpec cluster = dgx2();
+  ModelSpec m = gpt(32, 4096, 50);
+  m.name = "gpt-10b";
+  m.seq_len = 1024;
+  m.vocab = 50257;
+  TrainSpec train;
+  train.global_batch = 10;
+  train.steps = 1;
+  Plan plan;
+  plan.micro_batch = 10;
+  plan.recompute = Recompute::kFull;
+
+  // It fits on the 32 GB device only with offload: 16 bytes/param of model state on the
+  // device is 161 GB; with the optimizer state and gradients on the host the device keeps the
+  // 2-byte parameters (20 GB) plus activations and buffers.
+  const double capacity = cluster.device.memory_bytes;
+  EXPECT_GT(estimate_memory(m, cluster, train, plan).worst.device, capacity);
+  plan.zero_stage = 2;  // d = 1: partitioning alone saves nothing
+  EXPECT_GT(estimate_memory(m, cluster, train, plan).worst.device, capacity);
+  plan.offload.optimizer = OffloadTier::kCpu;
+  plan.offload.gradients = OffloadTier::kCpu;
+  EXPECT_LT(estimate_memory(m, cluster, train, plan).worst.device, capacity);
+
+  const Prediction p = predict_run({"10B ZeRO-Offload 1 V100", m, plan, 10, 40}, cluster);
+  // Offload terms by hand (dgx2-v100.json): CPU AdamW on all P parameters, 30 bytes/param
+  // over the node's 256 GB/s (one GPU has the host to itself); the updated bf16 params come
+  // back over 12 GB/s PCIe, exposed; the gradients go down during the backward, hidden but
+  // for the last 25 MB bucket.
+  const double params = static_cast<double>(m.total_params());
+  EXPECT_NEAR(p.parts.optimizer_s, params * 30.0 / 256e9, 1e-9);
+  EXPECT_NEAR(p.parts.offload_s, 2.0 * params / 12e9 + 25e6 / 12e9, 1e-9);
+  // Throughput bound: [1.0, 1.6] x published. Without a V100 Profile the compute runs on the
+  // default GEMM curve (kGemmPeakEfficiency from A100/H100 cuBLAS), ~60% of peak for these
+  // shapes, while the V100-era PyTorch stack sustained about 30% of peak on one GPU with no
+  // offload and no communication at all (Shoeybi et al. 2019, Megatron-LM: a 39 TFLOP/s
+  // single-V100 baseline). So the prediction must not fall below the published figure (the
+  // offload costs are not underestimated away), and may exceed it by the compute model's
+  // known optimism on this software, but not by more than ~60%.
+  EXPECT_GE(p.tflops_per_gpu, 40.0);
+  EXPECT_LE(p.tflops_per_gpu, 1.6 * 40.0);
+}
+
+// ZeRO-Infinity (Rajbhandari et al. 2021): 25 PFLOP/s on 512 V100 (32 DGX-2), about 49
+// TFLOP/s per GPU, for models around a trillion parameters with the model state offloaded.
+// Shape: the 1T model of configs/models/megatron-1t.json (h = 25600, 128 layers). Plan, our
+// guesses: t = 4 inside a node, d = 128, ZeRO-3 with optimizer state, gradients and
+// parameters in CPU memory, full recomputation, one micro-batch per step. The per-GPU batch
+// is not in our notes and decides the result (traffic per step is fixed, compute grows with
+// b): b = 1 cannot reach the figure, so we check b = 4 within 25% and the trend in b. A
+// consistency check, not a validation: at b = 4 the activation checkpoints (2 s b h per layer)
+// need more than 32 GB, which ZeRO-Infinity offloads to CPU and our memory model does not.
+TEST(PublishedRuns, ZeroInfinityOnFiveHundredTwelveV100) {
+  const ClusterSpec cluster = dgx2();
+  const ModelSpec m = model_config("megatron-1t");
+  const auto run = [&](std::int64_t b) {
+    Plan plan;
+    plan.tp = 4;
+    plan.dp = 128;
+    plan.micro_batch = b;
+    plan.zero_stage = 3;
+    plan.offload.optimizer = OffloadTier::kCpu;
+    plan.offload.gradients = OffloadTier::kCpu;
+    plan.offload.params = OffloadTier::kCpu;
+    plan.recompute = Recompute::kFull;
+    return predict_run({"1T ZeRO-Infinity 512 V100", m, plan, 128 * b, 49}, cluster);
+  };
+  const Prediction b1 = run(1);
+  const Prediction b4 = run(4);
+  // 25% bound: the guessed batch, the compute curve's V100 optimism (ZeRO-Offload test) and
+  // the per-GPU share of the node's network (6.25 GB/s, pessimistic for a DP group holding
+  // every GPU of a node) pull in opposite directions by unknown amounts.
+  EXPECT_NEAR(b4.tflops_per_gpu, 49.0, 0.25 * 49.0);
+  // Traffic-bound at b = 1: ZeRO-3's gathers take most of the step.
+  EXPECT_GT(b1.parts.dp_comm_s, 0.5 * b1.step_time_s);
+  EXPECT_GT(b4.tflops_per_gpu, 2.0 * b1.tflops_per_gpu);
 }
 
 }  // namespace

@@ -3,3 +3,48 @@
 strata_add_test(executor_model_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/model_test.cc
   LIBS strata_executor)
+
+# THE EQUIVALENCE MATRIX: every value of every axis (t 1,2; p 1,2,4; v 1,2; d 1,2; ZeRO 0-3;
+# gpipe, 1f1b, interleaved; micro-batch 1,2,4) and the combinations that interact (TP with
+# PP and the tied embedding, ZeRO with PP, interleaving with DP, clipping's global norm over
+# TP, PP and DP), up to 8 ranks. Each entry: t p d v schedule zero micro_batch grad_clip.
+add_executable(executor_engine_equivalence ${CMAKE_CURRENT_LIST_DIR}/engine_equivalence_main.cc)
+target_link_libraries(executor_engine_equivalence PRIVATE strata_executor strata_warnings)
+target_compile_definitions(executor_engine_equivalence PRIVATE
+  STRATA_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+set(strata_equivalence_plans
+  "t2_1_1_1_1f1b_0_2_0"
+  "t1_2_1_1_1f1b_0_1_0"
+  "t1_2_1_1_gpipe_0_2_0"
+  "t1_2_1_2_interleaved_0_1_0"
+  "t1_4_1_1_1f1b_0_1_0"
+  "t1_4_1_2_interleaved_0_2_0"
+  "t1_1_2_1_1f1b_0_2_0"
+  "t1_1_2_1_1f1b_1_1_0"
+  "t1_1_2_1_gpipe_2_4_0"
+  "t1_1_2_1_1f1b_3_2_0"
+  "t2_2_1_1_1f1b_0_1_0"
+  "t2_1_2_1_1f1b_3_1_0"
+  "t1_2_2_2_interleaved_1_1_0"
+  "t2_2_2_1_1f1b_2_1_0"
+  "t2_2_2_2_interleaved_3_1_0"
+  "t1_4_2_1_gpipe_2_1_0"
+  "t2_4_1_2_interleaved_0_1_0"
+  "t1_4_2_2_interleaved_3_1_0"
+  "t2_1_1_1_1f1b_0_4_0.05"
+  "t2_2_2_1_1f1b_1_1_0.05")
+foreach(entry IN LISTS strata_equivalence_plans)
+  string(SUBSTRING "${entry}" 1 -1 spec)
+  string(REPLACE "_" ";" args "${spec}")
+  list(GET args 0 t)
+  list(GET args 1 p)
+  list(GET args 2 d)
+  math(EXPR ranks "${t} * ${p} * ${d}")
+  add_test(NAME executor_engine_equivalence_${entry}
+    COMMAND ${MPIEXEC_EXECUTABLE} -np ${ranks} --oversubscribe --bind-to none
+            --allow-run-as-root $<TARGET_FILE:executor_engine_equivalence> ${args})
+  set_tests_properties(executor_engine_equivalence_${entry} PROPERTIES
+    LABELS mpi PROCESSORS 2 TIMEOUT 120 PASS_REGULAR_EXPRESSION "PASSED"
+    FAIL_REGULAR_EXPRESSION "FAILED|over 1e-4"
+    ENVIRONMENT "OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1")
+endforeach()

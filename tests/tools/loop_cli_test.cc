@@ -1,0 +1,156 @@
+// The loop's CLI end to end through the `strata` binary: bad reports, plans and profiles
+// are exit-2 errors naming the file and the key; `strata calibrate --quick` writes a
+// Profile that Profile::load accepts with positive rates and collective fits.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "cost_model/errors.h"
+#include "cost_model/json_reader.h"
+#include "cost_model/profile.h"
+#include "cost_model/step_report.h"
+
+namespace strata {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+// Runs `strata <args>` in `dir` through the shell, capturing both streams.
+Result run_strata(const fs::path& dir, const std::string& args) {
+  const std::string command =
+      "cd '" + dir.string() + "' && '" + std::string(STRATA_BINARY) + "' " + args + " 2>&1";
+  Result r;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  std::array<char, 4096> buffer;
+  while (fgets(buffer.data(), buffer.size(), pipe) != nullptr) r.output += buffer.data();
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+class LoopCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("strata_loop_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  void write(const std::string& name, const Json& json) {
+    std::ofstream(dir_ / name) << json.dump(2);
+  }
+  static Json report_json(const std::string& kind) {
+    StepReport r;
+    r.kind = kind;
+    r.plan_label = "t1.p1.d1";
+    r.step_time_s = 1.0;
+    r.parts.forward_s = 1.0;
+    return r.to_json();
+  }
+  fs::path dir_;
+};
+
+TEST_F(LoopCli, CompareReportMissingKeyNamesFileAndKey) {
+  write("plan.json", report_json("prediction"));
+  Json measured = report_json("measurement");
+  measured.erase("mfu");
+  write("report.json", measured);
+  const Result r = run_strata(dir_, "compare --predicted plan.json --measured report.json");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("report.json: mfu: missing key"), std::string::npos) << r.output;
+}
+
+TEST_F(LoopCli, ComparePlanFilePredictionBadValueNamesFileAndKey) {
+  // A plan file as `strata plan --out` writes it: plan keys plus "prediction".
+  Json plan = {{"tp", 1}, {"pp", 1}, {"dp", 1}};
+  plan["prediction"] = report_json("prediction");
+  plan["prediction"]["bubble_fraction"] = 1.5;
+  write("plan.json", plan);
+  write("report.json", report_json("measurement"));
+  const Result r = run_strata(dir_, "compare --predicted plan.json --measured report.json");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("plan.json: prediction: bubble_fraction: got 1.5"), std::string::npos)
+      << r.output;
+}
+
+TEST_F(LoopCli, CompareMissingFileAndIncompleteTraceFlags) {
+  write("report.json", report_json("measurement"));
+  Result r = run_strata(dir_, "compare --predicted nope.json --measured report.json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("nope.json: cannot open file"), std::string::npos) << r.output;
+  // --trace needs both input traces.
+  write("plan.json", report_json("prediction"));
+  r = run_strata(dir_, "compare --predicted plan.json --measured report.json --trace m.json");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "m.json"));
+}
+
+TEST_F(LoopCli, MalformedProfileNamesFileAndKey) {
+  const Json good = {{"machine", "m"},
+                     {"backend", "cpu"},
+                     {"gemm", Json::array({{{"m", 64}, {"n", 64}, {"k", 64}, {"flops_per_s", 1e9}},
+                                           {{"m", 64}, {"n", 64}, {"k", 64}, {"flops_per_s", -1}}})},
+                     {"collectives", Json::array()}};
+  write("bad_gemm.json", good);
+  const std::string path = (dir_ / "bad_gemm.json").string();
+  try {
+    Profile::load(path);
+    ADD_FAILURE() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ": gemm[1].flops_per_s: got -1"),
+              std::string::npos)
+        << e.what();
+  }
+  Json no_collectives = good;
+  no_collectives["gemm"].erase(1);
+  no_collectives.erase("collectives");
+  write("no_collectives.json", no_collectives);
+  // Through the CLI: `predict --profile` rejects it with exit 2, naming file and key.
+  const Result r = run_strata(dir_, "predict --model tiny --cluster local-cpu --train tiny "
+                                    "--plan tiny-single --profile no_collectives.json");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("no_collectives.json: collectives: missing key"), std::string::npos)
+      << r.output;
+}
+
+TEST_F(LoopCli, CalibrateQuickWritesALoadableProfile) {
+  fs::create_directories(dir_ / "nvme");
+  const Result r = run_strata(dir_, "calibrate --quick --ranks 2 --out profile.json --nvme-dir nvme");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Profile p = Profile::load((dir_ / "profile.json").string());
+  EXPECT_EQ(p.backend, "cpu");
+  ASSERT_FALSE(p.gemm.empty());
+  for (const GemmSample& s : p.gemm) EXPECT_GT(s.flops_per_s, 0.0);
+  EXPECT_GT(p.elementwise_bytes_per_s, 0.0);
+  EXPECT_GT(p.attention_flops_per_s, 0.0);
+  EXPECT_GT(p.cpu_adam_params_per_s, 0.0);
+  EXPECT_GT(p.host_to_device_bytes_per_s, 0.0);
+  EXPECT_GT(p.nvme_read_bytes_per_s, 0.0);
+  EXPECT_GT(p.nvme_write_bytes_per_s, 0.0);
+  // Two ranks: all-reduce, reduce-scatter, all-gather and p2p, each fitted.
+  ASSERT_EQ(p.collectives.size(), 4u);
+  for (const CollectiveFit& c : p.collectives) {
+    EXPECT_EQ(c.ranks, 2);
+    EXPECT_GT(c.bus_bandwidth_bytes_per_s, 0.0);
+  }
+  // The scratch files of the mpirun job and of the atomic write are gone.
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    EXPECT_EQ(entry.path().string().find(".tmp"), std::string::npos) << entry.path();
+  }
+}
+
+}  // namespace
+}  // namespace strata

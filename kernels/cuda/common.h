@@ -43,9 +43,5 @@ inline void require_one_of(const char* kernel, const char* name, std::int64_t va
   }
 }
 
-inline void require_stream_ok(const char* kernel, bool ok, const char* what) {
-  if (!ok) throw KernelError(fmt::format("{}: {}", kernel, what));
-}
-
 }  // namespace detail
 }  // namespace strata::kernels::cuda

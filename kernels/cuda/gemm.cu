@@ -136,13 +136,16 @@ void lt_matmul(const LtMatmul& p, const CublasLtHandle& lt, cudaStream_t stream)
 }
 
 void check_common(const char* kernel, const void* out, const bf16* inp, const bf16* weight,
-                  int BT, int C, int OC, const CublasLtHandle& lt) {
+                  int BT, int C, int OC) {
   detail::require_tensor(kernel, "out", out);
   detail::require_tensor(kernel, "inp", inp);
   detail::require_tensor(kernel, "weight", weight);
   detail::require_positive(kernel, "BT", BT);
   detail::require_positive(kernel, "C", C);
   detail::require_positive(kernel, "OC", OC);
+}
+
+void check_handle(const char* kernel, const CublasLtHandle& lt) {
   if (!lt) throw KernelError(fmt::format("{}: the cuBLASLt handle is empty", kernel));
 }
 
@@ -155,13 +158,14 @@ void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* 
                     int C, int OC, const CublasLtHandle& lt, cudaStream_t stream,
                     GemmActivation act, bf16* pre_gelu) {
   constexpr const char* kName = "matmul_forward";
-  check_common(kName, out, inp, weight, BT, C, OC, lt);
+  check_common(kName, out, inp, weight, BT, C, OC);
   if (pre_gelu != nullptr) {
     if (act != GemmActivation::kGelu) {
       throw KernelError(fmt::format("{}: pre_gelu given without the GeLU activation", kName));
     }
     detail::require_multiple(kName, "OC (with pre_gelu)", OC, 8);
   }
+  check_handle(kName, lt);
   // out^T: (OC, BT) = (weight as stored, column-major (C, OC))^T @ inp as stored (C, BT).
   LtMatmul p;
   p.trans_a = true;
@@ -186,7 +190,8 @@ void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* 
 
 void matmul_forward(float* out, const bf16* inp, const bf16* weight, const float* bias,
                     int BT, int C, int OC, const CublasLtHandle& lt, cudaStream_t stream) {
-  check_common("matmul_forward", out, inp, weight, BT, C, OC, lt);
+  check_common("matmul_forward", out, inp, weight, BT, C, OC);
+  check_handle("matmul_forward", lt);
   LtMatmul p;
   p.trans_a = true;
   p.m = OC;
@@ -211,9 +216,7 @@ void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout,
   detail::require_positive(kName, "BT", BT);
   detail::require_positive(kName, "C", C);
   detail::require_positive(kName, "OC", OC);
-  if ((dinp != nullptr || dweight != nullptr) && !lt) {
-    throw KernelError(fmt::format("{}: the cuBLASLt handle is empty", kName));
-  }
+  if (dinp != nullptr || dweight != nullptr) check_handle(kName, lt);
 
   if (dinp != nullptr) {
     // dinp^T: (C, BT) += weight-as-stored (C, OC) @ dout-as-stored (OC, BT).

@@ -1,0 +1,22 @@
+# CUDA backend tests. cuda_args_test is CPU-only (host-side argument checks, error macros,
+# empty RAII owners) and runs everywhere the toolkit is; cuda_kernels_test compares every
+# GPU kernel with its CPU twin and GTEST_SKIPs with the reason when there is no device
+# (label gpu: `ctest -LE gpu` is the CPU set).
+if(STRATA_HAVE_CUDA)
+  strata_add_test(cuda_args_test
+    SOURCES
+      ${CMAKE_CURRENT_LIST_DIR}/cuda_args_test.cc
+    LIBS strata_kernels_cuda
+    LABELS kernels)
+
+  strata_add_test(cuda_kernels_test
+    SOURCES
+      ${CMAKE_CURRENT_LIST_DIR}/grad_check.cc
+      ${CMAKE_CURRENT_LIST_DIR}/cuda_attention_test.cc
+      ${CMAKE_CURRENT_LIST_DIR}/cuda_elementwise_test.cc
+      ${CMAKE_CURRENT_LIST_DIR}/cuda_gemm_test.cc
+      ${CMAKE_CURRENT_LIST_DIR}/cuda_layernorm_test.cc
+      ${CMAKE_CURRENT_LIST_DIR}/cuda_loss_optim_test.cc
+    LIBS strata_kernels_cuda strata_kernels_cpu
+    LABELS "gpu;kernels")
+endif()

@@ -49,14 +49,17 @@ std::string cell(const FieldComparison& f, double value) {
   return fmt::format("{}", value);
 }
 
-std::string unit_label(const FieldComparison& f) {
-  if (f.unit == "fraction") return "%";
-  if (f.unit == "bytes") return "GiB";
-  return f.unit;
+// "step time (s)", "MFU (%)", "memory device (GiB)"; rates name their unit already.
+std::string row_label(const FieldComparison& f) {
+  if (f.unit == "s") return f.label + " (s)";
+  if (f.unit == "fraction") return f.label + " (%)";
+  if (f.unit == "bytes") return f.label + " (GiB)";
+  return f.label;
 }
 
 std::string error_cell(const FieldComparison& f) {
   if (!f.relative_error) return "n/a";
+  if (*f.relative_error == 0) return "0.0%";
   return fmt::format("{:+.1f}%", 100.0 * *f.relative_error);
 }
 
@@ -70,10 +73,10 @@ void print_table(std::ostream& out, const CompareOptions& options, const StepRep
   out << fmt::format("{:<26} {:>12} {:>12} {:>9}\n", "field", "predicted", "measured", "error");
   for (const FieldComparison& f : c.fields) {
     out << fmt::format("{:<26} {:>12} {:>12} {:>9}\n",
-                       fmt::format("{} ({})", f.label, unit_label(f)), cell(f, f.predicted),
+                       row_label(f), cell(f, f.predicted),
                        cell(f, f.measured), error_cell(f));
   }
-  out << "error = (predicted - measured) / measured\n";
+  out << "error = (predicted - measured) / measured; memory = peak of the worst rank\n";
 }
 
 int run_compare(const CompareOptions& options, std::ostream& out) {

@@ -13,6 +13,12 @@
 // through its own NIC: hierarchical NCCL collectives across nodes are limited by the
 // inter-node per-GPU bandwidth). A Profile's measured CollectiveFit replaces alpha and B.
 //
+// Why the per-GPU share even for a group that holds every GPU of its nodes (a stride-1 DP
+// group): NCCL's multi-channel rings could then in principle drive all of a node's NICs for
+// one collective (up to 8 x 25 GB/s on Selene), but the published ZeRO-3 runs on such groups
+// (GPT-3 175B, d = 384 and 1536, Narayanan et al. 2021 Table 2) imply at most ~21 GB/s per
+// GPU of gathered bytes over the step, which the per-GPU share reproduces (time_model.h).
+//
 // Deliberately not here: what overlaps with what (time_model.h), tree algorithms, SHARP,
 // congestion between concurrent groups.
 #pragma once

@@ -126,6 +126,18 @@ TEST_F(LoopCli, MalformedProfileNamesFileAndKey) {
       << r.output;
 }
 
+TEST_F(LoopCli, CalibrateRejectsAMissingNvmeDirAndUnknownModel) {
+  // A typo in --nvme-dir must not create a directory somewhere and write 64 MiB into it.
+  Result r = run_strata(dir_, "calibrate --quick --ranks 1 --nvme-dir no_such_dir");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--nvme-dir"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "no_such_dir"));
+  r = run_strata(dir_, "calibrate --quick --ranks 1 --model no_such_model");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--model: value 'no_such_model'"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "profile.json"));  // nothing half-written
+}
+
 TEST_F(LoopCli, CalibrateQuickWritesALoadableProfile) {
   fs::create_directories(dir_ / "nvme");
   const Result r = run_strata(dir_, "calibrate --quick --ranks 2 --out profile.json --nvme-dir nvme");

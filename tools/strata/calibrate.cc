@@ -199,7 +199,9 @@ void add_calibrate_command(CLI::App& app, CommandContext& context) {
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   command->add_option("--nvme-dir", options->nvme_dir,
-                      "measure NVMe read/write bandwidth with a scratch file in this directory");
+                      "measure NVMe read/write bandwidth with a scratch file in this (existing) "
+                      "directory")
+      ->check(CLI::ExistingDirectory);
   command->add_flag("--quick", options->quick, "fewer shapes, sizes and repeats (~10 s)");
   command->add_option("--model", options->models,
                       "model(s) whose layer shapes to time (default: tiny gpt2-124m; "

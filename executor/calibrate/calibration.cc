@@ -2,6 +2,8 @@
 // calibration.h.
 #include "executor/calibrate/calibration.h"
 
+#include <cblas.h>
+#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 
 #include "cost_model/errors.h"
 #include "executor/calibrate/compute_bench.h"
+#include "kernels/cpu/gemm.h"
 
 namespace strata::calibrate {
 
@@ -59,6 +62,25 @@ double expected_s(double call_s, const TimingOptions& timing) {
   return call_s + timing.repeats * std::max(call_s, timing.min_repeat_s);
 }
 
+// Sets the OpenMP and OpenBLAS thread counts for a scope and restores them (n = 0: no-op).
+class ScopedThreads {
+ public:
+  explicit ScopedThreads(int n) : omp_(omp_get_max_threads()), blas_(openblas_get_num_threads()) {
+    if (n > 0) set(n, n);
+  }
+  ScopedThreads(const ScopedThreads&) = delete;
+  ScopedThreads& operator=(const ScopedThreads&) = delete;
+  ~ScopedThreads() { set(omp_, blas_); }
+
+ private:
+  static void set(int omp, int blas) {
+    omp_set_num_threads(omp);
+    kernels::cpu::set_blas_threads(blas);
+  }
+  int omp_;
+  int blas_;
+};
+
 }  // namespace
 
 Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progress& progress) {
@@ -79,6 +101,9 @@ Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progre
   };
   Profile profile;
   profile.machine = describe_machine();
+  if (options.kernel_threads > 0) {
+    profile.machine += fmt::format("; kernels timed at {} thread(s) per rank", options.kernel_threads);
+  }
   profile.backend = "cpu";
   std::vector<GemmMeasurement> gemms;
   std::vector<Step> steps;
@@ -93,7 +118,8 @@ Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progre
         steps.push_back({fmt::format("gemm {} {} {} ({}x{}x{})", model.name, layer.name,
                                      to_string(pass), layer.BT, layer.C, layer.OC),
                          expected_s(flops / kGuessFlopsPerS, timing),
-                         [&gemms, layer, pass, &timing] {
+                         [&gemms, layer, pass, &timing, &options] {
+                           ScopedThreads threads(options.kernel_threads);
                            gemms.push_back(measure_linear(layer, pass, timing));
                          }});
       }
@@ -103,6 +129,7 @@ Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progre
   const double layer_bytes = 4.0 * BT * largest.hidden * sizeof(float);
   steps.push_back({fmt::format("elementwise ({}x{})", BT, largest.hidden),
                    3 * expected_s(3 * layer_bytes / kGuessBytesPerS, options.timing), [&] {
+                     ScopedThreads threads(options.kernel_threads);
                      profile.elementwise_bytes_per_s =
                          measure_elementwise_bytes_per_s(BT, largest.hidden, options.timing);
                    }});
@@ -110,18 +137,30 @@ Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progre
                    expected_s(4.0 * BT * largest.seq_len * largest.hidden / kGuessFlopsPerS * 10,
                               options.timing),
                    [&] {
+                     ScopedThreads threads(options.kernel_threads);
                      profile.attention_flops_per_s = measure_attention_flops_per_s(
                          options.micro_batch, largest.seq_len, largest.hidden / options.tp,
                          largest.heads / options.tp, options.timing);
                    }});
   steps.push_back({fmt::format("adamw ({} params)", options.adam_params),
-                   expected_s(28.0 * options.adam_params / kGuessBytesPerS, options.timing), [&] {
-                     profile.cpu_adam_params_per_s =
-                         measure_adamw_params_per_s(options.adam_params, options.timing);
-                     profile.device_adam_params_per_s = profile.cpu_adam_params_per_s;
+                   2 * expected_s(28.0 * options.adam_params / kGuessBytesPerS, options.timing),
+                   [&] {
+                     {
+                       ScopedThreads threads(options.kernel_threads);
+                       profile.device_adam_params_per_s =
+                           measure_adamw_params_per_s(options.adam_params, options.timing);
+                     }
+                     if (options.adam_threads == options.kernel_threads) {
+                       profile.cpu_adam_params_per_s = profile.device_adam_params_per_s;
+                     } else {
+                       ScopedThreads threads(options.adam_threads);
+                       profile.cpu_adam_params_per_s =
+                           measure_adamw_params_per_s(options.adam_params, options.timing);
+                     }
                    }});
   steps.push_back({fmt::format("copy ({} MiB)", options.copy_bytes >> 20),
                    expected_s(2.0 * options.copy_bytes / kGuessBytesPerS, options.timing), [&] {
+                     ScopedThreads threads(options.kernel_threads);
                      const double rate = measure_copy_bytes_per_s(options.copy_bytes, options.timing);
                      profile.host_to_device_bytes_per_s = rate;
                      profile.device_to_host_bytes_per_s = rate;

@@ -3,10 +3,15 @@
 // kernels; attention; AdamW; copies) and how their results fill a Profile. Reports progress
 // through a callback (the library never prints).
 //
-// CPU-backend meaning of the Profile's device fields: the "device" is the CPU, so
-// device_adam_params_per_s = cpu_adam_params_per_s (one measurement), and host<->device
-// copies are DRAM memcpy (one measurement for both directions). Rates are those of one
-// process using every core (OpenBLAS / OpenMP threads), not a per-rank share.
+// CPU-backend meaning of the Profile's fields: the "device" is one rank, so the kernels
+// (GEMMs, elementwise, attention, device_adam_params_per_s) are timed at the thread count a
+// rank of the runs this profile is for gets (kernel_threads: `strata run` gives each of N
+// ranks max(1, cores / N) threads); cpu_adam_params_per_s is the whole machine's AdamW rate
+// (adam_threads = every core), which the time model shares among the ranks of a node.
+// Host<->device copies are DRAM memcpy (one measurement for both directions).
+// Why per-rank threads matter: with 2 OpenMP + 2 OpenBLAS threads on 2 cores, the spinning
+// BLAS threads hold the cores an OpenMP region needs, and a 64x64x64 matmul_forward measured
+// ~0.2 GFLOP/s against ~60 GFLOP/s at one thread (2-core dev machine).
 //
 // Deliberately not here: collectives (collective_bench.h, run under mpirun by the CLI),
 // NVMe (executor/offload's measurement, called by the CLI when --nvme-dir is given),
@@ -33,6 +38,8 @@ struct ComputeCalibrationOptions {
   TimingOptions large_timing;     // for GEMMs over kLargeGemmFlops (fewer repeats)
   std::int64_t adam_params = std::int64_t{1} << 22;
   std::int64_t copy_bytes = std::int64_t{1} << 28;
+  int kernel_threads = 0;  // OpenMP and OpenBLAS threads for the kernels (0: leave as set)
+  int adam_threads = 0;    // threads for cpu_adam_params_per_s (0: leave as set)
 };
 
 // A GEMM of more FLOPs than this (the GPT-2 logits: 2 x 1024 x 768 x 50257 = 79 GFLOP)
@@ -46,7 +53,7 @@ ComputeCalibrationOptions compute_options(std::vector<ModelSpec> models, bool qu
 // fraction in [0, 1] of the work done, and the step about to run (or "done").
 using Progress = std::function<void(double fraction, const std::string& step)>;
 
-// Runs the benchmarks and returns a Profile with machine = describe_machine(), backend
+// Runs the benchmarks (thread counts set for each and restored afterwards) and returns a Profile with machine = describe_machine(), backend
 // "cpu", gemm samples, elementwise, attention, copy and AdamW rates; collectives empty and
 // NVMe 0 (not measured here). Attention and elementwise run at the shapes of the model with
 // the largest micro_batch * seq_len * hidden. ConfigError when models is empty or a shape

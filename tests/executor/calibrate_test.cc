@@ -2,6 +2,7 @@
 // model's GEMM shapes, sample merging, and a quick compute calibration of the tiny model
 // producing a Profile with positive rates that round-trips through JSON.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <stdexcept>
 
@@ -117,6 +118,9 @@ TEST(CalibrateCompute, QuickTinyProfileHasPositiveRatesAndRoundTrips) {
   ComputeCalibrationOptions options = compute_options({bundled_model("tiny")}, /*quick=*/true);
   options.copy_bytes = 1 << 22;  // keep the test short
   options.adam_params = 1 << 16;
+  options.kernel_threads = 1;  // one rank's share; AdamW "all cores" at 2
+  options.adam_threads = 2;
+  omp_set_num_threads(3);  // the caller's setting, restored afterwards
   std::vector<double> fractions;
   const Profile p = calibrate_compute(
       options, [&](double f, const std::string&) { fractions.push_back(f); });
@@ -129,7 +133,9 @@ TEST(CalibrateCompute, QuickTinyProfileHasPositiveRatesAndRoundTrips) {
   EXPECT_GT(p.elementwise_bytes_per_s, 0.0);
   EXPECT_GT(p.attention_flops_per_s, 0.0);
   EXPECT_GT(p.cpu_adam_params_per_s, 0.0);
-  EXPECT_EQ(p.device_adam_params_per_s, p.cpu_adam_params_per_s);  // the CPU is the device
+  EXPECT_GT(p.device_adam_params_per_s, 0.0);  // one rank's AdamW rate
+  EXPECT_EQ(omp_get_max_threads(), 3);
+  EXPECT_NE(p.machine.find("kernels timed at 1 thread(s) per rank"), std::string::npos);
   EXPECT_GT(p.host_to_device_bytes_per_s, 0.0);
   EXPECT_TRUE(p.collectives.empty());
   EXPECT_EQ(p.nvme_read_bytes_per_s, 0.0);  // not measured here

@@ -16,6 +16,7 @@
 #include <iostream>
 #include <memory>
 #include <ostream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -42,6 +43,7 @@ struct CalibrateOptions {
   bool quick = false;
   std::vector<std::string> models;  // default: tiny and gpt2-124m (quick: tiny)
   std::int64_t micro_batch = 1;
+  int threads = 0;  // kernel threads per rank; 0: what `strata run` gives one of --ranks ranks
 };
 
 struct CollectivesOptions {
@@ -138,6 +140,12 @@ int run_calibrate(const CalibrateOptions& options, std::ostream& out) {
   calibrate::ComputeCalibrationOptions compute =
       calibrate::compute_options(std::move(models), options.quick);
   compute.micro_batch = options.micro_batch;
+  // A rank of an N-rank run gets max(1, cores / N) threads (mpi_launch.h); the whole
+  // machine's AdamW rate uses every core.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  compute.kernel_threads =
+      options.threads > 0 ? options.threads : threads_per_rank(options.ranks, cores);
+  compute.adam_threads = cores;
 
   // Share of the bar per phase, roughly their share of the time.
   const bool collectives = options.ranks >= 2;
@@ -206,6 +214,10 @@ void add_calibrate_command(CLI::App& app, CommandContext& context) {
   command->add_option("--model", options->models,
                       "model(s) whose layer shapes to time (default: tiny gpt2-124m; "
                       "--quick: tiny)");
+  command->add_option("--threads", options->threads,
+                      "kernel threads per rank (default: what `strata run` gives each of "
+                      "--ranks ranks, max(1, cores / ranks))")
+      ->check(CLI::PositiveNumber);
   command->add_option("--micro-batch", options->micro_batch, "micro-batch of the GEMM shapes")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

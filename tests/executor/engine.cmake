@@ -48,3 +48,11 @@ foreach(entry IN LISTS strata_equivalence_plans)
     FAIL_REGULAR_EXPRESSION "FAILED|over 1e-4"
     ENVIRONMENT "OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1")
 endforeach()
+
+# `strata run` end to end (spawns the strata binary, which re-launches itself under mpirun).
+strata_add_test(executor_engine_cli_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_cli_test.cc
+  LIBS strata_cost_model
+  LABELS mpi)
+target_compile_definitions(executor_engine_cli_test PRIVATE STRATA_BINARY="$<TARGET_FILE:strata>")
+add_dependencies(executor_engine_cli_test strata)

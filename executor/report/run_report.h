@@ -1,0 +1,70 @@
+// The measured RunReport (a StepReport of kind "measurement") and the Chrome trace of a
+// `strata run`: every rank summarises what it measured (step times and their parts, peak
+// bytes per tier and per allocation tag, the trace events of its last step), the summaries
+// are gathered to rank 0, and rank 0 builds the report, the trace and a per-tag memory table
+// (for aligning the executor's peaks with the memory model's terms).
+// Deliberately not here: printing, writing files (the CLI does that), timing itself (the
+// engine measures).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cost_model/chrome_trace.h"
+#include "cost_model/cluster_spec.h"
+#include "cost_model/model_spec.h"
+#include "cost_model/plan.h"
+#include "cost_model/step_report.h"
+#include "cost_model/train_spec.h"
+#include "executor/comm/mpi_communicator.h"
+#include "executor/comm/process_groups.h"
+#include "executor/memory/accounting_allocator.h"
+
+namespace strata::report {
+
+struct StepSample {
+  double step_s = 0;
+  StepTimeParts parts;
+};
+
+// What one rank measured over a run.
+struct RankSummary {
+  std::int64_t rank = 0;
+  RankCoords coords;
+  TierBytes peak_bytes;
+  std::vector<TagUsage> tags;
+  std::vector<StepSample> steps;
+  std::vector<TraceEvent> trace;  // one step's events (pid/tid filled by the trace builder)
+
+  Json to_json() const;
+  static RankSummary from_json(const Json& json);
+};
+
+RankSummary summarize_rank(const ProcessGroups& groups, const AccountingAllocator& alloc,
+                           std::vector<StepSample> steps, std::vector<TraceEvent> trace);
+
+// Collective over world: rank 0 receives every rank's summary in rank order; other ranks get
+// an empty vector. MPI failures throw SystemError.
+std::vector<RankSummary> gather_summaries(const MpiCommunicator& world, const RankSummary& mine);
+
+// The step time is the slowest rank's median step (the first step is a warm-up and is
+// skipped when there are more), its parts those of that median step; memory per tier is
+// the worst rank's peak; TFLOP/s per rank from megatron_model_flops; MFU against the
+// cluster device's peak in the train precision.
+StepReport build_run_report(const ModelSpec& model, const ClusterSpec& cluster,
+                            const TrainSpec& train, const Plan& plan,
+                            const std::vector<RankSummary>& ranks,
+                            const std::vector<double>& losses);
+
+// pid = global rank (named "rank w (tp a, dp b, pp c)"), tid = compute_tid / p2p_tid of the
+// rank's pipeline rank, the convention of cost_model/chrome_trace.h.
+ChromeTrace build_run_trace(const std::vector<RankSummary>& ranks);
+
+// {"ranks": [{"rank", "pp_rank", "tags": [{"tag", "tier", "peak_bytes"}...]}...]}.
+Json memory_tags_json(const std::vector<RankSummary>& ranks);
+
+// The median of `values` (the lower middle for an even count); 0 when empty.
+double median(std::vector<double> values);
+
+}  // namespace strata::report

@@ -1,0 +1,216 @@
+// `strata run`: trains a model for real with a plan on the CPU backend. Everything is
+// validated BEFORE any rank starts (the plan against the model and the global batch, the
+// rank count against --max-ranks, the data file, the output directory), then the command
+// re-launches itself under mpirun with t*p*d ranks (one rank runs in-process). Rank 0
+// prints one progress line per step and writes DIR/report.json (a StepReport of kind
+// "measurement"), DIR/trace.json (Chrome trace of the last step, one process per rank) and
+// DIR/memory_tags.json (peak bytes per allocation tag per rank).
+// Deliberately not here: the training itself (executor/engine), the report's arithmetic
+// (executor/report).
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cost_model/chrome_trace.h"
+#include "cost_model/errors.h"
+#include "executor/comm/mpi_communicator.h"
+#include "executor/data/corpus.h"
+#include "executor/engine/rank_training.h"
+#include "executor/report/run_report.h"
+#include "executor/runtime/mpi_launch.h"
+#include "tools/strata/commands.h"
+#include "tools/strata/inputs.h"
+
+namespace strata::cli {
+namespace fs = std::filesystem;
+namespace {
+
+struct RunOptions {
+  std::string plan;
+  std::string model;
+  std::string train;
+  std::string cluster = "local-cpu";
+  std::int64_t steps = 0;  // 0: the train spec's steps
+  std::string data;        // empty: the generated corpus
+  std::string out = "strata-run";
+  int max_ranks = 8;
+};
+
+// Everything a rank needs, loaded and checked before any rank starts.
+struct Validated {
+  ModelSpec model;
+  TrainSpec train;
+  ClusterSpec cluster;
+  Plan plan;
+  std::string model_path, train_path, cluster_path, plan_path;
+};
+
+Validated validate(const RunOptions& o) {
+  Validated v;
+  v.model_path = fs::absolute(resolve_config("models", o.model, "--model")).string();
+  v.train_path = fs::absolute(resolve_config("train", o.train, "--train")).string();
+  v.cluster_path = fs::absolute(resolve_config("clusters", o.cluster, "--cluster")).string();
+  v.plan_path = fs::absolute(resolve_config("plans", o.plan, "--plan")).string();
+  v.model = ModelSpec::load(v.model_path);
+  v.train = TrainSpec::load(v.train_path);
+  v.cluster = ClusterSpec::load(v.cluster_path);
+  v.plan = Plan::load(v.plan_path);
+  if (o.steps < 0) throw ConfigError(fmt::format("--steps: value {}, expected >= 1", o.steps));
+  if (o.steps > 0) v.train.steps = o.steps;
+  if (v.train.steps < 1) {
+    throw ConfigError(fmt::format("{}: steps = {}, expected >= 1 (or pass --steps)", v.train_path,
+                                  v.train.steps));
+  }
+  v.plan.check_against_model(v.model, v.train, v.plan_path);
+  if (v.plan.world_size() > o.max_ranks) {
+    throw InfeasiblePlan(fmt::format(
+        "{}: tp*pp*dp = {}*{}*{} = {} ranks, more than --max-ranks {} allows on this machine",
+        v.plan_path, v.plan.tp, v.plan.pp, v.plan.dp, v.plan.world_size(), o.max_ranks));
+  }
+  if (v.plan.recompute != Recompute::kNone || v.plan.sequence_parallel ||
+      v.plan.offload != OffloadPlan{}) {
+    throw InfeasiblePlan(fmt::format(
+        "{}: the executor runs recompute \"none\", no sequence parallelism and no offload so "
+        "far; the plan asks for recompute \"{}\", sequence_parallel {}, offload {}",
+        v.plan_path, to_string(v.plan.recompute), v.plan.sequence_parallel,
+        offload_label(v.plan.offload)));
+  }
+  // Tokens are bytes: every id 0..255 must have an embedding row.
+  if (v.model.vocab < 256) {
+    throw ConfigError(fmt::format("{}: vocab = {}, expected >= 256 (tokens are bytes)",
+                                  v.model_path, v.model.vocab));
+  }
+  if (!o.data.empty()) data::check_byte_file(o.data, v.model.seq_len + 1, "--data");
+  std::error_code ec;
+  fs::create_directories(o.out, ec);
+  if (ec || !fs::is_directory(o.out)) {
+    throw ConfigError(fmt::format("--out: cannot create directory '{}': {}", o.out, ec.message()));
+  }
+  return v;
+}
+
+std::vector<std::string> relaunch_args(const RunOptions& o, const Validated& v) {
+  std::vector<std::string> args = {"run",       "--plan",    v.plan_path,
+                                   "--model",   v.model_path, "--train",
+                                   v.train_path, "--cluster", v.cluster_path,
+                                   "--steps",   std::to_string(v.train.steps),
+                                   "--out",     fs::absolute(o.out).string(),
+                                   "--max-ranks", std::to_string(o.max_ranks)};
+  if (!o.data.empty()) {
+    args.push_back("--data");
+    args.push_back(fs::absolute(o.data).string());
+  }
+  return args;
+}
+
+// One rank's training; rank 0 prints progress to `out` and writes the files.
+void train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, std::ostream& out) {
+  if (world.size() != v.plan.world_size()) {
+    throw InfeasiblePlan(fmt::format("{}: the plan needs {} ranks, mpirun started {}", v.plan_path,
+                                     v.plan.world_size(), world.size()));
+  }
+  const std::vector<std::uint8_t> corpus =
+      o.data.empty() ? data::generated_corpus(v.train.seed, data::kGeneratedCorpusBytes)
+                     : data::load_byte_file(o.data, v.model.seq_len + 1, "--data");
+  engine::RankTraining rank(v.model, v.train, v.plan, world, TierBudgets::per_rank(v.cluster),
+                            corpus);
+  const bool printer = world.rank() == 0;
+  if (printer) {
+    out << fmt::format("strata run: {} on {} ranks, model {}, {} steps of {} sequences x {} "
+                       "tokens, data {}\n",
+                       v.plan.label(), v.plan.world_size(), v.model.name, v.train.steps,
+                       v.train.global_batch, v.model.seq_len, o.data.empty() ? "generated" : o.data);
+  }
+  std::vector<report::StepSample> samples;
+  std::vector<double> losses;
+  std::vector<TraceEvent> last_events;
+  const double tokens = static_cast<double>(v.train.global_batch * v.model.seq_len);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::int64_t s = 0; s < v.train.steps; ++s) {
+    engine::StepResult r = rank.engine().step(s);
+    samples.push_back({r.step_s, r.parts});
+    losses.push_back(r.loss);
+    last_events = std::move(r.events);
+    if (printer) {
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double eta = elapsed / static_cast<double>(s + 1) * static_cast<double>(v.train.steps - s - 1);
+      out << fmt::format("step {:>5}/{}  loss {:.4f}  {:>9.0f} tokens/s  ETA {:.1f} s\n", s + 1,
+                         v.train.steps, r.loss, tokens / r.step_s, eta)
+          << std::flush;
+    }
+  }
+  const auto summaries = report::gather_summaries(
+      world, report::summarize_rank(rank.groups(), rank.allocator(), samples, last_events));
+  if (!printer) return;
+  const StepReport rep =
+      report::build_run_report(v.model, v.cluster, v.train, v.plan, summaries, losses);
+  const fs::path dir(o.out);
+  write_json_file((dir / "report.json").string(), rep.to_json());
+  write_chrome_trace((dir / "trace.json").string(), report::build_run_trace(summaries));
+  write_json_file((dir / "memory_tags.json").string(), report::memory_tags_json(summaries));
+  out << fmt::format("median step {:.4f} s, {:.0f} tokens/s, {:.4f} TFLOP/s per rank (MFU {}), "
+                     "peak device memory {} GiB (worst rank)\n",
+                     rep.step_time_s, rep.tokens_per_s, rep.tflops_per_gpu, percent(rep.mfu),
+                     gib(rep.memory_bytes.device));
+  out << fmt::format("wrote {}/report.json, trace.json, memory_tags.json\n", o.out);
+}
+
+int run_command(const RunOptions& o, std::ostream& out) {
+  const Validated v = validate(o);
+  if (v.plan.world_size() > 1 && !running_under_mpirun()) {
+    RelaunchOptions relaunch;
+    relaunch.ranks = static_cast<int>(v.plan.world_size());
+    const int rc = relaunch_under_mpirun(relaunch, relaunch_args(o, v));
+    return rc;  // the ranks printed their own errors
+  }
+  MpiSession session(nullptr, nullptr);
+  std::unique_ptr<MpiCommunicator> world = session.world();
+  if (world->size() == 1) {
+    train_rank(o, v, *world, out);  // errors reach main's single catch point
+    return 0;
+  }
+  // Several ranks: a rank that fails cannot unwind alone (its peers would wait forever in a
+  // collective), so it prints its error once and aborts the whole job with exit code 2.
+  try {
+    train_rank(o, v, *world, out);
+  } catch (const std::exception& e) {
+    std::cerr << fmt::format("strata: rank {}: {}\n", world->rank(), e.what()) << std::flush;
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  world.reset();  // communicators go before the session finalises MPI
+  return 0;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, CommandContext& context) {
+  auto options = std::make_shared<RunOptions>();
+  CLI::App* command = app.add_subcommand(
+      "run", "Train a model with a plan on the CPU backend (re-launched under mpirun for t*p*d "
+             "ranks) and write a measured report and trace");
+  command->add_option("--plan", options->plan, "plan: a JSON file or a bundled name")->required();
+  command->add_option("--model", options->model, "model: a JSON file or a bundled name")->required();
+  command->add_option("--train", options->train, "training setup: a JSON file or a bundled name")
+      ->required();
+  command->add_option("--cluster", options->cluster,
+                      "cluster (memory budget and peak FLOP/s for MFU); default local-cpu");
+  command->add_option("--steps", options->steps, "steps to train (default: the train spec's)");
+  command->add_option("--data", options->data,
+                      "train on the bytes of this file (default: generated pseudo-English)");
+  command->add_option("--out", options->out, "directory for report.json and trace.json");
+  command->add_option("--max-ranks", options->max_ranks,
+                      "largest rank count this machine may start (default 8)");
+  command->callback([options, &context] { context.exit_code = run_command(*options, *context.out); });
+}
+
+}  // namespace strata::cli

@@ -56,3 +56,7 @@ strata_add_test(executor_engine_cli_test
   LABELS mpi)
 target_compile_definitions(executor_engine_cli_test PRIVATE STRATA_BINARY="$<TARGET_FILE:strata>")
 add_dependencies(executor_engine_cli_test strata)
+
+strata_add_test(executor_data_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/data_test.cc
+  LIBS strata_executor)

@@ -12,18 +12,23 @@ namespace strata::calibrate {
 
 AlphaBeta fit_alpha_beta(const std::vector<std::pair<double, double>>& points) {
   if (points.size() < 2) throw std::invalid_argument("fit_alpha_beta: need >= 2 points");
-  const double n = static_cast<double>(points.size());
-  double sx = 0, st = 0;
-  for (const auto& [x, t] : points) sx += x, st += t;
-  const double mx = sx / n, mt = st / n;
-  double sxx = 0, sxt = 0;
-  for (const auto& [x, t] : points) sxx += (x - mx) * (x - mx), sxt += (x - mx) * (t - mt);
-  if (!(sxx > 0)) throw std::invalid_argument("fit_alpha_beta: need distinct sizes");
-  const double slope = sxt / sxx;
+  // Weighted least squares with weights 1/t^2 (relative residuals): message sizes span four
+  // orders of magnitude, and an unweighted fit lets the largest messages' noise decide the
+  // intercept, which then says nothing about the latency.
+  double W = 0, X = 0, T = 0, XX = 0, XT = 0;
+  for (const auto& [x, t] : points) {
+    const double w = t > 0 ? 1.0 / (t * t) : 1.0;
+    W += w, X += w * x, T += w * t, XX += w * x * x, XT += w * x * t;
+  }
+  const double denominator = W * XX - X * X;
+  if (!(denominator > 1e-12 * W * XX)) {
+    throw std::invalid_argument("fit_alpha_beta: need distinct sizes");
+  }
+  const double slope = (W * XT - X * T) / denominator;
   AlphaBeta fit;
   if (slope > 0) {
     fit.bus_bandwidth_bytes_per_s = 1.0 / slope;
-    fit.latency_s = std::max(0.0, mt - slope * mx);
+    fit.latency_s = std::max(0.0, (T - slope * X) / W);
   } else {
     const auto [min_it, max_it] = std::minmax_element(
         points.begin(), points.end(), [](const auto& a, const auto& b) { return a.first < b.first; });

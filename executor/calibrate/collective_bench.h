@@ -30,8 +30,9 @@ struct AlphaBeta {
   double bus_bandwidth_bytes_per_s = 0;
 };
 
-// Least-squares line t = a + b x through (x = bus bytes, t = seconds) points, giving
-// latency a (clamped to >= 0) and bandwidth 1/b. When noise makes the slope non-positive
+// Least-squares line t = a + b x through (x = bus bytes, t = seconds) points, weighted by
+// 1/t^2 (relative residuals, so small messages pin the latency), giving latency a (clamped
+// to >= 0) and bandwidth 1/b. When noise makes the slope non-positive
 // the bandwidth falls back to the largest point's x / t and the latency to the smallest
 // point's t. std::invalid_argument with fewer than two points or distinct x values.
 AlphaBeta fit_alpha_beta(const std::vector<std::pair<double, double>>& bus_bytes_seconds);

@@ -44,6 +44,17 @@ TEST(FitAlphaBeta, RecoversAnExactLine) {
   EXPECT_NEAR(fit.bus_bandwidth_bytes_per_s / bw, 1.0, 1e-9);
 }
 
+TEST(FitAlphaBeta, SmallMessagesPinTheLatency) {
+  // t = 10 us + x / (5 GB/s), the 10 MB point 5% slow (noise). Relative weights keep the
+  // latency at 9.98 us (worked with the 1/t^2-weighted normal equations); an unweighted fit
+  // of the same points gives 5.02 us, half the truth, because the 100 us of noise on the
+  // largest point moves the intercept.
+  const AlphaBeta fit =
+      fit_alpha_beta({{1e3, 10.2e-6}, {1e6, 210e-6}, {1e7, 2010e-6 * 1.05}});
+  EXPECT_NEAR(fit.latency_s, 9.984e-6, 0.01e-6);
+  EXPECT_NEAR(fit.bus_bandwidth_bytes_per_s, 4.878e9, 0.001e9);
+}
+
 TEST(FitAlphaBeta, NoisyNonPositiveSlopeFallsBack) {
   // Bigger message measured faster (noise): slope < 0. Bandwidth = largest x / its t =
   // 1e6 B / 1e-3 s = 1e9 B/s; latency = smallest message's time, 2e-3 s.

@@ -1,0 +1,361 @@
+// NcclCommunicator (see nccl_communicator.h for bootstrap, determinism and p2p semantics).
+//
+// A deterministic all-reduce of n elements over s ranks, on rank r (collective_layout.h):
+//   1. copy my own block r into row r of scratch (s, len_r);
+//   2. one NCCL group: send block q of data to each rank q != r, receive rank q's copy of
+//      block r into row q of scratch;
+//   3. rank_ordered_sum: data[block r] = scratch row 0 + row 1 + ... + row s-1, in that order;
+//   4. spread the owners' blocks: ncclAllGather in place when s divides n (equal blocks),
+//      else one NCCL group of sends of block r and receives of every other block.
+#include "executor/cuda/nccl_communicator.h"
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "cost_model/errors.h"
+#include "executor/comm/mpi_check.h"
+#include "executor/comm/mpi_communicator.h"
+#include "executor/cuda/collective_layout.h"
+#include "executor/cuda/rank_ordered_sum.h"
+#include "executor/cuda/system_error.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace strata::cuda {
+namespace {
+
+template <class T>
+ncclDataType_t nccl_type();
+template <>
+ncclDataType_t nccl_type<float>() { return ncclFloat32; }
+template <>
+ncclDataType_t nccl_type<double>() { return ncclFloat64; }
+template <>
+ncclDataType_t nccl_type<std::int64_t>() { return ncclInt64; }
+
+std::size_t checked_count(std::int64_t n, const char* what) {
+  if (n < 0) {
+    throw std::invalid_argument(fmt::format("NcclCommunicator::{}: element count {} is negative",
+                                            what, n));
+  }
+  return static_cast<std::size_t>(n);
+}
+
+void check_rank(int r, int size, const char* what, const char* role) {
+  if (r < 0 || r >= size) {
+    throw std::invalid_argument(fmt::format(
+        "NcclCommunicator::{}: {} {} is outside the group's ranks 0..{}", what, role, r, size - 1));
+  }
+}
+
+// A Request that completes when an event recorded after the operation has fired.
+class EventRequest final : public Request::Impl {
+ public:
+  explicit EventRequest(kernels::cuda::Event event) : event_(std::move(event)) {}
+  void wait() override {
+    as_system_error([&] { event_.synchronize(); });
+  }
+  void wait_noexcept() noexcept override {
+    CUDA_CHECK_NOEXCEPT(cudaEventSynchronize(event_.get()));
+  }
+
+ private:
+  kernels::cuda::Event event_;
+};
+
+// Stream-ordered scratch: cudaMallocAsync now, cudaFreeAsync when the scope ends (the free
+// is ordered after the work enqueued in between, so no host wait is needed).
+class StreamScratch {
+ public:
+  StreamScratch(std::size_t bytes, cudaStream_t stream) : stream_(stream) {
+    if (bytes > 0) CUDA_CHECK(cudaMallocAsync(&ptr_, bytes, stream_));
+  }
+  ~StreamScratch() {
+    if (ptr_ != nullptr) CUDA_CHECK_NOEXCEPT(cudaFreeAsync(ptr_, stream_));
+  }
+  StreamScratch(const StreamScratch&) = delete;
+  StreamScratch& operator=(const StreamScratch&) = delete;
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  cudaStream_t stream_;
+};
+
+// What rank 0 broadcasts at bootstrap: whether it got an id, and the id.
+struct Bootstrap {
+  int ok = 0;
+  ncclUniqueId id{};
+};
+
+}  // namespace
+
+NcclCommunicator::NcclCommunicator(ncclComm_t comm, cudaStream_t stream)
+    : comm_(comm), stream_(stream) {
+  // comm_ is owned from here, but the destructor does not run for a constructor that throws:
+  // release it by hand on failure.
+  try {
+    as_system_error([&] {
+      NCCL_CHECK(ncclCommUserRank(comm_, &rank_));
+      NCCL_CHECK(ncclCommCount(comm_, &size_));
+      barrier_word_ = kernels::cuda::DeviceBuffer(sizeof(std::int64_t));
+      CUDA_CHECK(cudaMemset(barrier_word_.get(), 0, sizeof(std::int64_t)));  // sums stay 0
+    });
+  } catch (...) {
+    (void)ncclCommDestroy(comm_);  // best effort: construction is already failing
+    throw;
+  }
+}
+
+std::unique_ptr<NcclCommunicator> NcclCommunicator::create(const MpiCommunicator& group,
+                                                           cudaStream_t stream) {
+  Bootstrap boot;
+  std::string rank0_error;
+  if (group.rank() == 0) {
+    try {
+      as_system_error([&] { NCCL_CHECK(ncclGetUniqueId(&boot.id)); });
+      boot.ok = 1;
+    } catch (const SystemError& e) {
+      rank0_error = e.what();  // broadcast ok = 0 first, so no rank waits forever
+    }
+  }
+  MPI_CHECK(MPI_Bcast(&boot, static_cast<int>(sizeof(boot)), MPI_BYTE, 0, group.handle()));
+  if (!boot.ok) {
+    throw SystemError(group.rank() == 0
+                          ? rank0_error
+                          : std::string("NcclCommunicator::create: rank 0 of the group could "
+                                        "not create an NCCL unique id (see rank 0's error)"));
+  }
+  ncclComm_t comm = nullptr;
+  as_system_error([&] {
+    NCCL_CHECK(ncclCommInitRank(&comm, group.size(), boot.id, group.rank()));
+  });
+  return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(comm, stream));
+}
+
+std::unique_ptr<NcclCommunicator> NcclCommunicator::create_single(cudaStream_t stream) {
+  ncclComm_t comm = nullptr;
+  as_system_error([&] {
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    NCCL_CHECK(ncclCommInitAll(&comm, 1, &device));
+  });
+  return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(comm, stream));
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (comm_ == nullptr) return;
+  // Finalize flushes what is still enqueued, then Destroy frees; a failure of either means the
+  // device state is already broken (and a destructor cannot throw).
+  const ncclResult_t finalized = ncclCommFinalize(comm_);
+  if (finalized != ncclSuccess) {
+    kernels::cuda::detail::abort_on_error("NCCL", static_cast<int>(finalized),
+                                          ncclGetErrorString(finalized),
+                                          "ncclCommFinalize(comm_)", __FILE__, __LINE__);
+  }
+  const ncclResult_t destroyed = ncclCommDestroy(comm_);
+  if (destroyed != ncclSuccess) {
+    kernels::cuda::detail::abort_on_error("NCCL", static_cast<int>(destroyed),
+                                          ncclGetErrorString(destroyed), "ncclCommDestroy(comm_)",
+                                          __FILE__, __LINE__);
+  }
+}
+
+template <class T>
+void NcclCommunicator::deterministic_all_reduce_sum(T* data, std::int64_t n) {
+  checked_count(n, "all_reduce_sum");
+  if (size_ == 1 || n == 0) return;  // one rank: the sum of one copy is the copy
+  as_system_error([&] {
+    const std::int64_t mine = block_length(n, size_, rank_);
+    T* my_block = data + block_begin(n, size_, rank_);
+    const StreamScratch scratch(static_cast<std::size_t>(mine * size_) * sizeof(T), stream_);
+    T* copies = scratch.as<T>();  // (size, mine) rank-major
+    if (mine > 0) {
+      CUDA_CHECK(cudaMemcpyAsync(copies + rank_ * mine, my_block,
+                                 static_cast<std::size_t>(mine) * sizeof(T),
+                                 cudaMemcpyDeviceToDevice, stream_));
+    }
+    NCCL_CHECK(ncclGroupStart());
+    for (int q = 0; q < size_; ++q) {
+      if (q == rank_) continue;
+      const std::int64_t theirs = block_length(n, size_, q);
+      if (theirs > 0) {
+        NCCL_CHECK(ncclSend(data + block_begin(n, size_, q), static_cast<std::size_t>(theirs),
+                            nccl_type<T>(), q, comm_, stream_));
+      }
+      if (mine > 0) {
+        NCCL_CHECK(ncclRecv(copies + q * mine, static_cast<std::size_t>(mine), nccl_type<T>(), q,
+                            comm_, stream_));
+      }
+    }
+    NCCL_CHECK(ncclGroupEnd());
+    rank_ordered_sum(copies, my_block, mine, size_, stream_);
+    if (n % size_ == 0) {
+      // Equal blocks: in-place all-gather (sendbuff == recvbuff + rank * count).
+      NCCL_CHECK(ncclAllGather(my_block, data, static_cast<std::size_t>(mine), nccl_type<T>(),
+                               comm_, stream_));
+    } else {
+      NCCL_CHECK(ncclGroupStart());
+      for (int q = 0; q < size_; ++q) {
+        if (q == rank_) continue;
+        const std::int64_t theirs = block_length(n, size_, q);
+        if (mine > 0) {
+          NCCL_CHECK(ncclSend(my_block, static_cast<std::size_t>(mine), nccl_type<T>(), q, comm_,
+                              stream_));
+        }
+        if (theirs > 0) {
+          NCCL_CHECK(ncclRecv(data + block_begin(n, size_, q), static_cast<std::size_t>(theirs),
+                              nccl_type<T>(), q, comm_, stream_));
+        }
+      }
+      NCCL_CHECK(ncclGroupEnd());
+    }
+  });
+}
+
+void NcclCommunicator::all_reduce_sum(float* data, std::int64_t n) {
+  deterministic_all_reduce_sum(data, n);
+}
+
+void NcclCommunicator::all_reduce_sum(double* data, std::int64_t n) {
+  deterministic_all_reduce_sum(data, n);
+}
+
+void NcclCommunicator::all_reduce_max(float* data, std::int64_t n) {
+  const std::size_t count = checked_count(n, "all_reduce_max");
+  if (count == 0) return;
+  as_system_error([&] {
+    NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat32, ncclMax, comm_, stream_));
+  });
+}
+
+void NcclCommunicator::all_reduce_max(double* data, std::int64_t n) {
+  const std::size_t count = checked_count(n, "all_reduce_max");
+  if (count == 0) return;
+  as_system_error([&] {
+    NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat64, ncclMax, comm_, stream_));
+  });
+}
+
+void NcclCommunicator::all_reduce_sum(std::int64_t* data, std::int64_t n) {
+  const std::size_t count = checked_count(n, "all_reduce_sum");
+  if (count == 0) return;
+  as_system_error([&] {  // integer addition is exact in any order
+    NCCL_CHECK(ncclAllReduce(data, data, count, ncclInt64, ncclSum, comm_, stream_));
+  });
+}
+
+void NcclCommunicator::reduce_scatter_sum(const float* in, float* out, std::int64_t n) {
+  const std::size_t count = checked_count(n, "reduce_scatter_sum");
+  if (count == 0) return;
+  as_system_error([&] {
+    const StreamScratch scratch(count * static_cast<std::size_t>(size_) * sizeof(float),
+                                stream_);
+    float* copies = scratch.as<float>();  // (size, n): row q = rank q's block for me
+    CUDA_CHECK(cudaMemcpyAsync(copies + rank_ * n, in + rank_ * n, count * sizeof(float),
+                               cudaMemcpyDeviceToDevice, stream_));
+    if (size_ > 1) {
+      NCCL_CHECK(ncclGroupStart());
+      for (int q = 0; q < size_; ++q) {
+        if (q == rank_) continue;
+        NCCL_CHECK(ncclSend(in + q * n, count, ncclFloat32, q, comm_, stream_));
+        NCCL_CHECK(ncclRecv(copies + q * n, count, ncclFloat32, q, comm_, stream_));
+      }
+      NCCL_CHECK(ncclGroupEnd());
+    }
+    rank_ordered_sum(copies, out, n, size_, stream_);
+  });
+}
+
+void NcclCommunicator::all_gather(const float* in, float* out, std::int64_t n) {
+  const std::size_t count = checked_count(n, "all_gather");
+  if (count == 0) return;
+  as_system_error([&] {
+    NCCL_CHECK(ncclAllGather(in, out, count, ncclFloat32, comm_, stream_));
+  });
+}
+
+void NcclCommunicator::broadcast(float* data, std::int64_t n, int root) {
+  const std::size_t count = checked_count(n, "broadcast");
+  check_rank(root, size_, "broadcast", "root");
+  if (count == 0) return;
+  as_system_error([&] {
+    NCCL_CHECK(ncclBroadcast(data, data, count, ncclFloat32, root, comm_, stream_));
+  });
+}
+
+Request NcclCommunicator::event_request() {
+  return as_system_error([&] {
+    kernels::cuda::Event event = kernels::cuda::Event::create(/*timing=*/false);
+    event.record(stream_);
+    return Request(std::make_unique<EventRequest>(std::move(event)));
+  });
+}
+
+Request NcclCommunicator::send(const float* data, std::int64_t n, int peer, int /*tag*/) {
+  const std::size_t count = checked_count(n, "send");
+  check_rank(peer, size_, "send", "peer");
+  if (peer == rank_) {
+    throw std::invalid_argument("NcclCommunicator::send: peer is this rank (NCCL self-sends "
+                                "only work inside a group; use send_recv)");
+  }
+  if (count == 0) return Request();
+  as_system_error([&] {
+    NCCL_CHECK(ncclSend(data, count, ncclFloat32, peer, comm_, stream_));
+  });
+  return event_request();
+}
+
+void NcclCommunicator::recv(float* data, std::int64_t n, int peer, int tag) {
+  irecv(data, n, peer, tag).wait();
+}
+
+Request NcclCommunicator::irecv(float* data, std::int64_t n, int peer, int /*tag*/) {
+  const std::size_t count = checked_count(n, "recv");
+  check_rank(peer, size_, "recv", "peer");
+  if (peer == rank_) {
+    throw std::invalid_argument("NcclCommunicator::recv: peer is this rank (NCCL self-receives "
+                                "only work inside a group; use send_recv)");
+  }
+  if (count == 0) return Request();
+  as_system_error([&] {
+    NCCL_CHECK(ncclRecv(data, count, ncclFloat32, peer, comm_, stream_));
+  });
+  return event_request();
+}
+
+void NcclCommunicator::send_recv(const float* send_data, float* recv_data, std::int64_t n,
+                                 int peer) {
+  const std::size_t count = checked_count(n, "send_recv");
+  check_rank(peer, size_, "send_recv", "peer");
+  if (count == 0) return;
+  as_system_error([&] {
+    NCCL_CHECK(ncclGroupStart());
+    NCCL_CHECK(ncclSend(send_data, count, ncclFloat32, peer, comm_, stream_));
+    NCCL_CHECK(ncclRecv(recv_data, count, ncclFloat32, peer, comm_, stream_));
+    NCCL_CHECK(ncclGroupEnd());
+  });
+}
+
+void NcclCommunicator::barrier() {
+  // A 1-element all-reduce every rank must join, then a drained stream.
+  all_reduce_sum(barrier_word_.as<std::int64_t>(), 1);
+  synchronize();
+}
+
+void NcclCommunicator::synchronize() {
+  as_system_error([&] {
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    ncclResult_t async_error = ncclSuccess;
+    NCCL_CHECK(ncclCommGetAsyncError(comm_, &async_error));
+    NCCL_CHECK(async_error);
+  });
+}
+
+}  // namespace strata::cuda

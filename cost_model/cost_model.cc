@@ -154,7 +154,8 @@ Prediction predict(const ModelSpec& model, const ClusterSpec& cluster, const Tra
                                            p.step_time_s /
                                            static_cast<double>(plan.world_size());
   p.tflops_per_gpu = model_flops_per_s_per_gpu / units::kTera;
-  p.mfu = model_flops_per_s_per_gpu / ctx.rates.peak_flops;
+  p.mfu = model_flops_without_recompute(model, train.global_batch) / p.step_time_s /
+          static_cast<double>(plan.world_size()) / ctx.rates.peak_flops;
   p.bubble_fraction = parts.bubble_s / p.step_time_s;
 
   fill_prediction_memory(estimate_memory(model, cluster, train, plan, memory_options(options)),

@@ -26,6 +26,18 @@ double megatron_model_flops(const ModelSpec& model, std::int64_t global_batch) {
   return 96.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h));
 }
 
+double model_flops_without_recompute(const ModelSpec& model, std::int64_t global_batch) {
+  const double B = static_cast<double>(global_batch);
+  const double s = static_cast<double>(model.seq_len);
+  const double l = static_cast<double>(model.layers);
+  const double h = static_cast<double>(model.hidden);
+  const double V = static_cast<double>(model.vocab);
+  // The same count with the layers taken three times a forward instead of four (no recomputed
+  // forward): 72 B s l h^2 (1 + s/(6h)) for the layers plus 6 B s h V for the logits, i.e.
+  // 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) (PaLM's model FLOPs utilisation convention).
+  return 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h));
+}
+
 namespace {
 
 double non_negative(JsonObjectReader& r, const std::string& key) {
@@ -45,6 +57,31 @@ TierBytes tiers_from_json(JsonObjectReader r) {
 
 Json tiers_to_json(const TierBytes& t) {
   return Json{{"device", t.device}, {"host", t.host}, {"nvme", t.nvme}};
+}
+
+// "transfers": every link's bytes, keys in SI bytes.
+struct TransferField {
+  const char* key;
+  double TransferBytes::*field;
+};
+constexpr TransferField kTransfers[] = {
+    {"device_to_host_bytes", &TransferBytes::device_to_host},
+    {"host_to_device_bytes", &TransferBytes::host_to_device},
+    {"host_to_nvme_bytes", &TransferBytes::host_to_nvme},
+    {"nvme_to_host_bytes", &TransferBytes::nvme_to_host},
+};
+
+TransferBytes transfers_from_json(JsonObjectReader r) {
+  TransferBytes t;
+  for (const TransferField& f : kTransfers) t.*f.field = non_negative(r, f.key);
+  r.finish();
+  return t;
+}
+
+Json transfers_to_json(const TransferBytes& t) {
+  Json j = Json::object();
+  for (const TransferField& f : kTransfers) j[f.key] = t.*f.field;
+  return j;
 }
 
 // The parts, in the order of the struct, with their JSON keys.
@@ -115,6 +152,8 @@ StepReport StepReport::from_json(const Json& json, const std::string& source) {
     }
     s.losses.push_back(losses[i].get<double>());
   }
+  // Optional: only offload plans move bytes between tiers.
+  if (r.has("transfers")) s.transfers = transfers_from_json(r.get_object("transfers"));
   r.finish();
   return s;
 }
@@ -129,18 +168,20 @@ Json StepReport::to_json() const {
     ranks.push_back(
         Json{{"rank", m.rank}, {"pp_rank", m.pp_rank}, {"peak_bytes", tiers_to_json(m.peak_bytes)}});
   }
-  return Json{{"kind", kind},
-              {"plan_label", plan_label},
-              {"step_time_s", step_time_s},
-              {"parts", parts_to_json(parts)},
-              {"tokens_per_s", tokens_per_s},
-              {"tflops_per_gpu", tflops_per_gpu},
-              {"mfu", mfu},
-              {"bubble_fraction", bubble_fraction},
-              {"memory_bytes", tiers_to_json(memory_bytes)},
-              {"per_rank", ranks},
-              {"steps_measured", steps_measured},
-              {"losses", losses}};
+  Json j{{"kind", kind},
+         {"plan_label", plan_label},
+         {"step_time_s", step_time_s},
+         {"parts", parts_to_json(parts)},
+         {"tokens_per_s", tokens_per_s},
+         {"tflops_per_gpu", tflops_per_gpu},
+         {"mfu", mfu},
+         {"bubble_fraction", bubble_fraction},
+         {"memory_bytes", tiers_to_json(memory_bytes)},
+         {"per_rank", ranks},
+         {"steps_measured", steps_measured},
+         {"losses", losses}};
+  if (!transfers.empty()) j["transfers"] = transfers_to_json(transfers);
+  return j;
 }
 
 }  // namespace strata

@@ -35,6 +35,20 @@ struct StepTimeParts {
   double sum() const;
 };
 
+// Offload traffic of one step, bytes per link and direction (ZeRO-Offload / ZeRO-Infinity:
+// gradients down and parameters up over PCIe, optimizer state and parameters to and from NVMe).
+// The tensors' own bytes: the 4 KiB padding of O_DIRECT transfers is not counted.
+struct TransferBytes {
+  double device_to_host = 0;
+  double host_to_device = 0;
+  double host_to_nvme = 0;
+  double nvme_to_host = 0;
+  bool empty() const {
+    return device_to_host == 0 && host_to_device == 0 && host_to_nvme == 0 && nvme_to_host == 0;
+  }
+  bool operator==(const TransferBytes&) const = default;
+};
+
 struct RankMemory {
   std::int64_t rank = 0;        // global rank (the prediction lists pipeline stage 0..p-1 at tp=dp=0)
   std::int64_t pp_rank = 0;
@@ -48,12 +62,16 @@ struct StepReport {
   StepTimeParts parts;
   double tokens_per_s = 0;
   double tflops_per_gpu = 0;    // model FLOP/s per GPU (Megatron's F, no recompute counted), in TFLOP/s
-  double mfu = 0;               // tflops_per_gpu / device peak in the train precision
+  double mfu = 0;               // model FLOPs utilisation: model_flops_without_recompute per GPU
+                                // per second / device peak in the train precision
   double bubble_fraction = 0;   // bubble_s / step_time_s for the prediction; measured idle share
   TierBytes memory_bytes;       // worst rank, per tier
   std::vector<RankMemory> per_rank;
   std::int64_t steps_measured = 0;  // RunReport only: steps the medians are over
   std::vector<double> losses;       // RunReport only
+  // Offload plans only (JSON "transfers", written when non-empty): the worst rank's bytes per
+  // link in one step.
+  TransferBytes transfers;
 
   static StepReport from_json(const Json& json, const std::string& source);
   static StepReport load(const std::string& path);
@@ -69,5 +87,10 @@ using RunReport = StepReport;
 // times; it is used for every plan, whatever its recomputation, so that TFLOP/s figures are
 // comparable with the papers' and with each other.
 double megatron_model_flops(const struct ModelSpec& model, std::int64_t global_batch);
+
+// Model FLOPs with no recomputation counted, 72 B s l h^2 (1 + s/(6h) + V/(12 l h)): the
+// numerator of MFU. Megatron's F above credits every plan with the recomputed forward, so
+// F / peak would overstate the utilisation of a plan that does not recompute by up to 4/3.
+double model_flops_without_recompute(const struct ModelSpec& model, std::int64_t global_batch);
 
 }  // namespace strata

@@ -170,7 +170,9 @@ StepReport build_run_report(const ModelSpec& model, const ClusterSpec& cluster,
     r.tflops_per_gpu = flops_per_rank / units::kTera;
     const double peak = train.precision == Precision::kFp32 ? cluster.device.fp32_flops
                                                             : cluster.device.bf16_flops;
-    r.mfu = peak > 0 ? flops_per_rank / peak : 0;
+    const double mfu_flops_per_rank = model_flops_without_recompute(model, train.global_batch) /
+                                      static_cast<double>(plan.world_size()) / r.step_time_s;
+    r.mfu = peak > 0 ? mfu_flops_per_rank / peak : 0;
     r.bubble_fraction = r.parts.bubble_s / r.step_time_s;
   }
   for (const auto& rank : ranks) {

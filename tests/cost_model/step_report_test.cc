@@ -122,5 +122,21 @@ TEST(MegatronFlops, Table1OneTrillion) {
   EXPECT_LT(ratio, 1.05);
 }
 
+TEST(MegatronFlops, WithoutRecomputeCountsThreeLayerPasses) {
+  // 1T row again. The layers' part of F (96 B s l h^2 (1 + s/(6h))) counts four passes a
+  // forward; without recompute it is three, so 3/4 of it. The logits (6 B s h V) stay.
+  ModelSpec m;
+  m.layers = 128;
+  m.hidden = 25600;
+  m.heads = 160;
+  m.seq_len = 2048;
+  m.vocab = 51200;
+  m.ffn_hidden = 4 * 25600;
+  const double B = 3072, s = 2048, l = 128, h = 25600, V = 51200;
+  const double layers_f = 96 * B * s * l * h * h + 16 * B * s * s * l * h;
+  const double expected = 0.75 * layers_f + 6 * B * s * h * V;
+  EXPECT_NEAR(model_flops_without_recompute(m, 3072), expected, 1e-12 * expected);
+}
+
 }  // namespace
 }  // namespace strata

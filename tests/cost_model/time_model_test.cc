@@ -261,7 +261,11 @@ TEST_F(TimeModelTest, PredictPartsSumToStepAndThroughputFollowsFormulas) {
   EXPECT_NEAR(p.tokens_per_s, 64.0 * 1024.0 / p.step_time_s, 1e-6);
   EXPECT_NEAR(p.tflops_per_gpu,
               megatron_model_flops(model, 64) / p.step_time_s / 32.0 / units::kTera, 1e-9);
-  EXPECT_NEAR(p.mfu, p.tflops_per_gpu * units::kTera / 300e12, 1e-12);
+  // MFU counts no recomputed forward: three passes instead of four for the layers, the same three for the
+  // logits, against the 300 TFLOP/s peak of this test's device.
+  EXPECT_NEAR(p.mfu,
+              model_flops_without_recompute(model, 64) / p.step_time_s / 32.0 / 300e12, 1e-12);
+  EXPECT_LT(p.mfu, p.tflops_per_gpu * units::kTera / 300e12);
   // m = 64 / (4 * 2) = 8 micro-batches, p = 2, v = 1: bubble (p-1)/(v m) of the busy time.
   const double busy = p.step_time_s - p.parts.bubble_s - p.parts.optimizer_s -
                       p.parts.offload_s - (p.parts.dp_comm_s);

@@ -2,6 +2,7 @@
 #include "tools/strata/inputs.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
@@ -107,8 +108,22 @@ Plan load_plan(const std::string& value) {
   return Plan::load(resolve_config("plans", value, "--plan"));
 }
 
-std::string gib(double bytes) { return fmt::format("{:.2f}", bytes / units::kGiB); }
-std::string gb(double bytes) { return fmt::format("{:.2f}", bytes / units::kGB); }
+// Two decimals hide a tiny model's megabytes as 0.00; below 1 the format keeps three
+// significant digits instead, still byte-stable.
+std::string readable(double value) {
+  if (value == 0.0) return "0";
+  return std::fabs(value) >= 1.0 ? fmt::format("{:.2f}", value) : fmt::format("{:.3g}", value);
+}
+std::string gib(double bytes) { return readable(bytes / units::kGiB); }
+std::string gb(double bytes) { return readable(bytes / units::kGB); }
+
+std::string count_label(double count) {
+  if (count >= 1e12) return fmt::format("{:.2f}T", count / 1e12);
+  if (count >= 1e9) return fmt::format("{:.2f}B", count / 1e9);
+  if (count >= 1e6) return fmt::format("{:.1f}M", count / 1e6);
+  if (count >= 1e3) return fmt::format("{:.1f}K", count / 1e3);
+  return fmt::format("{:.0f}", count);
+}
 std::string percent(double fraction) { return fmt::format("{:.1f}%", 100.0 * fraction); }
 
 std::string offload_label(const OffloadPlan& offload) {

@@ -49,9 +49,12 @@ Inputs load_inputs(const SpecOptions& options);
 // Loads --plan (path or bundled name under configs/plans).
 Plan load_plan(const std::string& value);
 
-// Fixed formats: "%.2f" of bytes / 2^30, of bytes / 1e9, and of a fraction as a percentage.
+// Fixed formats: bytes / 2^30 and bytes / 1e9 ("%.2f" from 1 up, three significant digits
+// below), a fraction as a percentage, a count with a K/M/B/T suffix, a value via readable().
+std::string readable(double value);
 std::string gib(double bytes);
 std::string gb(double bytes);
+std::string count_label(double count);
 std::string percent(double fraction);
 // "none" or e.g. "opt=cpu,grad=cpu,param=nvme" (only the offloaded states).
 std::string offload_label(const OffloadPlan& offload);

@@ -82,13 +82,13 @@ void print_table(std::ostream& out, const PlanSearchResult& result) {
     const Plan& p = s.plan;
     const Prediction& r = s.prediction;
     out << fmt::format("{:>2} {:>2} {:>3} {:>4} {:>2} {:>2} {:<11} {:>4} {:<22} {:<9} {:<3} "
-                       "{:>10} {:>12} {:>11} {:>9.3f} {:>12.0f} {:>7.2f} {:>6} {:>6}\n",
+                       "{:>10} {:>12} {:>11} {:>9.4g} {:>12.0f} {:>7} {:>6} {:>6}\n",
                        rank++, p.tp, p.pp, p.dp, p.virtual_stages, p.micro_batch,
                        to_string(p.schedule), p.zero_stage, offload_label(p.offload),
                        to_string(p.recompute), p.sequence_parallel ? "yes" : "no",
                        gib(r.memory_bytes.device), gib(r.memory_bytes.host),
-                       gb(r.memory_bytes.nvme), r.step_time_s, r.tokens_per_s, r.tflops_per_gpu,
-                       percent(r.mfu), percent(r.bubble_fraction));
+                       gb(r.memory_bytes.nvme), r.step_time_s, r.tokens_per_s,
+                       readable(r.tflops_per_gpu), percent(r.mfu), percent(r.bubble_fraction));
   }
 }
 
@@ -128,8 +128,9 @@ int run_plan(const PlanOptions& options, std::ostream& out) {
   if (options.json) {
     out << result_json(result, options).dump(2) << "\n";
   } else {
-    out << fmt::format("model {} ({:.2f}B parameters) on {} of {} GPUs of {}, global batch {}, {}\n",
-                       inputs.model.name, inputs.model.total_params() / units::kGiga, result.gpus,
+    out << fmt::format("model {} ({} parameters) on {} of {} GPUs of {}, global batch {}, {}\n",
+                       inputs.model.name,
+                       count_label(static_cast<double>(inputs.model.total_params())), result.gpus,
                        inputs.cluster.total_gpus(), inputs.cluster.name, inputs.train.global_batch,
                        to_string(inputs.train.precision));
     print_counts(out, result);

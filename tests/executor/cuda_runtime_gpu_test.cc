@@ -1,0 +1,228 @@
+// GPU tests of the CUDA backend's runtime: the device pool (zeroing, reuse, accounting peaks,
+// driver out-of-memory), pinned host buffers, stream ordering, the rank-ordered sum kernel and
+// a 1-rank NcclCommunicator. Every test GTEST_SKIPs with the reason when no device is present.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cost_model/errors.h"
+#include "executor/cuda/device_pool.h"
+#include "executor/cuda/pinned_host_buffer.h"
+#include "executor/cuda/streams.h"
+#include "executor/memory/accounting_allocator.h"
+#include "kernels/cuda/cuda_check.h"
+#ifdef STRATA_HAVE_NCCL
+#include "executor/cuda/nccl_communicator.h"
+#include "executor/cuda/rank_ordered_sum.h"
+#endif
+
+namespace strata::cuda {
+namespace {
+
+constexpr std::int64_t kMiB = 1024 * 1024;
+
+class CudaRuntimeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!kernels::cuda::cuda_device_available()) {
+      GTEST_SKIP() << "no CUDA device: " << kernels::cuda::cuda_unavailable_reason();
+    }
+    streams_ = RankStreams::create();
+  }
+  template <class T>
+  std::vector<T> download(const void* device, std::size_t n) {
+    streams_.synchronize_all();
+    std::vector<T> host(n);
+    CUDA_CHECK(cudaMemcpy(host.data(), device, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return host;
+  }
+  template <class T>
+  void upload(void* device, const std::vector<T>& host) {
+    CUDA_CHECK(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+    // A pageable-to-device cudaMemcpy may return before the DMA lands, and the streams here
+    // are non-blocking (no implicit order with the legacy stream): wait for the device.
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  RankStreams streams_;
+};
+
+TEST_F(CudaRuntimeTest, PoolZeroesAndReusesAFreedBlockOfTheSameClass) {
+  AccountingAllocator accounting;
+  DevicePool pool(accounting, streams_.compute());
+  void* first = nullptr;
+  {
+    DeviceBlock a = pool.allocate(1000, "a");
+    EXPECT_EQ(a.bytes(), 1000);
+    EXPECT_EQ(a.class_bytes(), 1024);  // next power of two
+    for (unsigned char byte : download<unsigned char>(a.data(), 1000)) ASSERT_EQ(byte, 0);
+    first = a.data();
+  }
+  DeviceBlock b = pool.allocate(700, "b");  // class 1024 again: served from the free list
+  EXPECT_EQ(b.data(), first);
+  const DevicePoolStats s = pool.stats();
+  EXPECT_EQ(s.driver_allocations, 1);
+  EXPECT_EQ(s.reuses, 1);
+  EXPECT_EQ(s.reserved_bytes, 1024);
+  EXPECT_EQ(s.cached_bytes, 0);
+  EXPECT_EQ(s.live_blocks, 1);
+  DeviceBlock c = pool.allocate(2000, "c");  // class 2048: a new cudaMalloc
+  EXPECT_NE(c.data(), first);
+  EXPECT_EQ(pool.stats().driver_allocations, 2);
+}
+
+TEST_F(CudaRuntimeTest, PoolPeaksAreTheRequestedBytesLikeTheCpuBackend) {
+  AccountingAllocator accounting;
+  DevicePool pool(accounting, streams_.compute());
+  {
+    DeviceBlock a = pool.allocate_uninitialized(3 * kMiB, "activations");  // class 4 MiB
+    DeviceBlock b = pool.allocate_uninitialized(kMiB, "weights");          // class 1 MiB
+    EXPECT_EQ(accounting.usage(MemoryTier::kDevice).current_bytes, 4 * kMiB);
+  }
+  DeviceBlock c = pool.allocate_uninitialized(100, "grads");  // class 512 B
+  // Accounting: peak 3 MiB + 1 MiB requested; now only c's 100 bytes live.
+  EXPECT_EQ(accounting.usage(MemoryTier::kDevice).peak_bytes, 4 * kMiB);
+  EXPECT_EQ(accounting.usage(MemoryTier::kDevice).current_bytes, 100);
+  // Pool: 4 MiB + 1 MiB + 512 B held from the driver, a and b's classes cached.
+  const DevicePoolStats s = pool.stats();
+  EXPECT_EQ(s.reserved_bytes, 5 * kMiB + 512);
+  EXPECT_EQ(s.peak_reserved_bytes, 5 * kMiB + 512);
+  EXPECT_EQ(s.cached_bytes, 5 * kMiB);
+}
+
+TEST_F(CudaRuntimeTest, PoolDataRoundTrips) {
+  AccountingAllocator accounting;
+  DevicePool pool(accounting, streams_.compute());
+  DeviceBlock block = pool.allocate(4096 * sizeof(float), "x");
+  std::vector<float> x(4096);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = 0.5f * static_cast<float>(i) - 7.0f;
+  streams_.synchronize_all();  // the zero-fill is ordered on compute; the upload is not
+  upload(block.data(), x);
+  EXPECT_EQ(download<float>(block.data(), x.size()), x);
+}
+
+TEST_F(CudaRuntimeTest, PoolDriverOutOfMemoryNamesTierRequestAndFree) {
+  AccountingAllocator accounting;  // unlimited budget: the driver is what refuses
+  DevicePool pool(accounting, streams_.compute());
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const auto too_much = static_cast<std::int64_t>(total_bytes) + 2 * kMiB;  // more than exists
+  try {
+    (void)pool.allocate_uninitialized(too_much, "huge");
+    FAIL() << "expected OutOfMemory";
+  } catch (const OutOfMemory& e) {
+    EXPECT_EQ(e.tier, "device");
+    EXPECT_EQ(e.requested_bytes, too_much);
+    EXPECT_GT(e.free_bytes, 0);
+    EXPECT_LT(e.free_bytes, too_much);
+    EXPECT_NE(std::string(e.what()).find("huge"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(accounting.usage(MemoryTier::kDevice).current_bytes, 0);  // reservation released
+  // The runtime is still usable: the failed cudaMalloc left no sticky error behind.
+  DeviceBlock ok = pool.allocate(64, "after");
+  EXPECT_FALSE(ok.empty());
+}
+
+TEST_F(CudaRuntimeTest, PinnedHostBufferIsZeroedAccountedAndCopiesOnTheCopyStream) {
+  AccountingAllocator accounting;
+  DevicePool pool(accounting, streams_.compute());
+  {
+    PinnedHostBuffer pinned = PinnedHostBuffer::allocate(accounting, 1024 * sizeof(float), "stage");
+    EXPECT_EQ(accounting.usage(MemoryTier::kHost).current_bytes, 4096);
+    float* h = pinned.as<float>();
+    for (int i = 0; i < 1024; ++i) ASSERT_EQ(h[i], 0.0f);
+    for (int i = 0; i < 1024; ++i) h[i] = static_cast<float>(i);
+    DeviceBlock d = pool.allocate_uninitialized(4096, "dev");
+    CUDA_CHECK(cudaMemcpyAsync(d.data(), h, 4096, cudaMemcpyHostToDevice, streams_.copy()));
+    const std::vector<float> back = download<float>(d.data(), 1024);
+    for (int i = 0; i < 1024; ++i) ASSERT_EQ(back[static_cast<std::size_t>(i)], i);
+  }
+  EXPECT_EQ(accounting.usage(MemoryTier::kHost).current_bytes, 0);
+  EXPECT_EQ(accounting.usage(MemoryTier::kHost).peak_bytes, 4096);
+}
+
+TEST_F(CudaRuntimeTest, OrderMakesTheWaiterSeeTheProducersWrites) {
+  AccountingAllocator accounting;
+  DevicePool pool(accounting, streams_.compute());
+  constexpr std::size_t kBytes = 64 * kMiB;  // big enough that an unordered copy would race
+  DeviceBlock src = pool.allocate_uninitialized(kBytes, "src");
+  DeviceBlock dst = pool.allocate_uninitialized(kBytes, "dst");
+  CUDA_CHECK(cudaMemset(src.data(), 0, kBytes));
+  CUDA_CHECK(cudaMemset(dst.data(), 0, kBytes));
+  CUDA_CHECK(cudaDeviceSynchronize());  // cudaMemset may return before it is done
+  const StreamEvent event = StreamEvent::create();
+  CUDA_CHECK(cudaMemsetAsync(src.data(), 0x5a, kBytes, streams_.copy()));
+  RankStreams::order(streams_.compute(), streams_.copy(), event);
+  CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), kBytes, cudaMemcpyDeviceToDevice,
+                             streams_.compute()));
+  const auto out = download<unsigned char>(dst.data(), kBytes);
+  for (std::size_t i = 0; i < kBytes; i += 4099) ASSERT_EQ(out[i], 0x5a) << i;
+  EXPECT_EQ(out[kBytes - 1], 0x5a);
+}
+
+#ifdef STRATA_HAVE_NCCL
+TEST_F(CudaRuntimeTest, RankOrderedSumAddsLeftToRight) {
+  // Three rows where float addition order matters: (1e8 + 1) rounds to 1e8 (float spacing at
+  // 1e8 is 8), so ((1e8 + 1) + -1e8) = 0, while (1e8 + -1e8) + 1 would be 1.
+  const std::vector<float> copies = {1e8f, 2.0f, 1.0f, 3.0f, -1e8f, 4.0f};  // (3, 2)
+  AccountingAllocator accounting;
+  DevicePool pool(accounting, streams_.compute());
+  DeviceBlock in = pool.allocate_uninitialized(copies.size() * sizeof(float), "in");
+  DeviceBlock out = pool.allocate_uninitialized(2 * sizeof(float), "out");
+  streams_.synchronize_all();
+  upload(in.data(), copies);
+  rank_ordered_sum(in.as<float>(), out.as<float>(), 2, 3, streams_.compute());
+  const std::vector<float> got = download<float>(out.data(), 2);
+  EXPECT_EQ(got[0], 0.0f);  // the rank order, not 1
+  EXPECT_EQ(got[1], 9.0f);  // 2 + 3 + 4, exact
+}
+
+TEST_F(CudaRuntimeTest, NcclSingleRankCollectivesAreIdentities) {
+  auto comm = NcclCommunicator::create_single(streams_.comm());
+  EXPECT_EQ(comm->rank(), 0);
+  EXPECT_EQ(comm->size(), 1);
+  AccountingAllocator accounting;
+  DevicePool pool(accounting, streams_.comm());
+  const std::vector<float> x = {1.5f, -2.25f, 3.0f, 1e-30f, 7.0f};
+  DeviceBlock a = pool.allocate_uninitialized(5 * sizeof(float), "a");
+  DeviceBlock b = pool.allocate(5 * sizeof(float), "b");
+  streams_.synchronize_all();
+  upload(a.data(), x);
+  // One rank: sum, max, reduce-scatter, gather and broadcast all return the input bit for bit.
+  comm->all_reduce_sum(a.as<float>(), 5);
+  comm->all_reduce_max(a.as<float>(), 5);
+  comm->broadcast(a.as<float>(), 5, 0);
+  comm->reduce_scatter_sum(a.as<float>(), b.as<float>(), 5);
+  comm->synchronize();
+  EXPECT_EQ(download<float>(b.data(), 5), x);
+  CUDA_CHECK(cudaMemset(b.data(), 0, 5 * sizeof(float)));
+  CUDA_CHECK(cudaDeviceSynchronize());
+  comm->all_gather(a.as<float>(), b.as<float>(), 5);
+  comm->synchronize();
+  EXPECT_EQ(download<float>(b.data(), 5), x);
+
+  DeviceBlock counts = pool.allocate_uninitialized(2 * sizeof(std::int64_t), "counts");
+  upload(counts.data(), std::vector<std::int64_t>{1LL << 40, -3});
+  comm->all_reduce_sum(counts.as<std::int64_t>(), 2);
+  EXPECT_EQ(download<std::int64_t>(counts.data(), 2), (std::vector<std::int64_t>{1LL << 40, -3}));
+  comm->barrier();
+}
+
+TEST_F(CudaRuntimeTest, NcclRejectsBadArgumentsBeforeEnqueuing) {
+  auto comm = NcclCommunicator::create_single(streams_.comm());
+  float* never = nullptr;  // not dereferenced: every call below fails its checks first
+  EXPECT_THROW(comm->all_reduce_sum(never, -1), std::invalid_argument);
+  EXPECT_THROW(comm->broadcast(never, 4, 1), std::invalid_argument);   // root 1 of 1 rank
+  EXPECT_THROW((void)comm->send(never, 4, 0, 0), std::invalid_argument);  // self
+  EXPECT_THROW(comm->recv(never, 4, 3, 0), std::invalid_argument);     // peer 3 of 1 rank
+  EXPECT_THROW(comm->send_recv(never, never, 4, -1), std::invalid_argument);
+  comm->synchronize();
+}
+#endif
+
+}  // namespace
+}  // namespace strata::cuda

@@ -86,7 +86,11 @@ TEST_F(NcclMpiTest, FloatAllReduceIsTheRankOrderedSumAndMatchesMpi) {
 TEST_F(NcclMpiTest, DoubleAllReduceIsTheRankOrderedSum) {
   const std::int64_t n = 7;
   std::vector<double> mine(n);
-  for (std::int64_t i = 0; i < n; ++i) mine[static_cast<std::size_t>(i)] = 1e16 * (rank_ % 2) + i + 0.25 * rank_;
+  // Odd ranks add 1e16, where double spacing is 2: the small terms round differently in
+  // another order.
+  for (std::int64_t i = 0; i < n; ++i) {
+    mine[static_cast<std::size_t>(i)] = 1e16 * (rank_ % 2) + static_cast<double>(i) + 0.25 * rank_;
+  }
   DeviceBuffer d = to_device(mine);
   nccl_->all_reduce_sum(d.as<double>(), n);
   const std::vector<double> got = from_device<double>(d, n);
@@ -123,7 +127,8 @@ TEST_F(NcclMpiTest, AllGatherBroadcastMaxAndIntegerSum) {
   DeviceBuffer d_b = to_device(std::vector<float>{static_cast<float>(rank_), 2.5f});
   nccl_->broadcast(d_b.as<float>(), 2, size_ - 1);
   EXPECT_EQ(from_device<float>(d_b, 2), (std::vector<float>{static_cast<float>(size_ - 1), 2.5f}));
-  DeviceBuffer d_m = to_device(std::vector<float>{static_cast<float>(rank_), -static_cast<float>(rank_)});
+  const auto r = static_cast<float>(rank_);
+  DeviceBuffer d_m = to_device(std::vector<float>{r, -r});
   nccl_->all_reduce_max(d_m.as<float>(), 2);
   EXPECT_EQ(from_device<float>(d_m, 2), (std::vector<float>{static_cast<float>(size_ - 1), 0.0f}));
   DeviceBuffer d_i = to_device(std::vector<std::int64_t>{rank_ + 1, std::int64_t{1} << 40});

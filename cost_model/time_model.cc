@@ -3,6 +3,7 @@
 #include "cost_model/time_model.h"
 
 #include <algorithm>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -375,6 +376,73 @@ TailWork tail_work(const TimeContext& ctx, std::int64_t pp_rank, double params,
     tail.optimizer_s = device_optimizer_s(ctx, opt_params);
   }
   return tail;
+}
+
+TransferBytes offload_transfer_bytes(const ModelSpec& model, const Plan& plan,
+                                     const TrainSpec& train, std::int64_t pp_rank) {
+  TransferBytes t;
+  const OffloadPlan& off = plan.offload;
+  if (off == OffloadPlan{}) return t;
+  const StageParams stage = stage_params(model, plan.tp, plan.pp, plan.virtual_stages, pp_rank);
+  const double m = static_cast<double>(plan.micro_batches(train));
+  const std::int64_t d = plan.dp;
+  const bool first = pp_rank == 0;  // the embedding (virtual stage 0)
+  const bool last = pp_rank == plan.pp - 1;
+  struct Unit {
+    std::int64_t n;  // parameters on one TP rank
+    double gathers;  // ZeRO-3 gathers per step
+    double grad_downs;
+  };
+  std::vector<Unit> units;
+  const std::int64_t per_layer = stage.layers > 0 ? stage.layer_params / stage.layers : 0;
+  const double layer_downs = plan.sequence_parallel ? 1 : m;
+  for (std::int64_t l = 0; l < stage.layers; ++l) units.push_back({per_layer, 2 * m, layer_downs});
+  if (stage.embedding_params > 0) {
+    // The embedding is gathered once per micro-batch, and once more by the head when p = 1;
+    // the tied copy (last stage, p > 1) once per micro-batch by the head.
+    units.push_back({stage.embedding_params, first && last ? 2 * m : m, 1});
+  }
+  if (stage.final_norm_params > 0) units.push_back({stage.final_norm_params, 2 * m, 1});
+
+  constexpr double kF = 4;  // fp32 bytes
+  const bool params_off = plan.zero_stage == 3 && off.params != OffloadTier::kNone;
+  const bool grads_off = plan.zero_stage >= 2 && off.gradients != OffloadTier::kNone;
+  const bool opt_off = off.optimizer != OffloadTier::kNone;
+  for (const Unit& u : units) {
+    const double shard = static_cast<double>((u.n + d - 1) / d);
+    const double part = plan.zero_stage >= 1 ? shard : shard * static_cast<double>(d);
+    if (params_off) {
+      t.host_to_device += u.gathers * shard * kF;
+      if (off.params == OffloadTier::kNvme) t.nvme_to_host += u.gathers * shard * kF;
+    }
+    if (grads_off) {
+      t.device_to_host += u.grad_downs * shard * kF;
+      if (off.gradients == OffloadTier::kNvme) {
+        t.host_to_nvme += u.grad_downs * shard * kF;
+        t.nvme_to_host += u.grad_downs * shard * kF;  // k - 1 accumulations + 1 for the step
+      }
+    }
+    if (opt_off) {
+      if (!grads_off) t.device_to_host += part * kF;
+      if (!params_off) t.host_to_device += part * kF;
+      double nvme_arrays = off.optimizer == OffloadTier::kNvme ? 2 : 0;  // m, v
+      const OffloadTier master = params_off ? off.params : off.optimizer;
+      if (master == OffloadTier::kNvme) nvme_arrays += 1;
+      t.nvme_to_host += nvme_arrays * part * kF;
+      t.host_to_nvme += nvme_arrays * part * kF;
+    } else {
+      if (grads_off) t.host_to_device += shard * kF;
+      if (params_off) {
+        t.host_to_device += shard * kF;
+        t.device_to_host += shard * kF;
+        if (off.params == OffloadTier::kNvme) {
+          t.nvme_to_host += shard * kF;
+          t.host_to_nvme += shard * kF;
+        }
+      }
+    }
+  }
+  return t;
 }
 
 PipelineTime pipeline_time(std::int64_t micro_batches, std::int64_t pp, std::int64_t v,

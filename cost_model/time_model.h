@@ -35,6 +35,7 @@
 #include "cost_model/model_spec.h"
 #include "cost_model/plan.h"
 #include "cost_model/profile.h"
+#include "cost_model/step_report.h"
 #include "cost_model/train_spec.h"
 
 namespace strata {
@@ -182,6 +183,30 @@ double device_optimizer_s(const TimeContext& ctx, double params);
 // 30 bytes/param over the GPU's share of host memory bandwidth, or ~12 FLOP/param over its
 // share of cpu_flops, whichever is slower; a Profile's cpu_adam_params_per_s replaces both.
 double cpu_optimizer_s(const TimeContext& ctx, double params);
+
+// Offload bytes of one step on pipeline rank pp_rank (any TP / DP rank of it), per link and
+// direction, exactly as the executor moves them (executor/engine/offload_tiers.h), so a
+// measured run can be checked to the byte. Units are the executor's: each layer, the
+// embedding (first stage), the tied wte copy (last stage, p > 1), the final LayerNorm (last
+// stage); n = a unit's parameters on one TP rank (stage_params), padded to a multiple of d;
+// S = n_pad / d its ZeRO shard; O = S (ZeRO >= 1) or n_pad (ZeRO 0) the optimizer's part;
+// m micro-batches; 4 bytes per fp32 element. Per unit and step:
+//   params on cpu/nvme (ZeRO-3): every gather first fetches the shard: up S (and from NVMe S);
+//     gathers per step: a layer 2m (forward, backward; a recomputation reuses the backward's
+//     gather), the final norm 2m, the embedding m (2m when p = 1: it is also the head's wte),
+//     the tied copy m.
+//   gradients on cpu/nvme (ZeRO >= 2): the reduced shard goes down k times, k = m for a layer
+//     (after each micro-batch's backward; 1 with sequence parallel, whose LayerNorm gradients
+//     are complete only at the end of the step) and 1 for the others (after the tied-
+//     embedding sum); on NVMe it accumulates in place: written k times, read k - 1 times, and
+//     read once more for the optimizer step.
+//   optimizer on cpu/nvme (CPU AdamW): gradients on the device go down (O); updated params on
+//     the device come back up (O); each of master params, m, v on NVMe is read and written
+//     once (O each). With offloaded params the params' own shard is the master copy.
+//   optimizer on the device: offloaded gradients come back up (S); offloaded params come up
+//     (S) and go back down (S), to and from NVMe when there.
+TransferBytes offload_transfer_bytes(const ModelSpec& model, const Plan& plan,
+                                     const TrainSpec& train, std::int64_t pp_rank);
 
 // Pipeline composition: with W the per-micro-batch work of the slowest rank (sum over its
 // chunks of forward + backward + sends), m micro-batches, p ranks, v chunks per rank:

@@ -55,7 +55,7 @@ std::vector<model::UnitLayout> rank_layouts(const ModelSpec& model, const Plan& 
 
 Engine::Engine(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
                const ProcessGroups& groups, Communicator& world, AccountingAllocator& alloc,
-               const data::BatchSampler& sampler)
+               const data::BatchSampler& sampler, const OffloadOptions& offload_options)
     : model_(model),
       train_(train),
       plan_(plan),
@@ -66,7 +66,8 @@ Engine::Engine(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
       dims_(model::make_dims(model, plan.micro_batch, plan.tp, groups.coords().tp)),
       tp_(groups.tp()),
       schedule_(make_schedule(plan.schedule, plan.pp, plan.virtual_stages, plan.micro_batches(train))),
-      state_(rank_layouts(model, plan, groups.coords()), plan.zero_stage, groups, train.seed, alloc) {
+      state_(rank_layouts(model, plan, groups.coords()), plan.zero_stage, groups, train.seed, alloc,
+             plan.offload, offload_options, plan.micro_batches(train), plan.sequence_parallel) {
   const std::int64_t stages = plan.pp * plan.virtual_stages;
   const std::int64_t per_stage = model.layers / stages;
   for (std::int64_t c = 0; c < plan.virtual_stages; ++c) {
@@ -131,6 +132,10 @@ void Engine::forward(std::int64_t step, std::int64_t mb, std::int64_t chunk) {
     const std::string name = layer_unit(info.first_layer + i);
     // ZeRO-3 prefetch: the next layer's parameters are gathered before this layer runs.
     if (i + 1 < info.layers) state_.acquire(layer_unit(info.first_layer + i + 1));
+    // Offloaded parameters: their shards start up prefetch_depth layers ahead.
+    for (std::int64_t k = 2; k <= state_.prefetch_depth() && i + k < info.layers; ++k) {
+      state_.prefetch(layer_unit(info.first_layer + i + k));
+    }
     const float* w = state_.acquire(name);
     const auto offsets = model::layer_offsets(state_.unit(name).layout);
     const char* out_tag = i + 1 < info.layers ? "act/ln1_in" : (info.last ? "act/lnf_in" : "pipeline_send");
@@ -191,6 +196,9 @@ void Engine::backward(std::int64_t mb, std::int64_t chunk) {
   for (std::int64_t i = info.layers - 1; i >= 0; --i) {
     const std::string name = layer_unit(info.first_layer + i);
     if (i > 0) state_.acquire(layer_unit(info.first_layer + i - 1));  // ZeRO-3 prefetch
+    for (std::int64_t k = 2; k <= state_.prefetch_depth() && i - k >= 0; ++k) {
+      state_.prefetch(layer_unit(info.first_layer + i - k));
+    }
     const float* w = state_.acquire(name);
     const auto offsets = model::layer_offsets(state_.unit(name).layout);
     float* g = state_.grads(name);
@@ -202,6 +210,7 @@ void Engine::backward(std::int64_t mb, std::int64_t chunk) {
                           tp_);
     state_.release(name);
     state_.release(name);
+    state_.layer_backward_done(name);  // offloaded gradients: reduced and sent down now
     s.acts[static_cast<std::size_t>(i)] = {};
     s.inputs.pop_back();
     dy = std::move(dx);
@@ -228,7 +237,8 @@ void Engine::run_schedule(std::int64_t step, StepResult& result, Clock::time_poi
   auto& parts = result.parts;
   for (const PipelineOp& op : schedule_.ops[static_cast<std::size_t>(pp_rank)]) {
     const auto t0 = Clock::now();
-    const double comm_before = tp_.comm_seconds() + state_.times().dp_comm_s;
+    const double comm_before =
+        tp_.comm_seconds() + state_.times().dp_comm_s + state_.times().offload_s;
     const ChunkInfo& info = chunks_[static_cast<std::size_t>(op.chunk)];
     const int peer = static_cast<int>(op.peer);
     const Key key{op.micro_batch, op.chunk};
@@ -265,7 +275,8 @@ void Engine::run_schedule(std::int64_t step, StepResult& result, Clock::time_poi
       }
     }
     const double dt = seconds_since(t0);
-    const double inside = tp_.comm_seconds() + state_.times().dp_comm_s - comm_before;
+    const double inside =
+        tp_.comm_seconds() + state_.times().dp_comm_s + state_.times().offload_s - comm_before;
     switch (op.kind) {
       case OpKind::kForward: parts.forward_s += dt - inside; break;
       case OpKind::kBackward: parts.backward_s += dt - inside; break;
@@ -330,6 +341,8 @@ StepResult Engine::step(std::int64_t step) {
   parts.tp_comm_s = tp_.comm_seconds();
   parts.dp_comm_s = state_.times().dp_comm_s;
   parts.optimizer_s = state_.times().optimizer_s;
+  parts.offload_s = state_.times().offload_s;
+  result.transfers = state_.transfers();
   parts.other_s = result.step_s - parts.sum();
   return result;
 }

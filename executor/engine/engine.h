@@ -8,7 +8,10 @@
 //
 // Chunks: chunk c of pipeline rank r is virtual stage s = c p + r, layers
 // [s L/(p v), (s+1) L/(p v)); stage 0 also runs the embedding, stage p v - 1 the head.
-// Deliberately not here: recomputation, offload, overlap of DP communication with backward,
+// Offload (plan.offload): the model state places and moves the tensors (model_state.h); the
+// engine prefetches offloaded layer parameters prefetch_depth layers ahead in each pass and
+// tells the state when a layer's backward is done (its offloaded gradient goes down then).
+// Deliberately not here: recomputation, overlap of DP communication with backward,
 // printing or files (the report module and `strata run` do those).
 #pragma once
 
@@ -41,6 +44,7 @@ struct StepResult {
   double step_s = 0;      // this rank's wall time for the step
   StepTimeParts parts;    // this rank's split of step_s (see engine.cc for each part)
   std::vector<TraceEvent> events;  // this rank's ops, start_s relative to the step's start
+  TransferBytes transfers;         // offload plans: bytes per link in this step
 };
 
 // The parameter units (layouts) pipeline rank coords.pp holds, in a fixed order: the
@@ -55,7 +59,7 @@ class Engine {
   // Plan::check_against_model; groups, world, alloc and sampler must outlive the engine.
   Engine(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
          const ProcessGroups& groups, Communicator& world, AccountingAllocator& alloc,
-         const data::BatchSampler& sampler);
+         const data::BatchSampler& sampler, const OffloadOptions& offload_options = {});
 
   // Step `step` (0-based: the data of step k, AdamW's step k + 1). Collective.
   StepResult step(std::int64_t step);

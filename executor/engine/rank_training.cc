@@ -11,11 +11,12 @@ ParallelDims dims_of(const Plan& plan) {
 
 RankTraining::RankTraining(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
                            MpiCommunicator& world, const TierBudgets& budgets,
-                           const std::vector<std::uint8_t>& corpus)
+                           const std::vector<std::uint8_t>& corpus,
+                           const OffloadOptions& offload)
     : world_(&world),
       groups_(world, dims_of(plan)),
       alloc_(budgets),
       sampler_(corpus, train.seed, model.seq_len),
-      engine_(model, train, plan, groups_, world, alloc_, sampler_) {}
+      engine_(model, train, plan, groups_, world, alloc_, sampler_, offload) {}
 
 }  // namespace strata::engine

@@ -23,7 +23,7 @@ class RankTraining {
   // Collective over world (size must be plan.world_size()). corpus must outlive this.
   RankTraining(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
                MpiCommunicator& world, const TierBudgets& budgets,
-               const std::vector<std::uint8_t>& corpus);
+               const std::vector<std::uint8_t>& corpus, const OffloadOptions& offload = {});
 
   ProcessGroups& groups() { return groups_; }
   AccountingAllocator& allocator() { return alloc_; }

@@ -1,0 +1,56 @@
+// Fetching offloaded ZeRO-3 parameter shards ahead of use (see offload_params.h).
+#include "executor/engine/offload_params.h"
+
+namespace strata::engine {
+
+ParamFetcher::~ParamFetcher() {
+  if (in_flight_.empty() || !links_->has_store()) return;
+  try {
+    links_->store().engine().wait_all();
+  } catch (...) {
+    // The engine drained before reporting its failure: nothing is left in flight.
+  }
+}
+
+ParamFetcher::InFlight ParamFetcher::start(const ShardSource& source) {
+  InFlight f;
+  f.device = alloc_->allocate_floats(MemoryTier::kDevice, source.floats, "offload:param_fetch");
+  if (source.host != nullptr) {
+    links_->host_to_device(f.device.f32(), source.host, source.floats);
+    return f;
+  }
+  // NVMe: whole 4 KiB blocks into aligned host staging (the file is padded to them).
+  const std::int64_t bytes = offload::round_up_to_alignment(source.floats * 4);
+  f.staging_bytes = alloc_->reserve(MemoryTier::kHost, bytes, "offload:param_staging");
+  f.staging = offload::AlignedBuffer(bytes);
+  offload::NvmeStore& store = links_->store();
+  f.ticket = store.engine().start_read(store.file(source.nvme_name), f.staging.data(), bytes, 0);
+  return f;
+}
+
+Buffer ParamFetcher::finish(InFlight& f, const ShardSource& source) {
+  if (source.host == nullptr) {
+    links_->store().engine().wait(f.ticket);
+    links_->count_nvme(source.floats * 4, 0);
+    links_->host_to_device(f.device.f32(), f.staging.f32(), source.floats);
+  }
+  return std::move(f.device);
+}
+
+void ParamFetcher::prefetch(const std::string& unit, const ShardSource& source) {
+  if (in_flight_.count(unit) != 0) return;
+  in_flight_.emplace(unit, start(source));
+}
+
+Buffer ParamFetcher::take(const std::string& unit, const ShardSource& source) {
+  const auto it = in_flight_.find(unit);
+  if (it == in_flight_.end()) {
+    InFlight f = start(source);
+    return finish(f, source);
+  }
+  InFlight f = std::move(it->second);
+  in_flight_.erase(it);
+  return finish(f, source);
+}
+
+}  // namespace strata::engine

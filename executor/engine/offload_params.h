@@ -1,0 +1,59 @@
+// ZeRO-Infinity's parameter fetch for ZeRO-3 with offloaded parameters: a unit's 1/d shard
+// lives in host memory or on NVMe and is brought into a device-tier buffer right before the
+// unit's all-gather, then freed with it. prefetch() starts that move for a unit ahead of use
+// (the engine asks for the next `prefetch_depth` units of a pass): from the host it is a copy
+// (on CUDA an async copy on the copy stream), from NVMe an io_uring read into a host staging
+// buffer that the later take() waits for and copies up. A prefetched shard is consumed by the
+// unit's next take(), so every gather moves the shard exactly once.
+// Device bytes: one shard per unit in flight ("offload:param_fetch"); host staging for NVMe
+// reads ("offload:param_staging"), both through the accounting allocator.
+// Deliberately not here: the all-gather (model_state.cc), what to prefetch (the engine).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "executor/engine/offload_tiers.h"
+#include "executor/memory/accounting_allocator.h"
+#include "executor/offload/aligned_buffer.h"
+#include "executor/offload/io_uring_file.h"
+
+namespace strata::engine {
+
+// Where a unit's parameter shard lives: exactly one of host / nvme_name.
+struct ShardSource {
+  const float* host = nullptr;
+  std::string nvme_name;
+  std::int64_t floats = 0;
+};
+
+class ParamFetcher {
+ public:
+  ParamFetcher(OffloadLinks& links, AccountingAllocator& alloc) : links_(&links), alloc_(&alloc) {}
+  ParamFetcher(const ParamFetcher&) = delete;
+  ParamFetcher& operator=(const ParamFetcher&) = delete;
+  ~ParamFetcher();  // waits for reads in flight before their staging is freed
+
+  // Starts moving the unit's shard up; a no-op when it is already on its way.
+  void prefetch(const std::string& unit, const ShardSource& source);
+  // The unit's shard in a device-tier buffer (the prefetched one, or fetched now).
+  Buffer take(const std::string& unit, const ShardSource& source);
+  bool pending(const std::string& unit) const { return in_flight_.count(unit) != 0; }
+
+ private:
+  struct InFlight {
+    Buffer device;
+    offload::AlignedBuffer staging;  // NVMe only
+    Reservation staging_bytes;
+    offload::IoEngine::Ticket ticket = 0;
+  };
+  InFlight start(const ShardSource& source);
+  Buffer finish(InFlight& f, const ShardSource& source);
+
+  OffloadLinks* links_;
+  AccountingAllocator* alloc_;
+  std::map<std::string, InFlight> in_flight_;
+};
+
+}  // namespace strata::engine

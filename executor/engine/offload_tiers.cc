@@ -1,0 +1,62 @@
+// The offload links and their byte counters (see offload_tiers.h).
+#include "executor/engine/offload_tiers.h"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+#include "cost_model/errors.h"
+#include "kernels/cpu/elementwise.h"
+
+namespace strata::engine {
+namespace {
+constexpr double kFloatBytes = 4;
+}  // namespace
+
+OffloadLinks::OffloadLinks(const OffloadPlan& plan, const OffloadOptions& options,
+                           AccountingAllocator& alloc)
+    : options_(options) {
+  if (options_.prefetch_depth < 1) {
+    throw ConfigError(fmt::format("--prefetch-depth: value {}, expected >= 1",
+                                  options_.prefetch_depth));
+  }
+  const bool nvme = plan.optimizer == OffloadTier::kNvme ||
+                    plan.gradients == OffloadTier::kNvme || plan.params == OffloadTier::kNvme;
+  if (nvme) {
+    offload::NvmeStoreOptions store_options;
+    store_options.dir = options_.nvme_dir;
+    store_ = std::make_unique<offload::NvmeStore>(store_options, &alloc);
+  }
+}
+
+void OffloadLinks::host_to_device(float* dst, const float* src, std::int64_t n) {
+  kernels::cpu::copy(dst, src, n);
+  bytes_.host_to_device += static_cast<double>(n) * kFloatBytes;
+}
+
+void OffloadLinks::device_to_host(float* dst, const float* src, std::int64_t n) {
+  kernels::cpu::copy(dst, src, n);
+  bytes_.device_to_host += static_cast<double>(n) * kFloatBytes;
+}
+
+void OffloadLinks::host_to_nvme(const std::string& name, const float* src, std::int64_t n) {
+  store().write(name, src, n);
+  bytes_.host_to_nvme += static_cast<double>(n) * kFloatBytes;
+}
+
+void OffloadLinks::nvme_to_host(const std::string& name, float* dst, std::int64_t n) {
+  store().read(name, dst, n);
+  bytes_.nvme_to_host += static_cast<double>(n) * kFloatBytes;
+}
+
+void OffloadLinks::count_nvme(std::int64_t read_bytes, std::int64_t written_bytes) {
+  bytes_.nvme_to_host += static_cast<double>(read_bytes);
+  bytes_.host_to_nvme += static_cast<double>(written_bytes);
+}
+
+offload::NvmeStore& OffloadLinks::store() {
+  if (store_ == nullptr) throw std::logic_error("offload: no tier is nvme, so there is no store");
+  return *store_;
+}
+
+}  // namespace strata::engine

@@ -1,0 +1,11 @@
+# Offload tiers in the engine: params / gradients / optimizer state on the host or NVMe,
+# the bytes per link equal to the cost model's, a model 4x the device budget trained from
+# NVMe. The same binary runs single-rank, and under mpirun -np 2 for the d = 2 / p = 2 plans.
+strata_add_test(executor_offload_engine_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/offload_engine_test.cc
+  LIBS strata_executor)
+add_test(NAME executor_offload_engine_two_ranks
+  COMMAND ${MPIEXEC_EXECUTABLE} -np 2 --oversubscribe --bind-to none --allow-run-as-root
+          $<TARGET_FILE:executor_offload_engine_test> --gtest_filter=*TwoRank*)
+set_tests_properties(executor_offload_engine_two_ranks PROPERTIES
+  LABELS mpi PROCESSORS 2 TIMEOUT 300 ENVIRONMENT "OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1")

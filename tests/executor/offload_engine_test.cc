@@ -1,0 +1,247 @@
+// Offload tiers in the engine (ZeRO-Offload / ZeRO-Infinity on the CPU backend):
+// - a model whose parameters and optimizer state are more than 4x the device budget trains
+//   with parameters, gradients and optimizer state on NVMe, and its losses equal the
+//   no-offload run's with an unlimited budget (within 1e-6 relative);
+// - for several offload plans, the bytes counted on each link in each step equal
+//   cost_model's offload_transfer_bytes() exactly, and the losses equal the no-offload run's;
+//   the measured step time is printed beside the cost model's prediction (local-cpu cluster).
+// Single rank (MPI singleton on MPI_COMM_SELF), and d = 2 / p = 2 plans when run under
+// `mpirun -np 2` (registered so in offload_engine.cmake; skipped with a reason otherwise).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cost_model/cluster_spec.h"
+#include "cost_model/cost_model.h"
+#include "cost_model/errors.h"
+#include "cost_model/time_model.h"
+#include "executor/comm/mpi_communicator.h"
+#include "executor/data/corpus.h"
+#include "executor/engine/rank_training.h"
+#include "tests/executor/engine_mpi_environment.h"
+#include "tests/executor/engine_test_support.h"
+
+namespace strata {
+namespace {
+
+namespace fs = std::filesystem;
+using testing_support::make_plan;
+
+// A per-test NVMe directory under the build tree's temp space, removed afterwards.
+class NvmeDir {
+ public:
+  explicit NvmeDir(const std::string& tag)
+      : path_(fs::temp_directory_path() / ("strata-offload-engine-" + tag + "-" +
+                                           std::to_string(::getpid()))) {
+    fs::create_directories(path_);
+  }
+  ~NvmeDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+struct RunResult {
+  std::vector<double> losses;
+  std::vector<TransferBytes> transfers;  // per step
+  std::vector<double> step_s;
+  TierBytes peak;
+  std::int64_t state_bytes = 0;  // params + m + v of this rank, fp32 (12 bytes per parameter)
+};
+
+RunResult run_plan(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
+                MpiCommunicator& world, int steps, const TierBudgets& budgets,
+                const engine::OffloadOptions& options) {
+  plan.check_against_model(model, train, "test plan");
+  const auto corpus = data::generated_corpus(train.seed, 1 << 16);
+  engine::RankTraining rank(model, train, plan, world, budgets, corpus, options);
+  RunResult r;
+  for (const auto& u : rank.engine().state().units()) r.state_bytes += u.padded * 12;
+  for (int s = 0; s < steps; ++s) {
+    const engine::StepResult step = rank.engine().step(s);
+    r.losses.push_back(step.loss);
+    r.transfers.push_back(step.transfers);
+    r.step_s.push_back(step.step_s);
+  }
+  r.peak = rank.allocator().peak_bytes();
+  return r;
+}
+
+std::string describe(const TransferBytes& t) {
+  return fmt::format("d2h {:.0f}  h2d {:.0f}  to nvme {:.0f}  from nvme {:.0f}", t.device_to_host,
+                     t.host_to_device, t.host_to_nvme, t.nvme_to_host);
+}
+
+Plan with_offload(Plan plan, OffloadTier optimizer, OffloadTier gradients, OffloadTier params) {
+  plan.offload = OffloadPlan{optimizer, gradients, params};
+  return plan;
+}
+
+// Trains `plan` and its no-offload twin; asserts equal losses, and each step's bytes per
+// link equal to the cost model's; prints measured vs predicted step time.
+void check_plan(const Plan& plan, MpiCommunicator& world, const fs::path& nvme) {
+  const ModelSpec model = testing_support::tiny_model();
+  const TrainSpec train = testing_support::tiny_train();
+  constexpr int kSteps = 2;
+  engine::OffloadOptions options;
+  options.nvme_dir = nvme;
+  options.prefetch_depth = 2;
+  options.adam_tile_floats = 4096;  // several tiles per unit: the streamed path, tile by tile
+  Plan plain = plan;
+  plain.offload = {};
+  const RunResult want = run_plan(model, train, plain, world, kSteps, {}, options);
+  const RunResult got = run_plan(model, train, plan, world, kSteps, {}, options);
+  const std::int64_t pp_rank = world.rank() / (plan.tp * plan.dp);  // Megatron rank order
+  const TransferBytes predicted = offload_transfer_bytes(model, plan, train, pp_rank);
+  const ClusterSpec cluster =
+      ClusterSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/clusters/local-cpu.json");
+  const Prediction prediction = predict(model, cluster, train, plan);
+  for (int s = 0; s < kSteps; ++s) {
+    SCOPED_TRACE(fmt::format("{} rank {} step {}", plan.label(), world.rank(), s));
+    // Same training: the same kernels on the same values (gradients offloaded to the host are
+    // summed over micro-batches in another order: at most an ulp or so per step).
+    EXPECT_NEAR(got.losses[s], want.losses[s], 1e-6 * std::abs(want.losses[s]));
+    // Bytes per link: exactly the cost model's count (both are sums of 4-byte elements).
+    EXPECT_EQ(got.transfers[s], predicted)
+        << "measured  " << describe(got.transfers[s]) << "\npredicted " << describe(predicted);
+  }
+  EXPECT_FALSE(predicted.empty());
+  std::printf("%s rank %d: measured %s\n%*s predicted %s; step time measured %.4f s, "
+              "predicted %.4f s (local-cpu cluster, uncalibrated)\n",
+              plan.label().c_str(), world.rank(), describe(got.transfers.back()).c_str(),
+              static_cast<int>(plan.label().size()) + 8, "", describe(predicted).c_str(),
+              got.step_s.back(), prediction.step_time_s);
+}
+
+TEST(OffloadEngine, SingleRankPlansMoveThePredictedBytes) {
+  auto self = MpiCommunicator::duplicate(MPI_COMM_SELF);
+  NvmeDir nvme("single");
+  using T = OffloadTier;
+  // m = global_batch / b = 8 / 2 = 4 micro-batches: gradients go down 4 times per layer.
+  const Plan z0 = make_plan(1, 1, 1, 1, ScheduleKind::kOneFOneB, 0, 2);
+  const Plan z1 = make_plan(1, 1, 1, 1, ScheduleKind::kOneFOneB, 1, 2);
+  const Plan z2 = make_plan(1, 1, 1, 1, ScheduleKind::kOneFOneB, 2, 2);
+  const Plan z3 = make_plan(1, 1, 1, 1, ScheduleKind::kOneFOneB, 3, 2);
+  for (const Plan& plan : {with_offload(z0, T::kCpu, T::kNone, T::kNone),
+                           with_offload(z1, T::kNvme, T::kNone, T::kNone),
+                           with_offload(z2, T::kNone, T::kCpu, T::kNone),
+                           with_offload(z2, T::kCpu, T::kNvme, T::kNone),
+                           with_offload(z3, T::kNone, T::kNone, T::kCpu),
+                           with_offload(z3, T::kNone, T::kNvme, T::kNvme),
+                           with_offload(z3, T::kNvme, T::kCpu, T::kCpu),
+                           with_offload(z3, T::kNvme, T::kNvme, T::kNvme)}) {
+    check_plan(plan, *self, nvme.path());
+  }
+}
+
+TEST(OffloadEngine, TwoRankPlansMoveThePredictedBytes) {
+  auto world = MpiCommunicator::duplicate(MPI_COMM_WORLD);
+  if (world->size() != 2) GTEST_SKIP() << "needs mpirun -np 2 (offload_engine.cmake runs it so)";
+  NvmeDir nvme("two-rank");
+  using T = OffloadTier;
+  // d = 2: shards of ceil(n / 2) (units padded to even sizes); p = 2: each stage its units,
+  // the embedding on rank 0, the tied copy and final norm on rank 1.
+  const Plan d2z3 = make_plan(1, 1, 2, 1, ScheduleKind::kOneFOneB, 3, 1);
+  const Plan d2z2 = make_plan(1, 1, 2, 1, ScheduleKind::kGpipe, 2, 2);
+  const Plan p2z0 = make_plan(1, 2, 1, 1, ScheduleKind::kOneFOneB, 0, 1);
+  for (const Plan& plan : {with_offload(d2z3, T::kNvme, T::kNvme, T::kNvme),
+                           with_offload(d2z3, T::kCpu, T::kNone, T::kCpu),
+                           with_offload(d2z2, T::kNone, T::kCpu, T::kNone),
+                           with_offload(d2z2, T::kNvme, T::kCpu, T::kNone),
+                           with_offload(p2z0, T::kNvme, T::kNone, T::kNone)}) {
+    check_plan(plan, *world, nvme.path());
+  }
+}
+
+// A model 4+ times the device budget: 8 layers of h = 256 (12 h^2 + 13 h = 789,760
+// parameters each), s = 16, V = 256. Parameters + AdamW m, v in fp32: 12 bytes each.
+ModelSpec wide_model() {
+  return ModelSpec::from_json(Json{{"name", "wide"},
+                                   {"layers", 8},
+                                   {"hidden", 256},
+                                   {"heads", 4},
+                                   {"seq_len", 16},
+                                   {"vocab", 256},
+                                   {"ffn_hidden", 1024}},
+                              "wide model");
+}
+
+TEST(OffloadEngine, ModelFourTimesTheDeviceBudgetTrainsFromNvme) {
+  auto self = MpiCommunicator::duplicate(MPI_COMM_SELF);
+  NvmeDir nvme("budget");
+  const ModelSpec model = wide_model();
+  TrainSpec train = testing_support::tiny_train();
+  train.global_batch = 2;  // m = 2 micro-batches of 1 sequence
+  constexpr int kSteps = 3;
+  const Plan plain = make_plan(1, 1, 1, 1, ScheduleKind::kOneFOneB, 3, 1);
+  Plan infinity = plain;
+  infinity.offload = {OffloadTier::kNvme, OffloadTier::kNvme, OffloadTier::kNvme};
+  engine::OffloadOptions options;
+  options.nvme_dir = nvme.path();
+  options.prefetch_depth = 2;
+  // On the device at once (d = 1, a layer is 789,760 x 4 = 3.16 MB): in backward the layer
+  // and the next one gathered, the layer's full gradient, one prefetched shard, plus
+  // activations and the head: 4 x 3.16 MB + scratch, under 16 MiB.
+  TierBudgets small;
+  small.device_bytes = 16 << 20;
+  const RunResult want = run_plan(model, train, plain, *self, kSteps, TierBudgets{}, options);
+  const RunResult got = run_plan(model, train, infinity, *self, kSteps, small, options);
+  // The premise: params + m + v (12 bytes x 6.39 M parameters = 76.7 MB) > 4 x 16 MiB.
+  EXPECT_GT(got.state_bytes, 4 * small.device_bytes);
+  EXPECT_LE(got.peak.device, static_cast<double>(small.device_bytes));
+  // Without offload the same model does not fit the budget at all (its state alone does not).
+  EXPECT_GT(want.peak.device, static_cast<double>(small.device_bytes));
+  // The state lives on NVMe: params, m, v, gradients = 16 bytes per parameter.
+  EXPECT_GE(got.peak.nvme, static_cast<double>(got.state_bytes));
+  for (int s = 0; s < kSteps; ++s) {
+    EXPECT_NEAR(got.losses[s], want.losses[s], 1e-6 * std::abs(want.losses[s])) << "step " << s;
+    std::printf("step %d: loss %.9f (nvme, 16 MiB device) vs %.9f (no offload), "
+                "step time %.3f s vs %.3f s\n",
+                s, got.losses[s], want.losses[s], got.step_s[s], want.step_s[s]);
+  }
+  EXPECT_LT(got.losses.back(), got.losses.front());  // it trains
+  std::printf("peak device %.2f MiB (budget 16), host %.2f MiB, nvme %.2f MiB\n",
+              got.peak.device / (1 << 20), got.peak.host / (1 << 20), got.peak.nvme / (1 << 20));
+}
+
+TEST(OffloadEngine, NoOffloadMovesNothing) {
+  // The bytes model says zero for a plan without offload, and the engine counts zero.
+  const ModelSpec model = testing_support::tiny_model();
+  const TrainSpec train = testing_support::tiny_train();
+  const Plan plan = make_plan(1, 1, 1, 1, ScheduleKind::kOneFOneB, 3, 2);
+  EXPECT_TRUE(offload_transfer_bytes(model, plan, train, 0).empty());
+  auto self = MpiCommunicator::duplicate(MPI_COMM_SELF);
+  const RunResult r = run_plan(model, train, plan, *self, 1, {}, {});
+  EXPECT_TRUE(r.transfers[0].empty());
+}
+
+TEST(OffloadEngine, UnwritableNvmeDirIsASystemErrorNamingIt) {
+  auto self = MpiCommunicator::duplicate(MPI_COMM_SELF);
+  const ModelSpec model = testing_support::tiny_model();
+  const TrainSpec train = testing_support::tiny_train();
+  Plan plan = make_plan(1, 1, 1, 1, ScheduleKind::kOneFOneB, 0, 2);
+  plan.offload.optimizer = OffloadTier::kNvme;
+  engine::OffloadOptions options;
+  options.nvme_dir = "/proc/strata-forbidden";
+  const auto corpus = data::generated_corpus(train.seed, 1 << 16);
+  try {
+    engine::RankTraining rank(model, train, plan, *self, {}, corpus, options);
+    FAIL() << "expected a SystemError";
+  } catch (const SystemError& e) {
+    EXPECT_NE(std::string(e.what()).find("/proc/strata-forbidden"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace strata

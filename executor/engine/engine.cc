@@ -63,7 +63,8 @@ Engine::Engine(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
       world_(&world),
       alloc_(&alloc),
       sampler_(&sampler),
-      dims_(model::make_dims(model, plan.micro_batch, plan.tp, groups.coords().tp)),
+      dims_(model::make_dims(model, plan.micro_batch, plan.tp, groups.coords().tp,
+                             plan.sequence_parallel)),
       tp_(groups.tp()),
       schedule_(make_schedule(plan.schedule, plan.pp, plan.virtual_stages, plan.micro_batches(train))),
       state_(rank_layouts(model, plan, groups.coords()), plan.zero_stage, groups, train.seed, alloc,
@@ -100,7 +101,7 @@ int Engine::tag(std::int64_t mb, std::int64_t receiver_vstage, int direction) co
 void Engine::forward(std::int64_t step, std::int64_t mb, std::int64_t chunk) {
   const ChunkInfo& info = chunks_[static_cast<std::size_t>(chunk)];
   Saved& s = saved_[{mb, chunk}];
-  const std::int64_t n = dims_.act();
+  const std::int64_t n = dims_.act_local();
   const std::int64_t tokens = static_cast<std::int64_t>(dims_.BT());
   std::vector<std::int32_t> targets;
   if (info.first || info.last) {
@@ -115,7 +116,7 @@ void Engine::forward(std::int64_t step, std::int64_t mb, std::int64_t chunk) {
     const float* emb = state_.acquire("embedding");
     const auto& unit = state_.unit("embedding").layout;
     model::embedding_forward(x.f32(), s.tokens.data(), emb + unit.segment("wte").offset,
-                             emb + unit.segment("wpe").offset, dims_, tp_);
+                             emb + unit.segment("wpe").offset, dims_, *alloc_, tp_);
     state_.release("embedding");
     s.inputs.push_back(std::move(x));
   } else {
@@ -142,6 +143,7 @@ void Engine::forward(std::int64_t step, std::int64_t mb, std::int64_t chunk) {
     Buffer y = alloc_->allocate_floats(MemoryTier::kDevice, n, out_tag);
     model::layer_forward(model::layer_tensors(w, offsets), s.inputs.back().f32(), y.f32(),
                          s.acts[static_cast<std::size_t>(i)], dims_, *alloc_, tp_);
+    model::drop_activations(s.acts[static_cast<std::size_t>(i)], plan_.recompute);
     state_.release(name);
     state_.release(name);
     s.inputs.push_back(std::move(y));
@@ -171,7 +173,7 @@ void Engine::backward(std::int64_t mb, std::int64_t chunk) {
     throw std::logic_error(fmt::format("engine: backward of ({}, {}) before its forward", mb, chunk));
   }
   Saved& s = it->second;
-  const std::int64_t n = dims_.act();
+  const std::int64_t n = dims_.act_local();
   Buffer dy;
   if (info.last) {
     dy = alloc_->allocate_floats(MemoryTier::kDevice, n, "backward_scratch");
@@ -202,12 +204,15 @@ void Engine::backward(std::int64_t mb, std::int64_t chunk) {
     const float* w = state_.acquire(name);
     const auto offsets = model::layer_offsets(state_.unit(name).layout);
     float* g = state_.grads(name);
+    const float* x = s.inputs[static_cast<std::size_t>(i)].f32();
+    auto& acts = s.acts[static_cast<std::size_t>(i)];
+    // Recomputation: rebuild what the forward dropped, right before it is needed.
+    model::recompute_activations(model::layer_tensors(w, offsets), x, acts, plan_.recompute,
+                                 dims_, *alloc_, tp_);
     const char* dx_tag = i == 0 && !info.first ? "pipeline_send" : "backward_scratch";
     Buffer dx = alloc_->allocate_floats(MemoryTier::kDevice, n, dx_tag);
-    model::layer_backward(model::layer_tensors(w, offsets), model::layer_tensors(g, offsets),
-                          s.inputs[static_cast<std::size_t>(i)].f32(),
-                          s.acts[static_cast<std::size_t>(i)], dy.f32(), dx.f32(), dims_, *alloc_,
-                          tp_);
+    model::layer_backward(model::layer_tensors(w, offsets), model::layer_tensors(g, offsets), x,
+                          acts, dy.f32(), dx.f32(), dims_, *alloc_, tp_);
     state_.release(name);
     state_.release(name);
     state_.layer_backward_done(name);  // offloaded gradients: reduced and sent down now
@@ -219,7 +224,7 @@ void Engine::backward(std::int64_t mb, std::int64_t chunk) {
     const auto& lay = state_.unit("embedding").layout;
     float* g = state_.grads("embedding");
     model::embedding_backward(g + lay.segment("wte").offset, g + lay.segment("wpe").offset,
-                              dy.f32(), s.tokens.data(), dims_);
+                              dy.f32(), s.tokens.data(), dims_, *alloc_, tp_);
   } else {
     to_send_backward_[{mb, chunk}] = std::move(dy);
   }
@@ -232,7 +237,7 @@ void Engine::run_schedule(std::int64_t step, StepResult& result, Clock::time_poi
   state_.zero_grads();
   loss_sum_ = 0;
   const std::int64_t pp_rank = groups_->coords().pp;
-  const std::int64_t n = dims_.act();
+  const std::int64_t n = dims_.act_local();
   Communicator& pp = groups_->pp();
   auto& parts = result.parts;
   for (const PipelineOp& op : schedule_.ops[static_cast<std::size_t>(pp_rank)]) {
@@ -295,6 +300,7 @@ void Engine::run_schedule(std::int64_t step, StepResult& result, Clock::time_poi
     event.args = Json{{"micro_batch", op.micro_batch}, {"chunk", op.chunk}};
     result.events.push_back(std::move(event));
   }
+  sum_sequence_parallel_grads();
   {
     const auto t0 = Clock::now();
     for (auto& s : sends_) s.request.wait();
@@ -304,6 +310,24 @@ void Engine::run_schedule(std::int64_t step, StepResult& result, Clock::time_poi
   if (!saved_.empty() || !received_forward_.empty() || !received_backward_.empty() ||
       !to_send_forward_.empty() || !to_send_backward_.empty()) {
     throw std::logic_error("engine: the schedule left activations or messages behind");
+  }
+}
+
+void Engine::sum_sequence_parallel_grads() {
+  // With SP each TP rank's LayerNorm gain/bias gradients cover only its token rows: sum
+  // them over TP (Megatron does the same once per step) so every rank holds the full one.
+  if (!dims_.sp) return;
+  static constexpr const char* kNorms[] = {"ln1_w", "ln1_b", "ln2_w", "ln2_b", "lnf_w", "lnf_b"};
+  for (const auto& u : state_.units()) {
+    if (u.layout.kind != model::UnitKind::kLayer && u.layout.kind != model::UnitKind::kFinalNorm) {
+      continue;
+    }
+    float* g = state_.grads(u.layout.name);
+    for (const auto& seg : u.layout.segments) {
+      for (const char* name : kNorms) {
+        if (seg.name == name) tp_.all_reduce_sum(g + seg.offset, seg.count());
+      }
+    }
   }
 }
 

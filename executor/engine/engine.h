@@ -8,10 +8,15 @@
 //
 // Chunks: chunk c of pipeline rank r is virtual stage s = c p + r, layers
 // [s L/(p v), (s+1) L/(p v)); stage 0 also runs the embedding, stage p v - 1 the head.
+// Activation recomputation (plan.recompute): each layer's forward drops what the policy does
+// not keep (model::drop_activations) and its backward rebuilds it first. Sequence parallel
+// (plan.sequence_parallel): activations, pipeline messages and the layer inputs hold this TP
+// rank's token rows (model::Dims::rows()); the LayerNorm gradients are summed over TP at
+// the end of the schedule.
 // Offload (plan.offload): the model state places and moves the tensors (model_state.h); the
 // engine prefetches offloaded layer parameters prefetch_depth layers ahead in each pass and
 // tells the state when a layer's backward is done (its offloaded gradient goes down then).
-// Deliberately not here: recomputation, overlap of DP communication with backward,
+// Deliberately not here: overlap of DP communication with backward,
 // printing or files (the report module and `strata run` do those).
 #pragma once
 
@@ -97,6 +102,7 @@ class Engine {
   double global_loss();
   void forward(std::int64_t step, std::int64_t mb, std::int64_t chunk);
   void backward(std::int64_t mb, std::int64_t chunk);
+  void sum_sequence_parallel_grads();
   int tag(std::int64_t mb, std::int64_t receiver_vstage, int direction) const;
   std::string layer_unit(std::int64_t layer) const { return "layer" + std::to_string(layer); }
   std::string wte_unit() const;

@@ -1,6 +1,7 @@
 // Embedding and head of the GPT model on one TP rank (see gpt_head.h).
 #include "executor/model/gpt_head.h"
 
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/cross_entropy.h"
@@ -13,15 +14,29 @@ namespace strata::model {
 namespace cpu = strata::kernels::cpu;
 
 void embedding_forward(float* out, const std::int32_t* tokens, const float* wte,
-                       const float* wpe, const Dims& d, TpContext& tp) {
-  // Positions once: the all-reduce would otherwise count them t times.
+                       const float* wpe, const Dims& d, AccountingAllocator& alloc,
+                       TpContext& tp) {
+  // Positions once: the sum over TP would otherwise count them t times.
   const float* positions = d.tp_rank == 0 ? wpe : nullptr;
-  cpu::embedding_forward(out, tokens, wte, positions, d.B, d.T, d.C, d.v0, d.v0 + d.Vvalid);
-  tp.all_reduce_sum(out, d.act());
+  if (!d.sp) {
+    cpu::embedding_forward(out, tokens, wte, positions, d.B, d.T, d.C, d.v0, d.v0 + d.Vvalid);
+    tp.all_reduce_sum(out, d.act());
+    return;
+  }
+  Buffer partial = alloc.allocate_floats(MemoryTier::kDevice, d.act(), "forward_scratch");
+  cpu::embedding_forward(partial.f32(), tokens, wte, positions, d.B, d.T, d.C, d.v0,
+                         d.v0 + d.Vvalid);
+  tp.reduce_scatter_sum(partial.f32(), out, d.act_local());
 }
 
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const std::int32_t* tokens,
-                        const Dims& d) {
+                        const Dims& d, AccountingAllocator& alloc, TpContext& tp) {
+  Buffer full;
+  if (d.sp) {
+    full = alloc.allocate_floats(MemoryTier::kDevice, d.act(), "backward_scratch");
+    tp.all_gather(dout, full.f32(), d.act_local());
+    dout = full.f32();
+  }
   cpu::embedding_backward(dwte, dwpe, dout, tokens, d.B, d.T, d.C, d.v0, d.v0 + d.Vvalid);
 }
 
@@ -30,15 +45,22 @@ double head_forward(const float* x, const std::int32_t* targets, const float* ln
                     HeadActivations& a, const Dims& d, AccountingAllocator& alloc,
                     TpContext& tp) {
   const int BT = d.BT();
+  const int R = d.rows();
   const std::int64_t n = d.act();
-  a.lnf_mean = alloc.allocate_floats(MemoryTier::kDevice, BT, "act/lnf_mean");
-  a.lnf_rstd = alloc.allocate_floats(MemoryTier::kDevice, BT, "act/lnf_rstd");
-  a.lnf_dout = alloc.allocate_floats(MemoryTier::kDevice, n, "act/lnf_dout");
-  Buffer lnf_out = alloc.allocate_floats(MemoryTier::kDevice, n, "head_scratch");
-  cpu::layernorm_forward(lnf_out.f32(), a.lnf_mean.f32(), a.lnf_rstd.f32(), x, lnf_w, lnf_b, BT,
+  const std::int64_t nl = d.act_local();
+  a.lnf_mean = alloc.allocate_floats(MemoryTier::kDevice, R, "act/lnf_mean");
+  a.lnf_rstd = alloc.allocate_floats(MemoryTier::kDevice, R, "act/lnf_rstd");
+  a.lnf_dout = alloc.allocate_floats(MemoryTier::kDevice, nl, "act/lnf_dout");
+  Buffer lnf_out = alloc.allocate_floats(MemoryTier::kDevice, nl, "head_scratch");
+  cpu::layernorm_forward(lnf_out.f32(), a.lnf_mean.f32(), a.lnf_rstd.f32(), x, lnf_w, lnf_b, R,
                          d.C);
-  const std::int64_t nl = static_cast<std::int64_t>(BT) * d.Vvalid;
-  Buffer logits = alloc.allocate_floats(MemoryTier::kDevice, nl, "logits");
+  if (d.sp) {  // the logits need every token row: gather the LayerNorm output
+    Buffer full = alloc.allocate_floats(MemoryTier::kDevice, n, "head_scratch");
+    tp.all_gather(lnf_out.f32(), full.f32(), nl);
+    lnf_out = std::move(full);
+  }
+  const std::int64_t nlog = static_cast<std::int64_t>(BT) * d.Vvalid;
+  Buffer logits = alloc.allocate_floats(MemoryTier::kDevice, nlog, "logits");
   if (d.Vvalid > 0) {
     cpu::matmul_forward(logits.f32(), lnf_out.f32(), wte, nullptr, BT, d.C, d.Vvalid);
   }
@@ -68,25 +90,35 @@ double head_forward(const float* x, const std::int32_t* targets, const float* ln
   for (int i = 0; i < BT; ++i) loss_sum += losses[i];
 
   // Backward of the logits now, while they are live: dlogits, then the gradient at the
-  // LayerNorm output (partial over the vocabulary shard: all-reduced) and wte's gradient.
-  Buffer dlogits = alloc.allocate_floats(MemoryTier::kDevice, nl, "dlogits");
+  // LayerNorm output (partial over the vocabulary shard: summed over TP) and wte's gradient.
+  Buffer dlogits = alloc.allocate_floats(MemoryTier::kDevice, nlog, "dlogits");
   std::vector<float> dlosses(static_cast<std::size_t>(BT), loss_scale);
+  Buffer dout_full;
+  float* dout = a.lnf_dout.f32();
+  if (d.sp) {
+    dout_full = alloc.allocate_floats(MemoryTier::kDevice, n, "head_scratch");
+    dout = dout_full.f32();
+  }
   if (d.Vvalid > 0) {
     cpu::vocab_parallel_cross_entropy_backward(dlogits.f32(), dlosses.data(), logits.f32(),
                                                row_lse, targets, BT, d.Vvalid, d.v0);
     logits.reset();
-    cpu::matmul_backward(a.lnf_dout.f32(), dwte, nullptr, dlogits.f32(), lnf_out.f32(), wte, BT,
-                         d.C, d.Vvalid);
+    cpu::matmul_backward(dout, dwte, nullptr, dlogits.f32(), lnf_out.f32(), wte, BT, d.C,
+                         d.Vvalid);
   }
-  tp.all_reduce_sum(a.lnf_dout.f32(), n);
+  if (d.sp) {
+    tp.reduce_scatter_sum(dout, a.lnf_dout.f32(), nl);
+  } else {
+    tp.all_reduce_sum(dout, n);
+  }
   return loss_sum;
 }
 
 void head_backward(const float* x, const float* lnf_w, float* dlnf_w, float* dlnf_b,
                    const HeadActivations& a, float* dx, const Dims& d) {
-  cpu::zero(dx, d.act());
+  cpu::zero(dx, d.act_local());
   cpu::layernorm_backward(dx, dlnf_w, dlnf_b, a.lnf_dout.f32(), x, lnf_w, a.lnf_mean.f32(),
-                          a.lnf_rstd.f32(), d.BT(), d.C);
+                          a.lnf_rstd.f32(), d.rows(), d.C);
 }
 
 }  // namespace strata::model

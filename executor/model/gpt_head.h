@@ -17,20 +17,23 @@
 
 namespace strata::model {
 
-// out: (BT, C) = wte[tokens] + wpe (wpe added on TP rank 0 only, then all-reduced over TP).
-// tokens: (B, T); wte: this rank's shard (Vshard, C); wpe: (T, C).
+// out: (R, C) = this rank's rows of wte[tokens] + wpe (wpe added on TP rank 0 only, then
+// summed over TP: all-reduce, or reduce-scatter with SP). tokens: (B, T); wte: this rank's
+// shard (Vshard, C); wpe: (T, C).
 void embedding_forward(float* out, const std::int32_t* tokens, const float* wte,
-                       const float* wpe, const Dims& d, TpContext& tp);
-// ACCUMULATES dwte (shard) and dwpe (replicated: every TP rank gets the same gradient).
+                       const float* wpe, const Dims& d, AccountingAllocator& alloc,
+                       TpContext& tp);
+// dout: (R, C). ACCUMULATES dwte (shard) and dwpe (replicated: every TP rank gets the same
+// gradient; with SP from the all-gathered dout).
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const std::int32_t* tokens,
-                        const Dims& d);
+                        const Dims& d, AccountingAllocator& alloc, TpContext& tp);
 
 struct HeadActivations {
-  Buffer lnf_mean, lnf_rstd;  // (BT)
-  Buffer lnf_dout;            // (BT, C): gradient at the final LayerNorm's output
+  Buffer lnf_mean, lnf_rstd;  // (R)
+  Buffer lnf_dout;            // (R, C): gradient at the final LayerNorm's output
 };
 
-// x: (BT, C) = lnf_in; targets: (B, T). Every row's loss gradient is loss_scale (e.g.
+// x: (R, C) = lnf_in; targets: (B, T). Every row's loss gradient is loss_scale (e.g.
 // 1 / tokens of the global batch). Returns the SUM of this micro-batch's per-token losses.
 // dwte: the tied wte shard's gradient, ACCUMULATED.
 double head_forward(const float* x, const std::int32_t* targets, const float* lnf_w,
@@ -38,7 +41,7 @@ double head_forward(const float* x, const std::int32_t* targets, const float* ln
                     HeadActivations& acts, const Dims& d, AccountingAllocator& alloc,
                     TpContext& tp);
 
-// dx: (BT, C) OVERWRITTEN with the gradient at x; dlnf_w, dlnf_b ACCUMULATED.
+// dx: (R, C) OVERWRITTEN with the gradient at x; dlnf_w, dlnf_b ACCUMULATED.
 void head_backward(const float* x, const float* lnf_w, float* dlnf_w, float* dlnf_b,
                    const HeadActivations& acts, float* dx, const Dims& d);
 

@@ -2,13 +2,14 @@
 #include "executor/model/tp_context.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "executor/model/param_layout.h"
 
 namespace strata::model {
 
 Dims make_dims(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
-               std::int64_t tp_rank) {
+               std::int64_t tp_rank, bool sequence_parallel) {
   Dims d;
   d.B = static_cast<int>(micro_batch);
   d.T = static_cast<int>(model.seq_len);
@@ -24,7 +25,27 @@ Dims make_dims(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp
   d.Vshard = static_cast<int>(vocab_shard_rows(model, tp));
   d.v0 = d.Vshard * d.tp_rank;
   d.Vvalid = std::clamp(d.V - d.v0, 0, d.Vshard);
+  d.sp = sequence_parallel && tp > 1;
+  if (d.sp && d.BT() % d.t != 0) {
+    throw std::invalid_argument("make_dims: sequence parallel needs tp to divide B * T");
+  }
   return d;
+}
+
+void TpContext::all_gather(const float* in, float* out, std::int64_t n) {
+  if (comm_->size() == 1) {
+    std::copy(in, in + n, out);
+    return;
+  }
+  timed([&] { comm_->all_gather(in, out, n); });
+}
+
+void TpContext::reduce_scatter_sum(const float* in, float* out, std::int64_t n) {
+  if (comm_->size() == 1) {
+    std::copy(in, in + n, out);
+    return;
+  }
+  timed([&] { comm_->reduce_scatter_sum(in, out, n); });
 }
 
 }  // namespace strata::model

@@ -7,7 +7,9 @@ strata_add_test(executor_model_test
 # THE EQUIVALENCE MATRIX: every value of every axis (t 1,2; p 1,2,4; v 1,2; d 1,2; ZeRO 0-3;
 # gpipe, 1f1b, interleaved; micro-batch 1,2,4) and the combinations that interact (TP with
 # PP and the tied embedding, ZeRO with PP, interleaving with DP, clipping's global norm over
-# TP, PP and DP), up to 8 ranks. Each entry: t p d v schedule zero micro_batch grad_clip.
+# TP, PP and DP), up to 8 ranks; sequence parallelism and recomputation (full, selective)
+# with TP, PP, ZeRO and interleaving. Each entry: t p d v schedule zero micro_batch
+# grad_clip [recompute [sp]].
 add_executable(executor_engine_equivalence ${CMAKE_CURRENT_LIST_DIR}/engine_equivalence_main.cc)
 target_link_libraries(executor_engine_equivalence PRIVATE strata_executor strata_warnings)
 target_compile_definitions(executor_engine_equivalence PRIVATE
@@ -32,7 +34,13 @@ set(strata_equivalence_plans
   "t2_4_1_2_interleaved_0_1_0"
   "t1_4_2_2_interleaved_3_1_0"
   "t2_1_1_1_1f1b_0_4_0.05"
-  "t2_2_2_1_1f1b_1_1_0.05")
+  "t2_2_2_1_1f1b_1_1_0.05"
+  # Sequence parallelism and activation recomputation (optional fields: recompute, sp).
+  "t2_1_1_1_1f1b_0_2_0_none_sp"
+  "t2_2_1_1_1f1b_0_1_0_full_sp"
+  "t2_1_2_1_gpipe_3_1_0_selective_sp"
+  "t1_2_2_2_interleaved_2_1_0_full"
+  "t1_2_1_1_gpipe_1_2_0.05_selective")
 foreach(entry IN LISTS strata_equivalence_plans)
   string(SUBSTRING "${entry}" 1 -1 spec)
   string(REPLACE "_" ";" args "${spec}")

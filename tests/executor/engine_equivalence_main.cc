@@ -42,13 +42,17 @@ Trace train(const strata::Plan& plan, strata::MpiCommunicator& world, double cli
 }
 
 int run(int argc, char** argv, strata::MpiSession& session) {
-  if (argc != 9) {
-    std::fprintf(stderr, "usage: %s t p d v schedule zero micro_batch grad_clip\n", argv[0]);
+  if (argc < 9 || argc > 11) {
+    std::fprintf(stderr,
+                 "usage: %s t p d v schedule zero micro_batch grad_clip [recompute [sp|nosp]]\n",
+                 argv[0]);
     return 2;
   }
-  const strata::Plan plan = strata::testing_support::make_plan(
+  strata::Plan plan = strata::testing_support::make_plan(
       std::atoll(argv[1]), std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4]),
       strata::schedule_kind_from_string(argv[5]), std::atoi(argv[6]), std::atoll(argv[7]));
+  if (argc > 9) plan.recompute = strata::recompute_from_string(argv[9]);
+  if (argc > 10) plan.sequence_parallel = std::string(argv[10]) == "sp";
   const double clip = std::atof(argv[8]);
   constexpr int kSteps = 5;
   auto world = session.world();

@@ -89,6 +89,62 @@ TEST(ModelTraining, RerunIsBitIdentical) {
   EXPECT_EQ(a, b);
 }
 
+// Peak bytes of one allocation tag on the device tier (0 if never used).
+std::int64_t tag_peak(const AccountingAllocator& alloc, const std::string& tag) {
+  for (const auto& t : alloc.tags()) {
+    if (t.tier == MemoryTier::kDevice && t.tag == tag) return t.peak_bytes;
+  }
+  return 0;
+}
+
+// Recomputation reruns the same kernels on the same inputs: the losses must be bit-identical
+// to recompute "none", and the saved tensors shrink as the memory model's lists say.
+TEST(ModelRecompute, BitIdenticalLossesAndSmallerSavedTensors) {
+  const ModelSpec m = tiny_model();
+  const TrainSpec train = tiny_train();
+  const auto corpus = data::generated_corpus(train.seed, 1 << 16);
+  auto world = self();
+  // GPipe on one rank: all m = 8 / 2 = 4 micro-batches' forwards before any backward, so
+  // every saved tensor of every (micro-batch, layer) is live at once.
+  Plan plan = make_plan(1, 1, 1, 1, ScheduleKind::kGpipe, 0, 2);
+  const std::int64_t mbs = 4, L = m.layers, B = 2, T = m.seq_len, C = m.hidden, NH = m.heads;
+  const std::int64_t n_bytes = B * T * C * 4;            // one (B, T, C) fp32 tensor
+  const std::int64_t probs_bytes = B * NH * T * T * 4;   // (B, NH, T, T) fp32
+  std::vector<std::vector<double>> losses;
+  for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    plan.recompute = rc;
+    engine::RankTraining rank(m, train, plan, *world, TierBudgets{}, corpus);
+    std::vector<double> l;
+    for (int s = 0; s < 3; ++s) l.push_back(rank.engine().step(s).loss);
+    losses.push_back(l);
+    const auto& alloc = rank.allocator();
+    // Layer inputs are always kept: L per micro-batch, minus the last layer's output
+    // (tagged lnf_in) plus the embedding output.
+    EXPECT_EQ(tag_peak(alloc, "act/ln1_in"), mbs * L * n_bytes) << to_string(rc);
+    const std::int64_t all_layers = mbs * L;
+    switch (rc) {
+      case Recompute::kNone:
+        EXPECT_EQ(tag_peak(alloc, "act/attn_probs"), all_layers * probs_bytes);
+        EXPECT_EQ(tag_peak(alloc, "act/qkv"), all_layers * 3 * n_bytes);
+        break;
+      case Recompute::kSelective:
+        // Dropped after each forward, rebuilt for one layer's backward at a time.
+        EXPECT_EQ(tag_peak(alloc, "act/attn_probs"), probs_bytes);
+        EXPECT_EQ(tag_peak(alloc, "act/attn_out"), n_bytes);
+        EXPECT_EQ(tag_peak(alloc, "act/qkv"), all_layers * 3 * n_bytes);
+        break;
+      case Recompute::kFull:
+        // Everything but the input lives for one layer at a time.
+        EXPECT_EQ(tag_peak(alloc, "act/attn_probs"), probs_bytes);
+        EXPECT_EQ(tag_peak(alloc, "act/qkv"), 3 * n_bytes);
+        EXPECT_EQ(tag_peak(alloc, "act/ln2_in"), n_bytes);
+        break;
+    }
+  }
+  EXPECT_EQ(losses[0], losses[1]);
+  EXPECT_EQ(losses[0], losses[2]);
+}
+
 // Finite differences on a very small model: for every tensor of every unit, the derivative
 // of the loss along a random direction r (touching only that tensor) must match g . r.
 TEST(ModelGradients, WholeModelMatchesFiniteDifferences) {

@@ -9,3 +9,13 @@ add_test(NAME executor_offload_engine_two_ranks
           $<TARGET_FILE:executor_offload_engine_test> --gtest_filter=*TwoRank*)
 set_tests_properties(executor_offload_engine_two_ranks PROPERTIES
   LABELS mpi PROCESSORS 2 TIMEOUT 300 ENVIRONMENT "OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1")
+
+# `strata run` with offload plans (spawns the strata binary; the 2-rank plan relaunches under
+# mpirun): report transfers, --nvme-dir faults, a full NVMe tier.
+strata_add_test(executor_offload_engine_cli_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/offload_engine_cli_test.cc
+  LIBS strata_cost_model
+  LABELS mpi)
+target_compile_definitions(executor_offload_engine_cli_test PRIVATE
+  STRATA_BINARY="$<TARGET_FILE:strata>")
+add_dependencies(executor_offload_engine_cli_test strata)

@@ -5,10 +5,17 @@
 // prints one progress line per step and writes DIR/report.json (a StepReport of kind
 // "measurement"), DIR/trace.json (Chrome trace of the last step, one process per rank) and
 // DIR/memory_tags.json (peak bytes per allocation tag per rank).
+// Offload plans keep their NVMe tensors in a run directory of their own under --nvme-dir
+// (an existing writable directory, checked before launch), removed at the end and when a
+// rank fails; the report then carries the bytes moved per link per step ("transfers"), and
+// the last lines print them and the step time beside the cost model's predictions.
 // Deliberately not here: the training itself (executor/engine), the report's arithmetic
 // (executor/report).
 #include <mpi.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -22,7 +29,10 @@
 #include <fmt/format.h>
 
 #include "cost_model/chrome_trace.h"
+#include "cost_model/cost_model.h"
 #include "cost_model/errors.h"
+#include "cost_model/time_model.h"
+#include "executor/comm/mpi_check.h"
 #include "executor/comm/mpi_communicator.h"
 #include "executor/data/corpus.h"
 #include "executor/engine/rank_training.h"
@@ -44,6 +54,9 @@ struct RunOptions {
   std::string data;        // empty: the generated corpus
   std::string out = "strata-run";
   int max_ranks = 8;
+  std::string nvme_dir = "/tmp";  // offload to NVMe: where the run directory goes
+  int prefetch_depth = 2;         // ZeRO-3 offloaded params: layers fetched ahead
+  double device_budget_mib = 0;   // > 0: the device tier's budget instead of the cluster's
 };
 
 // Everything a rank needs, loaded and checked before any rank starts.
@@ -54,6 +67,31 @@ struct Validated {
   Plan plan;
   std::string model_path, train_path, cluster_path, plan_path;
 };
+
+void check_offload_options(const RunOptions& o, const Plan& plan) {
+  if (o.prefetch_depth < 1) {
+    throw ConfigError(fmt::format("--prefetch-depth: value {}, expected >= 1", o.prefetch_depth));
+  }
+  if (o.device_budget_mib < 0) {
+    throw ConfigError(fmt::format("--device-budget-mib: value {}, expected > 0 (or 0: the "
+                                  "cluster's device memory)", o.device_budget_mib));
+  }
+  const OffloadPlan& off = plan.offload;
+  if (off.optimizer != OffloadTier::kNvme && off.gradients != OffloadTier::kNvme &&
+      off.params != OffloadTier::kNvme) {
+    return;
+  }
+  // Like `strata calibrate --nvme-dir`: an existing directory (a typo creates nothing).
+  std::error_code ec;
+  if (!fs::is_directory(o.nvme_dir, ec)) {
+    throw ConfigError(fmt::format("--nvme-dir: '{}' is not an existing directory{}", o.nvme_dir,
+                                  ec ? ": " + ec.message() : std::string()));
+  }
+  if (::access(o.nvme_dir.c_str(), W_OK | X_OK) != 0) {
+    throw ConfigError(fmt::format("--nvme-dir: directory '{}' is not writable: {}", o.nvme_dir,
+                                  std::error_code(errno, std::generic_category()).message()));
+  }
+}
 
 Validated validate(const RunOptions& o) {
   Validated v;
@@ -77,14 +115,7 @@ Validated validate(const RunOptions& o) {
         "{}: tp*pp*dp = {}*{}*{} = {} ranks, more than --max-ranks {} allows on this machine",
         v.plan_path, v.plan.tp, v.plan.pp, v.plan.dp, v.plan.world_size(), o.max_ranks));
   }
-  if (v.plan.recompute != Recompute::kNone || v.plan.sequence_parallel ||
-      v.plan.offload != OffloadPlan{}) {
-    throw InfeasiblePlan(fmt::format(
-        "{}: the executor runs recompute \"none\", no sequence parallelism and no offload so "
-        "far; the plan asks for recompute \"{}\", sequence_parallel {}, offload {}",
-        v.plan_path, to_string(v.plan.recompute), v.plan.sequence_parallel,
-        offload_label(v.plan.offload)));
-  }
+  check_offload_options(o, v.plan);
   // Tokens are bytes: every id 0..255 must have an embedding row.
   if (v.model.vocab < 256) {
     throw ConfigError(fmt::format("{}: vocab = {}, expected >= 256 (tokens are bytes)",
@@ -105,12 +136,46 @@ std::vector<std::string> relaunch_args(const RunOptions& o, const Validated& v) 
                                    v.train_path, "--cluster", v.cluster_path,
                                    "--steps",   std::to_string(v.train.steps),
                                    "--out",     fs::absolute(o.out).string(),
-                                   "--max-ranks", std::to_string(o.max_ranks)};
+                                   "--max-ranks", std::to_string(o.max_ranks),
+                                   "--nvme-dir",  fs::absolute(o.nvme_dir).string(),
+                                   "--prefetch-depth", std::to_string(o.prefetch_depth),
+                                   "--device-budget-mib", fmt::format("{}", o.device_budget_mib)};
   if (!o.data.empty()) {
     args.push_back("--data");
     args.push_back(fs::absolute(o.data).string());
   }
   return args;
+}
+
+// The measured step time and offload bytes beside the cost model's (uncalibrated: the
+// cluster file's rates) for the same plan.
+void print_predicted(const Validated& v, const StepReport& rep, std::ostream& out) {
+  double predicted_s = 0;
+  try {
+    predicted_s = predict(v.model, v.cluster, v.train, v.plan).step_time_s;
+  } catch (const InfeasiblePlan& e) {
+    out << fmt::format("no prediction for this plan on cluster {}: {}\n", v.cluster.name, e.what());
+  }
+  if (predicted_s > 0) {
+    out << fmt::format("step time {:.4f} s measured, {:.4f} s predicted by the cost model "
+                       "(cluster {})\n", rep.step_time_s, predicted_s, v.cluster.name);
+  }
+  if (rep.transfers.empty()) return;
+  TransferBytes want;
+  for (std::int64_t r = 0; r < v.plan.pp; ++r) {
+    const TransferBytes t = offload_transfer_bytes(v.model, v.plan, v.train, r);
+    want.device_to_host = std::max(want.device_to_host, t.device_to_host);
+    want.host_to_device = std::max(want.host_to_device, t.host_to_device);
+    want.host_to_nvme = std::max(want.host_to_nvme, t.host_to_nvme);
+    want.nvme_to_host = std::max(want.nvme_to_host, t.nvme_to_host);
+  }
+  const TransferBytes& got = rep.transfers;
+  out << fmt::format("offload bytes per step (worst rank), measured / predicted: device->host "
+                     "{:.0f} / {:.0f}, host->device {:.0f} / {:.0f}, host->nvme {:.0f} / {:.0f}, "
+                     "nvme->host {:.0f} / {:.0f}\n",
+                     got.device_to_host, want.device_to_host, got.host_to_device,
+                     want.host_to_device, got.host_to_nvme, want.host_to_nvme, got.nvme_to_host,
+                     want.nvme_to_host);
 }
 
 // One rank's training; rank 0 prints progress to `out` and writes the files.
@@ -122,8 +187,14 @@ void train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world,
   const std::vector<std::uint8_t> corpus =
       o.data.empty() ? data::generated_corpus(v.train.seed, data::kGeneratedCorpusBytes)
                      : data::load_byte_file(o.data, v.model.seq_len + 1, "--data");
-  engine::RankTraining rank(v.model, v.train, v.plan, world, TierBudgets::per_rank(v.cluster),
-                            corpus);
+  TierBudgets budgets = TierBudgets::per_rank(v.cluster);
+  if (o.device_budget_mib > 0) {
+    budgets.device_bytes = static_cast<std::int64_t>(o.device_budget_mib * (1 << 20));
+  }
+  engine::OffloadOptions offload;
+  offload.nvme_dir = o.nvme_dir;
+  offload.prefetch_depth = o.prefetch_depth;
+  engine::RankTraining rank(v.model, v.train, v.plan, world, budgets, corpus, offload);
   const bool printer = world.rank() == 0;
   if (printer) {
     out << fmt::format("strata run: {} on {} ranks, model {}, {} steps of {} sequences x {} "
@@ -134,6 +205,7 @@ void train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world,
   std::vector<report::StepSample> samples;
   std::vector<double> losses;
   std::vector<TraceEvent> last_events;
+  TransferBytes transfers;  // this rank's, last step (the same every step)
   const double tokens = static_cast<double>(v.train.global_batch * v.model.seq_len);
   const auto t0 = std::chrono::steady_clock::now();
   for (std::int64_t s = 0; s < v.train.steps; ++s) {
@@ -141,6 +213,7 @@ void train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world,
     samples.push_back({r.step_s, r.parts});
     losses.push_back(r.loss);
     last_events = std::move(r.events);
+    transfers = r.transfers;
     if (printer) {
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double eta = elapsed / static_cast<double>(s + 1) * static_cast<double>(v.train.steps - s - 1);
@@ -151,9 +224,15 @@ void train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world,
   }
   const auto summaries = report::gather_summaries(
       world, report::summarize_rank(rank.groups(), rank.allocator(), samples, last_events));
+  // The worst rank's bytes per link (ranks of different pipeline stages move different bytes).
+  double mine[4] = {transfers.device_to_host, transfers.host_to_device, transfers.host_to_nvme,
+                    transfers.nvme_to_host};
+  double worst[4] = {0, 0, 0, 0};
+  MPI_CHECK(MPI_Reduce(mine, worst, 4, MPI_DOUBLE, MPI_MAX, 0, world.handle()));
   if (!printer) return;
-  const StepReport rep =
+  StepReport rep =
       report::build_run_report(v.model, v.cluster, v.train, v.plan, summaries, losses);
+  rep.transfers = TransferBytes{worst[0], worst[1], worst[2], worst[3]};
   const fs::path dir(o.out);
   write_json_file((dir / "report.json").string(), rep.to_json());
   write_chrome_trace((dir / "trace.json").string(), report::build_run_trace(summaries));
@@ -162,6 +241,7 @@ void train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world,
                      "peak device memory {} GiB (worst rank)\n",
                      rep.step_time_s, rep.tokens_per_s, rep.tflops_per_gpu, percent(rep.mfu),
                      gib(rep.memory_bytes.device));
+  print_predicted(v, rep, out);
   out << fmt::format("wrote {}/report.json, trace.json, memory_tags.json\n", o.out);
 }
 
@@ -210,6 +290,13 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   command->add_option("--out", options->out, "directory for report.json and trace.json");
   command->add_option("--max-ranks", options->max_ranks,
                       "largest rank count this machine may start (default 8)");
+  command->add_option("--nvme-dir", options->nvme_dir,
+                      "existing directory for the NVMe tier's files of offload plans (default "
+                      "/tmp); a run directory of its own is made and removed in it");
+  command->add_option("--prefetch-depth", options->prefetch_depth,
+                      "ZeRO-3 offloaded parameters: layers fetched ahead of use (default 2)");
+  command->add_option("--device-budget-mib", options->device_budget_mib,
+                      "device memory budget per rank in MiB (default: the cluster's)");
   command->callback([options, &context] { context.exit_code = run_command(*options, *context.out); });
 }
 

@@ -86,6 +86,24 @@ TEST(StepReport, ErrorPaths) {
                             {"r.json", "steps_measured", ">= 0"});
 }
 
+TEST(StepReport, TransfersAreOptionalAndStrict) {
+  // Absent: empty, and not written (RoundTrips above compares the whole JSON).
+  EXPECT_TRUE(StepReport::from_json(report_json(), "r.json").transfers.empty());
+  Json j = report_json();
+  j["transfers"] = Json{{"device_to_host_bytes", 1024}, {"host_to_device_bytes", 2048},
+                        {"host_to_nvme_bytes", 0}, {"nvme_to_host_bytes", 4096}};
+  const StepReport r = StepReport::from_json(j, "r.json");
+  EXPECT_EQ(r.transfers, (TransferBytes{1024, 2048, 0, 4096}));
+  EXPECT_EQ(r.to_json(), j);
+  j["transfers"]["pcie_bytes"] = 1;
+  expect_error<ConfigError>([&] { StepReport::from_json(j, "r.json"); },
+                            {"r.json", "transfers.pcie_bytes", "unknown key"});
+  j["transfers"].erase("pcie_bytes");
+  j["transfers"]["nvme_to_host_bytes"] = -1;
+  expect_error<ConfigError>([&] { StepReport::from_json(j, "r.json"); },
+                            {"r.json", "transfers.nvme_to_host_bytes", ">= 0"});
+}
+
 TEST(MegatronFlops, ByHand) {
   // l = 1, h = 6, s = 6, V = 16, B = 1:
   // 96 * 1 * 6 * 1 * 36 * (1 + 6/36 + 16/96) = 20736 * 4/3 = 27648.

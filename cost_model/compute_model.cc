@@ -13,8 +13,24 @@
 
 namespace strata {
 
+double cpu_compute_share(const ClusterSpec& cluster, const Profile* profile,
+                         std::int64_t ranks_per_node) {
+  if (cluster.backend != Backend::kCpu || cluster.host.cpu_cores <= 0) return 1.0;
+  const double threads =
+      profile != nullptr && profile->threads_per_rank > 0
+          ? static_cast<double>(profile->threads_per_rank)
+          : 1.0;
+  const double ranks = static_cast<double>(std::max<std::int64_t>(ranks_per_node, 1));
+  return std::min(1.0, static_cast<double>(cluster.host.cpu_cores) / (ranks * threads));
+}
+
 DeviceRates device_rates(const ClusterSpec& cluster, const TrainSpec& train,
                          const Profile* profile) {
+  return device_rates(cluster, train, profile, 1);
+}
+
+DeviceRates device_rates(const ClusterSpec& cluster, const TrainSpec& train,
+                         const Profile* profile, std::int64_t ranks_per_node) {
   DeviceRates rates;
   rates.peak_flops = train.precision == Precision::kBf16 ? cluster.device.bf16_flops
                                                          : cluster.device.fp32_flops;
@@ -23,14 +39,16 @@ DeviceRates device_rates(const ClusterSpec& cluster, const TrainSpec& train,
                                   cluster.name, to_string(train.precision), rates.peak_flops));
   }
   rates.memory_bytes_per_s = cluster.device.memory_bandwidth_bytes_per_s * kMemoryEfficiency;
-  if (profile != nullptr && profile->elementwise_bytes_per_s > 0) {
-    rates.memory_bytes_per_s = profile->elementwise_bytes_per_s;  // measured, already achievable
-  }
   if (!(rates.memory_bytes_per_s > 0)) {
     throw ConfigError(fmt::format(
         "cluster '{}': device.hbm_bandwidth_gb_per_s must be > 0, got {}", cluster.name,
         cluster.device.memory_bandwidth_bytes_per_s));
   }
+  rates.elementwise_bytes_per_s = rates.memory_bytes_per_s;
+  if (profile != nullptr && profile->elementwise_bytes_per_s > 0) {
+    rates.elementwise_bytes_per_s = profile->elementwise_bytes_per_s;  // measured, achievable
+  }
+  rates.compute_share = cpu_compute_share(cluster, profile, ranks_per_node);
   rates.element_bytes = train.compute_bytes();
   rates.profile = profile;
   return rates;
@@ -88,14 +106,31 @@ GemmTime gemm_time(double m, double n, double k, double batch, const DeviceRates
   t.flops = 2.0 * m * n * k * batch;
   t.bytes = (m * k + k * n + m * n) * batch * rates.element_bytes;
   t.efficiency = gemm_efficiency(m, n, k, rates);
-  t.compute_s = t.flops / (rates.peak_flops * t.efficiency);
-  t.memory_s = t.bytes / rates.memory_bytes_per_s;
+  t.compute_s = t.flops / (rates.peak_flops * t.efficiency * rates.compute_share);
+  // A measured sample already includes the GEMM's memory traffic (see compute_model.h).
+  const bool measured = rates.profile != nullptr && !rates.profile->gemm.empty();
+  t.memory_s = measured ? 0.0 : t.bytes / (rates.memory_bytes_per_s * rates.compute_share);
   return t;
 }
 
 double memory_bound_time(double bytes, const DeviceRates& rates) {
-  return bytes / rates.memory_bytes_per_s;
+  const double rate =
+      rates.elementwise_bytes_per_s > 0 ? rates.elementwise_bytes_per_s : rates.memory_bytes_per_s;
+  return bytes / (rate * rates.compute_share);
 }
+
+namespace {
+
+// Seconds of `bytes` of memory-bound backward kernels: the measured backward rate when the
+// profile has one, else the forward kernels' rate.
+double backward_memory_bound_time(double bytes, const DeviceRates& rates) {
+  if (rates.profile != nullptr && rates.profile->elementwise_backward_bytes_per_s > 0) {
+    return bytes / (rates.profile->elementwise_backward_bytes_per_s * rates.compute_share);
+  }
+  return memory_bound_time(bytes, rates);
+}
+
+}  // namespace
 
 double LayerForward::attention_core_s() const {
   return attn_score.time_s() + attn_value.time_s() + softmax_s;
@@ -135,7 +170,16 @@ LayerForward layer_forward(const ModelSpec& model, std::int64_t micro_batch, std
   L.attn_value = gemm_time(s, d, s, b * heads_per_rank, rates);
 
   const double dropout = kernels.dropout ? 1.0 : 0.0;
-  if (kernels.attention == AttentionKernel::kMaterialized) {
+  const double attention_rate =
+      rates.profile != nullptr ? rates.profile->attention_flops_per_s : 0.0;
+  if (kernels.attention == AttentionKernel::kMaterialized && attention_rate > 0) {
+    // The measured kernel (scores, mask, softmax, values) at its causal rate: half the full
+    // 2 x 2 s^2 d FLOPs per (sequence, head) per GEMM, no separate softmax traffic.
+    for (GemmTime* g : {&L.attn_score, &L.attn_value}) {
+      g->compute_s = 0.5 * g->flops / (attention_rate * rates.compute_share);
+      g->memory_s = 0;
+    }
+  } else if (kernels.attention == AttentionKernel::kMaterialized) {
     // Per score element: fused scale-mask-softmax reads and writes it (2c); dropout reads the
     // probabilities, writes the dropped ones and a 1-byte mask (2c + 1).
     L.softmax_bytes = b * heads_per_rank * s * s * (2.0 * c + dropout * (2.0 * c + 1.0));
@@ -146,24 +190,115 @@ LayerForward layer_forward(const ModelSpec& model, std::int64_t micro_batch, std
     for (GemmTime* g : {&L.attn_score, &L.attn_value}) {
       g->compute_s *= 0.5;
       g->bytes = qkvo_bytes / 2.0;
-      g->memory_s = g->bytes / rates.memory_bytes_per_s;
-      if (rates.profile != nullptr && rates.profile->attention_flops_per_s > 0) {
-        g->compute_s = 0.5 * g->flops / rates.profile->attention_flops_per_s;
+      g->memory_s = g->bytes / (rates.memory_bytes_per_s * rates.compute_share);
+      if (attention_rate > 0) {
+        g->compute_s = 0.5 * g->flops / (attention_rate * rates.compute_share);
       }
     }
   }
   L.softmax_s = memory_bound_time(L.softmax_bytes, rates);
 
+  L.elementwise_bytes = layer_elementwise_bytes(model, micro_batch, tp, sequence_parallel,
+                                                kernels, c);
+  L.elementwise_s = memory_bound_time(L.elementwise_bytes, rates);
+  return L;
+}
+
+double layer_elementwise_bytes(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
+                               bool sequence_parallel, const LayerKernels& kernels,
+                               double element_bytes) {
+  const double h = static_cast<double>(model.hidden);
+  const double f = static_cast<double>(model.ffn_hidden);
+  const double t = static_cast<double>(tp);
+  const double c = element_bytes;
+  const double dropout = kernels.dropout ? 1.0 : 0.0;
+  const double tokens = static_cast<double>(micro_batch * model.seq_len);
   // Hidden-sized kernels run on S = s/t tokens per sequence under sequence parallelism and
   // on all s tokens (replicated on every TP rank) otherwise. Per token:
   //   LayerNorm 1 and 2: read h, write h                      -> 2 x 2 h c
   //   bias + dropout + residual, twice: read 2h, write h, mask -> 2 x (3 h c + h dropout)
   //   bias + GeLU on the fc1 output (f/t, never sequence-sharded): read, write -> 2 c f/t
   const double hidden_tokens = sequence_parallel ? tokens / t : tokens;
-  L.elementwise_bytes = hidden_tokens * (4.0 * h * c + 2.0 * (3.0 * h * c + dropout * h)) +
-                        tokens * 2.0 * c * f / t;
-  L.elementwise_s = memory_bound_time(L.elementwise_bytes, rates);
-  return L;
+  double bytes = hidden_tokens * (4.0 * h * c + 2.0 * (3.0 * h * c + dropout * h)) +
+                 tokens * 2.0 * c * f / t;
+  if (kernels.separate_bias) {
+    // The proj and fc2 biases added after the all-reduce (read and write h each). The qkv
+    // and fc1 biases seed matmul_forward's output: inside the GEMM (and its samples).
+    bytes += hidden_tokens * 4.0 * h * c;
+  }
+  return bytes;
+}
+
+double layer_backward_elementwise_bytes(const ModelSpec& model, std::int64_t micro_batch,
+                                        std::int64_t tp, bool sequence_parallel,
+                                        const LayerKernels& kernels, double element_bytes) {
+  const double h = static_cast<double>(model.hidden);
+  const double f = static_cast<double>(model.ffn_hidden);
+  const double t = static_cast<double>(tp);
+  const double c = element_bytes;
+  const double tokens = static_cast<double>(micro_batch * model.seq_len);
+  const double hidden_tokens = sequence_parallel ? tokens / t : tokens;
+  // Per token, on hidden-sized tensors:
+  //   LayerNorm 1 and 2 backward: read dout, inp, dinp, write dinp     -> 2 x 4 h c
+  //   residual-path gradient copies (before each block's backward)     -> 2 x 2 h c
+  // on the fc1 output (f/t): GeLU backward reads inp, dout, dinp, writes dinp -> 4 c f/t.
+  double bytes = hidden_tokens * 12.0 * h * c + tokens * 4.0 * c * f / t;
+  if (kernels.separate_bias) {
+    // Bias gradients: each linear layer's output gradient read once (3h/t, h, f/t, h).
+    bytes += tokens * c * (3.0 * h / t + f / t + 2.0 * h);
+  }
+  return bytes;
+}
+
+double LayerBackward::time_s() const {
+  double gemm = 0;
+  for (int i = 0; i < 4; ++i) gemm += input_grad[i].time_s() + weight_grad[i].time_s();
+  return gemm + attention_s + elementwise_s;
+}
+
+LayerBackward layer_backward(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
+                             bool sequence_parallel, const LayerKernels& kernels,
+                             const DeviceRates& rates) {
+  const LayerForward fwd =
+      layer_forward(model, micro_batch, tp, sequence_parallel, kernels, rates);
+  LayerBackward B;
+  if (rates.profile == nullptr) {
+    // 2x the forward: each GEMM's two gradients at the forward's time (the curve is
+    // symmetric in m, n, k), the other kernels read the saved input and the gradient.
+    const GemmTime* forward_gemms[4] = {&fwd.qkv, &fwd.proj, &fwd.fc1, &fwd.fc2};
+    for (int i = 0; i < 4; ++i) B.input_grad[i] = B.weight_grad[i] = *forward_gemms[i];
+    B.attention_s = 2.0 * fwd.attention_core_s();
+    B.elementwise_bytes = 2.0 * fwd.elementwise_bytes;
+    B.elementwise_s = 2.0 * fwd.elementwise_s;
+    return B;
+  }
+  const double b = static_cast<double>(micro_batch);
+  const double s = static_cast<double>(model.seq_len);
+  const double h = static_cast<double>(model.hidden);
+  const double f = static_cast<double>(model.ffn_hidden);
+  const double t = static_cast<double>(tp);
+  const double c = rates.element_bytes;
+  const double tokens = b * s;
+  // Linear layers inp (BT, C) -> out (BT, OC): qkv (h -> 3h/t), proj (h/t -> h),
+  // fc1 (h -> f/t), fc2 (f/t -> h).
+  const double in[4] = {h, h / t, h, f / t};
+  const double out[4] = {3.0 * h / t, h, f / t, h};
+  for (int i = 0; i < 4; ++i) {
+    B.input_grad[i] = gemm_time(tokens, in[i], out[i], 1.0, rates);
+    B.weight_grad[i] = gemm_time(out[i], in[i], tokens, 1.0, rates);
+  }
+  const double backward_rate = rates.profile->attention_backward_flops_per_s;
+  if (kernels.attention == AttentionKernel::kMaterialized && backward_rate > 0) {
+    // Causal backward FLOPs: twice the forward's 2 b (a/t) s^2 d (compute_bench.h).
+    const double causal_flops = fwd.attn_score.flops + fwd.attn_value.flops;
+    B.attention_s = causal_flops / (backward_rate * rates.compute_share);
+  } else {
+    B.attention_s = 2.0 * fwd.attention_core_s();
+  }
+  B.elementwise_bytes = layer_backward_elementwise_bytes(model, micro_batch, tp,
+                                                         sequence_parallel, kernels, c);
+  B.elementwise_s = backward_memory_bound_time(B.elementwise_bytes, rates);
+  return B;
 }
 
 HeadForward head_forward(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
@@ -181,6 +316,24 @@ HeadForward head_forward(const ModelSpec& model, std::int64_t micro_batch, std::
   const double bytes = b * s * 2.0 * h * c + b * s * v * (c + 4.0 + 16.0);
   head.elementwise_s = memory_bound_time(bytes, rates);
   return head;
+}
+
+double head_backward_s(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
+                       const DeviceRates& rates) {
+  const HeadForward fwd = head_forward(model, micro_batch, tp, rates);
+  if (rates.profile == nullptr) return 2.0 * fwd.time_s();
+  const double b = static_cast<double>(micro_batch);
+  const double s = static_cast<double>(model.seq_len);
+  const double h = static_cast<double>(model.hidden);
+  const double v = std::ceil(static_cast<double>(model.vocab) / static_cast<double>(tp));
+  const double c = rates.element_bytes;
+  const double tokens = b * s;
+  const double gemms = gemm_time(tokens, h, v, 1.0, rates).time_s() +
+                       gemm_time(v, h, tokens, 1.0, rates).time_s();
+  // Cross-entropy gradient: read the fp32 logits and write their gradient (4 + c per
+  // element); final LayerNorm backward: read dout, inp, dinp, write dinp (4 h c per token).
+  const double bytes = tokens * v * (4.0 + c) + tokens * 4.0 * h * c;
+  return gemms + backward_memory_bound_time(bytes, rates);
 }
 
 double embedding_forward_s(const ModelSpec& model, std::int64_t micro_batch,

@@ -13,11 +13,34 @@
 // the roofline's memory term. With a Profile, the measured samples replace the curve
 // (inverse-distance interpolation in log-shape space of the nearest samples).
 //
+// A measured GEMM sample is a throughput at that shape, its memory traffic included: with
+// samples the roofline's memory term is dropped (the HBM figure is not this GEMM's limit).
+//
 // Memory-bound kernels (LayerNorm, GeLU, softmax, dropout, residual adds): bytes read and
-// written / (HBM bandwidth * kMemoryEfficiency), or the Profile's elementwise_bytes_per_s.
+// written / (HBM bandwidth * kMemoryEfficiency), or the Profile's elementwise_bytes_per_s
+// (only these kernels: it is not the GEMMs' memory limit).
+//
+// Attention with a Profile's attention_flops_per_s (measured as causal FLOPs 2 B NH T^2 HS
+// per forward, softmax included): the attention core costs those FLOPs at that rate, on the
+// flash path and on the CPU backend's materialized path alike.
+//
+// Backward of a layer (layer_backward): without a Profile, 2x the forward (each GEMM becomes
+// two of the same FLOPs; the efficiency curve is symmetric in m, n, k, so a shape-by-shape
+// pricing gives the same GEMM time). With a Profile, each linear layer's two backward GEMMs
+// at their own shapes (dinp (BT, C) = dout (BT, OC) W: m = BT, n = C, k = OC; dW (OC, C) =
+// dout^T inp: m = OC, n = C, k = BT), the attention backward at the measured backward rate
+// (else 2x the forward), and the backward kernels' bytes at the measured backward elementwise
+// rate (else the forward one).
+//
+// CPU backend: the "device" is one MPI rank and a node's ranks share its cores. The kernel
+// rates (GEMM, elementwise, attention, AdamW) are those of one rank running on
+// threads_per_rank cores of its own (the Profile records it; 1 without a Profile); with r
+// ranks on c cores each gets compute_share = min(1, c / (r x threads)) of them (time-sliced
+// beyond one rank per core; `strata run` gives each rank max(1, c / r) threads, which the
+// calibration matches, so the share is 1 up to c ranks).
 //
 // Deliberately not here: communication (collectives.h), how the layer ops combine into a
-// step (time_model.h). Backward is derived there as 2x the forward.
+// step (time_model.h).
 #pragma once
 
 #include <cstdint>
@@ -38,12 +61,23 @@ inline constexpr double kMemoryEfficiency = 0.80;
 // The device rates one prediction uses.
 struct DeviceRates {
   double peak_flops = 0;             // dense peak in the train precision
-  double memory_bytes_per_s = 0;     // achievable HBM bandwidth for streaming kernels
+  double memory_bytes_per_s = 0;     // achievable HBM bandwidth (the GEMM roofline)
   int element_bytes = 2;             // compute precision
   const Profile* profile = nullptr;  // GEMM samples, when given
+  // Memory-bound kernels: the profile's measured rate (0: memory_bytes_per_s).
+  double elementwise_bytes_per_s = 0;
+  // Share of the rates above one rank gets (CPU backend: ranks sharing the cores; else 1).
+  double compute_share = 1;
 };
 DeviceRates device_rates(const ClusterSpec& cluster, const TrainSpec& train,
                          const Profile* profile);
+// The same for `ranks_per_node` ranks of one plan on a node (sets compute_share, see above).
+DeviceRates device_rates(const ClusterSpec& cluster, const TrainSpec& train,
+                         const Profile* profile, std::int64_t ranks_per_node);
+// min(1, cores / (ranks x threads)) on the CPU backend, 1 otherwise; threads =
+// profile->threads_per_rank when recorded, else 1.
+double cpu_compute_share(const ClusterSpec& cluster, const Profile* profile,
+                         std::int64_t ranks_per_node);
 
 struct GemmTime {
   double flops = 0;
@@ -76,6 +110,10 @@ enum class AttentionKernel {
 struct LayerKernels {
   AttentionKernel attention = AttentionKernel::kFlash;
   bool dropout = false;
+  // Biases in passes of their own (strata's CPU backend: matmul_forward seeds the output with
+  // the bias, the row-parallel projections add it after the all-reduce; matmul_backward sums
+  // the bias gradient over the rows) instead of fused into the GEMM epilogue.
+  bool separate_bias = false;
 };
 
 // Forward of one transformer layer for one micro-batch (b sequences) on one TP rank.
@@ -100,6 +138,33 @@ LayerForward layer_forward(const ModelSpec& model, std::int64_t micro_batch, std
                            bool sequence_parallel, const LayerKernels& kernels,
                            const DeviceRates& rates);
 
+// Bytes read and written by the memory-bound kernels of one layer's forward / backward for
+// one micro-batch on one TP rank (LayerNorms, GeLU, residual adds, gradient copies, separate
+// bias passes): the elementwise_bytes of LayerForward / LayerBackward. `strata calibrate`
+// divides the same counts by the measured time of those kernels, so a rate and its use agree
+// on what a byte stands for (the GeLU's tanh makes its bytes dearer than a copy's).
+double layer_elementwise_bytes(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
+                               bool sequence_parallel, const LayerKernels& kernels,
+                               double element_bytes);
+double layer_backward_elementwise_bytes(const ModelSpec& model, std::int64_t micro_batch,
+                                        std::int64_t tp, bool sequence_parallel,
+                                        const LayerKernels& kernels, double element_bytes);
+
+// Backward of one transformer layer for one micro-batch on one TP rank (see the header
+// comment for how it is priced with and without a Profile).
+struct LayerBackward {
+  // Input- and weight-gradient GEMMs of qkv, proj, fc1, fc2 in that order.
+  GemmTime input_grad[4];
+  GemmTime weight_grad[4];
+  double attention_s = 0;        // attention core backward (softmax backward included)
+  double elementwise_bytes = 0;  // LayerNorm and GeLU backward, gradient copies, bias sums
+  double elementwise_s = 0;
+  double time_s() const;
+};
+LayerBackward layer_backward(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
+                             bool sequence_parallel, const LayerKernels& kernels,
+                             const DeviceRates& rates);
+
 // Forward of the output layer and loss for one micro-batch on one TP rank: the logits GEMM
 // [b s, h] x [h, V/t] (2 b s h V / t FLOPs), the final LayerNorm and the vocab-parallel
 // cross-entropy (softmax over V/t in fp32: read, exp/sum, write).
@@ -110,6 +175,11 @@ struct HeadForward {
 };
 HeadForward head_forward(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
                          const DeviceRates& rates);
+// Its backward with a Profile: the logits' input- and weight-gradient GEMMs ([b s, V/t] x
+// [V/t, h] and [V/t, b s] x [b s, h]), the cross-entropy gradient (read the fp32 softmax,
+// write the logits' gradient) and the final LayerNorm backward; without one, 2x the forward.
+double head_backward_s(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
+                       const DeviceRates& rates);
 
 // Forward of the embedding for one micro-batch: gather of token rows + positions, dropout;
 // memory-bound, b s h elements written (twice read).

@@ -23,6 +23,7 @@ LayerKernels kernels_for(const ClusterSpec& cluster, const CostModelOptions& opt
     kernels.attention = cluster.backend == Backend::kCuda ? AttentionKernel::kFlash
                                                           : AttentionKernel::kMaterialized;
     kernels.dropout = false;
+    kernels.separate_bias = cluster.backend == Backend::kCpu;
   }
   return kernels;
 }

@@ -20,6 +20,8 @@ struct RateField {
 constexpr RateField kRates[] = {
     {"elementwise_bytes_per_s", &Profile::elementwise_bytes_per_s},
     {"attention_flops_per_s", &Profile::attention_flops_per_s},
+    {"attention_backward_flops_per_s", &Profile::attention_backward_flops_per_s},
+    {"elementwise_backward_bytes_per_s", &Profile::elementwise_backward_bytes_per_s},
     {"host_to_device_bytes_per_s", &Profile::host_to_device_bytes_per_s},
     {"device_to_host_bytes_per_s", &Profile::device_to_host_bytes_per_s},
     {"nvme_read_bytes_per_s", &Profile::nvme_read_bytes_per_s},
@@ -73,6 +75,8 @@ Profile Profile::from_json(const Json& json, const std::string& source) {
     p.*f.field = r.get_number_or(f.key, 0.0);
     r.require_non_negative(f.key, p.*f.field);
   }
+  p.threads_per_rank = r.get_int_or("threads_per_rank", 0);
+  r.require_non_negative("threads_per_rank", static_cast<double>(p.threads_per_rank));
   const Json& collectives = r.get_array("collectives");
   for (std::size_t i = 0; i < collectives.size(); ++i) {
     p.collectives.push_back(collective_from_json(
@@ -94,6 +98,7 @@ Json Profile::to_json() const {
   }
   j["gemm"] = g;
   for (const RateField& f : kRates) j[f.key] = this->*f.field;
+  j["threads_per_rank"] = threads_per_rank;
   Json c = Json::array();
   for (const CollectiveFit& f : collectives) {
     c.push_back(Json{{"op", f.op},

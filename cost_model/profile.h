@@ -34,6 +34,11 @@ struct Profile {
   std::vector<GemmSample> gemm;            // GEMM efficiency by shape
   double elementwise_bytes_per_s = 0;      // memory-bound kernels (LayerNorm, GeLU, softmax...)
   double attention_flops_per_s = 0;        // causal attention kernel rate
+  // Backward twins (0: not measured; the time model then prices a backward from the forward):
+  // attention backward in causal backward FLOPs (4 B NH T^2 HS) per second, and the
+  // memory-bound backward kernels (LayerNorm, GeLU backward, gradient copies).
+  double attention_backward_flops_per_s = 0;
+  double elementwise_backward_bytes_per_s = 0;
   double host_to_device_bytes_per_s = 0;
   double device_to_host_bytes_per_s = 0;
   double nvme_read_bytes_per_s = 0;
@@ -43,6 +48,9 @@ struct Profile {
   std::vector<CollectiveFit> collectives;
   // Per-op fixed overhead (kernel launch / framework dispatch) measured by `strata run`.
   double op_overhead_s = 0;
+  // CPU backend: the OpenMP/BLAS threads of one rank the kernel rates above were timed at
+  // (0: not recorded, taken as 1). Ranks sharing a node's cores get a share of these rates.
+  std::int64_t threads_per_rank = 0;
 
   static Profile from_json(const Json& json, const std::string& source);
   static Profile load(const std::string& path);

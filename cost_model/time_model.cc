@@ -44,10 +44,10 @@ TimeContext make_time_context(const ModelSpec& model, const ClusterSpec& cluster
   ctx.train = &train;
   ctx.plan = &plan;
   ctx.profile = profile;
-  ctx.rates = device_rates(cluster, train, profile);
   ctx.kernels = kernels;
   ctx.micro_batches = plan.micro_batches(train);
   ctx.ranks_per_node = std::min(plan.world_size(), cluster.gpus_per_node);
+  ctx.rates = device_rates(cluster, train, profile, ctx.ranks_per_node);
   return ctx;
 }
 
@@ -135,9 +135,19 @@ ChunkWork chunk_work(const TimeContext& ctx, std::int64_t pp_rank, std::int64_t 
   w.compute_forward_s = layers * layer_fwd_s;
   if (w.has_embedding) w.compute_forward_s += embedding_forward_s(model, plan.micro_batch, ctx.rates);
   if (w.has_head) w.compute_forward_s += head_forward(model, plan.micro_batch, plan.tp, ctx.rates).time_s();
-  // Backward = 2 x forward: each GEMM becomes two (input and weight gradients) of the same
-  // shape; the memory-bound kernels read the saved input and the gradient and write one.
-  w.compute_backward_s = 2.0 * w.compute_forward_s;
+  // Backward = 2 x forward without a Profile: each GEMM becomes two (input and weight
+  // gradients) of the same FLOPs; the memory-bound kernels read the saved input and the
+  // gradient and write one. With one: each op's backward at its own measured shape and rate
+  // (compute_model.h), ~2 x as many ops as the forward.
+  if (ctx.profile == nullptr) {
+    w.compute_backward_s = 2.0 * w.compute_forward_s;
+  } else {
+    const LayerBackward layer_bwd = layer_backward(model, plan.micro_batch, plan.tp,
+                                                   plan.sequence_parallel, ctx.kernels, ctx.rates);
+    w.compute_backward_s = layers * (layer_bwd.time_s() + 24.0 * op_overhead);
+    if (w.has_embedding) w.compute_backward_s += 2.0 * embedding_forward_s(model, plan.micro_batch, ctx.rates);
+    if (w.has_head) w.compute_backward_s += head_backward_s(model, plan.micro_batch, plan.tp, ctx.rates);
+  }
   switch (plan.recompute) {
     case Recompute::kNone: break;
     case Recompute::kSelective: w.recompute_s = layers * layer.attention_core_s(); break;
@@ -248,7 +258,7 @@ Zero3ChunkComm zero3_chunk_comm(const TimeContext& ctx, const ChunkWork& work,
 
 double device_optimizer_s(const TimeContext& ctx, double params) {
   if (ctx.profile != nullptr && ctx.profile->device_adam_params_per_s > 0) {
-    return params / ctx.profile->device_adam_params_per_s;
+    return params / (ctx.profile->device_adam_params_per_s * ctx.rates.compute_share);
   }
   const double c = ctx.rates.element_bytes;
   // bf16: fp32 master p, m, v read (12) + gradient (c) ; p, m, v written (12) + copy (c).

@@ -8,10 +8,13 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 #include <thread>
+#include <tuple>
 
 #include <fmt/format.h>
 
+#include "cost_model/compute_model.h"
 #include "cost_model/errors.h"
 #include "executor/calibrate/compute_bench.h"
 #include "kernels/cpu/gemm.h"
@@ -105,34 +108,95 @@ Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progre
     profile.machine += fmt::format("; kernels timed at {} thread(s) per rank", options.kernel_threads);
   }
   profile.backend = "cpu";
+  profile.threads_per_rank = std::max(options.kernel_threads, 1);
   std::vector<GemmMeasurement> gemms;
   std::vector<Step> steps;
 
   std::vector<GemmPass> passes = {GemmPass::kForward};
   if (options.backward) passes.insert(passes.end(), {GemmPass::kBackwardInput, GemmPass::kBackwardWeight});
+  const std::vector<std::int64_t> micro_batches =
+      options.gemm_micro_batches.empty() ? std::vector<std::int64_t>{options.micro_batch}
+                                         : options.gemm_micro_batches;
+  const std::vector<std::int64_t> tps =
+      options.gemm_tps.empty() ? std::vector<std::int64_t>{options.tp} : options.gemm_tps;
+  std::vector<std::pair<std::string, LinearShape>> layers;  // (model name, layer)
   for (const ModelSpec& model : options.models) {
-    for (const LinearShape& layer : model_linear_shapes(model, options.micro_batch, options.tp)) {
-      for (GemmPass pass : passes) {
-        const double flops = 2.0 * layer.BT * layer.C * layer.OC;
-        const TimingOptions& timing = flops > kLargeGemmFlops ? options.large_timing : options.timing;
-        steps.push_back({fmt::format("gemm {} {} {} ({}x{}x{})", model.name, layer.name,
-                                     to_string(pass), layer.BT, layer.C, layer.OC),
-                         expected_s(flops / kGuessFlopsPerS, timing),
-                         [&gemms, layer, pass, &timing, &options] {
-                           ScopedThreads threads(options.kernel_threads);
-                           gemms.push_back(measure_linear(layer, pass, timing));
-                         }});
+    model_linear_shapes(model, options.micro_batch, options.tp);  // validates options.tp
+    for (std::int64_t mb : micro_batches) {
+      for (std::int64_t tp : tps) {
+        if (tp < 1 || model.heads % tp != 0 || model.ffn_hidden % tp != 0 ||
+            model.vocab % tp != 0) {
+          continue;
+        }
+        for (const LinearShape& layer : model_linear_shapes(model, mb, tp)) {
+          layers.emplace_back(model.name, layer);
+        }
       }
+    }
+  }
+  {
+    // Passes of the same GEMM shape are timed once (gemm_samples merges by shape anyway).
+    std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool>> seen;
+    std::vector<std::pair<std::string, LinearShape>> unique;
+    for (const auto& named : layers) {
+      const LinearShape& l = named.second;
+      if (seen.insert({l.BT, l.C, l.OC, l.bias}).second) unique.push_back(named);
+    }
+    layers = std::move(unique);
+  }
+  for (const auto& named : layers) {
+    const LinearShape layer = named.second;
+    for (GemmPass pass : passes) {
+      const double flops = 2.0 * layer.BT * layer.C * layer.OC;
+      const TimingOptions& timing = flops > kLargeGemmFlops ? options.large_timing : options.timing;
+      steps.push_back({fmt::format("gemm {} {} {} ({}x{}x{})", named.first, layer.name,
+                                   to_string(pass), layer.BT, layer.C, layer.OC),
+                       expected_s(flops / kGuessFlopsPerS, timing),
+                       [&gemms, layer, pass, &timing, &options] {
+                         ScopedThreads threads(options.kernel_threads);
+                         gemms.push_back(measure_linear(layer, pass, timing));
+                       }});
     }
   }
   const std::int64_t BT = options.micro_batch * largest.seq_len;
   const double layer_bytes = 4.0 * BT * largest.hidden * sizeof(float);
+  // The CPU backend's kernels (cost_model.cc's choice for a cpu cluster): materialized
+  // attention, no dropout, biases in passes of their own; fp32.
+  LayerKernels cpu_kernels;
+  cpu_kernels.attention = AttentionKernel::kMaterialized;
+  cpu_kernels.separate_bias = true;
+  constexpr double kFp32 = 4.0;
   steps.push_back({fmt::format("elementwise ({}x{})", BT, largest.hidden),
                    3 * expected_s(3 * layer_bytes / kGuessBytesPerS, options.timing), [&] {
                      ScopedThreads threads(options.kernel_threads);
                      profile.elementwise_bytes_per_s =
-                         measure_elementwise_bytes_per_s(BT, largest.hidden, options.timing);
+                         layer_elementwise_bytes(largest, options.micro_batch, 1, false,
+                                                 cpu_kernels, kFp32) /
+                         measure_layer_elementwise_s(BT, largest.hidden, largest.ffn_hidden,
+                                                     options.timing);
                    }});
+  if (options.backward) {
+    steps.push_back({fmt::format("elementwise backward ({}x{})", BT, largest.hidden),
+                     3 * expected_s(4 * layer_bytes / kGuessBytesPerS, options.timing), [&] {
+                       ScopedThreads threads(options.kernel_threads);
+                       profile.elementwise_backward_bytes_per_s =
+                           layer_backward_elementwise_bytes(largest, options.micro_batch, 1,
+                                                            false, cpu_kernels, kFp32) /
+                           measure_layer_elementwise_backward_s(
+                               BT, largest.hidden, largest.ffn_hidden, options.timing);
+                     }});
+    steps.push_back({fmt::format("attention backward (T={}, heads={})", largest.seq_len,
+                                 largest.heads / options.tp),
+                     expected_s(8.0 * BT * largest.seq_len * largest.hidden / kGuessFlopsPerS * 10,
+                                options.timing),
+                     [&] {
+                       ScopedThreads threads(options.kernel_threads);
+                       profile.attention_backward_flops_per_s =
+                           measure_attention_backward_flops_per_s(
+                               options.micro_batch, largest.seq_len, largest.hidden / options.tp,
+                               largest.heads / options.tp, options.timing);
+                     }});
+  }
   steps.push_back({fmt::format("attention (T={}, heads={})", largest.seq_len, largest.heads / options.tp),
                    expected_s(4.0 * BT * largest.seq_len * largest.hidden / kGuessFlopsPerS * 10,
                               options.timing),

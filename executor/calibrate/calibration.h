@@ -31,8 +31,14 @@ namespace strata::calibrate {
 
 struct ComputeCalibrationOptions {
   std::vector<ModelSpec> models;  // GEMM shapes of each one's linear layers (non-empty)
-  std::int64_t micro_batch = 1;   // BT = micro_batch * seq_len
+  std::int64_t micro_batch = 1;   // BT = micro_batch * seq_len (attention, elementwise)
   std::int64_t tp = 1;            // tensor-parallel split of the layers' shapes
+  // GEMM shapes at every (micro-batch, tp) pair of these lists (empty: {micro_batch} and
+  // {tp}), so that the plans the profile is for are priced at measured shapes rather than
+  // interpolated ones; a tp that does not divide a model's heads, ffn or vocab is skipped
+  // for that model.
+  std::vector<std::int64_t> gemm_micro_batches;
+  std::vector<std::int64_t> gemm_tps;
   bool backward = true;           // also the two backward GEMMs of each layer
   TimingOptions timing;
   TimingOptions large_timing;     // for GEMMs over kLargeGemmFlops (fewer repeats)
@@ -53,11 +59,13 @@ ComputeCalibrationOptions compute_options(std::vector<ModelSpec> models, bool qu
 // fraction in [0, 1] of the work done, and the step about to run (or "done").
 using Progress = std::function<void(double fraction, const std::string& step)>;
 
-// Runs the benchmarks (thread counts set for each and restored afterwards) and returns a Profile with machine = describe_machine(), backend
-// "cpu", gemm samples, elementwise, attention, copy and AdamW rates; collectives empty and
-// NVMe 0 (not measured here). Attention and elementwise run at the shapes of the model with
-// the largest micro_batch * seq_len * hidden. ConfigError when models is empty or a shape
-// is invalid (tp not dividing).
+// Runs the benchmarks (thread counts set for each and restored afterwards) and returns a
+// Profile with machine = describe_machine(), backend "cpu", threads_per_rank =
+// kernel_threads (1 when 0: the kernels ran at whatever was set), gemm samples, elementwise
+// and attention rates (forward, and backward when options.backward), copy and AdamW rates;
+// collectives empty and NVMe 0 (not measured here). Attention and elementwise run at the
+// shapes of the model with the largest micro_batch * seq_len * hidden. ConfigError when
+// models is empty or a shape is invalid (options.tp not dividing).
 Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progress& progress);
 
 // "<hostname>: <CPU model name>, <n> hardware threads" (from gethostname and

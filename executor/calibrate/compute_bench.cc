@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "cost_model/errors.h"
+#include "executor/model/gpt_layer.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/elementwise.h"
@@ -137,29 +138,67 @@ std::vector<GemmSample> gemm_samples(const std::vector<GemmMeasurement>& measure
   return samples;
 }
 
-double measure_elementwise_bytes_per_s(std::int64_t BT, std::int64_t C,
-                                       const TimingOptions& timing) {
+double measure_layer_elementwise_s(std::int64_t BT, std::int64_t C, std::int64_t F,
+                                   const TimingOptions& timing) {
   const int bt = as_int(BT, "BT"), c = as_int(C, "C");
   const std::int64_t n = BT * C;
-  std::vector<float> a = filled(4 * n, 5), b = filled(n, 6), out(static_cast<std::size_t>(4 * n));
+  const std::int64_t nf = BT * as_int(F, "F");
+  const std::vector<float> x = filled(n, 5), w = filled(C, 7), bias = filled(C, 8);
+  const std::vector<float> fc1 = filled(nf, 6);
+  std::vector<float> ln_out(static_cast<std::size_t>(n)), r(static_cast<std::size_t>(n)),
+      y(static_cast<std::size_t>(n)), gelu_out(static_cast<std::size_t>(nf));
   std::vector<float> mean(static_cast<std::size_t>(BT)), rstd(static_cast<std::size_t>(BT));
-  const std::vector<float> w = filled(C, 7), bias = filled(C, 8);
-  const double ln_s = median_call_seconds(
+  return median_call_seconds(
       [&] {
-        kc::layernorm_forward(out.data(), mean.data(), rstd.data(), a.data(), w.data(),
+        // In the layer's order; r and y are rewritten from x each call (bounded values).
+        kc::layernorm_forward(ln_out.data(), mean.data(), rstd.data(), x.data(), w.data(),
                               bias.data(), bt, c);
+        kc::copy(r.data(), x.data(), n);
+        model::add_bias(r.data(), bias.data(), bt, c);
+        kc::residual_forward(r.data(), r.data(), x.data(), n);
+        kc::layernorm_forward(ln_out.data(), mean.data(), rstd.data(), r.data(), w.data(),
+                              bias.data(), bt, c);
+        kc::gelu_forward(gelu_out.data(), fc1.data(), nf);
+        kc::copy(y.data(), x.data(), n);
+        model::add_bias(y.data(), bias.data(), bt, c);
+        kc::residual_forward(y.data(), y.data(), r.data(), n);
       },
       timing);
-  const double gelu_s =
-      median_call_seconds([&] { kc::gelu_forward(out.data(), a.data(), 4 * n); }, timing);
-  const double residual_s =
-      median_call_seconds([&] { kc::residual_forward(out.data(), a.data(), b.data(), n); },
-                          timing);
-  const double f = sizeof(float);
-  const double bytes = (2.0 * n + 2.0 * BT + 2.0 * C) * f  // layernorm
-                       + 2.0 * 4.0 * n * f                  // gelu on (BT, 4C)
-                       + 3.0 * n * f;                       // residual
-  return bytes / (ln_s + gelu_s + residual_s);
+}
+
+double measure_layer_elementwise_backward_s(std::int64_t BT, std::int64_t C, std::int64_t F,
+                                            const TimingOptions& timing) {
+  const int bt = as_int(BT, "BT"), c = as_int(C, "C"), f = as_int(F, "F");
+  const std::int64_t n = BT * C;
+  const std::int64_t nf = BT * F;
+  const std::vector<float> x = filled(n, 5), dy = filled(n, 6), w = filled(C, 7),
+                           bias = filled(C, 8), fc1 = filled(nf, 9), dgelu = filled(nf, 10),
+                           dqkv = filled(3 * n, 11);
+  std::vector<float> ln_out(static_cast<std::size_t>(n)), mean(static_cast<std::size_t>(BT)),
+      rstd(static_cast<std::size_t>(BT));
+  kc::layernorm_forward(ln_out.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(),
+                        bt, c);
+  // The kernels accumulate: over a few thousand calls of terms below ~1 the sums stay far
+  // from overflow and from denormals, so every call does the same work.
+  std::vector<float> dr(static_cast<std::size_t>(n)), dx(static_cast<std::size_t>(n)),
+      dfc1(static_cast<std::size_t>(nf)), dw(static_cast<std::size_t>(C)),
+      db(static_cast<std::size_t>(C)), dbias(static_cast<std::size_t>(3 * C + F));
+  return median_call_seconds(
+      [&] {
+        kc::copy(dr.data(), dy.data(), n);
+        kc::matmul_backward(nullptr, nullptr, dbias.data(), dy.data(), nullptr, nullptr, bt, f, c);
+        kc::gelu_backward(dfc1.data(), fc1.data(), dgelu.data(), nf);
+        kc::matmul_backward(nullptr, nullptr, dbias.data(), dfc1.data(), nullptr, nullptr, bt, c, f);
+        kc::layernorm_backward(dr.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(),
+                               mean.data(), rstd.data(), bt, c);
+        kc::copy(dx.data(), dr.data(), n);
+        kc::matmul_backward(nullptr, nullptr, dbias.data(), dr.data(), nullptr, nullptr, bt, c, c);
+        kc::matmul_backward(nullptr, nullptr, dbias.data(), dqkv.data(), nullptr, nullptr, bt, c,
+                            3 * c);
+        kc::layernorm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(),
+                               mean.data(), rstd.data(), bt, c);
+      },
+      timing);
 }
 
 double measure_attention_flops_per_s(std::int64_t B, std::int64_t T, std::int64_t C,
@@ -176,6 +215,29 @@ double measure_attention_flops_per_s(std::int64_t B, std::int64_t T, std::int64_
   const double hs = static_cast<double>(C / NH);
   const double causal_flops = 2.0 * B * NH * static_cast<double>(T) * T * hs;
   return causal_flops / s;
+}
+
+double measure_attention_backward_flops_per_s(std::int64_t B, std::int64_t T, std::int64_t C,
+                                              std::int64_t NH, const TimingOptions& timing) {
+  const int b = as_int(B, "B"), t = as_int(T, "T"), c = as_int(C, "C"), nh = as_int(NH, "NH");
+  if (C % NH != 0) {
+    throw ConfigError(fmt::format("calibrate: heads {} do not divide hidden {}", NH, C));
+  }
+  const std::vector<float> qkv = filled(B * T * 3 * C, 9);
+  const std::vector<float> dout = filled(B * T * C, 13);
+  std::vector<float> out(static_cast<std::size_t>(B * T * C));
+  std::vector<float> probs(static_cast<std::size_t>(B * NH * T * T));
+  kc::attention_forward(out.data(), probs.data(), qkv.data(), b, t, c, nh);
+  std::vector<float> dqkv(static_cast<std::size_t>(B * T * 3 * C));
+  std::vector<float> scratch(static_cast<std::size_t>(kc::attention_backward_scratch_floats(b, t, nh)));
+  const double s = median_call_seconds(
+      [&] {
+        kc::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(),
+                               probs.data(), b, t, c, nh);
+      },
+      timing);
+  const double hs = static_cast<double>(C / NH);
+  return 4.0 * B * NH * static_cast<double>(T) * T * hs / s;
 }
 
 double measure_adamw_params_per_s(std::int64_t n, const TimingOptions& timing) {

@@ -59,12 +59,12 @@ GemmMeasurement measure_linear(const LinearShape& layer, GemmPass pass,
 // seconds of the measurements of that shape (passes of different layers can share a shape).
 std::vector<GemmSample> gemm_samples(const std::vector<GemmMeasurement>& measurements);
 
-// Bytes read + written per second over LayerNorm forward on (BT, C), GeLU forward on
-// (BT, 4C) and the residual add on (BT, C), summed (the kernels a layer runs besides GEMMs
-// and attention). Bytes per call, fp32: LayerNorm 2 BT C 4 + 2 BT 4 (mean, rstd) + 2 C 4,
-// GeLU 2 (4 BT C) 4, residual 3 BT C 4.
-double measure_elementwise_bytes_per_s(std::int64_t BT, std::int64_t C,
-                                       const TimingOptions& timing);
+// Seconds of the memory-bound kernels of one transformer layer's forward at tp = 1 on
+// BT = B T tokens, as executor/model/gpt_layer.cc runs them: LayerNorm 1 and 2 on (BT, C),
+// GeLU on (BT, F), the proj and fc2 bias adds on (BT, C) and the two residual adds. The
+// calibration divides cost_model's layer_elementwise_bytes by it (compute_model.h).
+double measure_layer_elementwise_s(std::int64_t BT, std::int64_t C, std::int64_t F,
+                                   const TimingOptions& timing);
 
 // Causal attention forward (attention_forward) on qkv (B, T, 3C) with NH heads, in the
 // time model's unit: useful (causal) FLOPs per second, counting 2 B NH T^2 HS per forward
@@ -72,6 +72,19 @@ double measure_elementwise_bytes_per_s(std::int64_t BT, std::int64_t C,
 // model's compute_model.cc, which divides 0.5 x the full 4 B NH T^2 HS by this rate.
 double measure_attention_flops_per_s(std::int64_t B, std::int64_t T, std::int64_t C,
                                      std::int64_t NH, const TimingOptions& timing);
+
+// The backward twin of measure_attention_flops_per_s: attention_backward on the same shapes
+// (probabilities from one forward), in useful (causal) backward FLOPs per second, counting
+// 4 B NH T^2 HS per backward (dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q at 2 T^2 HS
+// each per head, halved by the causal mask): twice the forward's count.
+double measure_attention_backward_flops_per_s(std::int64_t B, std::int64_t T, std::int64_t C,
+                                              std::int64_t NH, const TimingOptions& timing);
+
+// The backward twin: LayerNorm 1 and 2 backward, the two residual-path gradient copies,
+// GeLU backward on (BT, F) and the bias gradients of qkv (3C), proj (C), fc1 (F) and fc2 (C)
+// (matmul_backward's row sums); divided into layer_backward_elementwise_bytes.
+double measure_layer_elementwise_backward_s(std::int64_t BT, std::int64_t C, std::int64_t F,
+                                            const TimingOptions& timing);
 
 // AdamW parameters updated per second (adamw_update over n fp32 parameters, all cores).
 double measure_adamw_params_per_s(std::int64_t n, const TimingOptions& timing);

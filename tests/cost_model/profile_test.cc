@@ -16,10 +16,11 @@ Json profile_json() {
     "gemm": [{"m": 64, "n": 64, "k": 64, "flops_per_s": 2e10},
              {"m": 1024, "n": 256, "k": 64, "flops_per_s": 5e10}],
     "elementwise_bytes_per_s": 8e9, "attention_flops_per_s": 1e10,
+    "attention_backward_flops_per_s": 2e10, "elementwise_backward_bytes_per_s": 6e9,
     "host_to_device_bytes_per_s": 5e9, "device_to_host_bytes_per_s": 5e9,
     "nvme_read_bytes_per_s": 1e9, "nvme_write_bytes_per_s": 5e8,
     "cpu_adam_params_per_s": 2e8, "device_adam_params_per_s": 2e8,
-    "op_overhead_s": 2e-6,
+    "op_overhead_s": 2e-6, "threads_per_rank": 1,
     "collectives": [{"op": "all_reduce", "link": "intra_node", "ranks": 4, "latency_s": 1e-5,
                      "bus_bandwidth_bytes_per_s": 3e9}]})");
 }
@@ -33,6 +34,8 @@ TEST(Profile, RoundTrips) {
   ASSERT_EQ(p.collectives.size(), 1u);
   EXPECT_EQ(p.collectives[0].ranks, 4);
   EXPECT_DOUBLE_EQ(p.op_overhead_s, 2e-6);
+  EXPECT_DOUBLE_EQ(p.attention_backward_flops_per_s, 2e10);
+  EXPECT_EQ(p.threads_per_rank, 1);
   EXPECT_EQ(p.to_json(), profile_json());
 }
 

@@ -42,7 +42,8 @@ struct CalibrateOptions {
   std::string nvme_dir;
   bool quick = false;
   std::vector<std::string> models;  // default: tiny and gpt2-124m (quick: tiny)
-  std::int64_t micro_batch = 1;
+  std::vector<std::int64_t> micro_batches = {1};  // GEMM shapes; the first also attention's
+  std::vector<std::int64_t> tps = {1};            // tensor-parallel splits of the GEMM shapes
   int threads = 0;  // kernel threads per rank; 0: what `strata run` gives one of --ranks ranks
 };
 
@@ -94,7 +95,12 @@ void print_summary(std::ostream& out, const Profile& p, const std::string& path)
   out << fmt::format("machine: {}\n", p.machine);
   out << fmt::format("gemm: {} shapes, best {}\n", p.gemm.size(), rate(best_gemm, 1e9, "GFLOP/s"));
   out << fmt::format("elementwise: {}\n", rate(p.elementwise_bytes_per_s, 1e9, "GB/s"));
+  out << fmt::format("elementwise backward: {}\n",
+                     rate(p.elementwise_backward_bytes_per_s, 1e9, "GB/s"));
   out << fmt::format("attention: {}\n", rate(p.attention_flops_per_s, 1e9, "GFLOP/s"));
+  out << fmt::format("attention backward: {}\n",
+                     rate(p.attention_backward_flops_per_s, 1e9, "GFLOP/s"));
+  out << fmt::format("kernels timed at {} thread(s) per rank\n", p.threads_per_rank);
   out << fmt::format("adamw: {}\n", rate(p.cpu_adam_params_per_s, 1e6, "Mparams/s"));
   out << fmt::format("copy: {}\n", rate(p.host_to_device_bytes_per_s, 1e9, "GB/s"));
   for (const CollectiveFit& c : p.collectives) {
@@ -139,7 +145,9 @@ int run_calibrate(const CalibrateOptions& options, std::ostream& out) {
   }
   calibrate::ComputeCalibrationOptions compute =
       calibrate::compute_options(std::move(models), options.quick);
-  compute.micro_batch = options.micro_batch;
+  compute.micro_batch = options.micro_batches.front();
+  compute.gemm_micro_batches = options.micro_batches;
+  compute.gemm_tps = options.tps;
   // A rank of an N-rank run gets max(1, cores / N) threads (mpi_launch.h); the whole
   // machine's AdamW rate uses every core.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -218,7 +226,14 @@ void add_calibrate_command(CLI::App& app, CommandContext& context) {
                       "kernel threads per rank (default: what `strata run` gives each of "
                       "--ranks ranks, max(1, cores / ranks))")
       ->check(CLI::PositiveNumber);
-  command->add_option("--micro-batch", options->micro_batch, "micro-batch of the GEMM shapes")
+  command->add_option("--micro-batch", options->micro_batches,
+                      "micro-batch(es) of the GEMM shapes; attention and elementwise kernels "
+                      "run at the first")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command->add_option("--tp", options->tps,
+                      "tensor-parallel degree(s) of the GEMM shapes (those dividing a model's "
+                      "heads, ffn and vocabulary)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   command->callback(

@@ -4,6 +4,7 @@
 // many micro-batches are in flight is in memory_model.cc).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -128,7 +129,10 @@ std::vector<ActivationTensor> layer_activation_tensors(const ModelSpec& model,
   } else {
     list.push_back(tensor("attn_lse", d.a / d.t * d.s * d.b, kFp32Bytes, true));
   }
-  list.push_back(tensor("attn_out", sbh_inside, c));
+  // The CPU executor's selective recomputation drops the attention output too: rerunning the
+  // attention rebuilds it with the probabilities at no extra cost.
+  list.push_back(tensor("attn_out", sbh_inside, c,
+                        convention == ActivationConvention::kCpuExecutor));
   list.push_back(tensor("ln2_in", sbh_outside, c));
   list.push_back(tensor("ln2_mean", rows, kFp32Bytes));
   list.push_back(tensor("ln2_rstd", rows, kFp32Bytes));
@@ -199,8 +203,59 @@ std::vector<ActivationTensor> head_activation_tensors(const ModelSpec& model,
   }
   check_compute_bytes(compute_bytes);
   const std::int64_t rows = d.S * d.b;
+  // The executors run the logits' backward inside the head's forward and keep the gradient
+  // at the LayerNorm output (lnf_dout) instead of the output itself: the same size.
   return {tensor("lnf_in", sbh_outside, compute_bytes), tensor("lnf_mean", rows, kFp32Bytes),
-          tensor("lnf_rstd", rows, kFp32Bytes), tensor("lnf_out", sbh_outside, compute_bytes)};
+          tensor("lnf_rstd", rows, kFp32Bytes), tensor("lnf_dout", sbh_outside, compute_bytes)};
+}
+
+std::vector<ActivationTensor> head_working_tensors(const ModelSpec& model,
+                                                   std::int64_t micro_batch, std::int64_t tp,
+                                                   bool sequence_parallel, int compute_bytes) {
+  const Dims d = dims_of(model, micro_batch, tp, sequence_parallel);
+  check_compute_bytes(compute_bytes);
+  const int c = compute_bytes;
+  const std::int64_t shard = (model.vocab + d.t - 1) / d.t;
+  const std::int64_t valid = std::min(shard, std::max<std::int64_t>(0, model.vocab));
+  const std::int64_t logits = d.s * d.b * valid;  // the last rank's shard may be shorter: the
+                                                  // first (largest) shard is the peak
+  std::vector<ActivationTensor> list{
+      tensor("lnf_out", d.s * d.b * d.h, c),      // gathered to every token row for the logits
+      tensor("logits", logits, kFp32Bytes),
+      tensor("head_stats", 5 * d.s * d.b, kFp32Bytes),  // row max, sum, target, loss, lse
+      tensor("dlogits", logits, kFp32Bytes)};
+  if (sequence_parallel && d.t > 1) {
+    list.push_back(tensor("lnf_dout_full", d.s * d.b * d.h, c));  // before its reduce-scatter
+  }
+  return list;
+}
+
+double layer_backward_working_bytes(const ModelSpec& model, std::int64_t micro_batch,
+                                    std::int64_t tp, bool sequence_parallel, int compute_bytes) {
+  const Dims d = dims_of(model, micro_batch, tp, sequence_parallel);
+  check_compute_bytes(compute_bytes);
+  const bool sp = sequence_parallel && d.t > 1;
+  const double n = static_cast<double>(d.s * d.b * d.h);   // a full (B T, C) tensor
+  const double nl = static_cast<double>(d.S * d.b * d.h);  // this rank's rows of it
+  const double nf = static_cast<double>(d.s * d.b * d.f / d.t);
+  const double na = static_cast<double>(d.s * d.b * d.h / d.t);
+  const double scr = static_cast<double>(d.b * d.a / d.t * d.s);  // attention backward scratch
+  const double g = sp ? n : 0.0;  // an all-gathered (B T, C) copy, SP only
+  // Live at once, in elements, step by step through layer_backward (gpt_layer.cc); dy and
+  // dx (this rank's rows) throughout, dr until the projection's backward:
+  const double phases[] = {
+      3 * nl + nf + g,           // dr, dgelu, gathered dy for fc2's backward
+      3 * nl + 2 * nf,           // dr, dgelu, dfc1
+      3 * nl + nf + n + g,       // dr, dfc1, dln2 (full), gathered ln2_out
+      (sp ? 4 * nl + n : 3 * nl + n),  // dr, dln2 (full) and its reduce-scattered rows
+      3 * nl + na + g,           // dr, dattn, gathered dr for proj's backward
+      2 * nl + 4 * na + scr,     // dattn, dqkv, attention scratch
+      2 * nl + 3 * na + n + g,   // dqkv, dln1 (full), gathered ln1_out
+      (sp ? 3 * nl + n : 2 * nl + n),  // dln1 (full) and its rows
+  };
+  double peak = 0;
+  for (double p : phases) peak = std::max(peak, p);
+  return peak * compute_bytes;
 }
 
 std::vector<ActivationTensor> logits_tensors(const ModelSpec& model, std::int64_t micro_batch,

@@ -19,6 +19,14 @@
 // internal buffers, staging (bounce) buffers for NVMe I/O, the data loader, the
 // transient peaks inside one kernel. The total is the sum of all terms (a conservative
 // peak: gradients and activations are counted as if live together).
+//
+// The CPU backend without offload (the kCpuExecutor convention) is predicted as strata's
+// executor allocates it, to within a few percent of its accounting allocator: fp32 state
+// in flat per-unit buffers padded to a multiple of d, ZeRO-2/3 full gradient buffers that
+// live from a unit's first gradient to the step's reduce-scatter, pipeline sends that
+// complete at the step's end, and the peak taken over the moments where it can occur (the
+// first backward, the last steady-state backward, the head's forward, the optimizer step)
+// instead of summing every term (see cpu_executor_peak in memory_model.cc).
 #pragma once
 
 #include <cstdint>
@@ -179,6 +187,20 @@ std::vector<ActivationTensor> head_activation_tensors(const ModelSpec& model,
 std::vector<ActivationTensor> logits_tensors(const ModelSpec& model, std::int64_t micro_batch,
                                              std::int64_t tp, int compute_bytes);
 
+// The executors' head working set while one micro-batch's loss and logit gradients are
+// computed (gpt_head.cc): the LayerNorm output on every token row, fp32 logits and their
+// gradient (vocab shard), five fp32 per-row statistics, and with SP the full gradient at
+// the LayerNorm output before its reduce-scatter.
+std::vector<ActivationTensor> head_working_tensors(const ModelSpec& model,
+                                                   std::int64_t micro_batch, std::int64_t tp,
+                                                   bool sequence_parallel, int compute_bytes);
+
+// Peak bytes of the temporaries of one layer's backward on the CPU executor (gpt_layer.cc's
+// layer_backward, phase by phase), including the gradients at its output (dy) and input
+// (dx); the layer's saved tensors are not included.
+double layer_backward_working_bytes(const ModelSpec& model, std::int64_t micro_batch,
+                                    std::int64_t tp, bool sequence_parallel, int compute_bytes);
+
 // Chunk-micro-batches whose forward activations pipeline rank r holds at its peak
 // (closed form, O(1)); m = micro-batches per pipeline per step, v = chunks per rank:
 //   GPipe: m * v (all forwards before any backward);
@@ -218,6 +240,13 @@ struct StageMemory {
   double zero3_gather_bytes = 0;
   double pipeline_buffer_bytes = 0;
   double workspace_bytes = 0;
+  // CPU executor (see the file comment): the working set (a layer's backward with its
+  // recomputed tensors, or the head) and the ZeRO-2/3 full gradient buffers live at the
+  // peak moment, which is "backward", "head", "optimizer", or "sum" for the other
+  // conventions' conservative sum.
+  double working_bytes = 0;
+  double step_gradient_bytes = 0;
+  std::string peak_moment = "sum";
   StageParams stage_params;
 };
 

@@ -228,8 +228,10 @@ TEST(Activations, ExecutorConventionsTinyModel) {
   // (40960 + 24576 + 65536) * 2 + (512 + 512) * 4 = 262144 + 4096 = 266240.
   const auto cuda = layer_activation_tensors(m, 2, 1, false, ActivationConvention::kCudaExecutor, 2);
   EXPECT_DOUBLE_EQ(sum_bytes(cuda), 266240.0);
-  // Selective recompute drops exactly the attention core.
-  EXPECT_DOUBLE_EQ(sum_bytes(apply_recompute(cpu, Recompute::kSelective)), (164352.0 - 32768) * 4);
+  // Selective recompute drops exactly the attention core: the CPU executor's probabilities
+  // and attention output (rebuilt together), 32768 + s b h = 8192 elements.
+  EXPECT_DOUBLE_EQ(sum_bytes(apply_recompute(cpu, Recompute::kSelective)),
+                   (164352.0 - 32768 - 8192) * 4);
   // Full recompute keeps ln1_in only: 8192 * 4.
   const auto full = apply_recompute(cpu, Recompute::kFull);
   ASSERT_EQ(full.size(), 1u);
@@ -303,24 +305,27 @@ TEST(InFlight, ClosedFormsMatchGeneratedSchedules) {
 // ---- the tiny model worked by hand -------------------------------------------------------
 
 // tiny, CPU backend (fp32, compute 4 bytes), t 1, p 2, d 1, b 2, 1F1B, ZeRO 0, no recompute,
-// global batch 8 -> m = 8 / (1 * 2) = 4 micro-batches.
+// global batch 8 -> m = 8 / (1 * 2) = 4 micro-batches. The CPU executor's peak moments
+// (memory_model.h):
 //   layer params 12 h^2 + 13 h = 49152 + 832 = 49984.
 //   stage 0: 4 layers 199936 + embedding V h + s h = 16384 + 4096 -> 220416 params.
 //   stage 1: 4 layers 199936 + tied output embedding 16384 + final LN 128 -> 216448 params.
-//   fp32 ZeRO 0: 4 + 4 + 8 bytes: stage 0 params 881664, grads 881664, optimizer 1763328;
-//                stage 1: 865792, 865792, 1731584.
+//   fp32 ZeRO 0: 4 + 4 + 8 bytes: stage 0 params 881664, grads 881664, optimizer 1763328
+//                (3526656); stage 1: 865792, 865792, 1731584 (3463168).
 //   per-layer activations 164352 elements * 4 = 657408 B (see ExecutorConventionsTinyModel).
-//   in flight: rank 0 min(2 - 0, 4) = 2, rank 1: 1.
-//   rank 0 activations: 657408 * 4 layers * 2 = 5259264 (the CPU convention saves nothing
-//     extra for the embedding).
-//   rank 1 activations: 657408 * 4 * 1 = 2629632 + head (lnf_in 8192 + mean, rstd 256 +
-//     lnf_out 8192 elements = 16640 * 4 = 66560) * 1 in flight + logits s b V = 32768 fp32
-//     = 131072 -> 2827264.
-//   buffers: dp 1 -> no gradient bucket; ZeRO 0 -> no gather; 2 pipeline messages (the first
-//     rank sends activations and receives gradients, the last the reverse) of s b h * 4 =
-//     32768 each = 65536; CPU workspace 0.
-//   device totals: rank 0 3526656 + 5259264 + 65536 = 8851456; rank 1 3463168 + 2827264 +
-//     65536 = 6355968.
+//   one pipeline message s b h = 8192 elements = 32768 B.
+//   a layer's backward working set (layer_backward_working_bytes), n = s b h = 8192,
+//     nf = s b f = 32768: the largest phase is dy, dx, dr, dgelu, dfc1 = 3 n + 2 nf = 90112
+//     elements = 360448 B.
+//   in flight: rank 0 K = min(2 - 0, 4) = 2, rank 1: 1; moments j = 0 and F - K.
+//   rank 0 at j = 4 - 2 = 2: 2 x 4 layers x 657408 = 5259264 saved, all 4 forwards sent
+//     (131072 B, completed only at the step's end) -> 3526656 + 5259264 + 360448 + 131072
+//     = 9277440 (at j = 0 only 2 sends: 65536 less).
+//   rank 1 at j = 4 - 1 = 3: 1 x 4 x 657408 = 2629632 + the head's saved lnf_in, lnf_dout
+//     (8192 each) and mean, rstd (128 each) = 16640 elements = 66560 B; 3 gradient sends
+//     98304 B; the backward's working set 360448 beats the head's (lnf_out 8192 + logits and
+//     dlogits s b V = 32768 each + stats 5 s b = 640 = 74368 elements = 297472 B)
+//     -> 3463168 + 2696192 + 360448 + 98304 = 6618112.
 TEST(EstimateMemory, TinyModelByHand) {
   Plan plan;
   plan.tp = 1;
@@ -342,17 +347,18 @@ TEST(EstimateMemory, TinyModelByHand) {
   EXPECT_EQ(s0.in_flight, 2);
   EXPECT_EQ(s1.in_flight, 1);
   EXPECT_DOUBLE_EQ(s0.layer_activation_bytes, 657408);
-  EXPECT_DOUBLE_EQ(s0.activations.device, 5259264);
+  EXPECT_EQ(s0.peak_moment, "backward");
+  EXPECT_DOUBLE_EQ(s0.working_bytes, 360448);
+  EXPECT_DOUBLE_EQ(s0.activations.device, 5259264 + 360448);
+  EXPECT_DOUBLE_EQ(s0.buffers.device, 131072);
   EXPECT_DOUBLE_EQ(s1.embedding_head_bytes, 66560);
-  EXPECT_DOUBLE_EQ(s1.logits_bytes, 131072);
-  EXPECT_DOUBLE_EQ(s1.activations.device, 2827264);
-  EXPECT_DOUBLE_EQ(s0.pipeline_buffer_bytes, 65536);
-  EXPECT_DOUBLE_EQ(s0.buffers.device, 65536);
-  EXPECT_DOUBLE_EQ(s0.total.device, 8851456);
-  EXPECT_DOUBLE_EQ(s1.total.device, 6355968);
+  EXPECT_DOUBLE_EQ(s1.activations.device, 2629632 + 66560 + 360448);
+  EXPECT_DOUBLE_EQ(s1.buffers.device, 98304);
+  EXPECT_DOUBLE_EQ(s0.total.device, 9277440);
+  EXPECT_DOUBLE_EQ(s1.total.device, 6618112);
   EXPECT_DOUBLE_EQ(s0.total.host, 0);
   EXPECT_EQ(e.worst_pp_rank, 0);
-  EXPECT_DOUBLE_EQ(e.worst.device, 8851456);
+  EXPECT_DOUBLE_EQ(e.worst.device, 9277440);
 
   // The Prediction's memory fields: worst per tier and one RankMemory per stage.
   StepReport report;
@@ -361,13 +367,14 @@ TEST(EstimateMemory, TinyModelByHand) {
   ASSERT_EQ(report.per_rank.size(), 2u);
   EXPECT_EQ(report.per_rank[1].pp_rank, 1);
   EXPECT_EQ(report.per_rank[1].rank, 1);  // Megatron order: pp_rank * tp * dp
-  EXPECT_DOUBLE_EQ(report.per_rank[1].peak_bytes.device, 6355968);
+  EXPECT_DOUBLE_EQ(report.per_rank[1].peak_bytes.device, 6618112);
 }
 
 TEST(EstimateMemory, RecomputeAddsOneLayerWorkingSet) {
   // Same tiny plan, full recompute: each in-flight chunk keeps 4 layer inputs (8192 * 4 B
-  // each) and one layer's dropped tensors (657408 - 32768 = 624640 B) are live in backward.
-  // rank 0: 32768 * 4 * 2 + 624640 = 886784.
+  // each) and one layer's dropped tensors (657408 - 32768 = 624640 B) are live in its
+  // backward beside the working set (360448 B, TinyModelByHand).
+  // rank 0: 32768 * 4 * 2 + 624640 + 360448 = 1247232.
   Plan plan;
   plan.pp = 2;
   plan.micro_batch = 2;
@@ -375,7 +382,33 @@ TEST(EstimateMemory, RecomputeAddsOneLayerWorkingSet) {
   const MemoryEstimate e =
       estimate_memory(tiny(), cluster(Backend::kCpu), train(8, Precision::kFp32), plan);
   EXPECT_DOUBLE_EQ(e.stages[0].recompute_working_bytes, 624640);
-  EXPECT_DOUBLE_EQ(e.stages[0].activations.device, 886784);
+  EXPECT_DOUBLE_EQ(e.stages[0].activations.device, 1247232);
+}
+
+TEST(EstimateMemory, ZeroTwoCountsTheFullGradientBuffersAtTheOptimizerStep) {
+  // tiny, t 1, p 1, d 2, b 4, GPipe, ZeRO 2: m = 8 / (2 * 4) = 1. Units padded to even
+  // sizes (already even): 8 layers x 49984 + embedding 20480 + final LN 128 = 420480
+  // elements. Persistent fp32: params 4 x 420480 = 1681920, gradient shard 4 x 210240 =
+  // 840960, m and v shards 8 x 210240 = 1681920 -> 4204800. Saved activations of the one
+  // micro-batch at b = 4: 8 layers x 2 x 657408 = 10518528, far above the 1681920 B of
+  // full gradient buffers the optimizer step holds: the peak is a backward.
+  Plan plan;
+  plan.dp = 2;
+  plan.micro_batch = 4;
+  plan.schedule = ScheduleKind::kGpipe;
+  plan.zero_stage = 2;
+  const MemoryEstimate e =
+      estimate_memory(tiny(), cluster(Backend::kCpu), train(8, Precision::kFp32), plan);
+  const StageMemory& s = e.stages[0];
+  EXPECT_DOUBLE_EQ(s.params.device, 1681920);
+  EXPECT_DOUBLE_EQ(s.optimizer.device, 1681920);
+  EXPECT_EQ(s.peak_moment, "backward");
+  // At the first backward (j = 0) the full gradient buffers of the embedding (the tied wte
+  // at p = 1, touched by the head's forward), the final LN and the first layer are live:
+  // 4 x (20480 + 128 + 49984) = 282368 B.
+  EXPECT_DOUBLE_EQ(s.step_gradient_bytes, 282368);
+  EXPECT_DOUBLE_EQ(s.gradients.device, 840960 + 282368);
+  EXPECT_GT(s.total.device, 4204800 + 10518528);
 }
 
 TEST(EstimateMemory, PublishedConventionOnSeventyFiveBillionShape) {

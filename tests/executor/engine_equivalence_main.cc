@@ -2,10 +2,14 @@
 // for 5 steps with the plan given on the command line, then rank 0 trains the single-rank
 // plan (t = p = d = 1, one micro-batch) on MPI_COMM_SELF and compares each step's loss and
 // gradient norm: DESIGN.md's contract "same training, any plan" (fp32 CPU: 1e-4 relative).
+// It also checks DESIGN.md's "memory is predicted": every rank's measured peak device bytes
+// (the accounting allocator, setup and 5 steps) against the memory model's prediction for
+// its pipeline stage (estimate_memory on the CPU cluster), within 5%; both are printed.
 // Its own main (not gtest_main): MPI is initialised once, rank 0 prints, and every rank exits
 // with rank 0's verdict.
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "cost_model/cluster_spec.h"
+#include "cost_model/memory_model.h"
 #include "cost_model/plan.h"
 #include "executor/comm/mpi_communicator.h"
 #include "executor/data/corpus.h"
@@ -23,6 +29,9 @@ namespace {
 
 struct Trace {
   std::vector<double> losses, norms;
+  std::int64_t peak_device_bytes = 0;  // this rank's measured peak
+  std::int64_t pp_rank = 0;
+  std::vector<strata::TagUsage> tags;  // per-tag peaks, printed when the memory check fails
 };
 
 Trace train(const strata::Plan& plan, strata::MpiCommunicator& world, double clip, int steps) {
@@ -38,7 +47,49 @@ Trace train(const strata::Plan& plan, strata::MpiCommunicator& world, double cli
     t.losses.push_back(r.loss);
     t.norms.push_back(r.grad_norm);
   }
+  t.peak_device_bytes = rank.allocator().peak_bytes().device;
+  t.pp_rank = rank.groups().coords().pp;
+  t.tags = rank.allocator().tags();
   return t;
+}
+
+// Measured peak device bytes of every rank vs the prediction for its stage; rank 0 prints
+// and returns the number of ranks off by more than 5% (collective).
+int check_memory(const strata::Plan& plan, const Trace& got, strata::MpiCommunicator& world) {
+  const int size = world.size();
+  std::vector<double> peaks(static_cast<std::size_t>(2 * size), 0.0);
+  peaks[static_cast<std::size_t>(2 * world.rank())] = static_cast<double>(got.peak_device_bytes);
+  peaks[static_cast<std::size_t>(2 * world.rank() + 1)] = static_cast<double>(got.pp_rank);
+  world.all_reduce_sum(peaks.data(), 2 * size);
+  if (world.rank() != 0) return 0;
+  const auto cluster =
+      strata::ClusterSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/clusters/local-cpu.json");
+  strata::TrainSpec train = strata::testing_support::tiny_train();
+  const auto estimate =
+      strata::estimate_memory(strata::testing_support::tiny_model(), cluster, train, plan);
+  int failures = 0;
+  double worst = 0;
+  for (int r = 0; r < size; ++r) {
+    const double measured = peaks[static_cast<std::size_t>(2 * r)];
+    const auto stage = static_cast<std::size_t>(peaks[static_cast<std::size_t>(2 * r + 1)]);
+    const double predicted = estimate.stages[stage].total.device;
+    const double rel = (predicted - measured) / measured;
+    const bool ok = std::abs(rel) <= 0.05;
+    failures += ok ? 0 : 1;
+    worst = std::max(worst, std::abs(rel));
+    std::printf("%s rank %d (stage %zu): peak device bytes predicted %.0f measured %.0f (%+.2f%%)%s\n",
+                plan.label().c_str(), r, stage, predicted, measured, 100 * rel,
+                ok ? "" : "  <-- memory over 5%");
+  }
+  if (failures > 0) {  // rank 0's own tags, to see which term is off
+    for (const auto& t : got.tags) {
+      if (t.tier == strata::MemoryTier::kDevice) {
+        std::printf("  rank 0 tag %-20s peak %lld\n", t.tag.c_str(), static_cast<long long>(t.peak_bytes));
+      }
+    }
+  }
+  std::printf("%s memory: worst rank %.2f%% from the prediction\n", plan.label().c_str(), 100 * worst);
+  return failures;
 }
 
 int run(int argc, char** argv, strata::MpiSession& session) {
@@ -79,6 +130,7 @@ int run(int argc, char** argv, strata::MpiSession& session) {
     }
     std::printf("%s\n", failures == 0 ? "PASSED" : "FAILED");
   }
+  failures += check_memory(plan, got, *world);
   world->broadcast(nullptr, 0, 0);  // keep ranks together until rank 0 is done
   double verdict = failures;
   world->all_reduce_sum(&verdict, 1);

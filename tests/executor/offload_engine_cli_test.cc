@@ -27,13 +27,24 @@ namespace strata {
 namespace {
 namespace fs = std::filesystem;
 
-fs::path scratch(const std::string& name) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("strata_offload_cli_" + std::to_string(::getpid())) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+// A scratch directory per test, removed with everything in it when the test ends.
+class Scratch {
+ public:
+  explicit Scratch(const std::string& name)
+      : dir_(fs::temp_directory_path() /
+             ("strata_offload_cli_" + std::to_string(::getpid()) + "_" + name)) {
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  ~Scratch() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  operator const fs::path&() const { return dir_; }
+
+ private:
+  fs::path dir_;
+};
 
 struct Result {
   int code = 0;
@@ -65,7 +76,8 @@ fs::path write_plan(const fs::path& dir, std::int64_t dp) {
 bool empty_dir(const fs::path& dir) { return fs::is_empty(dir); }
 
 TEST(StrataRunOffload, AllNvmePlanReportsThePredictedBytesAndCleansUp) {
-  const fs::path dir = scratch("all_nvme");
+  const Scratch scratch("all_nvme");
+  const fs::path& dir = scratch;
   const fs::path nvme = dir / "nvme";
   fs::create_directories(nvme);
   const fs::path plan = write_plan(dir, 2);
@@ -87,7 +99,8 @@ TEST(StrataRunOffload, AllNvmePlanReportsThePredictedBytesAndCleansUp) {
 }
 
 TEST(StrataRunOffload, UnwritableNvmeDirIsOneLineExitTwo) {
-  const fs::path dir = scratch("unwritable");
+  const Scratch scratch("unwritable");
+  const fs::path& dir = scratch;
   const fs::path plan = write_plan(dir, 1);
   const fs::path file = dir / "a_file";
   std::ofstream(file) << "x";
@@ -104,7 +117,8 @@ TEST(StrataRunOffload, UnwritableNvmeDirIsOneLineExitTwo) {
 }
 
 TEST(StrataRunOffload, FullNvmeIsOneLineExitTwoAndRemovesItsFiles) {
-  const fs::path dir = scratch("full");
+  const Scratch scratch("full");
+  const fs::path& dir = scratch;
   const fs::path nvme = dir / "nvme";
   fs::create_directories(nvme);
   const fs::path plan = write_plan(dir, 1);

@@ -336,6 +336,24 @@ double head_backward_s(const ModelSpec& model, std::int64_t micro_batch, std::in
   return gemms + backward_memory_bound_time(bytes, rates);
 }
 
+OverheadFit fit_op_overhead(const Profile& profile, double predicted_compute_s,
+                            double measured_compute_s, double ops) {
+  if (!(ops > 0) || !(measured_compute_s > 0) || predicted_compute_s < 0) {
+    throw ConfigError(fmt::format(
+        "fit_op_overhead: expected ops > 0, measured compute > 0 s and predicted >= 0 s, got "
+        "{} ops, {} s measured, {} s predicted",
+        ops, measured_compute_s, predicted_compute_s));
+  }
+  OverheadFit fit;
+  fit.measured_s = measured_compute_s;
+  fit.predicted_s = predicted_compute_s;
+  fit.ops = ops;
+  fit.old_op_overhead_s = profile.op_overhead_s;
+  fit.op_overhead_s = std::max(
+      0.0, profile.op_overhead_s + (measured_compute_s - predicted_compute_s) / ops);
+  return fit;
+}
+
 double embedding_forward_s(const ModelSpec& model, std::int64_t micro_batch,
                            const DeviceRates& rates) {
   // Per token: read the token row and the position row (2 h c), write their sum (h c),

@@ -52,6 +52,29 @@
 
 namespace strata {
 
+// Kernel calls of one layer's forward and backward that each pay the Profile's op_overhead_s
+// (the executor's CPU layer: 6 GEMMs, attention, 2 LayerNorms, GeLU, 2 residual adds ~ 12
+// forward; twice as many in the backward, each matmul_backward being two GEMMs and a bias sum).
+inline constexpr double kLayerForwardOps = 12.0;
+inline constexpr double kLayerBackwardOps = 24.0;
+
+// Folding a measured run into a Profile (`strata run --update-profile`): the run's forward +
+// backward compute (the slowest rank's, the StepReport's parts) against the prediction's
+// with the same profile; the difference, spread over the `ops` op calls of that rank's step
+// (m x its layers x (kLayerForwardOps + kLayerBackwardOps)), is added to op_overhead_s
+// (never below 0). What the kernel rates do not explain (dispatch, allocation, page faults)
+// thus lands in the one per-op term the time model has for it.
+struct OverheadFit {
+  double measured_s = 0;        // measured forward + backward
+  double predicted_s = 0;       // predicted forward + backward with the old overhead
+  double ops = 0;
+  double old_op_overhead_s = 0;
+  double op_overhead_s = 0;     // the refitted value
+};
+// Throws ConfigError when ops <= 0 or the measured compute is not positive.
+OverheadFit fit_op_overhead(const Profile& profile, double predicted_compute_s,
+                            double measured_compute_s, double ops);
+
 // Constants of the default curves (documented above; a Profile overrides them).
 inline constexpr double kGemmPeakEfficiency = 0.75;
 inline constexpr double kGemmHalfDim = 96.0;

@@ -131,7 +131,7 @@ ChunkWork chunk_work(const TimeContext& ctx, std::int64_t pp_rank, std::int64_t 
   const double layers = static_cast<double>(w.layers);
   const double op_overhead = ctx.profile != nullptr ? ctx.profile->op_overhead_s : 0.0;
   // ~12 kernels per layer forward (6 GEMMs, 2 LayerNorms, softmax, GeLU, 2 residual adds).
-  const double layer_fwd_s = layer.time_s() + 12.0 * op_overhead;
+  const double layer_fwd_s = layer.time_s() + kLayerForwardOps * op_overhead;
   w.compute_forward_s = layers * layer_fwd_s;
   if (w.has_embedding) w.compute_forward_s += embedding_forward_s(model, plan.micro_batch, ctx.rates);
   if (w.has_head) w.compute_forward_s += head_forward(model, plan.micro_batch, plan.tp, ctx.rates).time_s();
@@ -144,7 +144,7 @@ ChunkWork chunk_work(const TimeContext& ctx, std::int64_t pp_rank, std::int64_t 
   } else {
     const LayerBackward layer_bwd = layer_backward(model, plan.micro_batch, plan.tp,
                                                    plan.sequence_parallel, ctx.kernels, ctx.rates);
-    w.compute_backward_s = layers * (layer_bwd.time_s() + 24.0 * op_overhead);
+    w.compute_backward_s = layers * (layer_bwd.time_s() + kLayerBackwardOps * op_overhead);
     if (w.has_embedding) w.compute_backward_s += 2.0 * embedding_forward_s(model, plan.micro_batch, ctx.rates);
     if (w.has_head) w.compute_backward_s += head_backward_s(model, plan.micro_batch, plan.tp, ctx.rates);
   }

@@ -57,6 +57,7 @@ struct RunOptions {
   std::string nvme_dir = "/tmp";  // offload to NVMe: where the run directory goes
   int prefetch_depth = 2;         // ZeRO-3 offloaded params: layers fetched ahead
   double device_budget_mib = 0;   // > 0: the device tier's budget instead of the cluster's
+  std::string update_profile;     // fold the measured compute into this profile's op_overhead_s
 };
 
 // Everything a rank needs, loaded and checked before any rank starts.
@@ -144,6 +145,10 @@ std::vector<std::string> relaunch_args(const RunOptions& o, const Validated& v) 
     args.push_back("--data");
     args.push_back(fs::absolute(o.data).string());
   }
+  if (!o.update_profile.empty()) {
+    args.push_back("--update-profile");
+    args.push_back(fs::absolute(o.update_profile).string());
+  }
   return args;
 }
 
@@ -176,6 +181,27 @@ void print_predicted(const Validated& v, const StepReport& rep, std::ostream& ou
                      got.device_to_host, want.device_to_host, got.host_to_device,
                      want.host_to_device, got.host_to_nvme, want.host_to_nvme, got.nvme_to_host,
                      want.nvme_to_host);
+}
+
+// --update-profile: the measured forward + backward against the prediction with the same
+// profile; the difference per op call goes into op_overhead_s (compute_model.h), written back
+// atomically. Rank 0 only, after the report is written.
+void update_profile(const std::string& path, const Validated& v, const StepReport& measured,
+                    std::ostream& out) {
+  Profile profile = Profile::load(path);
+  const Prediction predicted = predict(v.model, v.cluster, v.train, v.plan, &profile);
+  const double ops = static_cast<double>(v.plan.micro_batches(v.train)) *
+                     static_cast<double>(v.model.layers / v.plan.pp) *
+                     (kLayerForwardOps + kLayerBackwardOps);
+  const OverheadFit fit = fit_op_overhead(
+      profile, predicted.parts.forward_s + predicted.parts.backward_s,
+      measured.parts.forward_s + measured.parts.backward_s, ops);
+  profile.op_overhead_s = fit.op_overhead_s;
+  write_json_file(path, profile.to_json());
+  out << fmt::format("updated {}: op_overhead_s {:.3g} -> {:.3g} (forward + backward measured "
+                     "{:.4f} s, predicted {:.4f} s, {:.0f} op calls)\n",
+                     path, fit.old_op_overhead_s, fit.op_overhead_s, fit.measured_s,
+                     fit.predicted_s, fit.ops);
 }
 
 // One rank's training; rank 0 prints progress to `out` and writes the files.
@@ -243,6 +269,7 @@ void train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world,
                      gib(rep.memory_bytes.device));
   print_predicted(v, rep, out);
   out << fmt::format("wrote {}/report.json, trace.json, memory_tags.json\n", o.out);
+  if (!o.update_profile.empty()) update_profile(o.update_profile, v, rep, out);
 }
 
 int run_command(const RunOptions& o, std::ostream& out) {
@@ -297,6 +324,10 @@ void add_run_command(CLI::App& app, CommandContext& context) {
                       "ZeRO-3 offloaded parameters: layers fetched ahead of use (default 2)");
   command->add_option("--device-budget-mib", options->device_budget_mib,
                       "device memory budget per rank in MiB (default: the cluster's)");
+  command->add_option("--update-profile", options->update_profile,
+                      "fold this run's measured compute into the profile's per-op overhead "
+                      "(op_overhead_s), rewriting the file")
+      ->check(CLI::ExistingFile);
   command->callback([options, &context] { context.exit_code = run_command(*options, *context.out); });
 }
 

@@ -48,6 +48,7 @@ TimeContext make_time_context(const ModelSpec& model, const ClusterSpec& cluster
   ctx.micro_batches = plan.micro_batches(train);
   ctx.ranks_per_node = std::min(plan.world_size(), cluster.gpus_per_node);
   ctx.rates = device_rates(cluster, train, profile, ctx.ranks_per_node);
+  ctx.serial_comm = cluster.backend == Backend::kCpu;
   return ctx;
 }
 
@@ -227,7 +228,13 @@ Zero3ChunkComm zero3_chunk_comm(const TimeContext& ctx, const ChunkWork& work,
       static_cast<double>(z.backward_gathers) * (z.gather_pass_s + z.fetch_pass_s) +
       z.reduce_scatter_s;
   z.exposed_forward_s = exposed_prefetched(z.forward_comm_s, first_unit_s, work.compute_forward_s);
-  if (z.backward_prefetched) {
+  if (ctx.serial_comm) {
+    // Blocking gathers before each pass, exposed whole; the gradients are reduce-scattered
+    // once per step at the end (tail_work), not per micro-batch.
+    z.backward_comm_s -= z.reduce_scatter_s;
+    z.exposed_forward_s = z.forward_comm_s;
+    z.exposed_backward_s = z.backward_comm_s;
+  } else if (z.backward_prefetched) {
     z.exposed_backward_s = exposed_prefetched(z.backward_comm_s, first_unit_s,
                                               work.compute_backward_s + work.recompute_s);
   } else {
@@ -299,7 +306,18 @@ TailWork tail_work(const TimeContext& ctx, std::int64_t pp_rank, double params,
   // The reduction's overlap window and its unhidden last bucket (as a fraction of it).
   double reduce_window_s = window_s;
   double reduce_tail_fraction = bucket_fraction;
-  if (plan.dp > 1 && plan.zero_stage < 3) {
+  if (plan.dp > 1 && ctx.serial_comm) {
+    // CPU backend (TimeContext::serial_comm): one reduction per step after the last backward,
+    // exposed; ZeRO 1/2 then all-gather the updated parameters.
+    tail.dp_reduce_s = dp_time(plan.zero_stage >= 2 ? CollectiveOp::kReduceScatter
+                                                    : CollectiveOp::kAllReduce,
+                               grad_bytes);
+    reduce_window_s = 0;
+    reduce_tail_fraction = 1;
+    if (plan.zero_stage == 1 || plan.zero_stage == 2) {
+      tail.dp_gather_s = dp_time(CollectiveOp::kAllGather, grad_bytes);
+    }
+  } else if (plan.dp > 1 && plan.zero_stage < 3) {
     // ZeRO 0/1: all-reduce the accumulated gradients once per step (stage 1 then updates its
     // 1/d and all-gathers the params, DeepSpeed's stage-1 order). ZeRO 2: the gradient exists
     // only as the rank's partition, so every micro-batch's gradients are reduce-scattered as

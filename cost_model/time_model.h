@@ -53,6 +53,11 @@ struct TimeContext {
   std::int64_t ranks_per_node = 1;  // GPUs of this plan sharing a node's host and NVMe
   // Gradient-reduction bucket: PyTorch DDP's default 25 MB (bucket_cap_mb = 25).
   double grad_bucket_bytes = 25e6;
+  // CPU backend: strata's executor runs every collective as a blocking MPI call on the core
+  // that computes, and reduces the gradients once per step after the last backward (ZeRO 0/1:
+  // all-reduce; 2 and 3: reduce-scatter per parameter unit): nothing overlaps, nothing is
+  // reduced per micro-batch. ZeRO-3 gathers each layer before each pass, exposed.
+  bool serial_comm = false;
 };
 TimeContext make_time_context(const ModelSpec& model, const ClusterSpec& cluster,
                               const TrainSpec& train, const Plan& plan, const Profile* profile,

@@ -23,6 +23,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 # The matrix: (name, plan fields). Every plan trains the tiny model (8 layers, hidden 64,
@@ -73,6 +74,21 @@ def runnable_others(samples=10, interval_s=0.1):
     return statistics.mean(counts)
 
 
+class LoadMonitor(threading.Thread):
+    """Samples the runnable-task count every 50 ms while a run goes on."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.samples = []
+        self.stop = threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            with open("/proc/loadavg") as f:
+                self.samples.append(int(f.read().split()[3].split("/")[0]))
+            time.sleep(0.05)
+
+
 def wait_for_quiet(limit, timeout_s):
     """Waits until other processes leave the cores alone (mean runnable <= limit), at most
     timeout_s; returns the last figure seen."""
@@ -112,6 +128,8 @@ def main():
                          "runnable (the machine is shared)")
     ap.add_argument("--quiet-timeout", type=float, default=60.0,
                     help="seconds to wait for that before running anyway")
+    ap.add_argument("--retries", type=int, default=2,
+                    help="runs again (after waiting) when other tasks were runnable during it")
     ap.add_argument("--calibrate-args",
                     default="--threads 1 --model tiny --micro-batch 1 2 4 8 --tp 1 2 4",
                     help="extra arguments of `strata calibrate`")
@@ -130,7 +148,8 @@ def main():
     if not plans:
         sys.stderr.write(f"loop_accuracy: --plans {args.plans}: none of {[n for n, _ in PLANS]}\n")
         return 2
-    ranks = max(p.get("tp", 1) * p.get("pp", 1) * p.get("dp", 1) for _, p in plans)
+    plan_ranks = {n: p.get("tp", 1) * p.get("pp", 1) * p.get("dp", 1) for n, p in plans}
+    ranks = max(plan_ranks.values())
     print(f"load average before: {load_average()} ({os.cpu_count()} cores)")
 
     profile = args.profile
@@ -161,9 +180,21 @@ def main():
     for r in range(args.rounds):
         for name, _ in plans:
             out_dir = os.path.join(args.work, f"{name}.run{r}")
-            busy_before[name].append(wait_for_quiet(args.quiet_limit, args.quiet_timeout))
-            run([args.strata, "run", "--plan", os.path.join(args.work, f"{name}.plan.json"),
-                 "--steps", str(args.steps), "--out", out_dir] + spec, log)
+            ranks = plan_ranks[name]
+            for attempt in range(args.retries + 1):
+                wait_for_quiet(args.quiet_limit, args.quiet_timeout)
+                monitor = LoadMonitor()
+                monitor.start()
+                run([args.strata, "run", "--plan", os.path.join(args.work, f"{name}.plan.json"),
+                     "--steps", str(args.steps), "--out", out_dir] + spec, log)
+                monitor.stop.set()
+                monitor.join()
+                # Runnable tasks besides the sampler and this run's ranks (a rank waiting in
+                # MPI spins, so it counts as runnable): the others' load during the run.
+                others = max(0.0, statistics.median(monitor.samples or [0]) - 1 - ranks)
+                if others <= args.quiet_limit:
+                    break
+            busy_before[name].append(others)
             report_path = os.path.join(out_dir, "report.json")
             with open(report_path) as f:
                 report = json.load(f)
@@ -190,7 +221,7 @@ def main():
         rows.append((name, p_step, m_step, e_step, p_mem, mem[name], e_mem, runs, bad))
 
     print(f"\n{'plan':<10} {'pred step':>10} {'meas step':>10} {'error':>7}   "
-          f"{'pred mem':>10} {'meas mem':>10} {'error':>7}   runs: median s @ other runnable tasks before")
+          f"{'pred mem':>10} {'meas mem':>10} {'error':>7}   runs: median step s @ other tasks runnable during the run")
     for name, ps, ms, es, pm, mm, em, runs, bad in rows:
         print(f"{name:<10} {ps * 1e3:>8.2f}ms {ms * 1e3:>8.2f}ms {es:>+7.1%}   "
               f"{pm / 2**20:>7.2f}MiB {mm / 2**20:>7.2f}MiB {em:>+7.1%}   "

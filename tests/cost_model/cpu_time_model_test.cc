@@ -1,0 +1,149 @@
+// The CPU backend's calibrated time model (compute_model.h): ranks sharing the cores, GEMM
+// samples kept as measured, attention at the measured rate, backward from backward shapes,
+// the elementwise byte counts the calibration divides by, and the --update-profile fit.
+#include <gtest/gtest.h>
+
+#include "cost_model/cluster_spec.h"
+#include "cost_model/compute_model.h"
+#include "cost_model/errors.h"
+#include "cost_model/model_spec.h"
+#include "cost_model/plan.h"
+#include "cost_model/time_model.h"
+#include "cost_model/train_spec.h"
+
+namespace strata {
+namespace {
+
+ClusterSpec local_cpu() {
+  return ClusterSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/clusters/local-cpu.json");
+}
+ModelSpec tiny() {
+  return ModelSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/models/tiny.json");
+}
+LayerKernels cpu_kernels() {
+  LayerKernels k;
+  k.attention = AttentionKernel::kMaterialized;
+  k.separate_bias = true;
+  return k;
+}
+
+TEST(CpuShare, RanksShareTheNodesCores) {
+  const ClusterSpec cpu = local_cpu();  // 2 cores
+  Profile one_thread;
+  one_thread.threads_per_rank = 1;
+  // min(1, cores / (ranks x threads)): 2 / 1, 2 / 2, 2 / 4, 2 / 8.
+  EXPECT_DOUBLE_EQ(cpu_compute_share(cpu, &one_thread, 1), 1.0);
+  EXPECT_DOUBLE_EQ(cpu_compute_share(cpu, &one_thread, 2), 1.0);
+  EXPECT_DOUBLE_EQ(cpu_compute_share(cpu, &one_thread, 4), 0.5);
+  EXPECT_DOUBLE_EQ(cpu_compute_share(cpu, &one_thread, 8), 0.25);
+  Profile two_threads;
+  two_threads.threads_per_rank = 2;
+  EXPECT_DOUBLE_EQ(cpu_compute_share(cpu, &two_threads, 2), 0.5);  // 2 / (2 x 2)
+  EXPECT_DOUBLE_EQ(cpu_compute_share(cpu, nullptr, 8), 0.25);      // unrecorded: 1 thread
+  ClusterSpec gpu = cpu;
+  gpu.backend = Backend::kCuda;
+  EXPECT_DOUBLE_EQ(cpu_compute_share(gpu, &one_thread, 8), 1.0);  // GPUs share nothing
+}
+
+TEST(CpuGemm, SamplesAreTakenAsMeasuredAndShared) {
+  const ClusterSpec cpu = local_cpu();
+  TrainSpec train;
+  train.precision = Precision::kFp32;
+  Profile p;
+  p.threads_per_rank = 1;
+  p.gemm.push_back({64, 192, 64, 20e9});
+  const DeviceRates alone = device_rates(cpu, train, &p, 1);
+  const GemmTime g = gemm_time(64, 192, 64, 1, alone);
+  // 2 x 64 x 192 x 64 = 1572864 FLOPs at the sample's 20 GFLOP/s; no memory term.
+  EXPECT_NEAR(g.compute_s, 1572864.0 / 20e9, 1e-15);
+  EXPECT_EQ(g.memory_s, 0.0);
+  // 8 ranks on 2 cores: a quarter of the rate each.
+  const DeviceRates crowded = device_rates(cpu, train, &p, 8);
+  EXPECT_NEAR(gemm_time(64, 192, 64, 1, crowded).time_s(), 4.0 * 1572864.0 / 20e9, 1e-15);
+}
+
+TEST(CpuAttention, MaterializedPathUsesTheMeasuredRate) {
+  const ClusterSpec cpu = local_cpu();
+  TrainSpec train;
+  train.precision = Precision::kFp32;
+  Profile p;
+  p.threads_per_rank = 1;
+  p.attention_flops_per_s = 5e9;
+  p.attention_backward_flops_per_s = 10e9;
+  p.elementwise_bytes_per_s = 2e9;
+  p.gemm.push_back({64, 64, 64, 10e9});
+  const DeviceRates rates = device_rates(cpu, train, &p, 1);
+  const LayerForward f = layer_forward(tiny(), 1, 1, false, cpu_kernels(), rates);
+  // Causal FLOPs 2 B NH T^2 HS = 2 x 1 x 4 x 64^2 x 16 = 524288 at 5 GFLOP/s, softmax inside.
+  EXPECT_NEAR(f.attention_core_s(), 524288.0 / 5e9, 1e-15);
+  EXPECT_EQ(f.softmax_s, 0.0);
+  // Backward: twice the FLOPs (1048576) at the backward rate of 10 GFLOP/s.
+  const LayerBackward b = layer_backward(tiny(), 1, 1, false, cpu_kernels(), rates);
+  EXPECT_NEAR(b.attention_s, 1048576.0 / 10e9, 1e-15);
+}
+
+TEST(CpuBackward, TwiceTheForwardWithoutAProfileShapesWithOne) {
+  const ClusterSpec cpu = local_cpu();
+  TrainSpec train;
+  train.precision = Precision::kFp32;
+  const DeviceRates curve = device_rates(cpu, train, nullptr, 1);
+  const LayerForward f = layer_forward(tiny(), 1, 1, false, cpu_kernels(), curve);
+  const LayerBackward b = layer_backward(tiny(), 1, 1, false, cpu_kernels(), curve);
+  EXPECT_NEAR(b.time_s(), 2.0 * f.time_s(), 1e-12 * f.time_s());
+  // With samples: qkv's input gradient is (BT, C, OC) = (64, 64, 192) and its weight
+  // gradient (OC, C, BT) = (192, 64, 64), each priced by its own sample.
+  Profile p;
+  p.threads_per_rank = 1;
+  p.gemm = {{64, 64, 192, 40e9}, {192, 64, 64, 10e9}};
+  const DeviceRates rates = device_rates(cpu, train, &p, 1);
+  const LayerBackward s = layer_backward(tiny(), 1, 1, false, cpu_kernels(), rates);
+  EXPECT_NEAR(s.input_grad[0].time_s(), 1572864.0 / 40e9, 1e-15);
+  EXPECT_NEAR(s.weight_grad[0].time_s(), 1572864.0 / 10e9, 1e-15);
+}
+
+TEST(CpuElementwise, ByteCountsWorkedByHand) {
+  // tiny, b = 1, t = 1, fp32: BT = 64, h = 64, f = 256, c = 4.
+  // Forward: LayerNorms 64 x 4 h c = 65536, residuals 64 x 6 h c = 98304, GeLU
+  // 64 x 2 c f = 131072, proj and fc2 bias adds 64 x 4 h c = 65536: 360448.
+  EXPECT_DOUBLE_EQ(layer_elementwise_bytes(tiny(), 1, 1, false, cpu_kernels(), 4.0), 360448.0);
+  // Backward: LayerNorms and copies 64 x 12 h c = 196608, GeLU 64 x 4 c f = 262144, bias
+  // sums 64 x c x (3h + f + 2h) = 147456: 606208.
+  EXPECT_DOUBLE_EQ(layer_backward_elementwise_bytes(tiny(), 1, 1, false, cpu_kernels(), 4.0),
+                   606208.0);
+}
+
+TEST(CpuComm, OneExposedReductionPerStepAfterTheLastBackward) {
+  const ModelSpec model = tiny();
+  const ClusterSpec cpu = local_cpu();
+  const TrainSpec train =
+      TrainSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/train/tiny.json");
+  Plan plan = Plan::load(std::string(STRATA_SOURCE_DIR) + "/configs/plans/tiny-dp2.json");
+  plan.zero_stage = 2;
+  const TimeContext ctx = make_time_context(model, cpu, train, plan, nullptr, LayerKernels{});
+  ASSERT_TRUE(ctx.serial_comm);
+  const double params = 4e5;
+  // A long backward window hides nothing on the CPU backend: one reduce-scatter of the
+  // 4 x 4e5 gradient bytes (not m = 4 of them) plus the parameters' all-gather, all exposed.
+  const TailWork tail = tail_work(ctx, 0, params, 10.0);
+  const double rs = group_collective_time(cpu, nullptr, CollectiveOp::kReduceScatter,
+                                          4.0 * params, 2, 1).total_s();
+  const double ag = group_collective_time(cpu, nullptr, CollectiveOp::kAllGather, 4.0 * params,
+                                          2, 1).total_s();
+  EXPECT_DOUBLE_EQ(tail.dp_reduce_s, rs);
+  EXPECT_DOUBLE_EQ(tail.dp_exposed_s, rs + ag);
+}
+
+TEST(UpdateProfile, OverheadAbsorbsTheUnexplainedTimePerOp) {
+  Profile p;
+  p.op_overhead_s = 1e-6;
+  // 2 ms unexplained over 1000 op calls: + 2 us per op.
+  EXPECT_NEAR(fit_op_overhead(p, 0.010, 0.012, 1000).op_overhead_s, 3e-6, 1e-15);
+  // A prediction too slow lowers it, never below zero.
+  EXPECT_NEAR(fit_op_overhead(p, 0.0105, 0.010, 1000).op_overhead_s, 0.5e-6, 1e-15);
+  EXPECT_EQ(fit_op_overhead(p, 0.020, 0.010, 1000).op_overhead_s, 0.0);
+  EXPECT_THROW(fit_op_overhead(p, 0.01, 0.01, 0), ConfigError);
+  EXPECT_THROW(fit_op_overhead(p, 0.01, 0.0, 10), ConfigError);
+}
+
+}  // namespace
+}  // namespace strata

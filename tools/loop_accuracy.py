@@ -47,6 +47,10 @@ PLANS = [
     ("tp2-dp2", {"tp": 2, "dp": 2}),
     ("dp4-z1", {"dp": 4, "zero_stage": 1}),
     ("3d-v2", {"tp": 2, "pp": 2, "dp": 2, "virtual_stages": 2, "schedule": "interleaved"}),
+    ("tp2-sp", {"tp": 2, "sequence_parallel": True}),
+    ("pp2-rc", {"pp": 2, "recompute": "full"}),
+    ("dp2-off", {"dp": 2, "zero_stage": 2,
+                 "offload": {"optimizer": "cpu", "gradients": "none", "params": "none"}}),
 ]
 
 

@@ -159,6 +159,21 @@ Prediction predict(const ModelSpec& model, const ClusterSpec& cluster, const Tra
           static_cast<double>(plan.world_size()) / ctx.rates.peak_flops;
   p.bubble_fraction = parts.bubble_s / p.step_time_s;
 
+  // The offload bytes the offload times above are priced from (offload_traffic), per link the
+  // most any pipeline rank moves, as the executor reports its worst rank: equal to
+  // offload_transfer_bytes for fp32 training, compute-precision parameters and gradients
+  // otherwise. Empty (not written to JSON) without offload.
+  if (!(plan.offload == OffloadPlan{})) {
+    for (std::int64_t r = 0; r < plan.pp; ++r) {
+      const TransferBytes t =
+          offload_traffic(model, plan, train, r, ctx.rates.element_bytes).total();
+      p.transfers.device_to_host = std::max(p.transfers.device_to_host, t.device_to_host);
+      p.transfers.host_to_device = std::max(p.transfers.host_to_device, t.host_to_device);
+      p.transfers.host_to_nvme = std::max(p.transfers.host_to_nvme, t.host_to_nvme);
+      p.transfers.nvme_to_host = std::max(p.transfers.nvme_to_host, t.nvme_to_host);
+    }
+  }
+
   fill_prediction_memory(estimate_memory(model, cluster, train, plan, memory_options(options)),
                          plan, p);
   return p;

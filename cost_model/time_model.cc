@@ -13,6 +13,48 @@
 namespace strata {
 namespace {
 
+double per_gpu_share(double node_rate, std::int64_t ranks_per_node);
+
+// Offload link rates, bytes/s: the Profile's measured ones, else the cluster's (PCIe per GPU,
+// the node's NVMe shared by its GPUs).
+struct LinkRates {
+  double d2h = 0, h2d = 0, nvme_read = 0, nvme_write = 0;
+  const ClusterSpec* cluster = nullptr;
+};
+LinkRates link_rates(const TimeContext& ctx) {
+  const Profile* pr = ctx.profile;
+  const ClusterSpec& cl = *ctx.cluster;
+  LinkRates r;
+  r.cluster = &cl;
+  r.d2h = pr != nullptr && pr->device_to_host_bytes_per_s > 0 ? pr->device_to_host_bytes_per_s
+                                                             : cl.host.pcie_bandwidth_bytes_per_s;
+  r.h2d = pr != nullptr && pr->host_to_device_bytes_per_s > 0 ? pr->host_to_device_bytes_per_s
+                                                             : cl.host.pcie_bandwidth_bytes_per_s;
+  r.nvme_read = pr != nullptr && pr->nvme_read_bytes_per_s > 0
+                    ? pr->nvme_read_bytes_per_s
+                    : per_gpu_share(cl.nvme.read_bytes_per_s, ctx.ranks_per_node);
+  r.nvme_write = pr != nullptr && pr->nvme_write_bytes_per_s > 0
+                     ? pr->nvme_write_bytes_per_s
+                     : per_gpu_share(cl.nvme.write_bytes_per_s, ctx.ranks_per_node);
+  return r;
+}
+
+// Sum over the links of bytes / rate; a link with bytes to carry must have a rate > 0.
+double link_time(const TransferBytes& b, const LinkRates& r) {
+  const auto one = [&](double bytes, double rate, const char* key) {
+    if (bytes <= 0) return 0.0;
+    if (!(rate > 0)) {
+      throw ConfigError(fmt::format("cluster '{}': {} must be > 0 for this offload plan, got {}",
+                                    r.cluster->name, key, rate));
+    }
+    return bytes / rate;
+  };
+  return one(b.device_to_host, r.d2h, "host.pcie_bandwidth_gb_per_s") +
+         one(b.host_to_device, r.h2d, "host.pcie_bandwidth_gb_per_s") +
+         one(b.host_to_nvme, r.nvme_write, "nvme.write_bandwidth_gb_per_s") +
+         one(b.nvme_to_host, r.nvme_read, "nvme.read_bandwidth_gb_per_s");
+}
+
 // Exposed part of `work_s` run concurrently with `window_s` of compute, where the last
 // `tail_fraction` of the work can only start after the compute ends (one bucket).
 double exposed_after_overlap(double work_s, double window_s, double tail_fraction) {
@@ -167,6 +209,14 @@ ChunkWork chunk_work(const TimeContext& ctx, std::int64_t pp_rank, std::int64_t 
   }
 
   if (plan.zero_stage == 3 && plan.dp > 1) {
+    if (plan.offload.params != OffloadTier::kNone) {
+      const TransferBytes fetch =
+          offload_traffic(model, plan, *ctx.train, pp_rank, ctx.rates.element_bytes).fetch;
+      const double passes = 2.0 * static_cast<double>(std::max<std::int64_t>(ctx.micro_batches, 1)) *
+                            static_cast<double>(plan.virtual_stages);
+      w.fetch_pass.host_to_device = fetch.host_to_device / passes;
+      w.fetch_pass.nvme_to_host = fetch.nvme_to_host / passes;
+    }
     w.zero3 = zero3_chunk_comm(ctx, w, layer_params);
     w.offload_forward_s = w.zero3.fetch_exposed_forward_s;
     w.zero3_forward_s = w.zero3.exposed_forward_s - w.offload_forward_s;
@@ -202,31 +252,21 @@ Zero3ChunkComm zero3_chunk_comm(const TimeContext& ctx, const ChunkWork& work,
       layers * dp_time(CollectiveOp::kReduceScatter, layer_params * c) +
       (extra_params > 0 ? dp_time(CollectiveOp::kReduceScatter, extra_params * c) : 0.0);
 
-  // Offloaded parameters: the rank's 1/d partition over PCIe (and first from NVMe) per pass.
-  if (plan.offload.params != OffloadTier::kNone) {
-    const double part_bytes = work.params * c / static_cast<double>(plan.dp);
-    const double pcie = ctx.profile != nullptr && ctx.profile->host_to_device_bytes_per_s > 0
-                            ? ctx.profile->host_to_device_bytes_per_s
-                            : ctx.cluster->host.pcie_bandwidth_bytes_per_s;
-    z.fetch_pass_s = part_bytes / pcie;
-    if (plan.offload.params == OffloadTier::kNvme) {
-      const double nvme = ctx.profile != nullptr && ctx.profile->nvme_read_bytes_per_s > 0
-                              ? ctx.profile->nvme_read_bytes_per_s
-                              : per_gpu_share(ctx.cluster->nvme.read_bytes_per_s,
-                                              ctx.ranks_per_node);
-      z.fetch_pass_s += part_bytes / nvme;
-    }
-  }
+  // Offloaded parameters: the pass's shard bytes (ChunkWork::fetch_pass, from
+  // offload_traffic) over PCIe, and first from NVMe (read then copy: the times add).
+  const LinkRates links = link_rates(ctx);
+  z.fetch_pass_s = link_time(work.fetch_pass, links);
 
   const bool full_recompute = plan.recompute == Recompute::kFull;
   z.backward_gathers = full_recompute ? 2 : 1;
+  // The recomputation reuses the backward's fetched shard (offload_transfer_bytes: 2 m
+  // fetches a layer), so only the DP gathers double under full recompute.
   z.backward_prefetched = !full_recompute;
   const double first_unit_s =
       z.unit_gather_s + (work.layers > 0 ? z.fetch_pass_s / layers : z.fetch_pass_s);
   z.forward_comm_s = z.gather_pass_s + z.fetch_pass_s;
-  z.backward_comm_s =
-      static_cast<double>(z.backward_gathers) * (z.gather_pass_s + z.fetch_pass_s) +
-      z.reduce_scatter_s;
+  z.backward_comm_s = static_cast<double>(z.backward_gathers) * z.gather_pass_s +
+                      z.fetch_pass_s + z.reduce_scatter_s;
   z.exposed_forward_s = exposed_prefetched(z.forward_comm_s, first_unit_s, work.compute_forward_s);
   if (ctx.serial_comm) {
     // Blocking gathers before each pass, exposed whole; the gradients are reduce-scattered
@@ -250,12 +290,12 @@ Zero3ChunkComm zero3_chunk_comm(const TimeContext& ctx, const ChunkWork& work,
     const double bucket_fraction =
         unit_grad_bytes > 0 ? ctx.grad_bucket_bytes / unit_grad_bytes : 1.0;
     z.exposed_backward_s =
-        static_cast<double>(z.backward_gathers) * (z.gather_pass_s + z.fetch_pass_s) +
+        static_cast<double>(z.backward_gathers) * z.gather_pass_s + z.fetch_pass_s +
         units * exposed_after_overlap(unit_scatter_s, unit_backward_s, bucket_fraction);
   }
   // The offload fetches' share of the exposed time, in proportion to their share of traffic.
   const double fwd_fetch = z.fetch_pass_s;
-  const double bwd_fetch = static_cast<double>(z.backward_gathers) * z.fetch_pass_s;
+  const double bwd_fetch = z.fetch_pass_s;
   z.fetch_exposed_forward_s =
       z.forward_comm_s > 0 ? z.exposed_forward_s * fwd_fetch / z.forward_comm_s : 0.0;
   z.fetch_exposed_backward_s =
@@ -353,64 +393,58 @@ TailWork tail_work(const TimeContext& ctx, std::int64_t pp_rank, double params,
   // The optimizer's share: 1/d of the stage under ZeRO >= 1.
   const double opt_params =
       plan.zero_stage >= 1 ? params / static_cast<double>(plan.dp) : params;
-  const double pcie_d2h = ctx.profile != nullptr && ctx.profile->device_to_host_bytes_per_s > 0
-                              ? ctx.profile->device_to_host_bytes_per_s
-                              : cluster.host.pcie_bandwidth_bytes_per_s;
-  const double pcie_h2d = ctx.profile != nullptr && ctx.profile->host_to_device_bytes_per_s > 0
-                              ? ctx.profile->host_to_device_bytes_per_s
-                              : cluster.host.pcie_bandwidth_bytes_per_s;
-  const double nvme_read = ctx.profile != nullptr && ctx.profile->nvme_read_bytes_per_s > 0
-                               ? ctx.profile->nvme_read_bytes_per_s
-                               : per_gpu_share(cluster.nvme.read_bytes_per_s, ctx.ranks_per_node);
-  const double nvme_write =
-      ctx.profile != nullptr && ctx.profile->nvme_write_bytes_per_s > 0
-          ? ctx.profile->nvme_write_bytes_per_s
-          : per_gpu_share(cluster.nvme.write_bytes_per_s, ctx.ranks_per_node);
+  // Offload: the bytes of offload_traffic other than the passes' fetches, over the links.
+  const TransferBytes bytes =
+      offload_traffic(*ctx.model, plan, *ctx.train, pp_rank, ctx.rates.element_bytes).rest;
   const bool optimizer_off = plan.offload.optimizer != OffloadTier::kNone;
-  const bool grads_off = plan.offload.gradients != OffloadTier::kNone;
-  if (optimizer_off || grads_off) {
-    if (!(pcie_d2h > 0) || !(pcie_h2d > 0)) {
-      throw ConfigError(fmt::format("cluster '{}': host.pcie_bandwidth_gb_per_s must be > 0 for "
-                                    "offload, got {}",
-                                    cluster.name, cluster.host.pcie_bandwidth_bytes_per_s));
-    }
-    // The rank's gradient partition goes down during the last backward.
-    tail.d2h_s = opt_params * c / pcie_d2h;
-  }
-  if (optimizer_off) {
-    tail.cpu_step_s = cpu_optimizer_s(ctx, opt_params);
-    if (plan.offload.optimizer == OffloadTier::kNvme) {
-      // fp32 master params, m, v: 12 bytes/param read before and written after the step.
-      tail.nvme_s = opt_params * 12.0 / nvme_read + opt_params * 12.0 / nvme_write;
-    }
-    tail.h2d_s = opt_params * c / pcie_h2d;  // updated compute-precision params back up
-  } else if (grads_off) {
-    // Gradients parked off the device and brought back for the device optimizer.
-    tail.h2d_s = opt_params * c / pcie_h2d;
-  }
-  if (plan.offload.gradients == OffloadTier::kNvme) {
-    tail.nvme_s += opt_params * c / nvme_write + opt_params * c / nvme_read;
-  }
-  if (plan.offload.params != OffloadTier::kNone && plan.offload.params != OffloadTier::kCpu) {
-    // NVMe-resident params: the updated partition is written back once per step.
-    tail.nvme_s += opt_params * c / nvme_write;
-  }
-  if (optimizer_off || grads_off || tail.nvme_s > 0) {
-    const double step_s = std::max(tail.nvme_s, tail.cpu_step_s);
-    tail.optimizer_s = optimizer_off ? tail.cpu_step_s : device_optimizer_s(ctx, opt_params);
-    tail.offload_exposed_s = exposed_after_overlap(tail.d2h_s, window_s, bucket_fraction) +
-                             (step_s - tail.cpu_step_s) + tail.h2d_s;
-  } else {
+  if (bytes.empty() && !optimizer_off) {
     tail.optimizer_s = device_optimizer_s(ctx, opt_params);
+    return tail;
   }
+  const LinkRates links = link_rates(ctx);
+  tail.d2h_s = link_time({.device_to_host = bytes.device_to_host}, links);
+  tail.h2d_s = link_time({.host_to_device = bytes.host_to_device}, links);
+  tail.nvme_s = link_time({.host_to_nvme = bytes.host_to_nvme, .nvme_to_host = bytes.nvme_to_host},
+                          links);
+  // Gradients offloaded under ZeRO >= 2 go down after every micro-batch's backward (m times,
+  // a layer's; once with sequence parallel): hidden behind all m backwards but the step's
+  // last bucket, like ZeRO-2's reduce-scatters. Otherwise they go down once, during the last
+  // backward.
+  const bool per_micro_batch = plan.zero_stage >= 2 &&
+                               plan.offload.gradients != OffloadTier::kNone &&
+                               !plan.sequence_parallel;
+  const double m = static_cast<double>(std::max<std::int64_t>(ctx.micro_batches, 1));
+  const double d2h_window_s = per_micro_batch ? m * window_s : window_s;
+  const double d2h_tail_fraction = per_micro_batch ? bucket_fraction / m : bucket_fraction;
+  if (optimizer_off) tail.cpu_step_s = cpu_optimizer_s(ctx, opt_params);
+  // NVMe I/O pipelined with the CPU step (ZeRO-Infinity): only its excess is exposed; the
+  // updated params' copy back up is exposed.
+  const double step_s = std::max(tail.nvme_s, tail.cpu_step_s);
+  tail.optimizer_s = optimizer_off ? tail.cpu_step_s : device_optimizer_s(ctx, opt_params);
+  tail.offload_exposed_s =
+      exposed_after_overlap(tail.d2h_s, d2h_window_s, std::min(d2h_tail_fraction, 1.0)) +
+      (step_s - tail.cpu_step_s) + tail.h2d_s;
   return tail;
+}
+
+TransferBytes OffloadTraffic::total() const {
+  return {.device_to_host = fetch.device_to_host + rest.device_to_host,
+          .host_to_device = fetch.host_to_device + rest.host_to_device,
+          .host_to_nvme = fetch.host_to_nvme + rest.host_to_nvme,
+          .nvme_to_host = fetch.nvme_to_host + rest.nvme_to_host};
 }
 
 TransferBytes offload_transfer_bytes(const ModelSpec& model, const Plan& plan,
                                      const TrainSpec& train, std::int64_t pp_rank) {
-  TransferBytes t;
+  return offload_traffic(model, plan, train, pp_rank, 4.0).total();
+}
+
+OffloadTraffic offload_traffic(const ModelSpec& model, const Plan& plan, const TrainSpec& train,
+                               std::int64_t pp_rank, double element_bytes) {
+  OffloadTraffic traffic;
+  TransferBytes& t = traffic.rest;
   const OffloadPlan& off = plan.offload;
-  if (off == OffloadPlan{}) return t;
+  if (off == OffloadPlan{}) return traffic;
   const StageParams stage = stage_params(model, plan.tp, plan.pp, plan.virtual_stages, pp_rank);
   const double m = static_cast<double>(plan.micro_batches(train));
   const std::int64_t d = plan.dp;
@@ -432,7 +466,8 @@ TransferBytes offload_transfer_bytes(const ModelSpec& model, const Plan& plan,
   }
   if (stage.final_norm_params > 0) units.push_back({stage.final_norm_params, 2 * m, 1});
 
-  constexpr double kF = 4;  // fp32 bytes
+  constexpr double kF = 4;  // fp32 bytes: the optimizer state (master params, m, v)
+  const double e = element_bytes;  // a parameter / gradient element moved over PCIe
   const bool params_off = plan.zero_stage == 3 && off.params != OffloadTier::kNone;
   const bool grads_off = plan.zero_stage >= 2 && off.gradients != OffloadTier::kNone;
   const bool opt_off = off.optimizer != OffloadTier::kNone;
@@ -440,37 +475,37 @@ TransferBytes offload_transfer_bytes(const ModelSpec& model, const Plan& plan,
     const double shard = static_cast<double>((u.n + d - 1) / d);
     const double part = plan.zero_stage >= 1 ? shard : shard * static_cast<double>(d);
     if (params_off) {
-      t.host_to_device += u.gathers * shard * kF;
-      if (off.params == OffloadTier::kNvme) t.nvme_to_host += u.gathers * shard * kF;
+      traffic.fetch.host_to_device += u.gathers * shard * e;
+      if (off.params == OffloadTier::kNvme) traffic.fetch.nvme_to_host += u.gathers * shard * e;
     }
     if (grads_off) {
-      t.device_to_host += u.grad_downs * shard * kF;
+      t.device_to_host += u.grad_downs * shard * e;
       if (off.gradients == OffloadTier::kNvme) {
-        t.host_to_nvme += u.grad_downs * shard * kF;
-        t.nvme_to_host += u.grad_downs * shard * kF;  // k - 1 accumulations + 1 for the step
+        t.host_to_nvme += u.grad_downs * shard * e;
+        t.nvme_to_host += u.grad_downs * shard * e;  // k - 1 accumulations + 1 for the step
       }
     }
     if (opt_off) {
-      if (!grads_off) t.device_to_host += part * kF;
-      if (!params_off) t.host_to_device += part * kF;
+      if (!grads_off) t.device_to_host += part * e;
+      if (!params_off) t.host_to_device += part * e;
       double nvme_arrays = off.optimizer == OffloadTier::kNvme ? 2 : 0;  // m, v
       const OffloadTier master = params_off ? off.params : off.optimizer;
       if (master == OffloadTier::kNvme) nvme_arrays += 1;
       t.nvme_to_host += nvme_arrays * part * kF;
       t.host_to_nvme += nvme_arrays * part * kF;
     } else {
-      if (grads_off) t.host_to_device += shard * kF;
+      if (grads_off) t.host_to_device += shard * e;
       if (params_off) {
-        t.host_to_device += shard * kF;
-        t.device_to_host += shard * kF;
+        t.host_to_device += shard * e;
+        t.device_to_host += shard * e;
         if (off.params == OffloadTier::kNvme) {
-          t.nvme_to_host += shard * kF;
-          t.host_to_nvme += shard * kF;
+          t.nvme_to_host += shard * e;
+          t.host_to_nvme += shard * e;
         }
       }
     }
   }
-  return t;
+  return traffic;
 }
 
 PipelineTime pipeline_time(std::int64_t micro_batches, std::int64_t pp, std::int64_t v,

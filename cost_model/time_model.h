@@ -23,6 +23,10 @@
 //                       (ZeRO-Offload, Ren et al. 2021, without the one-step delay).
 //   NVMe optimizer I/O  pipelined with the CPU step in chunks (ZeRO-Infinity's overlap-
 //                       centric design): max(NVMe read + write, CPU step).
+//   Every offload time is bytes / link rate, the bytes those of offload_traffic (what the
+//   executor moves, offload_transfer_bytes); the rates are the Profile's measured PCIe and
+//   NVMe rates, else the cluster's (NVMe shared by the node's GPUs). Gradients that go down
+//   after every micro-batch's backward hide behind all m backwards but the last bucket.
 // Deliberately not here: the ops' FLOP counts (compute_model.h), collective formulas
 // (collectives.h), the Prediction record (cost_model.h).
 #pragma once
@@ -149,6 +153,10 @@ struct ChunkWork {
   double offload_forward_s = 0;   // exposed parameter fetches (params offloaded, ZeRO-3)
   double offload_backward_s = 0;
   double sends = 0;               // p2p sends per micro-batch (forward + backward)
+  // Offloaded params' shard fetched for one pass of this chunk (host_to_device, and
+  // nvme_to_host from NVMe): the rank's OffloadTraffic::fetch spread evenly over its 2 m
+  // passes (forward, backward) and v chunks; zero3_chunk_comm prices it.
+  TransferBytes fetch_pass;
   Zero3ChunkComm zero3;           // zero_stage 3 with d > 1 only
   double forward_s() const { return compute_forward_s + tp_forward_s + zero3_forward_s + offload_forward_s; }
   double backward_s() const {
@@ -212,6 +220,19 @@ double cpu_optimizer_s(const TimeContext& ctx, double params);
 //     (S) and go back down (S), to and from NVMe when there.
 TransferBytes offload_transfer_bytes(const ModelSpec& model, const Plan& plan,
                                      const TrainSpec& train, std::int64_t pp_rank);
+
+// The same traffic with `element_bytes` per parameter / gradient element (the executor: 4,
+// fp32; a bf16 run: 2; the fp32 optimizer state m, v and master params stay 4), split by when
+// it moves: `fetch` is the ZeRO-3 parameter fetches inside the passes (priced per pass by
+// zero3_chunk_comm), `rest` everything else (gradients down, optimizer I/O, params back,
+// priced by tail_work). offload_transfer_bytes == offload_traffic(..., 4).total().
+struct OffloadTraffic {
+  TransferBytes fetch;
+  TransferBytes rest;
+  TransferBytes total() const;
+};
+OffloadTraffic offload_traffic(const ModelSpec& model, const Plan& plan, const TrainSpec& train,
+                               std::int64_t pp_rank, double element_bytes);
 
 // Pipeline composition: with W the per-micro-batch work of the slowest rank (sum over its
 // chunks of forward + backward + sends), m micro-batches, p ranks, v chunks per rank:

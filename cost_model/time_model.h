@@ -103,7 +103,9 @@ P2pTransfer p2p_transfer(const TimeContext& ctx);
 // Units of communication: one layer (one collective of its parameters, so the ring latency
 // (n-1) alpha is paid per layer), plus one for the embedding / final-norm parameters on the
 // chunks holding them. Offloaded parameters (ZeRO-Infinity) first come up over PCIe (and
-// from NVMe) as the rank's 1/d partition, once per gather.
+// from NVMe) as the rank's 1/d partition (ChunkWork::fetch_pass, from offload_traffic), once
+// per forward and once per backward: the full recomputation re-gathers over the DP group but
+// reuses the backward's fetched shard, as the executor does.
 // Overlap:
 //   forward   prefetched one layer ahead: the first layer's gather is exposed, then whichever
 //             of the remaining traffic and the compute is longer.

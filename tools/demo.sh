@@ -22,7 +22,7 @@ $strata plan --model tiny --cluster local-cpu --train tiny --gpus "$ranks" --top
 
 echo "== strata run: the chosen plan for $steps steps"
 $strata run --plan "$out/plan.json" --model tiny --train tiny --cluster local-cpu \
-  --steps "$steps" --out "$out/run"
+  --steps "$steps" --profile "$out/profile.json" --out "$out/run"
 
 echo "== strata compare: predicted beside measured"
 $strata compare --predicted "$out/plan.json" --measured "$out/run/report.json"

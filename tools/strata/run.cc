@@ -23,6 +23,7 @@
 #include <iostream>
 #include <memory>
 #include <ostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,7 @@ struct RunOptions {
   int prefetch_depth = 2;         // ZeRO-3 offloaded params: layers fetched ahead
   double device_budget_mib = 0;   // > 0: the device tier's budget instead of the cluster's
   std::string update_profile;     // fold the measured compute into this profile's op_overhead_s
+  std::string profile;            // the printed prediction uses this calibrated profile
 };
 
 // Everything a rank needs, loaded and checked before any rank starts.
@@ -149,21 +151,30 @@ std::vector<std::string> relaunch_args(const RunOptions& o, const Validated& v) 
     args.push_back("--update-profile");
     args.push_back(fs::absolute(o.update_profile).string());
   }
+  if (!o.profile.empty()) {
+    args.push_back("--profile");
+    args.push_back(fs::absolute(o.profile).string());
+  }
   return args;
 }
 
-// The measured step time and offload bytes beside the cost model's (uncalibrated: the
-// cluster file's rates) for the same plan.
-void print_predicted(const Validated& v, const StepReport& rep, std::ostream& out) {
+// The measured step time and offload bytes beside the cost model's for the same plan: with
+// --profile the calibrated rates, else the cluster file's.
+void print_predicted(const Validated& v, const StepReport& rep, const std::string& profile_path,
+                     std::ostream& out) {
   double predicted_s = 0;
+  std::optional<Profile> profile;
+  if (!profile_path.empty()) profile = Profile::load(profile_path);
   try {
-    predicted_s = predict(v.model, v.cluster, v.train, v.plan).step_time_s;
+    predicted_s = predict(v.model, v.cluster, v.train, v.plan,
+                          profile ? &*profile : nullptr).step_time_s;
   } catch (const InfeasiblePlan& e) {
     out << fmt::format("no prediction for this plan on cluster {}: {}\n", v.cluster.name, e.what());
   }
   if (predicted_s > 0) {
     out << fmt::format("step time {:.4f} s measured, {:.4f} s predicted by the cost model "
-                       "(cluster {})\n", rep.step_time_s, predicted_s, v.cluster.name);
+                       "(cluster {}, {})\n", rep.step_time_s, predicted_s, v.cluster.name,
+                       profile ? "profile " + profile_path : std::string("no profile"));
   }
   if (rep.transfers.empty()) return;
   TransferBytes want;
@@ -267,7 +278,7 @@ void train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world,
                      "peak device memory {} GiB (worst rank)\n",
                      rep.step_time_s, rep.tokens_per_s, rep.tflops_per_gpu, percent(rep.mfu),
                      gib(rep.memory_bytes.device));
-  print_predicted(v, rep, out);
+  print_predicted(v, rep, o.profile, out);
   out << fmt::format("wrote {}/report.json, trace.json, memory_tags.json\n", o.out);
   if (!o.update_profile.empty()) update_profile(o.update_profile, v, rep, out);
 }
@@ -327,6 +338,10 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   command->add_option("--update-profile", options->update_profile,
                       "fold this run's measured compute into the profile's per-op overhead "
                       "(op_overhead_s), rewriting the file")
+      ->check(CLI::ExistingFile);
+  command->add_option("--profile", options->profile,
+                      "calibrated profile (strata calibrate) for the prediction printed beside "
+                      "the measurement")
       ->check(CLI::ExistingFile);
   command->callback([options, &context] { context.exit_code = run_command(*options, *context.out); });
 }

@@ -118,9 +118,8 @@ TEST(MegatronFlops, ByHand) {
   EXPECT_DOUBLE_EQ(megatron_model_flops(m, 3), 3 * 27648.0);  // linear in the batch
 }
 
-TEST(MegatronFlops, Table1OneTrillion) {
-  // 1T row: l 128, h 25600, s 2048, V 51200, B 3072. Expanded by hand:
-  // F = 96 B s l h^2 + 16 B s^2 l h + 6 B s h V.
+// Table 1's 1T row: l 128, h 25600, a 160, s 2048, V 51200.
+ModelSpec megatron_1t() {
   ModelSpec m;
   m.layers = 128;
   m.hidden = 25600;
@@ -128,6 +127,13 @@ TEST(MegatronFlops, Table1OneTrillion) {
   m.seq_len = 2048;
   m.vocab = 51200;
   m.ffn_hidden = 4 * 25600;
+  return m;
+}
+
+TEST(MegatronFlops, Table1OneTrillion) {
+  // 1T row: l 128, h 25600, s 2048, V 51200, B 3072. Expanded by hand:
+  // F = 96 B s l h^2 + 16 B s^2 l h + 6 B s h V.
+  const ModelSpec m = megatron_1t();
   const double B = 3072, s = 2048, l = 128, h = 25600, V = 51200;
   const double expanded = 96 * B * s * l * h * h + 16 * B * s * s * l * h + 6 * B * s * h * V;
   EXPECT_NEAR(megatron_model_flops(m, 3072), expanded, 1e-12 * expanded);
@@ -143,13 +149,7 @@ TEST(MegatronFlops, Table1OneTrillion) {
 TEST(MegatronFlops, WithoutRecomputeCountsThreeLayerPasses) {
   // 1T row again. The layers' part of F (96 B s l h^2 (1 + s/(6h))) counts four passes a
   // forward; without recompute it is three, so 3/4 of it. The logits (6 B s h V) stay.
-  ModelSpec m;
-  m.layers = 128;
-  m.hidden = 25600;
-  m.heads = 160;
-  m.seq_len = 2048;
-  m.vocab = 51200;
-  m.ffn_hidden = 4 * 25600;
+  const ModelSpec m = megatron_1t();
   const double B = 3072, s = 2048, l = 128, h = 25600, V = 51200;
   const double layers_f = 96 * B * s * l * h * h + 16 * B * s * s * l * h;
   const double expected = 0.75 * layers_f + 6 * B * s * h * V;

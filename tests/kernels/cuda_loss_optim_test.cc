@@ -101,7 +101,8 @@ TEST_F(CudaAdamW, MultiTensorUpdateMatchesCpuAndWritesBf16Copies) {
                     bufs[k + 3].as<float>(), bufs[k + 4].as<bf16>(), n});
     // The CPU reference applies the same scale to its gradient first.
     for (float& g : h.g) g *= grad_scale;
-    cpu::adamw_update(h.p.data(), h.g.data(), h.m.data(), h.v.data(), n, hp, step);
+    // (An empty std::vector's data() is null, which the CPU kernel rightly rejects.)
+    if (n > 0) cpu::adamw_update(h.p.data(), h.g.data(), h.m.data(), h.v.data(), n, hp, step);
     host.push_back(std::move(h));
   }
   adamw_update(list, hp, step, grad_scale, stream());

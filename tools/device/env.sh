@@ -1,0 +1,6 @@
+# Sourced on the lent GPU machine before running a bundle of tools/device/bundle.sh:
+# the bundle's libraries, then NCCL from the machine's Python wheel (nvidia-nccl-cu13).
+bundle=${1:-.gpu}
+nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
+export LD_LIBRARY_PATH="$PWD/$bundle/lib${nccl_dir:+:$nccl_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="$PWD/$bundle/bin:$PATH"

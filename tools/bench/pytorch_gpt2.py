@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+"""PyTorch reference for strata's GPT-2 training throughput (issue 4).
+
+Trains the same model strata trains (read from a strata model JSON: layers, hidden, heads,
+seq_len, vocab, ffn_hidden) on one GPU the way a careful PyTorch user would: pre-LayerNorm
+GPT-2 blocks, causal F.scaled_dot_product_attention (flash kernels), learned position
+embedding, output head tied to the token embedding, fp32 parameters under
+torch.autocast(bfloat16) (or pure bf16 parameters with --param-dtype bf16), fused AdamW,
+gradient clipping at 1.0, torch.compile. Prints the median step time, tokens/s, TFLOP/s and
+MFU, the last two with exactly strata's FLOP formulas (cost_model/step_report.cc), so that
+tools/bench/gpt2_vs_pytorch.py can put both side by side.
+
+Deliberately not here: real data (random byte ids in [0, 256), like strata's byte tokens,
+drawn on the GPU so the input pipeline costs nothing), evaluation, checkpointing, multi-GPU,
+vocabulary padding to a multiple of 64 (the vocabulary stays strata's 50257 so both train the
+same model), activation recomputation, dropout. torch is imported lazily so that --help and
+py_compile work on a machine without it.
+"""
+
+import argparse
+import json
+import math
+import sys
+import time
+
+# Dense bf16 tensor-core peak of an H100 SXM5 (NVIDIA datasheet), the figure
+# configs/clusters/h100-x1.json gives strata for its MFU.
+DEFAULT_PEAK_TFLOPS = 989.0
+
+
+def megatron_model_flops(model, global_batch):
+    """Megatron's F per iteration of `global_batch` sequences (Narayanan et al. 2021, eq. 3):
+    96 B s l h^2 (1 + s/(6h) + V/(16 l h)). Counts the layers four times a forward (with the
+    recomputed forward), whatever the recomputation; strata's tflops_per_gpu uses it.
+    Same as strata::megatron_model_flops in cost_model/step_report.cc."""
+    B, s = float(global_batch), float(model["seq_len"])
+    l, h, V = float(model["layers"]), float(model["hidden"]), float(model["vocab"])
+    return 96.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h))
+
+
+def model_flops_without_recompute(model, global_batch):
+    """Model FLOPs with no recomputation counted, the numerator of MFU:
+    72 B s l h^2 (1 + s/(6h) + V/(12 l h)).
+    Same as strata::model_flops_without_recompute in cost_model/step_report.cc."""
+    B, s = float(global_batch), float(model["seq_len"])
+    l, h, V = float(model["layers"]), float(model["hidden"]), float(model["vocab"])
+    return 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h))
+
+
+def lower_median(values):
+    """The median strata reports (executor/report/run_report.cc median_step): the lower
+    middle element of the sorted values, so an even count does not average two steps."""
+    ordered = sorted(values)
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def load_model_spec(path):
+    with open(path, encoding="utf-8") as f:
+        spec = json.load(f)
+    for key in ("name", "layers", "hidden", "heads", "seq_len", "vocab"):
+        if key not in spec:
+            raise SystemExit(f"{path}: missing key '{key}'")
+    spec.setdefault("ffn_hidden", 4 * spec["hidden"])
+    if spec["hidden"] % spec["heads"] != 0:
+        raise SystemExit(f"{path}: hidden {spec['hidden']} is not a multiple of heads {spec['heads']}")
+    if spec["vocab"] < 256:
+        raise SystemExit(f"{path}: vocab {spec['vocab']}, expected >= 256 (tokens are bytes)")
+    return spec
+
+
+def build_gpt(spec):
+    """The GPT-2 module for `spec`; classes are defined here so torch is imported lazily."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    C, n_head, T = spec["hidden"], spec["heads"], spec["seq_len"]
+    V, L, ffn = spec["vocab"], spec["layers"], spec["ffn_hidden"]
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1 = nn.LayerNorm(C)
+            self.qkv = nn.Linear(C, 3 * C)
+            self.proj = nn.Linear(C, C)
+            self.ln2 = nn.LayerNorm(C)
+            self.fc = nn.Linear(C, ffn)
+            self.fc2 = nn.Linear(ffn, C)
+
+        def forward(self, x):  # x: (B, T, C)
+            B, T_, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+            # (B, T, C) -> (B, heads, T, C/heads), the layout SDPA's flash kernel takes.
+            q, k, v = (t.view(B, T_, n_head, C // n_head).transpose(1, 2) for t in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(y.transpose(1, 2).contiguous().view(B, T_, C))
+            return x + self.fc2(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(V, C)
+            self.wpe = nn.Embedding(T, C)
+            self.blocks = nn.ModuleList(Block() for _ in range(L))
+            self.ln_f = nn.LayerNorm(C)
+            self.apply(self._init)
+            # GPT-2's scaled init of the two projections that write into the residual stream.
+            for block in self.blocks:
+                nn.init.normal_(block.proj.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))
+                nn.init.normal_(block.fc2.weight, mean=0.0, std=0.02 / math.sqrt(2 * L))
+
+        @staticmethod
+        def _init(m):
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, mean=0.0, std=0.02)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
+
+        def forward(self, idx, targets):  # idx, targets: (B, T) int64
+            pos = torch.arange(idx.shape[1], device=idx.device)
+            x = self.wte(idx) + self.wpe(pos)
+            for block in self.blocks:
+                x = block(x)
+            # Output head tied to wte, no bias. The loss is inside the module so that
+            # torch.compile fuses it with the logits (what a tuned PyTorch run does).
+            logits = F.linear(self.ln_f(x), self.wte.weight)  # (B, T, V)
+            return F.cross_entropy(logits.view(-1, V).float(), targets.reshape(-1))
+
+    return GPT()
+
+
+def train(args, spec):
+    """Runs warmup + timed steps; returns the result dict (raises torch.OutOfMemoryError)."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    torch.manual_seed(args.seed)
+    device = torch.device("cuda")
+
+    model = build_gpt(spec).to(device)
+    pure_bf16 = args.param_dtype == "bf16"
+    if pure_bf16:
+        model = model.to(torch.bfloat16)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), eps=1e-8,
+                                  weight_decay=0.1, fused=True)
+    step_model = torch.compile(model) if not args.no_compile else model
+
+    B, K, T = args.micro_batch, args.grad_accum, spec["seq_len"]
+    generator = torch.Generator(device=device)
+    generator.manual_seed(args.seed)
+
+    def step():
+        total = torch.zeros((), device=device, dtype=torch.float32)
+        for _ in range(K):
+            # A fresh batch per micro-step: T+1 byte ids, inputs and next-token targets.
+            tokens = torch.randint(0, 256, (B, T + 1), device=device, generator=generator)
+            x, y = tokens[:, :-1], tokens[:, 1:]
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=not pure_bf16):
+                loss = step_model(x, y)
+            # Mean over all B*K*T tokens of the step, like strata's loss.
+            (loss / K).backward()
+            total += loss.detach() / K
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return total
+
+    for i in range(args.warmup):  # untimed: includes torch.compile's tracing and autotuning
+        t0 = time.perf_counter()
+        loss = step()
+        torch.cuda.synchronize()
+        print(f"warmup {i + 1}/{args.warmup}  loss {loss.item():.4f}  "
+              f"{time.perf_counter() - t0:.3f} s", file=sys.stderr, flush=True)
+
+    torch.cuda.reset_peak_memory_stats()
+    times, losses = [], []
+    for i in range(args.steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        loss = step()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+        losses.append(loss)  # a device tensor: .item() here would sit inside the next step's timing
+        print(f"step {i + 1}/{args.steps}  {times[-1]:.4f} s", file=sys.stderr, flush=True)
+
+    step_s = lower_median(times)
+    global_batch = B * K
+    peak_flops = args.peak_tflops * 1e12
+    return {
+        "framework": "pytorch",
+        "model": spec["name"],
+        "param_dtype": "bf16" if pure_bf16 else "fp32+autocast-bf16",
+        "compiled": not args.no_compile,
+        "micro_batch": B,
+        "grad_accum": K,
+        "steps": args.steps,
+        "step_s": step_s,
+        "tokens_per_s": global_batch * T / step_s,
+        "tflops": megatron_model_flops(spec, global_batch) / step_s / 1e12,
+        "mfu": model_flops_without_recompute(spec, global_batch) / step_s / peak_flops,
+        "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30,
+        "final_loss": losses[-1].item() if losses else None,
+        "gpu": torch.cuda.get_device_name(device),
+        "torch": torch.__version__,
+    }
+
+
+def is_out_of_memory(error):
+    torch = sys.modules.get("torch")
+    if torch is None:  # torch itself failed to import: that is no OOM
+        return False
+    oom_types = tuple(t for t in (getattr(torch, "OutOfMemoryError", None),
+                                  getattr(torch.cuda, "OutOfMemoryError", None)) if t)
+    if isinstance(error, oom_types):
+        return True
+    # Inductor and the caching allocator can surface an OOM wrapped in another RuntimeError.
+    return isinstance(error, RuntimeError) and "out of memory" in str(error).lower()
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="strata model JSON (configs/models/*.json)")
+    p.add_argument("--micro-batch", type=int, required=True, help="sequences per micro-step")
+    p.add_argument("--grad-accum", type=int, default=1, help="micro-steps per optimizer step")
+    p.add_argument("--steps", type=int, default=20, help="timed steps (median reported)")
+    p.add_argument("--warmup", type=int, default=5, help="untimed steps first (include compile)")
+    p.add_argument("--peak-tflops", type=float, default=DEFAULT_PEAK_TFLOPS,
+                   help="device peak for MFU, TFLOP/s (default 989: H100 SXM dense bf16)")
+    p.add_argument("--param-dtype", choices=("fp32", "bf16"), default="fp32",
+                   help="fp32: fp32 parameters under bf16 autocast (default); bf16: pure bf16")
+    p.add_argument("--no-compile", action="store_true", help="eager mode (for debugging)")
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--json", action="store_true",
+                   help="print the result as one JSON line on stdout (progress goes to stderr)")
+    args = p.parse_args(argv)
+    for name in ("micro_batch", "grad_accum", "steps"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')}: value {getattr(args, name)}, expected >= 1")
+    if args.warmup < 0:
+        p.error(f"--warmup: value {args.warmup}, expected >= 0")
+    if args.peak_tflops <= 0:
+        p.error(f"--peak-tflops: value {args.peak_tflops}, expected > 0")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    spec = load_model_spec(args.model)
+    try:
+        result = train(args, spec)
+    except Exception as error:  # only an OOM is turned into a result; anything else is a bug
+        if not is_out_of_memory(error):
+            raise
+        result = {"framework": "pytorch", "model": spec["name"], "micro_batch": args.micro_batch,
+                  "grad_accum": args.grad_accum, "error": "out of memory"}
+        print(f"pytorch {spec['name']}: out of memory: {str(error).splitlines()[0] if str(error) else ''}",
+              file=sys.stderr, flush=True)
+        if args.json:
+            print(json.dumps(result), flush=True)
+        return 3
+    print(f"pytorch {result['model']}: {result['micro_batch']} x {result['grad_accum']} sequences "
+          f"of {spec['seq_len']}, median step {result['step_s']:.4f} s, "
+          f"{result['tokens_per_s']:.0f} tokens/s, {result['tflops']:.1f} TFLOP/s, "
+          f"MFU {100 * result['mfu']:.1f}%, peak {result['peak_mem_gib']:.2f} GiB, "
+          f"final loss {result['final_loss']:.4f}",
+          file=sys.stderr if args.json else sys.stdout, flush=True)
+    if args.json:
+        print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -7,10 +7,6 @@
 
 namespace strata {
 
-std::string_view to_string(Backend backend) {
-  return backend == Backend::kCuda ? "cuda" : "cpu";
-}
-
 DeviceProbe no_cuda_backend_probe() {
   return {false, "this strata binary was built without the CUDA backend (no CUDA toolkit at "
                  "configure time, or STRATA_ENABLE_CUDA=OFF)"};

@@ -16,10 +16,12 @@
 #include <string>
 #include <string_view>
 
+#include "cost_model/cluster_spec.h"
+
 namespace strata {
 
-enum class Backend { kCpu, kCuda };
-std::string_view to_string(Backend backend);  // "cpu" | "cuda"
+// Backend (kCpu | kCuda) and its to_string are the cluster spec's (a cluster names the
+// backend its devices run).
 
 // What a device probe found: available, or why not ("cudaGetDeviceCount found 0 devices").
 struct DeviceProbe {

@@ -21,11 +21,11 @@ __global__ void gelu_forward_kernel(bf16* out, const bf16* inp, std::int64_t N) 
 }
 
 __global__ void gelu_backward_kernel(bf16* dinp, const bf16* inp, const bf16* dout,
-                                     std::int64_t N) {
+                                     std::int64_t N, bool accumulate) {
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < N;
        i += static_cast<std::int64_t>(gridDim.x) * kThreads) {
     const float g = device::gelu_grad(device::to_f32(inp[i])) * device::to_f32(dout[i]);
-    dinp[i] = device::to_bf16(device::to_f32(dinp[i]) + g);
+    dinp[i] = device::to_bf16(accumulate ? device::to_f32(dinp[i]) + g : g);
   }
 }
 
@@ -45,13 +45,13 @@ void gelu_forward(bf16* out, const bf16* inp, std::int64_t N, cudaStream_t strea
 }
 
 void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, std::int64_t N,
-                   cudaStream_t stream) {
+                   cudaStream_t stream, bool accumulate) {
   detail::require_tensor("gelu_backward", "dinp", dinp);
   detail::require_tensor("gelu_backward", "inp", inp);
   detail::require_tensor("gelu_backward", "dout", dout);
   detail::require_non_negative("gelu_backward", "N", N);
   if (N == 0) return;
-  gelu_backward_kernel<<<blocks_for(N), kThreads, 0, stream>>>(dinp, inp, dout, N);
+  gelu_backward_kernel<<<blocks_for(N), kThreads, 0, stream>>>(dinp, inp, dout, N, accumulate);
   CUDA_CHECK_LAUNCH();
 }
 

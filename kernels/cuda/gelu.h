@@ -16,8 +16,10 @@ namespace strata::kernels::cuda {
 void gelu_forward(bf16* out, const bf16* inp, std::int64_t N, cudaStream_t stream);
 
 // dinp: (N) += gelu'(inp) * dout (ACCUMULATES, rounded to bf16); inp, dout: (N).
+// accumulate = false OVERWRITES instead (dinp = gelu'(inp) * dout): the training step's
+// use, in place over dout, which saves a zeroed buffer and a pass over it.
 // dinp may alias dout (each element read, then written, by one thread).
 void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, std::int64_t N,
-                   cudaStream_t stream);
+                   cudaStream_t stream, bool accumulate = true);
 
 }  // namespace strata::kernels::cuda

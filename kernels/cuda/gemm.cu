@@ -208,7 +208,7 @@ void matmul_forward(float* out, const bf16* inp, const bf16* weight, const float
 
 void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout,
                      const bf16* inp, const bf16* weight, int BT, int C, int OC,
-                     const CublasLtHandle& lt, cudaStream_t stream) {
+                     const CublasLtHandle& lt, cudaStream_t stream, bool overwrite_dinp) {
   constexpr const char* kName = "matmul_backward";
   detail::require_tensor(kName, "dout", dout);
   if (dinp != nullptr) detail::require_tensor(kName, "weight", weight);
@@ -228,7 +228,7 @@ void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout,
     p.b = dout;
     p.d = dinp;
     p.d_type = CUDA_R_16BF;
-    p.beta = 1.0f;
+    p.beta = overwrite_dinp ? 0.0f : 1.0f;
     lt_matmul(p, lt, stream);
   }
   if (dweight != nullptr) {

@@ -37,8 +37,11 @@ void matmul_forward(float* out, const bf16* inp, const bf16* weight, const float
 //   dweight: (OC, C) fp32 += dout^T @ inp
 //   dbias: (OC) fp32      += sum over BT of dout   (fixed order: deterministic)
 // dout: (BT, OC), inp: (BT, C), weight: (OC, C), all bf16.
+// overwrite_dinp = true makes dinp = dout @ weight instead (beta 0: no zeroed buffer needed;
+// the training step's use, where dinp is a fresh activation gradient).
 void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout,
                      const bf16* inp, const bf16* weight, int BT, int C, int OC,
-                     const CublasLtHandle& lt, cudaStream_t stream);
+                     const CublasLtHandle& lt, cudaStream_t stream,
+                     bool overwrite_dinp = false);
 
 }  // namespace strata::kernels::cuda

@@ -34,3 +34,12 @@ if(STRATA_HAVE_CUDA)
     endforeach()
   endif()
 endif()
+
+# The CUDA engine against the CPU backend's losses (cuda_reference.h); GTEST_SKIPs without a
+# device, except the plan checks, which run everywhere the toolkit is.
+if(STRATA_HAVE_CUDA)
+  strata_add_test(cuda_engine_gpu_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_engine_gpu_test.cc
+    LIBS strata_executor_cuda
+    LABELS gpu)
+endif()

@@ -68,3 +68,9 @@ add_dependencies(executor_engine_cli_test strata)
 strata_add_test(executor_data_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/data_test.cc
   LIBS strata_executor)
+
+# The CPU losses the CUDA backend is held to (tests/executor/data/cuda_reference_losses.json):
+# recomputed here on every run so the file cannot drift from the CPU engine.
+strata_add_test(cuda_reference_cpu_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_reference_cpu_test.cc
+  LIBS strata_executor)

@@ -77,6 +77,14 @@ TEST_F(CudaGelu, ForwardAndBackwardMatchCpu) {
   // rounding (relative 2^-9): rtol 1e-2; atol 1e-3 for results near zero.
   EXPECT_TRUE(all_close("gelu", from_device_bf16(d_y, N), y, 1e-3, 1e-2));
   EXPECT_TRUE(all_close("dinp", from_device_bf16(d_dinp, N), dinp, 1e-3, 1e-2));
+
+  // Overwrite mode, in place over dout: the CPU twin accumulating into zeros.
+  gelu_backward(d_dout.as<bf16>(), d_x.as<bf16>(), d_dout.as<bf16>(), N, stream(),
+                /*accumulate=*/false);
+  sync();
+  std::vector<float> fresh(N, 0.0f);
+  cpu::gelu_backward(fresh.data(), x.data(), dout.data(), N);
+  EXPECT_TRUE(all_close("dinp overwritten", from_device_bf16(d_dout, N), fresh, 1e-3, 1e-2));
 }
 
 class CudaElementwise : public CudaTest {};

@@ -100,6 +100,15 @@ TEST_F(CudaGemm, BackwardAccumulatesLikeCpu) {
   // dweight and dbias stay fp32: 67-term sums, only the order differs: 1e-4.
   EXPECT_TRUE(all_close("dweight", from_device<float>(d_dw, OC * C), dw, 1e-4, 1e-4));
   EXPECT_TRUE(all_close("dbias", from_device<float>(d_db, OC), db, 1e-4, 1e-4));
+
+  // overwrite_dinp: the prefilled values are ignored (the CPU twin from zeros).
+  matmul_backward(d_dinp.as<bf16>(), nullptr, nullptr, d_dout.as<bf16>(), d_inp.as<bf16>(),
+                  d_w.as<bf16>(), BT, C, OC, lt(), stream(), /*overwrite_dinp=*/true);
+  sync();
+  std::vector<float> fresh(dinp.size(), 0.0f);
+  cpu::matmul_backward(fresh.data(), nullptr, nullptr, dout.data(), inp.data(), w.data(), BT, C,
+                       OC);
+  EXPECT_TRUE(all_close("dinp overwritten", from_device_bf16(d_dinp, BT * C), fresh, kAtol, kRtol));
 }
 
 TEST_F(CudaGemm, BiasGradientIsBitIdenticalAcrossRuns) {

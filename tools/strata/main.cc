@@ -41,5 +41,9 @@ int main(int argc, char** argv) {
     return fail("out of memory: ", e);
   } catch (const strata::SystemError& e) {
     return fail("system error: ", e);
+  } catch (const std::exception& e) {
+    // A kernel's argument check or a CUDA failure that no layer above turned into one of
+    // the above: still a message and exit code 2, never an abort.
+    return fail("error: ", e);
   }
 }

@@ -1,4 +1,5 @@
-// `strata run`: trains a model for real with a plan on the CPU backend. Everything is
+// `strata run`: trains a model for real with a plan on the CPU backend, or on one GPU with the
+// CUDA backend (run_cuda.cc; chosen by --backend, else when a GPU is present). Everything is
 // validated BEFORE any rank starts (the plan against the model and the global batch, the
 // rank count against --max-ranks, the data file, the output directory), then the command
 // re-launches itself under mpirun with t*p*d ranks (one rank runs in-process). Rank 0
@@ -38,38 +39,15 @@
 #include "executor/data/corpus.h"
 #include "executor/engine/rank_training.h"
 #include "executor/report/run_report.h"
+#include "executor/runtime/backend_select.h"
 #include "executor/runtime/mpi_launch.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/inputs.h"
+#include "tools/strata/run_common.h"
 
 namespace strata::cli {
 namespace fs = std::filesystem;
 namespace {
-
-struct RunOptions {
-  std::string plan;
-  std::string model;
-  std::string train;
-  std::string cluster = "local-cpu";
-  std::int64_t steps = 0;  // 0: the train spec's steps
-  std::string data;        // empty: the generated corpus
-  std::string out = "strata-run";
-  int max_ranks = 8;
-  std::string nvme_dir = "/tmp";  // offload to NVMe: where the run directory goes
-  int prefetch_depth = 2;         // ZeRO-3 offloaded params: layers fetched ahead
-  double device_budget_mib = 0;   // > 0: the device tier's budget instead of the cluster's
-  std::string update_profile;     // fold the measured compute into this profile's op_overhead_s
-  std::string profile;            // the printed prediction uses this calibrated profile
-};
-
-// Everything a rank needs, loaded and checked before any rank starts.
-struct Validated {
-  ModelSpec model;
-  TrainSpec train;
-  ClusterSpec cluster;
-  Plan plan;
-  std::string model_path, train_path, cluster_path, plan_path;
-};
 
 void check_offload_options(const RunOptions& o, const Plan& plan) {
   if (o.prefetch_depth < 1) {
@@ -143,6 +121,8 @@ std::vector<std::string> relaunch_args(const RunOptions& o, const Validated& v) 
                                    "--nvme-dir",  fs::absolute(o.nvme_dir).string(),
                                    "--prefetch-depth", std::to_string(o.prefetch_depth),
                                    "--device-budget-mib", fmt::format("{}", o.device_budget_mib)};
+  args.push_back("--backend");
+  args.push_back("cpu");  // the ranks were chosen for the CPU backend
   if (!o.data.empty()) {
     args.push_back("--data");
     args.push_back(fs::absolute(o.data).string());
@@ -157,6 +137,8 @@ std::vector<std::string> relaunch_args(const RunOptions& o, const Validated& v) 
   }
   return args;
 }
+
+}  // namespace
 
 // The measured step time and offload bytes beside the cost model's for the same plan: with
 // --profile the calibrated rates, else the cluster file's.
@@ -214,6 +196,8 @@ void update_profile(const std::string& path, const Validated& v, const StepRepor
                      path, fit.old_op_overhead_s, fit.op_overhead_s, fit.measured_s,
                      fit.predicted_s, fit.ops);
 }
+
+namespace {
 
 // One rank's training; rank 0 prints progress to `out` and writes the files.
 void train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, std::ostream& out) {
@@ -285,6 +269,18 @@ void train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world,
 
 int run_command(const RunOptions& o, std::ostream& out) {
   const Validated v = validate(o);
+  // --backend wins; without it a GPU is used when present and the plan is one the CUDA
+  // backend runs (one rank, no offload), and the CPU backend otherwise.
+  Backend backend = choose_backend(o.backend, cuda_device_probe());
+  if (!o.backend && backend == Backend::kCuda && !cuda_runs_plan(v)) {
+    out << fmt::format("backend cpu: a GPU is present, but the CUDA backend runs single-rank "
+                       "plans without offload in this version ({})\n", v.plan.label());
+    backend = Backend::kCpu;
+  }
+  if (backend == Backend::kCuda) {
+    train_on_cuda(o, v, out);
+    return 0;
+  }
   if (v.plan.world_size() > 1 && !running_under_mpirun()) {
     RelaunchOptions relaunch;
     relaunch.ranks = static_cast<int>(v.plan.world_size());
@@ -315,7 +311,7 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* command = app.add_subcommand(
       "run", "Train a model with a plan on the CPU backend (re-launched under mpirun for t*p*d "
-             "ranks) and write a measured report and trace");
+             "ranks) or on one GPU, and write a measured report and trace");
   command->add_option("--plan", options->plan, "plan: a JSON file or a bundled name")->required();
   command->add_option("--model", options->model, "model: a JSON file or a bundled name")->required();
   command->add_option("--train", options->train, "training setup: a JSON file or a bundled name")
@@ -343,6 +339,9 @@ void add_run_command(CLI::App& app, CommandContext& context) {
                       "calibrated profile (strata calibrate) for the prediction printed beside "
                       "the measurement")
       ->check(CLI::ExistingFile);
+  command->add_option_function<std::string>(
+      "--backend", [options](const std::string& b) { options->backend = b; },
+      "cpu or cuda (default: cuda when a GPU is present and the plan runs on one rank)");
   command->callback([options, &context] { context.exit_code = run_command(*options, *context.out); });
 }
 

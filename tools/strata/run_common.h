@@ -1,0 +1,64 @@
+// What `strata run` shares between its backends (run.cc: options, validation, the CPU
+// ranks, the printed prediction and the profile update; run_cuda.cc: the CUDA backend).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "cost_model/cluster_spec.h"
+#include "cost_model/model_spec.h"
+#include "cost_model/plan.h"
+#include "cost_model/step_report.h"
+#include "cost_model/train_spec.h"
+#include "executor/runtime/backend_select.h"
+
+namespace strata::cli {
+
+struct RunOptions {
+  std::string plan;
+  std::string model;
+  std::string train;
+  std::string cluster = "local-cpu";
+  std::int64_t steps = 0;  // 0: the train spec's steps
+  std::string data;        // empty: the generated corpus
+  std::string out = "strata-run";
+  int max_ranks = 8;
+  std::string nvme_dir = "/tmp";  // offload to NVMe: where the run directory goes
+  int prefetch_depth = 2;         // ZeRO-3 offloaded params: layers fetched ahead
+  double device_budget_mib = 0;   // > 0: the device tier's budget instead of the cluster's
+  std::string update_profile;     // fold the measured compute into this profile's op_overhead_s
+  std::string profile;            // the printed prediction uses this calibrated profile
+  std::optional<std::string> backend;  // --backend cpu|cuda; unset: cuda when a GPU is found
+};
+
+// Everything a rank needs, loaded and checked before any rank starts.
+struct Validated {
+  ModelSpec model;
+  TrainSpec train;
+  ClusterSpec cluster;
+  Plan plan;
+  std::string model_path, train_path, cluster_path, plan_path;
+};
+
+// The measured step time and offload bytes beside the cost model's for the same plan.
+void print_predicted(const Validated& v, const StepReport& rep, const std::string& profile_path,
+                     std::ostream& out);
+
+// --update-profile: folds the measured forward + backward into the profile's op_overhead_s.
+void update_profile(const std::string& path, const Validated& v, const StepReport& measured,
+                    std::ostream& out);
+
+// Trains on one GPU (the CUDA backend) and writes the same files as the CPU ranks. Throws
+// ConfigError when this binary was built without CUDA or the plan is not one it runs.
+void train_on_cuda(const RunOptions& o, const Validated& v, std::ostream& out);
+
+// Whether the CUDA backend can run this plan (one rank, no offload): the automatic choice
+// falls back to the CPU backend for the others.
+bool cuda_runs_plan(const Validated& v);
+
+// The device probe of this binary: the CUDA runtime's when built with CUDA, else "none".
+DeviceProbeFn cuda_device_probe();
+
+}  // namespace strata::cli

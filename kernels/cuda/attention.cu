@@ -1,19 +1,29 @@
-// Flash-style causal attention, forward and backward (see attention.h).
+// Causal attention on tensor cores, FlashAttention-2 style (see attention.h).
 //
-// Work split (W = 8 warps per block, tiles of 32 rows through shared memory):
-//   forward      one warp per query row i; key/value tiles of 32 keys, lane j scores key j,
-//                online softmax (running max m, denominator l, output rescaled by
-//                exp(m_old - m_new)); lane owns output dims lane, lane + 32, ...
-//   rowsum       D[i] = sum_d dout[i, d] * out[i, d], one warp per row
-//   dK/dV        one warp per key row j; query tiles i >= j:
-//                  p = exp(s_ij - lse_i), dv_j += p dout_i, ds = p (dout_i . v_j - D_i),
-//                  dk_j += ds q_i * scale
-//   dQ           one warp per query row i; key tiles j <= i: dq_i += ds k_j * scale
-// dK/dV and dQ each recompute p (twice the forward's exponentials) in exchange for no
-// atomics: every gradient element has one owner and a fixed summation order.
+// Every matrix product is mma.sync.m16n8k16 (bf16 in, fp32 accumulate) on fragments loaded
+// from shared memory with ldmatrix; it runs on sm_80 and sm_90 alike (no wgmma / TMA).
+// Tiles: 4 warps per block, each warp owns 16 rows of the block's 64-row tile; the streamed
+// tiles (keys in forward and dQ, queries in dK/dV) are double-buffered with cp.async.
+//
+//   forward  block = 64 query rows of one (b, h); key tiles of 64 up to the diagonal.
+//            S = Q K^T (Q fragments stay in registers), online softmax in registers in the
+//            log2 domain (x = s * scale * log2 e, p = 2^(x - m)), P re-packed from the
+//            accumulator layout into A fragments, O += P V. lse = m ln 2 + ln l.
+//   rowsum   D[b, h, t] = sum_d dout * out (fp32, into the caller's scratch).
+//   dK/dV    block = 64 key rows; query tiles from the diagonal to T. The warp computes the
+//            transposed products directly: S^T = K Q^T, P^T = 2^(S^T scale log2e - lse log2e),
+//            dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - D), dK += dS^T Q.
+//   dQ       block = 64 query rows; key tiles up to the diagonal: S = Q K^T, P, dP = dO V^T,
+//            dS = P (dP - D), dQ += dS K.
+// dK/dV and dQ both recompute P (the forward's exponentials twice) in exchange for no atomics:
+// each gradient element has one owning thread and a fixed summation order, so the backward
+// is bit-reproducible. Gradients are added onto dqkv as bf16(float(dqkv) + grad).
+// Masks: keys after the query, and rows/columns >= T (tiles are zero-filled past T). Only
+// tiles that touch the diagonal or the end of the sequence evaluate the mask.
 #include "kernels/cuda/attention.h"
 
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_utils.cuh"
@@ -21,113 +31,335 @@
 namespace strata::kernels::cuda {
 namespace {
 
-constexpr int kWarps = 8;   // rows owned per block
-constexpr int kTile = 32;   // rows per shared-memory tile (one per lane)
+constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * device::kWarpSize;
+constexpr int kRows = 16 * kWarps;  // rows of the block's own tile (queries or keys)
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
 
-// Addressing of the packed tensors.
+// Addressing of the packed tensors (elements).
 struct Layout {
   int T, C, NH, HS;
   __device__ std::int64_t row(int b, int t) const { return static_cast<std::int64_t>(b) * T + t; }
   __device__ std::int64_t q(int b, int t, int h) const { return row(b, t) * 3 * C + h * HS; }
-  __device__ std::int64_t k(int b, int t, int h) const { return q(b, t, h) + C; }
-  __device__ std::int64_t v(int b, int t, int h) const { return q(b, t, h) + 2 * C; }
   __device__ std::int64_t o(int b, int t, int h) const { return row(b, t) * C + h * HS; }
   __device__ std::int64_t stat(int b, int h, int t) const {
     return (static_cast<std::int64_t>(b) * NH + h) * T + t;
   }
 };
 
-// Loads rows [first, first + kTile) of one head of a (B, T, stride) tensor into
-// tile[kTile][HS + pad] as fp32; rows past T are zero. All kThreads threads take part.
-template <int HS, int kPad>
-__device__ void load_tile(float (*tile)[HS + kPad], const bf16* base, std::int64_t row_stride,
-                          int first, int T) {
-  for (int e = threadIdx.x; e < kTile * HS; e += kThreads) {
-    const int r = e / HS;
-    const int d = e % HS;
-    const int t = first + r;
-    tile[r][d] = t < T ? device::to_f32(base[static_cast<std::int64_t>(t) * row_stride + d]) : 0.0f;
-  }
+// ---------------------------------------------------------------------------------------
+// PTX wrappers
+
+__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// Loads one HS-vector (one lane per d step) as fp32.
-template <int HS>
-__device__ void load_row(float* dst, const bf16* src) {
-  for (int d = threadIdx.x % device::kWarpSize; d < HS; d += device::kWarpSize)
-    dst[d] = device::to_f32(src[d]);
+// 16 bytes global -> shared; zero-filled when !valid (src must still be a mapped address).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  const int src_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)),
+               "l"(src), "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Four 8x8 b16 matrices; lanes 8i..8i+7 address the rows of matrix i. Register i of lane l
+// holds row l/4, columns 2(l%4), 2(l%4)+1 of matrix i (transposed with .trans).
+__device__ __forceinline__ void ldsm_x4(std::uint32_t (&r)[4], std::uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+__device__ __forceinline__ void ldsm_x4_trans(std::uint32_t (&r)[4], std::uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
+// d (16x8 fp32) += a (16x16 bf16, row) * b (16x8 bf16, col).
+__device__ __forceinline__ void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                    std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats -> bf16x2 register, `lo` in the low half (the lower column index).
+__device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<std::uint32_t*>(&v);
 }
 
 // ---------------------------------------------------------------------------------------
-// Kernels
+// Fragment addressing in a row-major shared tile with `kStride` elements per row.
+// Fragment layouts of m16n8k16 (g = lane / 4, c = lane % 4):
+//   A 16x16: a0 = A[g][2c..], a1 = A[g+8][2c..], a2 = A[g][2c+8..], a3 = A[g+8][2c+8..]
+//   B 16x8:  b0 = B[2c..][g], b1 = B[2c+8..][g]
+//   C 16x8:  c0,c1 = C[g][2c, 2c+1], c2,c3 = C[g+8][2c, 2c+1]
+
+// A fragment of the 16x16 block at (row0, col0) of a row-major tile; also the address for
+// ldmatrix.trans of B = tile^T-free [k][n] storage: 16 k-rows x 16 n-columns at (row0, col0)
+// giving (b0, b1) of n-tile col0 in r0, r1 and of n-tile col0 + 8 in r2, r3.
+template <int kStride>
+__device__ __forceinline__ std::uint32_t frag_a(const bf16* tile, int row0, int col0, int lane) {
+  return smem_addr(tile + (row0 + (lane & 15)) * kStride + col0 + (lane >> 4) * 8);
+}
+
+// B fragments (non-transposed ldmatrix) when B[k][n] = tile[n][k] (tile rows are the n index):
+// n rows n0..n0+15, k columns k0..k0+15 -> (b0, b1) of n-tile n0 in r0, r1, of n0 + 8 in r2, r3.
+template <int kStride>
+__device__ __forceinline__ std::uint32_t frag_b_rows(const bf16* tile, int n0, int k0, int lane) {
+  return smem_addr(tile + (n0 + (lane & 7) + (lane >> 4) * 8) * kStride + k0 +
+                   ((lane >> 3) & 1) * 8);
+}
+
+// Copies rows [first, first + kTileRows) of one head (HS contiguous bf16 per row, rows
+// `row_stride` apart) into a padded shared tile; rows >= T are zero-filled.
+template <int HS, int kTileRows>
+__device__ __forceinline__ void load_tile(bf16* tile, const bf16* head, std::int64_t row_stride,
+                                          int first, int T) {
+  constexpr int kChunks = HS / 8;  // 16-byte chunks per row
+  constexpr int kStride = HS + 8;
+  for (int e = threadIdx.x; e < kTileRows * kChunks; e += kThreads) {
+    const int r = e / kChunks, ch = e % kChunks;
+    const int t = first + r;
+    const bf16* src = head + static_cast<std::int64_t>(t < T ? t : 0) * row_stride + ch * 8;
+    cp_async16(tile + r * kStride + ch * 8, src, t < T);
+  }
+}
+
+// Quad (4 lanes sharing a row) reductions.
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(device::kFullMask, x, 1));
+  return fmaxf(x, __shfl_xor_sync(device::kFullMask, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(device::kFullMask, x, 1);
+  return x + __shfl_xor_sync(device::kFullMask, x, 2);
+}
+
+// dst (bf16x2 at row, col) = bf16(float(dst) + (lo, hi) * mul).
+__device__ __forceinline__ void accumulate_pair(bf16* dst, float lo, float hi, float mul) {
+  __nv_bfloat162* p = reinterpret_cast<__nv_bfloat162*>(dst);
+  const float2 old = __bfloat1622float2(*p);
+  *p = __floats2bfloat162_rn(old.x + lo * mul, old.y + hi * mul);
+}
+
+// ---------------------------------------------------------------------------------------
+// Shared-memory budgets (bytes) of each kernel; all need the > 48 KB opt-in at HS = 128.
+
+template <int HS>
+struct FwdConfig {
+  static constexpr int kStride = HS + 8;  // +16 B per row: ldmatrix rows hit distinct banks
+  static constexpr int kKeys = 64;        // keys per streamed tile
+  static constexpr int kTileElems = kRows * kStride;
+  static constexpr int kSmemBytes = 5 * kTileElems * 2;  // Q, K x2, V x2
+};
+
+template <int HS>
+struct BwdConfig {
+  static constexpr int kStride = HS + 8;
+  // Streamed tile rows: 64 at HS = 64; 32 at HS = 128 so that dK, dV (or dQ), S and dP
+  // accumulators fit the 255-register budget.
+  static constexpr int kCols = HS == 64 ? 64 : 32;
+  static constexpr int kOwnElems = kRows * kStride;
+  static constexpr int kStreamElems = kCols * kStride;
+  // Two own tiles, two streamed tensors double-buffered, plus lse and D (dK/dV only).
+  static constexpr int kSmemBytes = (2 * kOwnElems + 4 * kStreamElems) * 2 + 4 * kCols * 4;
+};
+
+// ---------------------------------------------------------------------------------------
+// Kernels. Grid: (NH, B, row tiles); the tile index is in z so that the heavy tiles (long
+// causal loops) of every head are scheduled first.
 
 template <int HS>
 __global__ void __launch_bounds__(kThreads)
     attention_forward_kernel(bf16* __restrict__ out, float* __restrict__ lse,
                              const bf16* __restrict__ qkv, Layout L) {
-  constexpr int kDims = HS / device::kWarpSize;  // output dims per lane
-  __shared__ float ks[kTile][HS + 1];            // +1: lane j reads row j, conflict-free
-  __shared__ float vs[kTile][HS];
-  __shared__ float qs[kWarps][HS];
-  const int b = blockIdx.z, h = blockIdx.y;
-  const int warp = threadIdx.x / device::kWarpSize, lane = threadIdx.x % device::kWarpSize;
-  const int first_row = blockIdx.x * kWarps;
-  const int row = first_row + warp;
-  const bool active = row < L.T;
-  const int last_row = min(first_row + kWarps - 1, L.T - 1);
-  const float scale = rsqrtf(static_cast<float>(HS));
-  const std::int64_t head_stride = 3 * static_cast<std::int64_t>(L.C);
+  using Cfg = FwdConfig<HS>;
+  constexpr int kStride = Cfg::kStride;
+  constexpr int kKeys = Cfg::kKeys;
+  constexpr int kKSteps = HS / 16;  // k-steps of Q K^T over the head dims
+  constexpr int kOTiles = HS / 8;   // n-tiles of O
+  constexpr int kSTiles = kKeys / 8;
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* qs = reinterpret_cast<bf16*>(smem);
+  bf16* ks = qs + Cfg::kTileElems;      // [2][kKeys][kStride]
+  bf16* vs = ks + 2 * Cfg::kTileElems;  // [2][kKeys][kStride]
 
-  if (active) load_row<HS>(qs[warp], qkv + L.q(b, row, h));
-  float m = -INFINITY, l = 0.0f, acc[kDims] = {};
-  for (int first_key = 0; first_key <= last_row; first_key += kTile) {
-    __syncthreads();  // previous tile fully consumed
-    load_tile<HS, 1>(ks, qkv + L.k(b, 0, h), head_stride, first_key, L.T);
-    load_tile<HS, 0>(vs, qkv + L.v(b, 0, h), head_stride, first_key, L.T);
+  const int h = blockIdx.x, b = blockIdx.y;
+  const int q_tile = gridDim.z - 1 - blockIdx.z;
+  const int q0 = q_tile * kRows;
+  const int warp = threadIdx.x / device::kWarpSize, lane = threadIdx.x % device::kWarpSize;
+  const int g = lane >> 2, c = lane & 3;
+  const int T = L.T;
+  const std::int64_t stride = 3 * static_cast<std::int64_t>(L.C);
+  const bf16* q_head = qkv + L.q(b, 0, h);
+  const bf16* k_head = q_head + L.C;
+  const bf16* v_head = q_head + 2 * L.C;
+  const float sl2 = rsqrtf(static_cast<float>(HS)) * kLog2e;
+
+  load_tile<HS, kRows>(qs, q_head, stride, q0, T);
+  load_tile<HS, kKeys>(ks, k_head, stride, 0, T);
+  load_tile<HS, kKeys>(vs, v_head, stride, 0, T);
+  cp_async_commit();
+
+  // Key tiles 0..q_tile hold keys 0..q0 + 63: all a row of this block can see.
+  const int n_tiles = q_tile + 1;
+  const int row_lo = q0 + warp * 16 + g;  // this thread's rows: row_lo, row_lo + 8
+  std::uint32_t qf[kKSteps][4];
+  float o[kOTiles][4];
+  for (int i = 0; i < kOTiles; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+  for (int j = 0; j < n_tiles; ++j) {
+    const int st = j & 1;
+    if (j + 1 < n_tiles) {
+      load_tile<HS, kKeys>(ks + (st ^ 1) * Cfg::kTileElems, k_head, stride, (j + 1) * kKeys, T);
+      load_tile<HS, kKeys>(vs + (st ^ 1) * Cfg::kTileElems, v_head, stride, (j + 1) * kKeys, T);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
     __syncthreads();
-    if (!active) continue;
-    const int key = first_key + lane;
-    float s = -INFINITY;
-    if (key <= row) {  // key <= row < T
-      float dot = 0.0f;
-      for (int d = 0; d < HS; ++d) dot += qs[warp][d] * ks[lane][d];
-      s = dot * scale;
+    if (j == 0) {
+      for (int kk = 0; kk < kKSteps; ++kk)
+        ldsm_x4(qf[kk], frag_a<kStride>(qs, warp * 16, kk * 16, lane));
     }
-    // Key 0 is in the first tile and visible to every row, so m is finite from then on and
-    // exp(-inf - m) = 0 for masked keys; a fully masked later tile leaves m unchanged.
-    const float m_new = fmaxf(m, device::warp_max(s));
-    const float p = expf(s - m_new);
-    const float correction = expf(m - m_new);  // 0 on the first tile (m = -inf)
-    l = l * correction + device::warp_sum(p);
-    for (int r = 0; r < kDims; ++r) acc[r] *= correction;
-    for (int j = 0; j < kTile; ++j) {
-      const float pj = __shfl_sync(device::kFullMask, p, j);
-      for (int r = 0; r < kDims; ++r) acc[r] += pj * vs[j][lane + r * device::kWarpSize];
+    const bf16* kt = ks + st * Cfg::kTileElems;
+    const bf16* vt = vs + st * Cfg::kTileElems;
+
+    // S = Q K^T: 16 rows x 64 keys per warp.
+    float s[kSTiles][4];
+    for (int i = 0; i < kSTiles; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; ++kk) {
+#pragma unroll
+      for (int np = 0; np < kSTiles / 2; ++np) {
+        std::uint32_t bk[4];
+        ldsm_x4(bk, frag_b_rows<kStride>(kt, np * 16, kk * 16, lane));
+        mma(s[2 * np], qf[kk], bk[0], bk[1]);
+        mma(s[2 * np + 1], qf[kk], bk[2], bk[3]);
+      }
     }
-    m = m_new;
+
+    // Scale into the log2 domain; mask keys after the row and keys >= T.
+    const int k0 = j * kKeys;
+    const bool masked_tile = j == q_tile || k0 + kKeys > T;
+#pragma unroll
+    for (int nt = 0; nt < kSTiles; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = s[nt][e] * sl2;
+        if (masked_tile) {
+          const int key = k0 + nt * 8 + 2 * c + (e & 1);
+          const int row = row_lo + (e >> 1) * 8;
+          if (key > row || key >= T) x = -INFINITY;
+        }
+        s[nt][e] = x;
+      }
+    }
+
+    // Online softmax. Key 0 (tile 0) is visible to every row, so m is finite from the
+    // first tile on; 2^(-inf - m) = 0 for masked keys and for the first correction.
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int nt = 0; nt < kSTiles; ++nt) {
+      mx[0] = fmaxf(mx[0], fmaxf(s[nt][0], s[nt][1]));
+      mx[1] = fmaxf(mx[1], fmaxf(s[nt][2], s[nt][3]));
+    }
+    mx[0] = quad_max(mx[0]);
+    mx[1] = quad_max(mx[1]);
+    const float corr0 = exp2f(m[0] - mx[0]), corr1 = exp2f(m[1] - mx[1]);
+    m[0] = mx[0];
+    m[1] = mx[1];
+    l[0] *= corr0;  // per-thread partial sums; the quad reduces them once at the end
+    l[1] *= corr1;
+#pragma unroll
+    for (int nt = 0; nt < kSTiles; ++nt) {
+      s[nt][0] = exp2f(s[nt][0] - mx[0]);
+      s[nt][1] = exp2f(s[nt][1] - mx[0]);
+      s[nt][2] = exp2f(s[nt][2] - mx[1]);
+      s[nt][3] = exp2f(s[nt][3] - mx[1]);
+      l[0] += s[nt][0] + s[nt][1];
+      l[1] += s[nt][2] + s[nt][3];
+    }
+#pragma unroll
+    for (int nt = 0; nt < kOTiles; ++nt) {
+      o[nt][0] *= corr0;
+      o[nt][1] *= corr0;
+      o[nt][2] *= corr1;
+      o[nt][3] *= corr1;
+    }
+
+    // O += P V: P's accumulator layout over two adjacent n-tiles is the A layout of one
+    // 16-key k-step; V is [key][dim] so B comes from ldmatrix.trans.
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk) {
+      const std::uint32_t pa[4] = {
+          pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+          pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+          pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int np = 0; np < HS / 16; ++np) {
+        std::uint32_t bv[4];
+        ldsm_x4_trans(bv, frag_a<kStride>(vt, kk * 16, np * 16, lane));
+        mma(o[2 * np], pa, bv[0], bv[1]);
+        mma(o[2 * np + 1], pa, bv[2], bv[3]);
+      }
+    }
+    __syncthreads();  // buffer st is refilled by the next iteration's prefetch
   }
-  if (!active) return;
-  const float inv_l = 1.0f / l;
-  bf16* o = out + L.o(b, row, h);
-  for (int r = 0; r < kDims; ++r) o[lane + r * device::kWarpSize] = device::to_bf16(acc[r] * inv_l);
-  if (lane == 0) lse[L.stat(b, h, row)] = m + logf(l);
+
+  l[0] = quad_sum(l[0]);
+  l[1] = quad_sum(l[1]);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row_lo + r * 8;
+    if (row >= T) continue;
+    const float inv_l = 1.0f / l[r];
+    bf16* dst = out + L.o(b, row, h) + 2 * c;
+#pragma unroll
+    for (int nt = 0; nt < kOTiles; ++nt) {
+      *reinterpret_cast<__nv_bfloat162*>(dst + nt * 8) =
+          __floats2bfloat162_rn(o[nt][2 * r] * inv_l, o[nt][2 * r + 1] * inv_l);
+    }
+    if (c == 0) lse[L.stat(b, h, row)] = m[r] * kLn2 + logf(l[r]);
+  }
 }
 
 // D[b, h, t] = sum_d dout * out over the head's HS dims; one warp per (b, t, h) row.
+constexpr int kRowsumWarps = 8;
 template <int HS>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kRowsumWarps * device::kWarpSize)
     attention_rowsum_kernel(float* __restrict__ D, const bf16* __restrict__ dout,
                             const bf16* __restrict__ out, Layout L, int B) {
   const int lane = threadIdx.x % device::kWarpSize;
-  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kWarps + threadIdx.x / device::kWarpSize;
+  const std::int64_t r =
+      static_cast<std::int64_t>(blockIdx.x) * kRowsumWarps + threadIdx.x / device::kWarpSize;
   if (r >= static_cast<std::int64_t>(B) * L.T * L.NH) return;
   const int h = static_cast<int>(r % L.NH);
   const int t = static_cast<int>((r / L.NH) % L.T);
   const int b = static_cast<int>(r / (static_cast<std::int64_t>(L.NH) * L.T));
   const std::int64_t o = L.o(b, t, h);
   float sum = 0.0f;
-  for (int d = lane; d < HS; d += device::kWarpSize)
-    sum += device::to_f32(dout[o + d]) * device::to_f32(out[o + d]);
+  for (int d = 2 * lane; d < HS; d += 2 * device::kWarpSize) {
+    const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dout + o + d));
+    const float2 y = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(out + o + d));
+    sum += x.x * y.x + x.y * y.y;
+  }
   sum = device::warp_sum(sum);
   if (lane == 0) D[L.stat(b, h, t)] = sum;
 }
@@ -137,65 +369,173 @@ __global__ void __launch_bounds__(kThreads)
     attention_dkdv_kernel(bf16* __restrict__ dqkv, const bf16* __restrict__ dout,
                           const bf16* __restrict__ qkv, const float* __restrict__ lse,
                           const float* __restrict__ D, Layout L) {
-  constexpr int kDims = HS / device::kWarpSize;
-  __shared__ float qs[kTile][HS + 1];
-  __shared__ float dos[kTile][HS + 1];
-  __shared__ float lse_s[kTile];
-  __shared__ float d_s[kTile];
-  __shared__ float kw[kWarps][HS];
-  __shared__ float vw[kWarps][HS];
-  const int b = blockIdx.z, h = blockIdx.y;
-  const int warp = threadIdx.x / device::kWarpSize, lane = threadIdx.x % device::kWarpSize;
-  const int first_key = blockIdx.x * kWarps;
-  const int key = first_key + warp;
-  const bool active = key < L.T;
-  const float scale = rsqrtf(static_cast<float>(HS));
-  const std::int64_t qkv_stride = 3 * static_cast<std::int64_t>(L.C);
+  using Cfg = BwdConfig<HS>;
+  constexpr int kStride = Cfg::kStride;
+  constexpr int kQ = Cfg::kCols;     // queries per streamed tile
+  constexpr int kKSteps = HS / 16;   // k-steps over head dims
+  constexpr int kDTiles = HS / 8;    // n-tiles of dK, dV
+  constexpr int kSTiles = kQ / 8;    // n-tiles of S^T (queries)
+  extern __shared__ __align__(16) unsigned char smem[];
+  float* lse_s = reinterpret_cast<float*>(smem);  // [2][kQ], pre-multiplied by log2 e
+  float* d_s = lse_s + 2 * kQ;                    // [2][kQ]
+  bf16* ks = reinterpret_cast<bf16*>(d_s + 2 * kQ);
+  bf16* vs = ks + Cfg::kOwnElems;
+  bf16* qs = vs + Cfg::kOwnElems;         // [2][kQ][kStride]
+  bf16* dos = qs + 2 * Cfg::kStreamElems;  // [2][kQ][kStride]
 
-  if (active) {
-    load_row<HS>(kw[warp], qkv + L.k(b, key, h));
-    load_row<HS>(vw[warp], qkv + L.v(b, key, h));
+  const int h = blockIdx.x, b = blockIdx.y;
+  const int k_tile = blockIdx.z;  // low key tiles see the most queries: scheduled first
+  const int k0 = k_tile * kRows;
+  const int warp = threadIdx.x / device::kWarpSize, lane = threadIdx.x % device::kWarpSize;
+  const int g = lane >> 2, c = lane & 3;
+  const int T = L.T;
+  const std::int64_t stride = 3 * static_cast<std::int64_t>(L.C);
+  const bf16* q_head = qkv + L.q(b, 0, h);
+  const bf16* do_head = dout + L.o(b, 0, h);
+  const float* lse_head = lse + L.stat(b, h, 0);
+  const float* d_head = D + L.stat(b, h, 0);
+  const float scale = rsqrtf(static_cast<float>(HS));
+  const float sl2 = scale * kLog2e;
+
+  auto load_stream = [&](int q_first, int buf) {
+    load_tile<HS, kQ>(qs + buf * Cfg::kStreamElems, q_head, stride, q_first, T);
+    load_tile<HS, kQ>(dos + buf * Cfg::kStreamElems, do_head, L.C, q_first, T);
+    for (int i = threadIdx.x; i < kQ; i += kThreads) {
+      const int t = q_first + i;
+      lse_s[buf * kQ + i] = t < T ? lse_head[t] * kLog2e : 0.0f;
+      d_s[buf * kQ + i] = t < T ? d_head[t] : 0.0f;
+    }
+  };
+
+  const int qt_first = k0 / kQ;  // queries before k0 see none of this block's keys
+  const int n_qt = static_cast<int>(device::ceil_div(T, kQ));
+  load_tile<HS, kRows>(ks, q_head + L.C, stride, k0, T);
+  load_tile<HS, kRows>(vs, q_head + 2 * L.C, stride, k0, T);
+  load_stream(qt_first * kQ, 0);
+  cp_async_commit();
+
+  const int key_lo = k0 + warp * 16 + g;  // this thread's keys: key_lo, key_lo + 8
+  float dk[kDTiles][4], dv[kDTiles][4];
+  for (int i = 0; i < kDTiles; ++i) {
+    dk[i][0] = dk[i][1] = dk[i][2] = dk[i][3] = 0.0f;
+    dv[i][0] = dv[i][1] = dv[i][2] = dv[i][3] = 0.0f;
   }
-  float dk[kDims] = {}, dv[kDims] = {};
-  // Queries before first_key see none of this block's keys; start at its tile.
-  for (int first_q = first_key / kTile * kTile; first_q < L.T; first_q += kTile) {
-    __syncthreads();
-    load_tile<HS, 1>(qs, qkv + L.q(b, 0, h), qkv_stride, first_q, L.T);
-    load_tile<HS, 1>(dos, dout + L.o(b, 0, h), L.C, first_q, L.T);
-    if (threadIdx.x < kTile) {
-      const int t = first_q + threadIdx.x;
-      lse_s[threadIdx.x] = t < L.T ? lse[L.stat(b, h, t)] : 0.0f;
-      d_s[threadIdx.x] = t < L.T ? D[L.stat(b, h, t)] : 0.0f;
+
+  for (int qt = qt_first; qt < n_qt; ++qt) {
+    const int st = (qt - qt_first) & 1;
+    if (qt + 1 < n_qt) {
+      load_stream((qt + 1) * kQ, st ^ 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
     }
     __syncthreads();
-    if (!active) continue;
-    const int query = first_q + lane;
-    float p = 0.0f, ds = 0.0f;
-    if (query < L.T && query >= key) {
-      float s = 0.0f, dp = 0.0f;
-      for (int d = 0; d < HS; ++d) {
-        s += qs[lane][d] * kw[warp][d];
-        dp += dos[lane][d] * vw[warp][d];
+    const int q0 = qt * kQ;
+    // Skip (warp-uniformly) a tile whose queries all precede this warp's keys.
+    if (q0 + kQ - 1 >= k0 + warp * 16) {
+      const bf16* qt_s = qs + st * Cfg::kStreamElems;
+      const bf16* dot_s = dos + st * Cfg::kStreamElems;
+      const float* lse_t = lse_s + st * kQ;
+      const float* d_t = d_s + st * kQ;
+
+      // S^T = K Q^T: 16 keys x kQ queries.
+      float s[kSTiles][4];
+      for (int i = 0; i < kSTiles; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < kKSteps; ++kk) {
+        std::uint32_t ka[4];
+        ldsm_x4(ka, frag_a<kStride>(ks, warp * 16, kk * 16, lane));
+#pragma unroll
+        for (int np = 0; np < kSTiles / 2; ++np) {
+          std::uint32_t bq[4];
+          ldsm_x4(bq, frag_b_rows<kStride>(qt_s, np * 16, kk * 16, lane));
+          mma(s[2 * np], ka, bq[0], bq[1]);
+          mma(s[2 * np + 1], ka, bq[2], bq[3]);
+        }
       }
-      p = expf(s * scale - lse_s[lane]);
-      ds = p * (dp - d_s[lane]);
-    }
-    for (int i = 0; i < kTile; ++i) {
-      const float pi = __shfl_sync(device::kFullMask, p, i);
-      const float dsi = __shfl_sync(device::kFullMask, ds, i);
-      for (int r = 0; r < kDims; ++r) {
-        dv[r] += pi * dos[i][lane + r * device::kWarpSize];
-        dk[r] += dsi * qs[i][lane + r * device::kWarpSize];
+      // P^T = 2^(S^T scale log2e - lse log2e); zero where query < key or query >= T.
+      const bool masked_tile = q0 < k0 + kRows || q0 + kQ > T;
+#pragma unroll
+      for (int nt = 0; nt < kSTiles; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = nt * 8 + 2 * c + (e & 1);
+          float p = exp2f(s[nt][e] * sl2 - lse_t[col]);
+          if (masked_tile) {
+            const int query = q0 + col;
+            const int key = key_lo + (e >> 1) * 8;
+            if (query < key || query >= T) p = 0.0f;
+          }
+          s[nt][e] = p;
+        }
+      }
+      // dV += P^T dO: k-steps over queries; dO is [query][dim] -> ldmatrix.trans.
+#pragma unroll
+      for (int kk = 0; kk < kQ / 16; ++kk) {
+        const std::uint32_t pa[4] = {
+            pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+            pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+            pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+        for (int np = 0; np < HS / 16; ++np) {
+          std::uint32_t bd[4];
+          ldsm_x4_trans(bd, frag_a<kStride>(dot_s, kk * 16, np * 16, lane));
+          mma(dv[2 * np], pa, bd[0], bd[1]);
+          mma(dv[2 * np + 1], pa, bd[2], bd[3]);
+        }
+      }
+      // dP^T = V dO^T: 16 keys x kQ queries.
+      float dp[kSTiles][4];
+      for (int i = 0; i < kSTiles; ++i) dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < kKSteps; ++kk) {
+        std::uint32_t va[4];
+        ldsm_x4(va, frag_a<kStride>(vs, warp * 16, kk * 16, lane));
+#pragma unroll
+        for (int np = 0; np < kSTiles / 2; ++np) {
+          std::uint32_t bd[4];
+          ldsm_x4(bd, frag_b_rows<kStride>(dot_s, np * 16, kk * 16, lane));
+          mma(dp[2 * np], va, bd[0], bd[1]);
+          mma(dp[2 * np + 1], va, bd[2], bd[3]);
+        }
+      }
+      // dS^T = P^T (dP^T - D[query]).
+#pragma unroll
+      for (int nt = 0; nt < kSTiles; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dp[nt][e] = s[nt][e] * (dp[nt][e] - d_t[nt * 8 + 2 * c + (e & 1)]);
+      }
+      // dK += dS^T Q: Q is [query][dim] -> ldmatrix.trans.
+#pragma unroll
+      for (int kk = 0; kk < kQ / 16; ++kk) {
+        const std::uint32_t pa[4] = {
+            pack_bf16(dp[2 * kk][0], dp[2 * kk][1]), pack_bf16(dp[2 * kk][2], dp[2 * kk][3]),
+            pack_bf16(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
+            pack_bf16(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+#pragma unroll
+        for (int np = 0; np < HS / 16; ++np) {
+          std::uint32_t bq[4];
+          ldsm_x4_trans(bq, frag_a<kStride>(qt_s, kk * 16, np * 16, lane));
+          mma(dk[2 * np], pa, bq[0], bq[1]);
+          mma(dk[2 * np + 1], pa, bq[2], bq[3]);
+        }
       }
     }
+    __syncthreads();  // buffer st is refilled by the next iteration's prefetch
   }
-  if (!active) return;
-  bf16* dk_out = dqkv + L.k(b, key, h);
-  bf16* dv_out = dqkv + L.v(b, key, h);
-  for (int r = 0; r < kDims; ++r) {
-    const int d = lane + r * device::kWarpSize;
-    dk_out[d] = device::to_bf16(device::to_f32(dk_out[d]) + dk[r] * scale);
-    dv_out[d] = device::to_bf16(device::to_f32(dv_out[d]) + dv[r]);
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = key_lo + r * 8;
+    if (key >= T) continue;
+    bf16* dk_row = dqkv + L.q(b, key, h) + L.C + 2 * c;
+    bf16* dv_row = dk_row + L.C;
+#pragma unroll
+    for (int nt = 0; nt < kDTiles; ++nt) {
+      accumulate_pair(dk_row + nt * 8, dk[nt][2 * r], dk[nt][2 * r + 1], scale);
+      accumulate_pair(dv_row + nt * 8, dv[nt][2 * r], dv[nt][2 * r + 1], 1.0f);
+    }
   }
 }
 
@@ -204,55 +544,134 @@ __global__ void __launch_bounds__(kThreads)
     attention_dq_kernel(bf16* __restrict__ dqkv, const bf16* __restrict__ dout,
                         const bf16* __restrict__ qkv, const float* __restrict__ lse,
                         const float* __restrict__ D, Layout L) {
-  constexpr int kDims = HS / device::kWarpSize;
-  __shared__ float ks[kTile][HS + 1];
-  __shared__ float vs[kTile][HS + 1];
-  __shared__ float qw[kWarps][HS];
-  __shared__ float dow[kWarps][HS];
-  const int b = blockIdx.z, h = blockIdx.y;
-  const int warp = threadIdx.x / device::kWarpSize, lane = threadIdx.x % device::kWarpSize;
-  const int first_row = blockIdx.x * kWarps;
-  const int row = first_row + warp;
-  const bool active = row < L.T;
-  const int last_row = min(first_row + kWarps - 1, L.T - 1);
-  const float scale = rsqrtf(static_cast<float>(HS));
-  const std::int64_t qkv_stride = 3 * static_cast<std::int64_t>(L.C);
+  using Cfg = BwdConfig<HS>;
+  constexpr int kStride = Cfg::kStride;
+  constexpr int kK = Cfg::kCols;    // keys per streamed tile
+  constexpr int kKSteps = HS / 16;
+  constexpr int kDTiles = HS / 8;
+  constexpr int kSTiles = kK / 8;
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* qs = reinterpret_cast<bf16*>(smem);
+  bf16* dos = qs + Cfg::kOwnElems;
+  bf16* ks = dos + Cfg::kOwnElems;         // [2][kK][kStride]
+  bf16* vs = ks + 2 * Cfg::kStreamElems;   // [2][kK][kStride]
 
-  float row_lse = 0.0f, row_d = 0.0f;
-  if (active) {
-    load_row<HS>(qw[warp], qkv + L.q(b, row, h));
-    load_row<HS>(dow[warp], dout + L.o(b, row, h));
-    row_lse = lse[L.stat(b, h, row)];
-    row_d = D[L.stat(b, h, row)];
+  const int h = blockIdx.x, b = blockIdx.y;
+  const int q_tile = gridDim.z - 1 - blockIdx.z;  // late query tiles loop longest: first
+  const int q0 = q_tile * kRows;
+  const int warp = threadIdx.x / device::kWarpSize, lane = threadIdx.x % device::kWarpSize;
+  const int g = lane >> 2, c = lane & 3;
+  const int T = L.T;
+  const std::int64_t stride = 3 * static_cast<std::int64_t>(L.C);
+  const bf16* q_head = qkv + L.q(b, 0, h);
+  const bf16* k_head = q_head + L.C;
+  const bf16* v_head = q_head + 2 * L.C;
+  const float scale = rsqrtf(static_cast<float>(HS));
+  const float sl2 = scale * kLog2e;
+
+  const int row_lo = q0 + warp * 16 + g;  // this thread's rows: row_lo, row_lo + 8
+  float lse_r[2], d_r[2];
+  for (int r = 0; r < 2; ++r) {
+    const int row = row_lo + r * 8;
+    lse_r[r] = row < T ? lse[L.stat(b, h, row)] * kLog2e : 0.0f;
+    d_r[r] = row < T ? D[L.stat(b, h, row)] : 0.0f;
   }
-  float dq[kDims] = {};
-  for (int first_key = 0; first_key <= last_row; first_key += kTile) {
+
+  load_tile<HS, kRows>(qs, q_head, stride, q0, T);
+  load_tile<HS, kRows>(dos, dout + L.o(b, 0, h), L.C, q0, T);
+  load_tile<HS, kK>(ks, k_head, stride, 0, T);
+  load_tile<HS, kK>(vs, v_head, stride, 0, T);
+  cp_async_commit();
+
+  // Key tiles covering keys 0 .. min(q0 + 63, T - 1).
+  const int n_kt = static_cast<int>(device::ceil_div(min(q0 + kRows, T), kK));
+  std::uint32_t qf[kKSteps][4], dof[kKSteps][4];
+  float dq[kDTiles][4];
+  for (int i = 0; i < kDTiles; ++i) dq[i][0] = dq[i][1] = dq[i][2] = dq[i][3] = 0.0f;
+
+  for (int j = 0; j < n_kt; ++j) {
+    const int st = j & 1;
+    if (j + 1 < n_kt) {
+      load_tile<HS, kK>(ks + (st ^ 1) * Cfg::kStreamElems, k_head, stride, (j + 1) * kK, T);
+      load_tile<HS, kK>(vs + (st ^ 1) * Cfg::kStreamElems, v_head, stride, (j + 1) * kK, T);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
     __syncthreads();
-    load_tile<HS, 1>(ks, qkv + L.k(b, 0, h), qkv_stride, first_key, L.T);
-    load_tile<HS, 1>(vs, qkv + L.v(b, 0, h), qkv_stride, first_key, L.T);
-    __syncthreads();
-    if (!active) continue;
-    const int key = first_key + lane;
-    float ds = 0.0f;
-    if (key <= row) {
-      float s = 0.0f, dp = 0.0f;
-      for (int d = 0; d < HS; ++d) {
-        s += qw[warp][d] * ks[lane][d];
-        dp += dow[warp][d] * vs[lane][d];
+    if (j == 0) {
+      for (int kk = 0; kk < kKSteps; ++kk) {
+        ldsm_x4(qf[kk], frag_a<kStride>(qs, warp * 16, kk * 16, lane));
+        ldsm_x4(dof[kk], frag_a<kStride>(dos, warp * 16, kk * 16, lane));
       }
-      const float p = expf(s * scale - row_lse);
-      ds = p * (dp - row_d);
     }
-    for (int j = 0; j < kTile; ++j) {
-      const float dsj = __shfl_sync(device::kFullMask, ds, j);
-      for (int r = 0; r < kDims; ++r) dq[r] += dsj * ks[j][lane + r * device::kWarpSize];
+    const int k0 = j * kK;
+    // Skip (warp-uniformly) a tile whose keys all follow this warp's last row.
+    if (k0 <= q0 + warp * 16 + 15) {
+      const bf16* kt = ks + st * Cfg::kStreamElems;
+      const bf16* vt = vs + st * Cfg::kStreamElems;
+      float s[kSTiles][4], dp[kSTiles][4];
+      for (int i = 0; i < kSTiles; ++i) {
+        s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+        dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.0f;
+      }
+      // S = Q K^T and dP = dO V^T: 16 rows x kK keys.
+#pragma unroll
+      for (int kk = 0; kk < kKSteps; ++kk) {
+#pragma unroll
+        for (int np = 0; np < kSTiles / 2; ++np) {
+          std::uint32_t bk[4], bv[4];
+          ldsm_x4(bk, frag_b_rows<kStride>(kt, np * 16, kk * 16, lane));
+          mma(s[2 * np], qf[kk], bk[0], bk[1]);
+          mma(s[2 * np + 1], qf[kk], bk[2], bk[3]);
+          ldsm_x4(bv, frag_b_rows<kStride>(vt, np * 16, kk * 16, lane));
+          mma(dp[2 * np], dof[kk], bv[0], bv[1]);
+          mma(dp[2 * np + 1], dof[kk], bv[2], bv[3]);
+        }
+      }
+      // dS = P (dP - D), P = 2^(S scale log2e - lse log2e), zero for key > row or key >= T.
+      const bool masked_tile = k0 + kK > q0 || k0 + kK > T;
+#pragma unroll
+      for (int nt = 0; nt < kSTiles; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = e >> 1;
+          float p = exp2f(s[nt][e] * sl2 - lse_r[r]);
+          if (masked_tile) {
+            const int key = k0 + nt * 8 + 2 * c + (e & 1);
+            if (key > row_lo + r * 8 || key >= T) p = 0.0f;
+          }
+          dp[nt][e] = p * (dp[nt][e] - d_r[r]);
+        }
+      }
+      // dQ += dS K: K is [key][dim] -> ldmatrix.trans.
+#pragma unroll
+      for (int kk = 0; kk < kK / 16; ++kk) {
+        const std::uint32_t pa[4] = {
+            pack_bf16(dp[2 * kk][0], dp[2 * kk][1]), pack_bf16(dp[2 * kk][2], dp[2 * kk][3]),
+            pack_bf16(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
+            pack_bf16(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+#pragma unroll
+        for (int np = 0; np < HS / 16; ++np) {
+          std::uint32_t bk[4];
+          ldsm_x4_trans(bk, frag_a<kStride>(kt, kk * 16, np * 16, lane));
+          mma(dq[2 * np], pa, bk[0], bk[1]);
+          mma(dq[2 * np + 1], pa, bk[2], bk[3]);
+        }
+      }
     }
+    __syncthreads();
   }
-  if (!active) return;
-  bf16* dq_out = dqkv + L.q(b, row, h);
-  for (int r = 0; r < kDims; ++r) {
-    const int d = lane + r * device::kWarpSize;
-    dq_out[d] = device::to_bf16(device::to_f32(dq_out[d]) + dq[r] * scale);
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row_lo + r * 8;
+    if (row >= T) continue;
+    bf16* dq_row = dqkv + L.q(b, row, h) + 2 * c;
+#pragma unroll
+    for (int nt = 0; nt < kDTiles; ++nt)
+      accumulate_pair(dq_row + nt * 8, dq[nt][2 * r], dq[nt][2 * r + 1], scale);
   }
 }
 
@@ -275,9 +694,52 @@ void check_shapes(const char* kernel, int B, int T, int C, int NH) {
   }
 }
 
-dim3 row_grid(int B, int T, int NH) {
-  return dim3(static_cast<unsigned>(device::ceil_div(T, kWarps)), static_cast<unsigned>(NH),
-              static_cast<unsigned>(B));
+// cp.async moves 16-byte chunks and the epilogues bf16x2 pairs.
+void require_aligned(const char* kernel, const char* name, const void* p) {
+  if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) {
+    throw KernelError(fmt::format("{}: {} = {}; expected a 16-byte aligned address", kernel,
+                                  name, p));
+  }
+}
+
+dim3 tile_grid(int B, int T, int NH) {
+  return dim3(static_cast<unsigned>(NH), static_cast<unsigned>(B),
+              static_cast<unsigned>(device::ceil_div(T, kRows)));
+}
+
+template <class Kernel>
+void set_smem(Kernel kernel, int bytes) {
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+}
+
+template <int HS>
+void launch_forward(bf16* out, float* lse, const bf16* qkv, int B, const Layout& L,
+                    cudaStream_t stream) {
+  constexpr int kBytes = FwdConfig<HS>::kSmemBytes;
+  set_smem(attention_forward_kernel<HS>, kBytes);
+  attention_forward_kernel<HS><<<tile_grid(B, L.T, L.NH), kThreads, kBytes, stream>>>(out, lse,
+                                                                                        qkv, L);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <int HS>
+void launch_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv,
+                     const bf16* out, const float* lse, int B, const Layout& L,
+                     cudaStream_t stream) {
+  constexpr int kBytes = BwdConfig<HS>::kSmemBytes;
+  const int rowsum_grid = static_cast<int>(
+      device::ceil_div(static_cast<std::int64_t>(B) * L.T * L.NH, kRowsumWarps));
+  attention_rowsum_kernel<HS><<<rowsum_grid, kRowsumWarps * device::kWarpSize, 0, stream>>>(
+      scratch, dout, out, L, B);
+  CUDA_CHECK_LAUNCH();
+  const dim3 grid = tile_grid(B, L.T, L.NH);
+  set_smem(attention_dkdv_kernel<HS>, kBytes);
+  attention_dkdv_kernel<HS><<<grid, kThreads, kBytes, stream>>>(dqkv, dout, qkv, lse, scratch,
+                                                                 L);
+  CUDA_CHECK_LAUNCH();
+  set_smem(attention_dq_kernel<HS>, kBytes);
+  attention_dq_kernel<HS><<<grid, kThreads, kBytes, stream>>>(dqkv, dout, qkv, lse, scratch, L);
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -289,13 +751,14 @@ void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int
   detail::require_tensor(kName, "lse", lse);
   detail::require_tensor(kName, "qkv", qkv);
   check_shapes(kName, B, T, C, NH);
+  require_aligned(kName, "qkv", qkv);
+  require_aligned(kName, "out", out);
   const Layout L{T, C, NH, C / NH};
   if (L.HS == 64) {
-    attention_forward_kernel<64><<<row_grid(B, T, NH), kThreads, 0, stream>>>(out, lse, qkv, L);
+    launch_forward<64>(out, lse, qkv, B, L, stream);
   } else {
-    attention_forward_kernel<128><<<row_grid(B, T, NH), kThreads, 0, stream>>>(out, lse, qkv, L);
+    launch_forward<128>(out, lse, qkv, B, L, stream);
   }
-  CUDA_CHECK_LAUNCH();
 }
 
 std::int64_t attention_backward_scratch_floats(int B, int T, int NH) {
@@ -313,24 +776,16 @@ void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16
   detail::require_tensor(kName, "out", out);
   detail::require_tensor(kName, "lse", lse);
   check_shapes(kName, B, T, C, NH);
+  require_aligned(kName, "dqkv", dqkv);
+  require_aligned(kName, "dout", dout);
+  require_aligned(kName, "qkv", qkv);
+  require_aligned(kName, "out", out);
   const Layout L{T, C, NH, C / NH};
-  const int rowsum_grid =
-      static_cast<int>(device::ceil_div(static_cast<std::int64_t>(B) * T * NH, kWarps));
-  const dim3 grid = row_grid(B, T, NH);
   if (L.HS == 64) {
-    attention_rowsum_kernel<64><<<rowsum_grid, kThreads, 0, stream>>>(scratch, dout, out, L, B);
-    CUDA_CHECK_LAUNCH();
-    attention_dkdv_kernel<64><<<grid, kThreads, 0, stream>>>(dqkv, dout, qkv, lse, scratch, L);
-    CUDA_CHECK_LAUNCH();
-    attention_dq_kernel<64><<<grid, kThreads, 0, stream>>>(dqkv, dout, qkv, lse, scratch, L);
+    launch_backward<64>(dqkv, scratch, dout, qkv, out, lse, B, L, stream);
   } else {
-    attention_rowsum_kernel<128><<<rowsum_grid, kThreads, 0, stream>>>(scratch, dout, out, L, B);
-    CUDA_CHECK_LAUNCH();
-    attention_dkdv_kernel<128><<<grid, kThreads, 0, stream>>>(dqkv, dout, qkv, lse, scratch, L);
-    CUDA_CHECK_LAUNCH();
-    attention_dq_kernel<128><<<grid, kThreads, 0, stream>>>(dqkv, dout, qkv, lse, scratch, L);
+    launch_backward<128>(dqkv, scratch, dout, qkv, out, lse, B, L, stream);
   }
-  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace strata::kernels::cuda

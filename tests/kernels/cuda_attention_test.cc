@@ -1,6 +1,10 @@
-// Flash-style causal attention on the GPU against the materialised CPU reference
-// (kernels/cpu/attention.h) for both compiled head sizes, on bf16-rounded random qkv. T = 70
-// spans three 32-key tiles (the last one partial) and nine 8-row blocks (the last partial).
+// Tensor-core causal attention on the GPU against the materialised CPU reference
+// (kernels/cpu/attention.h) for both compiled head sizes, on bf16-rounded random qkv. The
+// kernels tile by 64 rows (and 64 or 32 streamed keys/queries): T = 70 leaves a partial second
+// tile, T = 1 a single row, T = 64 exactly one full tile, T = 129 one row past two tiles and
+// T = 1024 sixteen full tiles (the fast, unmasked path of the GPT-2 shapes).
+// Also: backward accumulates onto prefilled dqkv, and forward and backward are bit-identical
+// across runs (no atomics).
 #include "kernels/cuda/attention.h"
 
 #include <gtest/gtest.h>
@@ -25,10 +29,12 @@ using testing::rounded_bf16;
 using testing::to_device;
 using testing::to_device_bf16;
 
-constexpr int B = 2, T = 70, NH = 3;
+struct Shape {
+  int HS, B, T, NH;
+};
 
 // lse[b, h, t] = log sum_{t2 <= t} exp(q_t . k_t2 / sqrt(HS)), in double.
-std::vector<float> naive_lse(const std::vector<float>& qkv, int C) {
+std::vector<float> naive_lse(const std::vector<float>& qkv, int B, int T, int NH, int C) {
   const int HS = C / NH;
   std::vector<float> lse(B * NH * T);
   for (int b = 0; b < B; ++b)
@@ -52,10 +58,11 @@ std::vector<float> naive_lse(const std::vector<float>& qkv, int C) {
   return lse;
 }
 
-class CudaAttention : public CudaTest, public ::testing::WithParamInterface<int> {};
+class CudaAttention : public CudaTest, public ::testing::WithParamInterface<Shape> {};
 
 TEST_P(CudaAttention, ForwardAndBackwardMatchCpu) {
-  const int HS = GetParam(), C = NH * HS;
+  const auto [HS, B, T, NH] = GetParam();
+  const int C = NH * HS;
   const auto qkv = rounded_bf16(random_vector(B * T * 3 * C, 1));
   const auto dout = rounded_bf16(random_vector(B * T * C, 2));
   const auto dqkv0 = rounded_bf16(random_vector(B * T * 3 * C, 3, -0.1f, 0.1f));  // prefilled
@@ -79,36 +86,47 @@ TEST_P(CudaAttention, ForwardAndBackwardMatchCpu) {
   // Outputs are convex combinations of v in [-1, 1], rounded to bf16: 1e-2.
   EXPECT_TRUE(all_close("out", from_device_bf16(d_out, B * T * C), out, 1e-2, 1e-2));
   // lse: fp32 online softmax vs double; scores of size <= sqrt(HS): 1e-4 relative.
-  EXPECT_TRUE(all_close("lse", from_device<float>(d_lse, B * NH * T), naive_lse(qkv, C), 1e-4,
+  EXPECT_TRUE(all_close("lse", from_device<float>(d_lse, B * NH * T), naive_lse(qkv, B, T, NH, C), 1e-4,
                         1e-4));
-  // Gradients pass through bf16 out (for D = rowsum(dout * out)) and bf16 dqkv: an error of
-  // ~2^-9 relative on terms of size ~1 summed over up to 70 keys; 3e-2 absolute.
+  // Gradients pass through bf16 out (for D = rowsum(dout * out)), bf16 P and dS operands of
+  // the tensor-core products and bf16 dqkv: errors of ~2^-9 relative on terms of size ~1,
+  // random in sign, summed over up to T keys; 3e-2 absolute.
   EXPECT_TRUE(all_close("dqkv", from_device_bf16(d_dqkv, B * T * 3 * C), dqkv, 3e-2, 2e-2));
 }
 
-INSTANTIATE_TEST_SUITE_P(HeadSizes, CudaAttention, ::testing::Values(64, 128));
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
+                         ::testing::Values(Shape{64, 2, 70, 3}, Shape{128, 2, 70, 3},
+                                           Shape{64, 3, 1, 2}, Shape{128, 1, 64, 1},
+                                           Shape{128, 2, 129, 2}, Shape{64, 1, 1024, 2}));
 
 class CudaAttentionRuns : public CudaTest {};
 
-TEST_F(CudaAttentionRuns, BackwardIsBitIdenticalAcrossRuns) {
-  const int C = NH * 64;
+TEST_F(CudaAttentionRuns, ForwardAndBackwardAreBitIdenticalAcrossRuns) {
+  // T = 1000: full tiles and a partial last one.
+  constexpr int B = 2, T = 1000, NH = 3, C = NH * 64;
   auto d_qkv = to_device_bf16(random_vector(B * T * 3 * C, 4));
   auto d_dout = to_device_bf16(random_vector(B * T * C, 5));
   DeviceBuffer d_out(B * T * C * sizeof(bf16)), d_lse(B * NH * T * sizeof(float)),
       d_scratch(attention_backward_scratch_floats(B, T, NH) * sizeof(float)),
       d_dqkv(B * T * 3 * C * sizeof(bf16));
-  attention_forward(d_out.as<bf16>(), d_lse.as<float>(), d_qkv.as<bf16>(), B, T, C, NH,
-                    stream());
-  std::vector<std::vector<float>> runs;
+  std::vector<std::vector<float>> outs, lses, grads;
   for (int r = 0; r < 2; ++r) {
+    attention_forward(d_out.as<bf16>(), d_lse.as<float>(), d_qkv.as<bf16>(), B, T, C, NH,
+                      stream());
     CUDA_CHECK(cudaMemsetAsync(d_dqkv.get(), 0, d_dqkv.bytes(), stream()));
     attention_backward(d_dqkv.as<bf16>(), d_scratch.as<float>(), d_dout.as<bf16>(),
                        d_qkv.as<bf16>(), d_out.as<bf16>(), d_lse.as<float>(), B, T, C, NH,
                        stream());
     sync();
-    runs.push_back(from_device_bf16(d_dqkv, B * T * 3 * C));
+    outs.push_back(from_device_bf16(d_out, B * T * C));
+    lses.push_back(from_device<float>(d_lse, B * NH * T));
+    grads.push_back(from_device_bf16(d_dqkv, B * T * 3 * C));
   }
-  EXPECT_EQ(runs[0], runs[1]);
+  EXPECT_EQ(outs[0], outs[1]);
+  EXPECT_EQ(lses[0], lses[1]);
+  EXPECT_EQ(grads[0], grads[1]);
+  // Guard against a vacuous pass: the gradient is not all zeros.
+  EXPECT_TRUE(std::any_of(grads[0].begin(), grads[0].end(), [](float g) { return g != 0.0f; }));
 }
 
 }  // namespace

@@ -5,8 +5,8 @@
 // Tiles: 4 warps per block, each warp owns 16 rows of the block's 64-row tile; the streamed
 // tiles (keys in forward and dQ, queries in dK/dV) are double-buffered with cp.async.
 //
-//   forward  block = 64 query rows of one (b, h); key tiles of 64 up to the diagonal.
-//            S = Q K^T (Q fragments stay in registers), online softmax in registers in the
+//   forward  block = 128 (HS = 64) or 64 (HS = 128) query rows of one (b, h), 32 or 16 per
+//            warp; key tiles of 64 up to the diagonal. S = Q K^T (Q fragments in registers), online softmax in registers in the
 //            log2 domain (x = s * scale * log2 e, p = 2^(x - m)), P re-packed from the
 //            accumulator layout into A fragments, O += P V. lse = m ln 2 + ln l.
 //   rowsum   D[b, h, t] = sum_d dout * out (fp32, into the caller's scratch).
@@ -139,6 +139,13 @@ __device__ __forceinline__ void load_tile(bf16* tile, const bf16* head, std::int
   }
 }
 
+// 2^x on the SFU, flushing denormal results to zero (p below 2^-126 is noise against l >= 1).
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Quad (4 lanes sharing a row) reductions.
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(device::kFullMask, x, 1));
@@ -163,8 +170,12 @@ template <int HS>
 struct FwdConfig {
   static constexpr int kStride = HS + 8;  // +16 B per row: ldmatrix rows hit distinct banks
   static constexpr int kKeys = 64;        // keys per streamed tile
-  static constexpr int kTileElems = kRows * kStride;
-  static constexpr int kSmemBytes = 5 * kTileElems * 2;  // Q, K x2, V x2
+  // m-tiles (16 rows) per warp: two at HS = 64, so each K / V fragment feeds two mma (half
+  // the ldmatrix traffic per mma); one at HS = 128, where O alone is 64 registers per tile.
+  static constexpr int kMTiles = HS == 64 ? 2 : 1;
+  static constexpr int kBlockRows = 16 * kWarps * kMTiles;
+  static constexpr int kTileElems = kKeys * kStride;
+  static constexpr int kSmemBytes = (kBlockRows + 4 * kKeys) * kStride * 2;  // Q, K x2, V x2
 };
 
 template <int HS>
@@ -190,17 +201,18 @@ __global__ void __launch_bounds__(kThreads)
   using Cfg = FwdConfig<HS>;
   constexpr int kStride = Cfg::kStride;
   constexpr int kKeys = Cfg::kKeys;
+  constexpr int kMT = Cfg::kMTiles;
+  constexpr int kBlockRows = Cfg::kBlockRows;
   constexpr int kKSteps = HS / 16;  // k-steps of Q K^T over the head dims
   constexpr int kOTiles = HS / 8;   // n-tiles of O
   constexpr int kSTiles = kKeys / 8;
   extern __shared__ __align__(16) unsigned char smem[];
-  bf16* qs = reinterpret_cast<bf16*>(smem);
-  bf16* ks = qs + Cfg::kTileElems;      // [2][kKeys][kStride]
-  bf16* vs = ks + 2 * Cfg::kTileElems;  // [2][kKeys][kStride]
+  bf16* qs = reinterpret_cast<bf16*>(smem);  // [kBlockRows][kStride]
+  bf16* ks = qs + kBlockRows * kStride;       // [2][kKeys][kStride]
+  bf16* vs = ks + 2 * Cfg::kTileElems;        // [2][kKeys][kStride]
 
   const int h = blockIdx.x, b = blockIdx.y;
-  const int q_tile = gridDim.z - 1 - blockIdx.z;
-  const int q0 = q_tile * kRows;
+  const int q0 = (gridDim.z - 1 - blockIdx.z) * kBlockRows;  // late rows loop longest: first
   const int warp = threadIdx.x / device::kWarpSize, lane = threadIdx.x % device::kWarpSize;
   const int g = lane >> 2, c = lane & 3;
   const int T = L.T;
@@ -210,18 +222,23 @@ __global__ void __launch_bounds__(kThreads)
   const bf16* v_head = q_head + 2 * L.C;
   const float sl2 = rsqrtf(static_cast<float>(HS)) * kLog2e;
 
-  load_tile<HS, kRows>(qs, q_head, stride, q0, T);
+  load_tile<HS, kBlockRows>(qs, q_head, stride, q0, T);
   load_tile<HS, kKeys>(ks, k_head, stride, 0, T);
   load_tile<HS, kKeys>(vs, v_head, stride, 0, T);
   cp_async_commit();
 
-  // Key tiles 0..q_tile hold keys 0..q0 + 63: all a row of this block can see.
-  const int n_tiles = q_tile + 1;
-  const int row_lo = q0 + warp * 16 + g;  // this thread's rows: row_lo, row_lo + 8
-  std::uint32_t qf[kKSteps][4];
-  float o[kOTiles][4];
-  for (int i = 0; i < kOTiles; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  // Key tiles covering keys 0 .. min(q0 + kBlockRows, T) - 1: all this block's rows see.
+  const int n_tiles = static_cast<int>(device::ceil_div(min(q0 + kBlockRows, T), kKeys));
+  const int warp_row0 = warp * 16 * kMT;  // the warp's rows in the block: kMT m-tiles of 16
+  std::uint32_t qf[kMT][kKSteps][4];
+  float o[kMT][kOTiles][4];
+  float m[kMT][2], l[kMT][2];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+    for (int i = 0; i < kOTiles; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
+    m[mt][0] = m[mt][1] = -INFINITY;
+    l[mt][0] = l[mt][1] = 0.0f;
+  }
 
   for (int j = 0; j < n_tiles; ++j) {
     const int st = j & 1;
@@ -235,108 +252,131 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
     if (j == 0) {
-      for (int kk = 0; kk < kKSteps; ++kk)
-        ldsm_x4(qf[kk], frag_a<kStride>(qs, warp * 16, kk * 16, lane));
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int kk = 0; kk < kKSteps; ++kk)
+          ldsm_x4(qf[mt][kk], frag_a<kStride>(qs, warp_row0 + mt * 16, kk * 16, lane));
     }
     const bf16* kt = ks + st * Cfg::kTileElems;
     const bf16* vt = vs + st * Cfg::kTileElems;
 
-    // S = Q K^T: 16 rows x 64 keys per warp.
-    float s[kSTiles][4];
-    for (int i = 0; i < kSTiles; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+    // S = Q K^T: 16 kMT rows x 64 keys per warp; each K fragment serves all kMT m-tiles.
+    float s[kMT][kSTiles][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+      for (int i = 0; i < kSTiles; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < kKSteps; ++kk) {
 #pragma unroll
       for (int np = 0; np < kSTiles / 2; ++np) {
         std::uint32_t bk[4];
         ldsm_x4(bk, frag_b_rows<kStride>(kt, np * 16, kk * 16, lane));
-        mma(s[2 * np], qf[kk], bk[0], bk[1]);
-        mma(s[2 * np + 1], qf[kk], bk[2], bk[3]);
-      }
-    }
-
-    // Scale into the log2 domain; mask keys after the row and keys >= T.
-    const int k0 = j * kKeys;
-    const bool masked_tile = j == q_tile || k0 + kKeys > T;
 #pragma unroll
-    for (int nt = 0; nt < kSTiles; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[nt][e] * sl2;
-        if (masked_tile) {
-          const int key = k0 + nt * 8 + 2 * c + (e & 1);
-          const int row = row_lo + (e >> 1) * 8;
-          if (key > row || key >= T) x = -INFINITY;
+        for (int mt = 0; mt < kMT; ++mt) {
+          mma(s[mt][2 * np], qf[mt][kk], bk[0], bk[1]);
+          mma(s[mt][2 * np + 1], qf[mt][kk], bk[2], bk[3]);
         }
-        s[nt][e] = x;
       }
     }
 
-    // Online softmax. Key 0 (tile 0) is visible to every row, so m is finite from the
-    // first tile on; 2^(-inf - m) = 0 for masked keys and for the first correction.
-    float mx[2] = {m[0], m[1]};
+    // Mask keys after the row and keys >= T (raw scores; the scale is applied in the exp).
+    const int k0 = j * kKeys;
+    const bool masked_tile = k0 + kKeys > q0 || k0 + kKeys > T;
 #pragma unroll
-    for (int nt = 0; nt < kSTiles; ++nt) {
-      mx[0] = fmaxf(mx[0], fmaxf(s[nt][0], s[nt][1]));
-      mx[1] = fmaxf(mx[1], fmaxf(s[nt][2], s[nt][3]));
-    }
-    mx[0] = quad_max(mx[0]);
-    mx[1] = quad_max(mx[1]);
-    const float corr0 = exp2f(m[0] - mx[0]), corr1 = exp2f(m[1] - mx[1]);
-    m[0] = mx[0];
-    m[1] = mx[1];
-    l[0] *= corr0;  // per-thread partial sums; the quad reduces them once at the end
-    l[1] *= corr1;
+    for (int mt = 0; mt < kMT; ++mt) {
+      const int row_lo = q0 + warp_row0 + mt * 16 + g;  // rows row_lo, row_lo + 8
+      if (masked_tile) {
 #pragma unroll
-    for (int nt = 0; nt < kSTiles; ++nt) {
-      s[nt][0] = exp2f(s[nt][0] - mx[0]);
-      s[nt][1] = exp2f(s[nt][1] - mx[0]);
-      s[nt][2] = exp2f(s[nt][2] - mx[1]);
-      s[nt][3] = exp2f(s[nt][3] - mx[1]);
-      l[0] += s[nt][0] + s[nt][1];
-      l[1] += s[nt][2] + s[nt][3];
-    }
+        for (int nt = 0; nt < kSTiles; ++nt) {
 #pragma unroll
-    for (int nt = 0; nt < kOTiles; ++nt) {
-      o[nt][0] *= corr0;
-      o[nt][1] *= corr0;
-      o[nt][2] *= corr1;
-      o[nt][3] *= corr1;
+          for (int e = 0; e < 4; ++e) {
+            const int key = k0 + nt * 8 + 2 * c + (e & 1);
+            const int row = row_lo + (e >> 1) * 8;
+            if (key > row || key >= T) s[mt][nt][e] = -INFINITY;
+          }
+        }
+      }
+
+      // Online softmax in the log2 domain: m = max(s) * scale * log2 e (the scale is
+      // positive, so the max commutes with it), p = 2^(s * scale log2e - m) in one FFMA.
+      // Key 0 (tile 0) is visible to every row, so m is finite from the first tile on;
+      // 2^(-inf) = 0 for masked keys and for the first correction.
+      float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < kSTiles; ++nt) {
+        mx0 = fmaxf(mx0, fmaxf(s[mt][nt][0], s[mt][nt][1]));
+        mx1 = fmaxf(mx1, fmaxf(s[mt][nt][2], s[mt][nt][3]));
+      }
+      mx0 = fmaxf(m[mt][0], quad_max(mx0) * sl2);
+      mx1 = fmaxf(m[mt][1], quad_max(mx1) * sl2);
+      const float corr0 = exp2_ftz(m[mt][0] - mx0), corr1 = exp2_ftz(m[mt][1] - mx1);
+      m[mt][0] = mx0;
+      m[mt][1] = mx1;
+      // Per-thread partial sums; the quad reduces them once at the end.
+      float l0 = l[mt][0] * corr0, l1 = l[mt][1] * corr1;
+#pragma unroll
+      for (int nt = 0; nt < kSTiles; ++nt) {
+        s[mt][nt][0] = exp2_ftz(fmaf(s[mt][nt][0], sl2, -mx0));
+        s[mt][nt][1] = exp2_ftz(fmaf(s[mt][nt][1], sl2, -mx0));
+        s[mt][nt][2] = exp2_ftz(fmaf(s[mt][nt][2], sl2, -mx1));
+        s[mt][nt][3] = exp2_ftz(fmaf(s[mt][nt][3], sl2, -mx1));
+        l0 += s[mt][nt][0] + s[mt][nt][1];
+        l1 += s[mt][nt][2] + s[mt][nt][3];
+      }
+      l[mt][0] = l0;
+      l[mt][1] = l1;
+#pragma unroll
+      for (int nt = 0; nt < kOTiles; ++nt) {
+        o[mt][nt][0] *= corr0;
+        o[mt][nt][1] *= corr0;
+        o[mt][nt][2] *= corr1;
+        o[mt][nt][3] *= corr1;
+      }
     }
 
     // O += P V: P's accumulator layout over two adjacent n-tiles is the A layout of one
     // 16-key k-step; V is [key][dim] so B comes from ldmatrix.trans.
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16; ++kk) {
-      const std::uint32_t pa[4] = {
-          pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-          pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-          pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      std::uint32_t pa[kMT][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        pa[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        pa[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        pa[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        pa[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
 #pragma unroll
       for (int np = 0; np < HS / 16; ++np) {
         std::uint32_t bv[4];
         ldsm_x4_trans(bv, frag_a<kStride>(vt, kk * 16, np * 16, lane));
-        mma(o[2 * np], pa, bv[0], bv[1]);
-        mma(o[2 * np + 1], pa, bv[2], bv[3]);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          mma(o[mt][2 * np], pa[mt], bv[0], bv[1]);
+          mma(o[mt][2 * np + 1], pa[mt], bv[2], bv[3]);
+        }
       }
     }
     __syncthreads();  // buffer st is refilled by the next iteration's prefetch
   }
 
-  l[0] = quad_sum(l[0]);
-  l[1] = quad_sum(l[1]);
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = row_lo + r * 8;
-    if (row >= T) continue;
-    const float inv_l = 1.0f / l[r];
-    bf16* dst = out + L.o(b, row, h) + 2 * c;
+  for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
-    for (int nt = 0; nt < kOTiles; ++nt) {
-      *reinterpret_cast<__nv_bfloat162*>(dst + nt * 8) =
-          __floats2bfloat162_rn(o[nt][2 * r] * inv_l, o[nt][2 * r + 1] * inv_l);
+    for (int r = 0; r < 2; ++r) {
+      const int row = q0 + warp_row0 + mt * 16 + g + r * 8;
+      const float sum = quad_sum(l[mt][r]);  // all lanes take part in the shuffles
+      if (row >= T) continue;
+      const float inv_l = 1.0f / sum;
+      bf16* dst = out + L.o(b, row, h) + 2 * c;
+#pragma unroll
+      for (int nt = 0; nt < kOTiles; ++nt) {
+        *reinterpret_cast<__nv_bfloat162*>(dst + nt * 8) =
+            __floats2bfloat162_rn(o[mt][nt][2 * r] * inv_l, o[mt][nt][2 * r + 1] * inv_l);
+      }
+      if (c == 0) lse[L.stat(b, h, row)] = m[mt][r] * kLn2 + logf(sum);
     }
-    if (c == 0) lse[L.stat(b, h, row)] = m[r] * kLn2 + logf(l[r]);
   }
 }
 
@@ -461,7 +501,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int col = nt * 8 + 2 * c + (e & 1);
-          float p = exp2f(s[nt][e] * sl2 - lse_t[col]);
+          float p = exp2_ftz(s[nt][e] * sl2 - lse_t[col]);
           if (masked_tile) {
             const int query = q0 + col;
             const int key = key_lo + (e >> 1) * 8;
@@ -637,7 +677,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = e >> 1;
-          float p = exp2f(s[nt][e] * sl2 - lse_r[r]);
+          float p = exp2_ftz(s[nt][e] * sl2 - lse_r[r]);
           if (masked_tile) {
             const int key = k0 + nt * 8 + 2 * c + (e & 1);
             if (key > row_lo + r * 8 || key >= T) p = 0.0f;
@@ -717,8 +757,9 @@ void launch_forward(bf16* out, float* lse, const bf16* qkv, int B, const Layout&
                     cudaStream_t stream) {
   constexpr int kBytes = FwdConfig<HS>::kSmemBytes;
   set_smem(attention_forward_kernel<HS>, kBytes);
-  attention_forward_kernel<HS><<<tile_grid(B, L.T, L.NH), kThreads, kBytes, stream>>>(out, lse,
-                                                                                        qkv, L);
+  const dim3 grid(static_cast<unsigned>(L.NH), static_cast<unsigned>(B),
+                  static_cast<unsigned>(device::ceil_div(L.T, FwdConfig<HS>::kBlockRows)));
+  attention_forward_kernel<HS><<<grid, kThreads, kBytes, stream>>>(out, lse, qkv, L);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -23,7 +23,22 @@ GptShape shape_of(const ModelSpec& model, const Plan& plan) {
   s.NH = static_cast<int>(model.heads);
   s.F = static_cast<int>(model.ffn_hidden);
   s.V = static_cast<int>(model.vocab);
+  s.Vp = (s.V + kVocabAlignment - 1) / kVocabAlignment * kVocabAlignment;
   return s;
+}
+
+// The single-rank units with wte padded to Vp rows (see GptShape): the padding rows are
+// marked invalid, so they initialise to zero and every real row keeps its CPU-backend value.
+std::vector<model::UnitLayout> padded_units(const ModelSpec& model, const Plan& plan) {
+  ModelSpec padded = model;
+  padded.vocab = shape_of(model, plan).Vp;
+  std::vector<model::UnitLayout> units = engine::rank_layouts(padded, plan, RankCoords{});
+  for (auto& unit : units) {
+    for (auto& segment : unit.segments) {
+      if (segment.name == "wte") segment.valid_rows = model.vocab;
+    }
+  }
+  return units;
 }
 
 }  // namespace
@@ -65,7 +80,7 @@ CudaEngine::CudaEngine(const ModelSpec& model, const TrainSpec& train, const Pla
       stream_(pool.stream()),
       shape_(shape_of(model, plan)),
       schedule_(make_schedule(plan.schedule, 1, plan.virtual_stages, plan.micro_batches(train))),
-      params_((check_supported(model, plan), engine::rank_layouts(model, plan, RankCoords{})),
+      params_((check_supported(model, plan), padded_units(model, plan)),
               train.seed, pool, pool.stream()),
       kernels_(shape_, pool, pool.stream()) {
   if (train.precision != Precision::kBf16) {

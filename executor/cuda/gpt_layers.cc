@@ -84,11 +84,10 @@ void layer_backward(const GptKernels& k, const LayerWeights& w, const LayerGrads
   {
     // MLP: dres holds dy = d(fc2 out) = d(r) so far.
     DeviceBlock dh = k.bf16s(static_cast<std::int64_t>(BT) * d.F, "backward_scratch");
-    kc::matmul_backward(dh.as<bf16>(), g.fc2_w, g.fc2_b, dres, s.gelu.as<bf16>(), w.fc2_w, BT,
-                        d.F, d.C, k.lt(), st, /*overwrite_dinp=*/true);
+    // dh = gelu'(pre) * (dy @ Wfc2): the GeLU backward rides in the matmul's epilogue.
+    kc::matmul_backward_dgelu(dh.as<bf16>(), g.fc2_w, g.fc2_b, dres, s.gelu.as<bf16>(), w.fc2_w,
+                              s.pre_gelu.as<bf16>(), BT, d.F, d.C, k.lt(), st);
     s.gelu.reset();
-    kc::gelu_backward(dh.as<bf16>(), s.pre_gelu.as<bf16>(), dh.as<bf16>(),
-                      static_cast<std::int64_t>(BT) * d.F, st, /*accumulate=*/false);
     s.pre_gelu.reset();
     DeviceBlock dln2 = k.bf16s(n, "backward_scratch");
     kc::matmul_backward(dln2.as<bf16>(), g.fc_w, g.fc_b, dh.as<bf16>(), s.ln2_out.as<bf16>(),
@@ -148,18 +147,18 @@ void head_forward(const GptKernels& k, const bf16* x, const bf16* lnf_w, const b
   kc::layernorm_forward(lnf_out.as<bf16>(), s.lnf_mean.as<float>(), s.lnf_rstd.as<float>(), x,
                         lnf_w, lnf_b, BT, d.C, st);
   // Logits in bf16, the loss's backward in place over them (no second (BT, V) buffer).
-  DeviceBlock logits = k.bf16s(static_cast<std::int64_t>(BT) * d.V, "logits");
-  kc::matmul_forward(logits.as<bf16>(), lnf_out.as<bf16>(), wte, nullptr, BT, d.C, d.V, k.lt(),
+  DeviceBlock logits = k.bf16s(static_cast<std::int64_t>(BT) * d.Vp, "logits");
+  kc::matmul_forward(logits.as<bf16>(), lnf_out.as<bf16>(), wte, nullptr, BT, d.C, d.Vp, k.lt(),
                      st);
   DeviceBlock row_max = k.floats(BT, "forward_scratch");
   DeviceBlock row_lse = k.floats(BT, "forward_scratch");
   kc::cross_entropy_forward(losses, row_max.as<float>(), row_lse.as<float>(), logits.as<bf16>(),
-                            targets, BT, d.V, st);
+                            targets, BT, d.V, st, d.Vp);
   kc::cross_entropy_backward(logits.as<bf16>(), dlosses, logits.as<bf16>(), row_lse.as<float>(),
-                             targets, BT, d.V, st);
+                             targets, BT, d.V, st, d.Vp);
   s.lnf_dout = k.bf16s(d.act(), "act/lnf_dout");
   kc::matmul_backward(s.lnf_dout.as<bf16>(), dwte, nullptr, logits.as<bf16>(), lnf_out.as<bf16>(),
-                      wte, BT, d.C, d.V, k.lt(), st, /*overwrite_dinp=*/true);
+                      wte, BT, d.C, d.Vp, k.lt(), st, /*overwrite_dinp=*/true);
 }
 
 void head_backward(const GptKernels& k, const bf16* x, const bf16* lnf_w, float* dlnf_w,

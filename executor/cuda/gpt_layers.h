@@ -33,8 +33,14 @@ namespace strata::cuda {
 
 using kernels::cuda::bf16;
 
+// Vp: the vocabulary padded to a multiple of kVocabAlignment: wte holds Vp rows (the last
+// Vp - V zero, never trained: their logits are 0, the loss skips them, their gradient is 0)
+// so the logits matmuls see 16-byte aligned rows; unaligned, cuBLASLt's kernels for them
+// measured 7x slower on an H100 (tools/bench/gpt_ops_bench.cc: 99 vs 782 TFLOP/s).
+inline constexpr int kVocabAlignment = 128;
+
 struct GptShape {
-  int B = 1, T = 1, C = 1, NH = 1, F = 1, V = 1;
+  int B = 1, T = 1, C = 1, NH = 1, F = 1, V = 1, Vp = 1;
   int BT() const { return B * T; }
   std::int64_t act() const { return static_cast<std::int64_t>(B) * T * C; }  // (B, T, C)
 };

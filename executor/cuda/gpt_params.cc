@@ -34,7 +34,15 @@ GptParams::GptParams(std::vector<model::UnitLayout> units, std::uint64_t seed, D
   as_system_error([&] {
     for (const auto& unit : units_) {
       std::vector<float> host(static_cast<std::size_t>(unit.count));
-      model::init_unit_range(unit, seed, host.data(), 0, unit.count);
+      // Every element is a pure function of its index, so the ranges fill in parallel (a
+      // 1.5B model is ~30 s on one core).
+      constexpr std::int64_t kPieces = 64;
+#pragma omp parallel for schedule(dynamic)
+      for (std::int64_t piece = 0; piece < kPieces; ++piece) {
+        const std::int64_t lo = unit.count * piece / kPieces;
+        const std::int64_t hi = unit.count * (piece + 1) / kPieces;
+        if (hi > lo) model::init_unit_range(unit, seed, host.data() + lo, lo, hi);
+      }
       CUDA_CHECK(cudaMemcpyAsync(master_.as<float>() + offset(unit.name), host.data(),
                                  host.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
       CUDA_CHECK(cudaStreamSynchronize(stream));  // `host` goes out of scope next

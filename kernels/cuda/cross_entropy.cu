@@ -4,6 +4,7 @@
 #include "kernels/cuda/cross_entropy.h"
 
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_utils.cuh"
@@ -34,10 +35,10 @@ template <class T>
 __global__ void __launch_bounds__(kThreads)
     cross_entropy_forward_kernel(float* __restrict__ losses, float* __restrict__ row_max,
                                  float* __restrict__ row_lse, const T* __restrict__ logits,
-                                 const std::int32_t* __restrict__ targets, int V) {
+                                 const std::int32_t* __restrict__ targets, int V, int ld) {
   __shared__ MaxSum warp_part[kThreads / device::kWarpSize];
   const int row = blockIdx.x;
-  const T* x = logits + static_cast<std::int64_t>(row) * V;
+  const T* x = logits + static_cast<std::int64_t>(row) * ld;
   MaxSum acc{-INFINITY, 0.0f};
   for (int j = threadIdx.x; j < V; j += kThreads) {
     const float v = device::to_f32(x[j]);
@@ -72,13 +73,34 @@ template <class T>
 __global__ void __launch_bounds__(kThreads)
     cross_entropy_backward_kernel(bf16* dlogits, const float* __restrict__ dlosses,
                                   const T* logits, const float* __restrict__ row_lse,
-                                  const std::int32_t* __restrict__ targets, int V) {
+                                  const std::int32_t* __restrict__ targets, int V, int ld,
+                                  bool aligned) {
   const int row = blockIdx.x;
-  const std::int64_t base = static_cast<std::int64_t>(row) * V;
+  const std::int64_t base = static_cast<std::int64_t>(row) * ld;
   const float lse = row_lse[row];
   const float dloss = dlosses[row];
   const std::int32_t target = targets[row];
-  for (int j = threadIdx.x; j < V; j += kThreads) {
+  int tail = 0;  // first column left to the scalar loop
+  if constexpr (sizeof(T) == 2) {
+    // bf16 rows on 16-byte boundaries (ld % 8 == 0, checked by the launcher): 8 columns per
+    // access below the last full vector; the rest, and never a column >= V, one by one.
+    if (aligned) {
+      constexpr int kV = device::kBf16PerVector;
+      const int vectors = V / kV;
+      for (int v = threadIdx.x; v < vectors; v += kThreads) {
+        float x[kV];
+        device::load8(reinterpret_cast<const bf16*>(logits) + base + v * kV, x);
+#pragma unroll
+        for (int e = 0; e < kV; ++e) {
+          const int j = v * kV + e;
+          x[e] = (expf(x[e] - lse) - (j == target ? 1.0f : 0.0f)) * dloss;
+        }
+        device::store8(dlogits + base + v * kV, x);
+      }
+      tail = vectors * kV;
+    }
+  }
+  for (int j = tail + static_cast<int>(threadIdx.x); j < V; j += kThreads) {
     const float p = expf(device::to_f32(logits[base + j]) - lse);
     dlogits[base + j] = device::to_bf16((p - (j == target ? 1.0f : 0.0f)) * dloss);
   }
@@ -87,63 +109,72 @@ __global__ void __launch_bounds__(kThreads)
 // ---------------------------------------------------------------------------------------
 // Launchers
 
-void check(const char* kName, int BT, int V) {
+// ld: the row stride (0 = V, packed rows); a padded stride must be >= V.
+int row_stride(const char* kName, int BT, int V, int ld) {
   detail::require_positive(kName, "BT", BT);
   detail::require_positive(kName, "V", V);
+  detail::require_non_negative(kName, "ld", ld);
+  if (ld != 0 && ld < V) {
+    throw KernelError(fmt::format("{}: ld = {}; expected 0 (packed) or >= V = {}", kName, ld, V));
+  }
+  return ld == 0 ? V : ld;
 }
 
 template <class T>
 void forward(float* losses, float* row_max, float* row_lse, const T* logits,
-             const std::int32_t* targets, int BT, int V, cudaStream_t stream) {
+             const std::int32_t* targets, int BT, int V, int ld, cudaStream_t stream) {
   constexpr const char* kName = "cross_entropy_forward";
   detail::require_tensor(kName, "losses", losses);
   detail::require_tensor(kName, "row_max", row_max);
   detail::require_tensor(kName, "row_lse", row_lse);
   detail::require_tensor(kName, "logits", logits);
   detail::require_tensor(kName, "targets", targets);
-  check(kName, BT, V);
+  const int stride = row_stride(kName, BT, V, ld);
   cross_entropy_forward_kernel<T>
-      <<<BT, kThreads, 0, stream>>>(losses, row_max, row_lse, logits, targets, V);
+      <<<BT, kThreads, 0, stream>>>(losses, row_max, row_lse, logits, targets, V, stride);
   CUDA_CHECK_LAUNCH();
 }
 
 template <class T>
 void backward(bf16* dlogits, const float* dlosses, const T* logits, const float* row_lse,
-              const std::int32_t* targets, int BT, int V, cudaStream_t stream) {
+              const std::int32_t* targets, int BT, int V, int ld, cudaStream_t stream) {
   constexpr const char* kName = "cross_entropy_backward";
   detail::require_tensor(kName, "dlogits", dlogits);
   detail::require_tensor(kName, "dlosses", dlosses);
   detail::require_tensor(kName, "logits", logits);
   detail::require_tensor(kName, "row_lse", row_lse);
   detail::require_tensor(kName, "targets", targets);
-  check(kName, BT, V);
-  cross_entropy_backward_kernel<T>
-      <<<BT, kThreads, 0, stream>>>(dlogits, dlosses, logits, row_lse, targets, V);
+  const int stride = row_stride(kName, BT, V, ld);
+  const auto on16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  const bool aligned = stride % device::kBf16PerVector == 0 && on16(dlogits) && on16(logits);
+  cross_entropy_backward_kernel<T><<<BT, kThreads, 0, stream>>>(dlogits, dlosses, logits,
+                                                                row_lse, targets, V, stride,
+                                                                aligned);
   CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
 void cross_entropy_forward(float* losses, float* row_max, float* row_lse, const bf16* logits,
-                           const std::int32_t* targets, int BT, int V, cudaStream_t stream) {
-  forward(losses, row_max, row_lse, logits, targets, BT, V, stream);
+                           const std::int32_t* targets, int BT, int V, cudaStream_t stream, int ld) {
+  forward(losses, row_max, row_lse, logits, targets, BT, V, ld, stream);
 }
 
 void cross_entropy_forward(float* losses, float* row_max, float* row_lse, const float* logits,
-                           const std::int32_t* targets, int BT, int V, cudaStream_t stream) {
-  forward(losses, row_max, row_lse, logits, targets, BT, V, stream);
+                           const std::int32_t* targets, int BT, int V, cudaStream_t stream, int ld) {
+  forward(losses, row_max, row_lse, logits, targets, BT, V, ld, stream);
 }
 
 void cross_entropy_backward(bf16* dlogits, const float* dlosses, const bf16* logits,
                             const float* row_lse, const std::int32_t* targets, int BT, int V,
-                            cudaStream_t stream) {
-  backward(dlogits, dlosses, logits, row_lse, targets, BT, V, stream);
+                            cudaStream_t stream, int ld) {
+  backward(dlogits, dlosses, logits, row_lse, targets, BT, V, ld, stream);
 }
 
 void cross_entropy_backward(bf16* dlogits, const float* dlosses, const float* logits,
                             const float* row_lse, const std::int32_t* targets, int BT, int V,
-                            cudaStream_t stream) {
-  backward(dlogits, dlosses, logits, row_lse, targets, BT, V, stream);
+                            cudaStream_t stream, int ld) {
+  backward(dlogits, dlosses, logits, row_lse, targets, BT, V, ld, stream);
 }
 
 }  // namespace strata::kernels::cuda

@@ -19,19 +19,24 @@ namespace strata::kernels::cuda {
 
 // losses, row_max, row_lse: (BT) fp32 written; logits: (BT, V) bf16 or fp32;
 // targets: (BT) int32 in [0, V). loss = lse - logits[target].
+// ld: the logits' row stride in elements (0: V). A padded vocabulary (rows of ld > V, so the
+// logits matmul gets 16-byte aligned rows) keeps its columns >= V out of the softmax; the
+// backward never touches them either.
 void cross_entropy_forward(float* losses, float* row_max, float* row_lse, const bf16* logits,
-                           const std::int32_t* targets, int BT, int V, cudaStream_t stream);
+                           const std::int32_t* targets, int BT, int V, cudaStream_t stream,
+                           int ld = 0);
 void cross_entropy_forward(float* losses, float* row_max, float* row_lse, const float* logits,
-                           const std::int32_t* targets, int BT, int V, cudaStream_t stream);
+                           const std::int32_t* targets, int BT, int V, cudaStream_t stream,
+                           int ld = 0);
 
 // dlogits: (BT, V) bf16 = (softmax(logits) - onehot(target)) * dlosses[i]   (OVERWRITES;
 // may alias bf16 logits). dlosses: (BT) fp32, e.g. 1/BT everywhere for a mean loss;
 // row_lse: (BT) from the forward.
 void cross_entropy_backward(bf16* dlogits, const float* dlosses, const bf16* logits,
                             const float* row_lse, const std::int32_t* targets, int BT, int V,
-                            cudaStream_t stream);
+                            cudaStream_t stream, int ld = 0);
 void cross_entropy_backward(bf16* dlogits, const float* dlosses, const float* logits,
                             const float* row_lse, const std::int32_t* targets, int BT, int V,
-                            cudaStream_t stream);
+                            cudaStream_t stream, int ld = 0);
 
 }  // namespace strata::kernels::cuda

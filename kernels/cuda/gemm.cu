@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gelu.h"
 #include "kernels/cuda/device_utils.cuh"
 
 namespace strata::kernels::cuda {
@@ -90,7 +91,20 @@ void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, co
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)));
 }
 
+// Runs the matmul; false (nothing enqueued) when cuBLASLt has no algorithm for it.
+bool try_lt_matmul(const LtMatmul& p, const CublasLtHandle& lt, cudaStream_t stream);
+
 void lt_matmul(const LtMatmul& p, const CublasLtHandle& lt, cudaStream_t stream) {
+  if (!try_lt_matmul(p, lt, stream)) {
+    throw CudaError(fmt::format(
+        "cublasLtMatmulAlgoGetHeuristic found no algorithm for m={} n={} k={} transa={} "
+        "transb={} epilogue={} d_type={} workspace={} bytes",
+        p.m, p.n, p.k, p.trans_a, p.trans_b, static_cast<int>(p.epilogue),
+        static_cast<int>(p.d_type), lt.workspace_bytes()));
+  }
+}
+
+bool try_lt_matmul(const LtMatmul& p, const CublasLtHandle& lt, cudaStream_t stream) {
   cublasLtMatmulDesc_t raw_desc = nullptr;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw_desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   MatmulDesc desc(raw_desc);
@@ -122,17 +136,12 @@ void lt_matmul(const LtMatmul& p, const CublasLtHandle& lt, cudaStream_t stream)
   int found = 0;
   CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt.get(), raw_desc, a.get(), b.get(), d.get(),
                                               d.get(), raw_pref, 1, &heuristic, &found));
-  if (found == 0) {
-    throw CudaError(fmt::format(
-        "cublasLtMatmulAlgoGetHeuristic found no algorithm for m={} n={} k={} transa={} "
-        "transb={} epilogue={} d_type={} workspace={} bytes",
-        p.m, p.n, p.k, p.trans_a, p.trans_b, static_cast<int>(p.epilogue),
-        static_cast<int>(p.d_type), workspace));
-  }
+  if (found == 0) return false;
   const float alpha = 1.0f;
   CUBLAS_CHECK(cublasLtMatmul(lt.get(), raw_desc, &alpha, p.a, a.get(), p.b, b.get(), &p.beta,
                               p.d, d.get(), p.d, d.get(), &heuristic.algo, lt.workspace(),
                               workspace, stream));
+  return true;
 }
 
 void check_common(const char* kernel, const void* out, const bf16* inp, const bf16* weight,
@@ -251,6 +260,36 @@ void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout,
     bias_backward_kernel<<<grid, block, 0, stream>>>(dbias, dout, BT, OC);
     CUDA_CHECK_LAUNCH();
   }
+}
+
+void matmul_backward_dgelu(bf16* dinp, float* dweight, float* dbias, const bf16* dout,
+                           const bf16* inp, const bf16* weight, const bf16* pre_gelu, int BT,
+                           int C, int OC, const CublasLtHandle& lt, cudaStream_t stream) {
+  constexpr const char* kName = "matmul_backward_dgelu";
+  detail::require_tensor(kName, "dinp", dinp);
+  detail::require_tensor(kName, "weight", weight);
+  detail::require_tensor(kName, "pre_gelu", pre_gelu);
+  detail::require_positive(kName, "BT", BT);
+  detail::require_positive(kName, "C", C);
+  detail::require_positive(kName, "OC", OC);
+  detail::require_multiple(kName, "C (the pre-GeLU's columns)", C, 8);
+  check_handle(kName, lt);
+  matmul_backward(nullptr, dweight, dbias, dout, inp, weight, BT, C, OC, lt, stream);
+  // dinp^T: (C, BT) = gelu'(pre_gelu^T) * (weight-as-stored (C, OC) @ dout-as-stored (OC, BT)).
+  LtMatmul p;
+  p.m = C;
+  p.n = BT;
+  p.k = OC;
+  p.a = weight;
+  p.b = dout;
+  p.d = dinp;
+  p.d_type = CUDA_R_16BF;
+  p.epilogue = CUBLASLT_EPILOGUE_DGELU;
+  p.aux = const_cast<bf16*>(pre_gelu);  // read-only for DGELU
+  if (try_lt_matmul(p, lt, stream)) return;
+  // No fused algorithm on this GPU / library: the plain product, then the GeLU backward.
+  matmul_backward(dinp, nullptr, nullptr, dout, nullptr, weight, BT, C, OC, lt, stream, true);
+  gelu_backward(dinp, pre_gelu, dinp, static_cast<std::int64_t>(BT) * C, stream, false);
 }
 
 }  // namespace strata::kernels::cuda

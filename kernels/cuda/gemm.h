@@ -44,4 +44,13 @@ void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout,
                      const CublasLtHandle& lt, cudaStream_t stream,
                      bool overwrite_dinp = false);
 
+// The MLP's second linear layer backward with the GeLU backward fused into the dinp matmul's
+// epilogue (cuBLASLt DGELU): dinp: (BT, C) = gelu'(pre_gelu) * (dout @ weight), OVERWRITTEN;
+// pre_gelu: (BT, C), the pre-activation matmul_forward saved (its aux output); dweight and
+// dbias ACCUMULATE as in matmul_backward (null: skipped). Falls back to the unfused pair
+// (matmul, gelu_backward) where cuBLASLt offers no fused algorithm. C % 8 == 0.
+void matmul_backward_dgelu(bf16* dinp, float* dweight, float* dbias, const bf16* dout,
+                           const bf16* inp, const bf16* weight, const bf16* pre_gelu, int BT,
+                           int C, int OC, const CublasLtHandle& lt, cudaStream_t stream);
+
 }  // namespace strata::kernels::cuda

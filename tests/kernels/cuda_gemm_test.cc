@@ -127,3 +127,31 @@ TEST_F(CudaGemm, BiasGradientIsBitIdenticalAcrossRuns) {
 
 }  // namespace
 }  // namespace strata::kernels::cuda
+
+namespace strata::kernels::cuda {
+namespace {
+
+using testing::from_device_bf16;
+using testing::rounded_bf16;
+using testing::to_device_bf16;
+
+// The fused GeLU backward: dinp = gelu'(pre) * (dout @ weight), against the CPU pair
+// (matmul_backward into zeros, then gelu_backward), C = 96 the GeLU's width.
+TEST_F(CudaGemm, DgeluBackwardMatchesTheCpuPair) {
+  const auto w = rounded_bf16(random_vector(OC * C, 31));
+  const auto dout = rounded_bf16(random_vector(BT * OC, 32));
+  const auto pre = rounded_bf16(random_vector(BT * C, 33, -3.0f, 3.0f));
+  std::vector<float> product(BT * C, 0.0f), expected(BT * C, 0.0f);
+  cpu::matmul_backward(product.data(), nullptr, nullptr, dout.data(), nullptr, w.data(), BT, C, OC);
+  cpu::gelu_backward(expected.data(), pre.data(), product.data(), BT * C);
+  auto d_w = to_device_bf16(w), d_dout = to_device_bf16(dout), d_pre = to_device_bf16(pre);
+  auto d_dinp = to_device_bf16(std::vector<float>(BT * C, 7.0f));  // overwritten
+  matmul_backward_dgelu(d_dinp.as<bf16>(), nullptr, nullptr, d_dout.as<bf16>(), nullptr,
+                        d_w.as<bf16>(), d_pre.as<bf16>(), BT, C, OC, lt(), stream());
+  sync();
+  // One bf16 rounding of a 40-term product times gelu' (vs two on the CPU path): bf16 tolerances.
+  EXPECT_TRUE(all_close("dinp", from_device_bf16(d_dinp, BT * C), expected, kAtol, kRtol));
+}
+
+}  // namespace
+}  // namespace strata::kernels::cuda

@@ -83,46 +83,53 @@ TEST_F(CudaLayerNorm, PlainForwardMatchesCpu) {
 }
 
 TEST_F(CudaLayerNorm, BackwardAccumulatesLikeCpuAndIsDeterministic) {
-  const int rows = 300;  // > 256 partial blocks: some blocks own two rows
-  const auto x = rounded_bf16(random_vector(rows * C, 8, -3.0f, 3.0f));
-  const auto w = rounded_bf16(random_vector(C, 9, 0.5f, 1.5f));
-  const auto bias = rounded_bf16(random_vector(C, 10));
-  const auto dout = rounded_bf16(random_vector(rows * C, 11));
-  std::vector<float> out(rows * C), mean(rows), rstd(rows);
-  cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(),
-                         rows, C);
-  auto dinp = rounded_bf16(random_vector(rows * C, 12, -0.1f, 0.1f));  // prefilled
-  auto dw = random_vector(C, 13, -0.1f, 0.1f);
-  auto db = random_vector(C, 14, -0.1f, 0.1f);
+  // (rows, cols): the 16-byte path with one and with two column vectors per thread (2056 / 8
+  // = 257 > 256 threads), and the scalar path (100 % 8 != 0) with more rows than the 1024
+  // partial blocks, so some blocks own two rows.
+  const struct { int rows, cols; } cases[] = {{300, 200}, {1500, 2056}, {2100, 100}};
+  for (const auto& shape : cases) {
+    const int rows = shape.rows, cols = shape.cols;
+    SCOPED_TRACE(::testing::Message() << rows << " x " << cols);
+    const auto x = rounded_bf16(random_vector(rows * cols, 8, -3.0f, 3.0f));
+    const auto w = rounded_bf16(random_vector(cols, 9, 0.5f, 1.5f));
+    const auto bias = rounded_bf16(random_vector(cols, 10));
+    const auto dout = rounded_bf16(random_vector(rows * cols, 11));
+    std::vector<float> out(rows * cols), mean(rows), rstd(rows);
+    cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(),
+                           rows, cols);
+    auto dinp = rounded_bf16(random_vector(rows * cols, 12, -0.1f, 0.1f));  // prefilled
+    auto dw = random_vector(cols, 13, -0.1f, 0.1f);
+    auto db = random_vector(cols, 14, -0.1f, 0.1f);
 
-  auto d_x = to_device_bf16(x), d_w = to_device_bf16(w), d_dout = to_device_bf16(dout);
-  auto d_mean = to_device(mean), d_rstd = to_device(rstd);  // the CPU's statistics
-  auto d_dinp = to_device_bf16(dinp), d_dw = to_device(dw), d_db = to_device(db);
-  DeviceBuffer scratch(layernorm_backward_scratch_floats(rows, C) * sizeof(float));
-  layernorm_backward(d_dinp.as<bf16>(), d_dw.as<float>(), d_db.as<float>(), d_dout.as<bf16>(),
-                     d_x.as<bf16>(), d_w.as<bf16>(), d_mean.as<float>(), d_rstd.as<float>(),
-                     rows, C, scratch.as<float>(), stream());
-  sync();
-  cpu::layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(),
-                          mean.data(), rstd.data(), rows, C);
-  // dinp rounded to bf16 (values ~ 1): 1e-2. dweight/dbias: 300-term fp32 sums vs the CPU's
-  // double sums, magnitudes ~ 10: 1e-3 absolute, 1e-4 relative.
-  EXPECT_TRUE(all_close("dinp", from_device_bf16(d_dinp, rows * C), dinp, 1e-2, 1e-2));
-  EXPECT_TRUE(all_close("dweight", from_device<float>(d_dw, C), dw, 1e-3, 1e-4));
-  EXPECT_TRUE(all_close("dbias", from_device<float>(d_db, C), db, 1e-3, 1e-4));
-
-  // A second run from zeroed gradients twice gives the same bits.
-  std::vector<std::vector<float>> runs;
-  for (int r = 0; r < 2; ++r) {
-    CUDA_CHECK(cudaMemsetAsync(d_dw.get(), 0, d_dw.bytes(), stream()));
-    CUDA_CHECK(cudaMemsetAsync(d_db.get(), 0, d_db.bytes(), stream()));
-    layernorm_backward(d_dinp.as<bf16>(), d_dw.as<float>(), d_db.as<float>(),
-                       d_dout.as<bf16>(), d_x.as<bf16>(), d_w.as<bf16>(), d_mean.as<float>(),
-                       d_rstd.as<float>(), rows, C, scratch.as<float>(), stream());
+    auto d_x = to_device_bf16(x), d_w = to_device_bf16(w), d_dout = to_device_bf16(dout);
+    auto d_mean = to_device(mean), d_rstd = to_device(rstd);  // the CPU's statistics
+    auto d_dinp = to_device_bf16(dinp), d_dw = to_device(dw), d_db = to_device(db);
+    DeviceBuffer scratch(layernorm_backward_scratch_floats(rows, cols) * sizeof(float));
+    layernorm_backward(d_dinp.as<bf16>(), d_dw.as<float>(), d_db.as<float>(), d_dout.as<bf16>(),
+                       d_x.as<bf16>(), d_w.as<bf16>(), d_mean.as<float>(), d_rstd.as<float>(),
+                       rows, cols, scratch.as<float>(), stream());
     sync();
-    runs.push_back(from_device<float>(d_dw, C));
+    cpu::layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(),
+                            mean.data(), rstd.data(), rows, cols);
+    // dinp rounded to bf16 (values ~ 1): 1e-2. dweight/dbias: 300-term fp32 sums vs the CPU's
+    // double sums, magnitudes ~ 10: 1e-3 absolute, 1e-4 relative.
+    EXPECT_TRUE(all_close("dinp", from_device_bf16(d_dinp, rows * cols), dinp, 1e-2, 1e-2));
+    EXPECT_TRUE(all_close("dweight", from_device<float>(d_dw, cols), dw, 1e-3, 1e-4));
+    EXPECT_TRUE(all_close("dbias", from_device<float>(d_db, cols), db, 1e-3, 1e-4));
+
+    // A second run from zeroed gradients twice gives the same bits.
+    std::vector<std::vector<float>> runs;
+    for (int r = 0; r < 2; ++r) {
+      CUDA_CHECK(cudaMemsetAsync(d_dw.get(), 0, d_dw.bytes(), stream()));
+      CUDA_CHECK(cudaMemsetAsync(d_db.get(), 0, d_db.bytes(), stream()));
+      layernorm_backward(d_dinp.as<bf16>(), d_dw.as<float>(), d_db.as<float>(),
+                         d_dout.as<bf16>(), d_x.as<bf16>(), d_w.as<bf16>(), d_mean.as<float>(),
+                         d_rstd.as<float>(), rows, cols, scratch.as<float>(), stream());
+      sync();
+      runs.push_back(from_device<float>(d_dw, cols));
+    }
+    EXPECT_EQ(runs[0], runs[1]);
   }
-  EXPECT_EQ(runs[0], runs[1]);
 }
 
 }  // namespace

@@ -55,6 +55,40 @@ TEST_F(CudaCrossEntropy, ForwardAndInPlaceBackwardMatchCpu) {
   EXPECT_TRUE(all_close("dlogits", from_device_bf16(d_logits, BT * V), dlogits, 1e-6, 1e-2));
 }
 
+// A padded vocabulary: rows of ld = 1024 > V = 1001 with large values in the padding
+// columns must give exactly the packed results, and the backward must leave the padding alone.
+TEST_F(CudaCrossEntropy, PaddedRowsIgnoreThePaddingColumns) {
+  const int BT = 4, V = 1001, ld = 1024;
+  const auto packed = rounded_bf16(random_vector(BT * V, 5, -4.0f, 4.0f));
+  std::vector<float> padded(static_cast<std::size_t>(BT) * ld, 50.0f);  // would dominate a softmax
+  for (int r = 0; r < BT; ++r)
+    for (int j = 0; j < V; ++j) padded[r * ld + j] = packed[r * V + j];
+  const std::vector<std::int32_t> targets = {3, 1000, 0, 77};
+  const std::vector<float> dlosses(BT, 0.25f);
+  auto d_packed = to_device_bf16(packed), d_padded = to_device_bf16(padded);
+  auto d_targets = to_device(targets), d_dlosses = to_device(dlosses);
+  DeviceBuffer a_loss(BT * 4), a_max(BT * 4), a_lse(BT * 4), b_loss(BT * 4), b_max(BT * 4),
+      b_lse(BT * 4);
+  cross_entropy_forward(a_loss.as<float>(), a_max.as<float>(), a_lse.as<float>(),
+                        d_packed.as<bf16>(), d_targets.as<std::int32_t>(), BT, V, stream());
+  cross_entropy_forward(b_loss.as<float>(), b_max.as<float>(), b_lse.as<float>(),
+                        d_padded.as<bf16>(), d_targets.as<std::int32_t>(), BT, V, stream(), ld);
+  cross_entropy_backward(d_packed.as<bf16>(), d_dlosses.as<float>(), d_packed.as<bf16>(),
+                         a_lse.as<float>(), d_targets.as<std::int32_t>(), BT, V, stream());
+  cross_entropy_backward(d_padded.as<bf16>(), d_dlosses.as<float>(), d_padded.as<bf16>(),
+                         b_lse.as<float>(), d_targets.as<std::int32_t>(), BT, V, stream(), ld);
+  sync();
+  EXPECT_EQ(from_device<float>(b_loss, BT), from_device<float>(a_loss, BT));
+  const auto got = from_device_bf16(d_padded, BT * ld);
+  const auto want = from_device_bf16(d_packed, BT * V);
+  for (int r = 0; r < BT; ++r) {
+    for (int j = 0; j < ld; ++j) {
+      const float expected = j < V ? want[r * V + j] : 50.0f;  // padding untouched
+      ASSERT_EQ(got[r * ld + j], expected) << "row " << r << " column " << j;
+    }
+  }
+}
+
 TEST_F(CudaCrossEntropy, Fp32LogitsMatchCpu) {
   const int BT = 3, V = 300;
   const auto logits = random_vector(BT * V, 2, -4.0f, 4.0f);

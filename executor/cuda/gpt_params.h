@@ -3,7 +3,8 @@
 // AdamW moments, each one flat device buffer over every parameter unit of the single-rank
 // model (engine::rank_layouts at t = p = d = 1: the embedding, the layers, the final
 // LayerNorm; wte is tied, so the head reads the embedding's). Units start at multiples of
-// kUnitAlignment elements so every tensor a cuBLASLt matmul reads is 16-byte aligned.
+// kUnitAlignment elements (256 bytes of bf16, the alignment cuBLASLt's fastest kernels
+// assume), so every tensor a matmul reads is at least 16-byte aligned.
 // Initial values are model::init_unit_range's, the same counter-based values every CPU plan
 // starts from, so the two backends train the same model from the same point.
 // The optimizer step is one multi-tensor AdamW launch over the flat buffers (the padding
@@ -30,7 +31,7 @@ using kernels::cuda::bf16;
 
 class GptParams {
  public:
-  static constexpr std::int64_t kUnitAlignment = 64;  // elements (128 bytes of bf16)
+  static constexpr std::int64_t kUnitAlignment = 128;  // elements (256 bytes of bf16)
 
   // Allocates the five buffers through `pool` (tags "params", "gradients", "optimizer") and
   // initialises the master weights from `seed`, then their bf16 copy. Synchronous.

@@ -131,6 +131,23 @@ bool try_lt_matmul(const LtMatmul& p, const CublasLtHandle& lt, cudaStream_t str
   const std::size_t workspace = lt.workspace_bytes();
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
       raw_pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
+  // The heuristic assumes 256-byte aligned operands unless told otherwise; tensors inside a
+  // flat parameter buffer are often less aligned, so state each operand's real alignment.
+  const auto alignment = [](const void* ptr) {
+    const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+    std::uint32_t bytes = 256;
+    while (bytes > 1 && address % bytes != 0) bytes /= 2;
+    return bytes;
+  };
+  const std::uint32_t align_a = alignment(p.a), align_b = alignment(p.b), align_d = alignment(p.d);
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a)));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d)));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d)));
 
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;

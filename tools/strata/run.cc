@@ -268,10 +268,11 @@ void train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world,
 }
 
 int run_command(const RunOptions& o, std::ostream& out) {
-  const Validated v = validate(o);
   // --backend wins; without it a GPU is used when present and the plan is one the CUDA
-  // backend runs (one rank, no offload), and the CPU backend otherwise.
+  // backend runs (one rank, no offload), and the CPU backend otherwise. Chosen first, so a
+  // bad --backend leaves nothing behind (validate creates the output directory).
   Backend backend = choose_backend(o.backend, cuda_device_probe());
+  const Validated v = validate(o);
   if (!o.backend && backend == Backend::kCuda && !cuda_runs_plan(v)) {
     out << fmt::format("backend cpu: a GPU is present, but the CUDA backend runs single-rank "
                        "plans without offload in this version ({})\n", v.plan.label());

@@ -171,6 +171,20 @@ void check_common(const char* kernel, const void* out, const bf16* inp, const bf
   detail::require_positive(kernel, "OC", OC);
 }
 
+// The input gradient's product: dinp^T: (C, BT) = weight-as-stored (C, OC) @ dout-as-stored
+// (OC, BT), bf16 out (beta 0 and no epilogue: the caller sets those).
+LtMatmul dinp_product(bf16* dinp, const bf16* dout, const bf16* weight, int BT, int C, int OC) {
+  LtMatmul p;
+  p.m = C;
+  p.n = BT;
+  p.k = OC;
+  p.a = weight;
+  p.b = dout;
+  p.d = dinp;
+  p.d_type = CUDA_R_16BF;
+  return p;
+}
+
 void check_handle(const char* kernel, const CublasLtHandle& lt) {
   if (!lt) throw KernelError(fmt::format("{}: the cuBLASLt handle is empty", kernel));
 }
@@ -245,15 +259,7 @@ void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout,
   if (dinp != nullptr || dweight != nullptr) check_handle(kName, lt);
 
   if (dinp != nullptr) {
-    // dinp^T: (C, BT) += weight-as-stored (C, OC) @ dout-as-stored (OC, BT).
-    LtMatmul p;
-    p.m = C;
-    p.n = BT;
-    p.k = OC;
-    p.a = weight;
-    p.b = dout;
-    p.d = dinp;
-    p.d_type = CUDA_R_16BF;
+    LtMatmul p = dinp_product(dinp, dout, weight, BT, C, OC);
     p.beta = overwrite_dinp ? 0.0f : 1.0f;
     lt_matmul(p, lt, stream);
   }
@@ -292,15 +298,8 @@ void matmul_backward_dgelu(bf16* dinp, float* dweight, float* dbias, const bf16*
   detail::require_multiple(kName, "C (the pre-GeLU's columns)", C, 8);
   check_handle(kName, lt);
   matmul_backward(nullptr, dweight, dbias, dout, inp, weight, BT, C, OC, lt, stream);
-  // dinp^T: (C, BT) = gelu'(pre_gelu^T) * (weight-as-stored (C, OC) @ dout-as-stored (OC, BT)).
-  LtMatmul p;
-  p.m = C;
-  p.n = BT;
-  p.k = OC;
-  p.a = weight;
-  p.b = dout;
-  p.d = dinp;
-  p.d_type = CUDA_R_16BF;
+  // dinp = gelu'(pre_gelu) * (the product), the GeLU's derivative applied in the epilogue.
+  LtMatmul p = dinp_product(dinp, dout, weight, BT, C, OC);
   p.epilogue = CUBLASLT_EPILOGUE_DGELU;
   p.aux = const_cast<bf16*>(pre_gelu);  // read-only for DGELU
   if (try_lt_matmul(p, lt, stream)) return;

@@ -171,6 +171,22 @@ void check_common(const char* kernel, const void* out, const bf16* inp, const bf
   detail::require_positive(kernel, "OC", OC);
 }
 
+// The forward product: out^T: (OC, BT) = (weight as stored, column-major (C, OC))^T @ inp as
+// stored (C, BT), out of type d_type (no bias or epilogue: the caller sets those).
+LtMatmul forward_product(void* out, cudaDataType_t d_type, const bf16* inp, const bf16* weight,
+                         int BT, int C, int OC) {
+  LtMatmul p;
+  p.trans_a = true;
+  p.m = OC;
+  p.n = BT;
+  p.k = C;
+  p.a = weight;
+  p.b = inp;
+  p.d = out;
+  p.d_type = d_type;
+  return p;
+}
+
 // The input gradient's product: dinp^T: (C, BT) = weight-as-stored (C, OC) @ dout-as-stored
 // (OC, BT), bf16 out (beta 0 and no epilogue: the caller sets those).
 LtMatmul dinp_product(bf16* dinp, const bf16* dout, const bf16* weight, int BT, int C, int OC) {
@@ -206,16 +222,7 @@ void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* 
     detail::require_multiple(kName, "OC (with pre_gelu)", OC, 8);
   }
   check_handle(kName, lt);
-  // out^T: (OC, BT) = (weight as stored, column-major (C, OC))^T @ inp as stored (C, BT).
-  LtMatmul p;
-  p.trans_a = true;
-  p.m = OC;
-  p.n = BT;
-  p.k = C;
-  p.a = weight;
-  p.b = inp;
-  p.d = out;
-  p.d_type = CUDA_R_16BF;
+  LtMatmul p = forward_product(out, CUDA_R_16BF, inp, weight, BT, C, OC);
   p.bias = bias;
   p.aux = pre_gelu;
   if (act == GemmActivation::kNone) {
@@ -232,15 +239,7 @@ void matmul_forward(float* out, const bf16* inp, const bf16* weight, const float
                     int BT, int C, int OC, const CublasLtHandle& lt, cudaStream_t stream) {
   check_common("matmul_forward", out, inp, weight, BT, C, OC);
   check_handle("matmul_forward", lt);
-  LtMatmul p;
-  p.trans_a = true;
-  p.m = OC;
-  p.n = BT;
-  p.k = C;
-  p.a = weight;
-  p.b = inp;
-  p.d = out;
-  p.d_type = CUDA_R_32F;
+  LtMatmul p = forward_product(out, CUDA_R_32F, inp, weight, BT, C, OC);
   p.bias = bias;
   p.epilogue = bias != nullptr ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   lt_matmul(p, lt, stream);

@@ -107,6 +107,99 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // ---------------------------------------------------------------------------------------
+// Fused forward + backward: one block per row holds the whole row in registers (kSlots
+// 16-byte vectors per thread), so the logits are read once and the gradient written once,
+// in place (the separate kernels read them twice). Requires 16-byte aligned rows; the last
+// vector may straddle V (its columns >= V lie in the padding and are written back unchanged).
+constexpr int kFusedThreads = 1024;
+constexpr int kFusedWarps = kFusedThreads / device::kWarpSize;
+constexpr int kMaxFusedSlots = 8;  // rows up to 8 * 8 * 1024 = 65536 columns
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Every thread gets the block's max (kMax) or sum of v; the sum adds the warps' partials in
+// warp order, so it is the same on every run. `part` holds kFusedWarps floats.
+template <bool kMax>
+__device__ __forceinline__ float block_reduce(float v, float* part) {
+  v = kMax ? device::warp_max(v) : device::warp_sum(v);
+  __syncthreads();  // an earlier call's readers are done with `part`
+  if (threadIdx.x % device::kWarpSize == 0) part[threadIdx.x / device::kWarpSize] = v;
+  __syncthreads();
+  float r = part[0];
+  for (int w = 1; w < kFusedWarps; ++w) r = kMax ? fmaxf(r, part[w]) : r + part[w];
+  return r;
+}
+
+template <int kSlots>
+__global__ void __launch_bounds__(kFusedThreads, 1)
+    cross_entropy_fused_kernel(float* __restrict__ losses, float* __restrict__ row_max,
+                               float* __restrict__ row_lse, bf16* __restrict__ logits,
+                               const float* __restrict__ dlosses,
+                               const std::int32_t* __restrict__ targets, int V, int ld) {
+  __shared__ float part[kFusedWarps];
+  constexpr int kV = device::kBf16PerVector;
+  const int row = blockIdx.x;
+  bf16* x = logits + static_cast<std::int64_t>(row) * ld;
+  const int vectors = (V + kV - 1) / kV;
+  const std::int32_t target = targets[row];
+  // Read before any thread overwrites the row (the writes follow the block reductions' syncs).
+  float target_logit = 0.0f;
+  if (threadIdx.x == 0) target_logit = (target >= 0 && target < V) ? device::to_f32(x[target]) : NAN;
+  uint4 raw[kSlots];
+#pragma unroll
+  for (int k = 0; k < kSlots; ++k) {
+    const int v = threadIdx.x + k * kFusedThreads;
+    if (v < vectors) raw[k] = *reinterpret_cast<const uint4*>(x + v * kV);
+  }
+  float m = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < kSlots; ++k) {
+    const int v = threadIdx.x + k * kFusedThreads;
+    if (v >= vectors) continue;
+    const bf16* h = reinterpret_cast<const bf16*>(&raw[k]);
+#pragma unroll
+    for (int e = 0; e < kV; ++e) {
+      if (v * kV + e < V) m = fmaxf(m, device::to_f32(h[e]));
+    }
+  }
+  m = block_reduce<true>(m, part);
+  const float m_log2 = m * kLog2e;
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kSlots; ++k) {
+    const int v = threadIdx.x + k * kFusedThreads;
+    if (v >= vectors) continue;
+    const bf16* h = reinterpret_cast<const bf16*>(&raw[k]);
+#pragma unroll
+    for (int e = 0; e < kV; ++e) {
+      if (v * kV + e < V) sum += exp2f(fmaf(device::to_f32(h[e]), kLog2e, -m_log2));
+    }
+  }
+  sum = block_reduce<false>(sum, part);
+  const float lse = m + logf(sum);
+  const float lse_log2 = lse * kLog2e;
+  const float dloss = dlosses[row];
+#pragma unroll
+  for (int k = 0; k < kSlots; ++k) {
+    const int v = threadIdx.x + k * kFusedThreads;
+    if (v >= vectors) continue;
+    bf16* h = reinterpret_cast<bf16*>(&raw[k]);
+#pragma unroll
+    for (int e = 0; e < kV; ++e) {
+      const int j = v * kV + e;
+      if (j >= V) continue;  // padding: written back as it was
+      const float p = exp2f(fmaf(device::to_f32(h[e]), kLog2e, -lse_log2));
+      h[e] = device::to_bf16((p - (j == target ? 1.0f : 0.0f)) * dloss);
+    }
+    *reinterpret_cast<uint4*>(x + v * kV) = raw[k];
+  }
+  if (threadIdx.x == 0) {
+    losses[row] = lse - target_logit;
+    row_max[row] = m;
+    row_lse[row] = lse;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
 // Launchers
 
 // ld: the row stride (0 = V, packed rows); a padded stride must be >= V.
@@ -153,7 +246,53 @@ void backward(bf16* dlogits, const float* dlosses, const T* logits, const float*
   CUDA_CHECK_LAUNCH();
 }
 
+// The fused kernel's register slots for rows of V columns, or 0 when a row does not fit.
+int fused_slots(int V) {
+  const int vectors = (V + device::kBf16PerVector - 1) / device::kBf16PerVector;
+  const int needed = (vectors + kFusedThreads - 1) / kFusedThreads;
+  for (int slots = 1; slots <= kMaxFusedSlots; slots *= 2) {
+    if (needed <= slots) return slots;
+  }
+  return 0;
+}
+
 }  // namespace
+
+void cross_entropy_forward_backward(float* losses, float* row_max, float* row_lse,
+                                    bf16* logits, const float* dlosses,
+                                    const std::int32_t* targets, int BT, int V,
+                                    cudaStream_t stream, int ld) {
+  constexpr const char* kName = "cross_entropy_forward_backward";
+  detail::require_tensor(kName, "losses", losses);
+  detail::require_tensor(kName, "row_max", row_max);
+  detail::require_tensor(kName, "row_lse", row_lse);
+  detail::require_tensor(kName, "logits", logits);
+  detail::require_tensor(kName, "dlosses", dlosses);
+  detail::require_tensor(kName, "targets", targets);
+  const int stride = row_stride(kName, BT, V, ld);
+  const int slots = fused_slots(V);
+  // The last 16-byte vector of a row may reach past V: it must stay inside the row's stride.
+  const bool aligned = stride % device::kBf16PerVector == 0 &&
+                       reinterpret_cast<std::uintptr_t>(logits) % 16 == 0;
+  if (slots == 0 || !aligned) {
+    forward(losses, row_max, row_lse, static_cast<const bf16*>(logits), targets, BT, V, ld,
+            stream);
+    backward(logits, dlosses, static_cast<const bf16*>(logits), row_lse, targets, BT, V, ld,
+             stream);
+    return;
+  }
+  const auto launch = [&](auto kernel) {
+    kernel<<<BT, kFusedThreads, 0, stream>>>(losses, row_max, row_lse, logits, dlosses, targets,
+                                             V, stride);
+  };
+  switch (slots) {
+    case 1: launch(cross_entropy_fused_kernel<1>); break;
+    case 2: launch(cross_entropy_fused_kernel<2>); break;
+    case 4: launch(cross_entropy_fused_kernel<4>); break;
+    default: launch(cross_entropy_fused_kernel<kMaxFusedSlots>); break;
+  }
+  CUDA_CHECK_LAUNCH();
+}
 
 void cross_entropy_forward(float* losses, float* row_max, float* row_lse, const bf16* logits,
                            const std::int32_t* targets, int BT, int V, cudaStream_t stream, int ld) {

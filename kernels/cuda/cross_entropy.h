@@ -39,4 +39,14 @@ void cross_entropy_backward(bf16* dlogits, const float* dlosses, const float* lo
                             const float* row_lse, const std::int32_t* targets, int BT, int V,
                             cudaStream_t stream, int ld = 0);
 
+// Both in one pass, for the training step: losses, row_max and row_lse as the forward writes
+// them, and logits OVERWRITTEN by their gradient (softmax - onehot(target)) * dlosses[i],
+// columns >= V untouched. Reads the logits once instead of twice: one block per row keeps
+// the row in registers (rows up to 65536 columns, 16-byte aligned, ld % 8 == 0); other rows
+// take the forward and backward kernels above, with the same results to rounding.
+void cross_entropy_forward_backward(float* losses, float* row_max, float* row_lse,
+                                    bf16* logits, const float* dlosses,
+                                    const std::int32_t* targets, int BT, int V,
+                                    cudaStream_t stream, int ld = 0);
+
 }  // namespace strata::kernels::cuda

@@ -104,6 +104,55 @@ TEST_F(CudaCrossEntropy, Fp32LogitsMatchCpu) {
   EXPECT_TRUE(all_close("losses", from_device<float>(d_losses, BT), losses, 1e-5, 1e-5));
 }
 
+// The one-pass kernel against the CPU pair, on the shapes that take each path: GPT-2's
+// padded vocabulary (50257 in rows of 50304: 8 register slots per thread), a small padded row
+// (one slot) and packed rows of odd length (ld % 8 != 0: the two-kernel fallback).
+TEST_F(CudaCrossEntropy, ForwardBackwardInOnePassMatchesCpu) {
+  struct Shape {
+    int BT, V, ld;
+  };
+  for (const Shape shape : {Shape{3, 50257, 50304}, Shape{5, 1001, 1008}, Shape{4, 1001, 1001}}) {
+    const int BT = shape.BT, V = shape.V, ld = shape.ld;
+    SCOPED_TRACE(::testing::Message() << "BT " << BT << " V " << V << " ld " << ld);
+    const auto packed = rounded_bf16(random_vector(BT * V, 7, -4.0f, 4.0f));
+    std::vector<float> padded(static_cast<std::size_t>(BT) * ld, 50.0f);  // would dominate
+    for (int r = 0; r < BT; ++r)
+      for (int j = 0; j < V; ++j) padded[r * ld + j] = packed[r * V + j];
+    std::vector<std::int32_t> targets(BT);
+    for (int r = 0; r < BT; ++r) targets[r] = (r * 7919) % V;
+    targets[0] = V - 1;  // the last real column sits in the vector that straddles V
+    const std::vector<float> dlosses(BT, 1.0f / BT);
+    std::vector<float> losses(BT), row_max(BT), row_lse(BT), dlogits(BT * V, 0.0f);
+    cpu::cross_entropy_forward(losses.data(), row_max.data(), row_lse.data(), packed.data(),
+                               targets.data(), BT, V);
+    cpu::cross_entropy_backward(dlogits.data(), dlosses.data(), packed.data(), row_lse.data(),
+                                targets.data(), BT, V);
+
+    auto d_logits = to_device_bf16(padded), d_targets = to_device(targets),
+         d_dlosses = to_device(dlosses);
+    DeviceBuffer d_losses(BT * 4), d_max(BT * 4), d_lse(BT * 4);
+    cross_entropy_forward_backward(d_losses.as<float>(), d_max.as<float>(), d_lse.as<float>(),
+                                   d_logits.as<bf16>(), d_dlosses.as<float>(),
+                                   d_targets.as<std::int32_t>(), BT, V, stream(), ld);
+    sync();
+    // fp32 block sums of up to 50257 exponentials vs the CPU's double sums: 1e-5.
+    EXPECT_TRUE(all_close("losses", from_device<float>(d_losses, BT), losses, 1e-5, 1e-5));
+    EXPECT_EQ(from_device<float>(d_max, BT), row_max);  // a max is exact
+    EXPECT_TRUE(all_close("row_lse", from_device<float>(d_lse, BT), row_lse, 1e-5, 1e-5));
+    const auto got = from_device_bf16(d_logits, static_cast<std::size_t>(BT) * ld);
+    std::vector<float> got_packed(static_cast<std::size_t>(BT) * V);
+    for (int r = 0; r < BT; ++r) {
+      for (int j = 0; j < V; ++j) got_packed[r * V + j] = got[r * ld + j];
+      for (int j = V; j < ld; ++j) {
+        ASSERT_EQ(got[r * ld + j], 50.0f) << "padding touched: row " << r << " column " << j;
+      }
+    }
+    // p / BT with p down to 1e-25, rounded to bf16: relative 1e-2 (bf16 has 8 bits), absolute
+    // 1e-7 for the smallest probabilities.
+    EXPECT_TRUE(all_close("dlogits", got_packed, dlogits, 1e-7, 1e-2));
+  }
+}
+
 class CudaAdamW : public CudaTest {};
 
 // Sizes include an empty tensor (skipped by the offsets search) and a list longer than one

@@ -58,8 +58,9 @@ std::int64_t pipeline_messages(ScheduleKind kind, std::int64_t pp, std::int64_t 
   return (pp_rank == 0 || pp_rank == pp - 1) ? 2 : 4;
 }
 
-// cuBLAS workspace NVIDIA recommends for Hopper (CUBLAS_WORKSPACE_CONFIG docs: 32 MiB).
-constexpr double kCudaWorkspaceBytes = 32 * units::kMiB;
+// cuBLAS workspace NVIDIA recommends for Hopper (CUBLAS_WORKSPACE_CONFIG docs: 32 MiB), plus
+// the 4 MiB scratch of the bias-gradient reduction (kernels/cuda/cuda_resources.h).
+constexpr double kCudaWorkspaceBytes = (32 + 4) * units::kMiB;
 
 // ---- the CPU executor's peak ------------------------------------------------------------
 // What executor/engine allocates on pipeline rank r, moment by moment (fp32 everywhere).

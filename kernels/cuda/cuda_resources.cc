@@ -113,7 +113,8 @@ float Event::elapsed_ms_since(const Event& start) const {
 
 CublasLtHandle CublasLtHandle::create(std::size_t workspace_bytes) {
   CublasLtHandle h;
-  h.workspace_ = DeviceBuffer(workspace_bytes);  // first: a failed create frees it
+  h.workspace_ = DeviceBuffer(workspace_bytes);  // first: a failed create frees them
+  h.reduction_scratch_ = DeviceBuffer(kReductionScratchBytes);
   CUBLAS_CHECK(cublasLtCreate(&h.handle_));
   return h;
 }
@@ -123,13 +124,15 @@ CublasLtHandle::~CublasLtHandle() {
 }
 
 CublasLtHandle::CublasLtHandle(CublasLtHandle&& other) noexcept
-    : handle_(std::exchange(other.handle_, nullptr)), workspace_(std::move(other.workspace_)) {}
+    : handle_(std::exchange(other.handle_, nullptr)), workspace_(std::move(other.workspace_)),
+      reduction_scratch_(std::move(other.reduction_scratch_)) {}
 
 CublasLtHandle& CublasLtHandle::operator=(CublasLtHandle&& other) noexcept {
   if (this != &other) {
     if (handle_ != nullptr) CUBLAS_CHECK_NOEXCEPT(cublasLtDestroy(handle_));
     handle_ = std::exchange(other.handle_, nullptr);
     workspace_ = std::move(other.workspace_);
+    reduction_scratch_ = std::move(other.reduction_scratch_);
   }
   return *this;
 }

@@ -83,12 +83,15 @@ class Event {
   cudaEvent_t event_ = nullptr;
 };
 
-// A cuBLASLt handle plus the workspace its matmuls may use. 32 MiB is the workspace the
-// memory model budgets for (cost_model/memory_model.cc, kCudaWorkspaceBytes), the size
-// NVIDIA recommends for Hopper.
+// A cuBLASLt handle plus the workspace its matmuls may use, and a small scratch of ours for
+// the matmul launchers' own reductions (the bias gradient's partial sums). Both are
+// stream-ordered: one handle serves one stream at a time. 32 MiB of workspace is the size
+// NVIDIA recommends for Hopper; with the 4 MiB scratch it is what the memory model budgets
+// (cost_model/memory_model.cc, kCudaWorkspaceBytes).
 class CublasLtHandle {
  public:
   static constexpr std::size_t kDefaultWorkspaceBytes = std::size_t{32} << 20;
+  static constexpr std::size_t kReductionScratchBytes = std::size_t{4} << 20;
 
   CublasLtHandle() = default;  // holds nothing; launchers reject it with KernelError
   static CublasLtHandle create(std::size_t workspace_bytes = kDefaultWorkspaceBytes);
@@ -101,11 +104,14 @@ class CublasLtHandle {
   cublasLtHandle_t get() const { return handle_; }
   void* workspace() const { return workspace_.get(); }
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
+  float* reduction_scratch() const { return reduction_scratch_.as<float>(); }
+  std::size_t reduction_scratch_floats() const { return reduction_scratch_.bytes() / sizeof(float); }
   explicit operator bool() const { return handle_ != nullptr; }
 
  private:
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer workspace_;
+  DeviceBuffer reduction_scratch_;
 };
 
 }  // namespace strata::kernels::cuda

@@ -3,6 +3,7 @@
 // (S, R) one with leading dimension S, so out^T = weight @ inp^T needs no copies.
 #include "kernels/cuda/gemm.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 
@@ -41,6 +42,105 @@ __global__ void bias_backward_kernel(float* dbias, const bf16* dout, int BT, int
   }
 }
 
+// The same sum for 16-byte aligned rows (OC % 8 == 0) in two stages, so that every SM is busy
+// even when OC is small (GPT-2's 768 columns gave the kernel above 24 blocks).
+// Stage 1, block (column group x, row split y): the 32 lanes of a warp cover kBiasGroupCols
+// adjacent columns with 16-byte loads, the 8 warps stride the split's rows, and the warps'
+// sums are added in warp order into partial[y][column].
+// Stage 2: dbias[o] += partial[0][o] + partial[1][o] + ... in split order.
+// Each column's order is fixed by the shapes alone: the same bits on every run.
+constexpr int kBiasWarps = 8;
+constexpr int kBiasGroupCols = device::kWarpSize * device::kBf16PerVector;  // 256
+constexpr int kBiasTargetBlocks = 1024;  // enough to fill an H100's 132 SMs several times
+constexpr int kBiasUnroll = 4;           // rows in flight per warp
+
+__global__ void __launch_bounds__(kBiasWarps * device::kWarpSize)
+    bias_partial_kernel(float* __restrict__ partial, const bf16* __restrict__ dout, int BT,
+                        int OC, int rows_per_split) {
+  constexpr int kV = device::kBf16PerVector;
+  // [warp][e * 32 + lane] holds column lane * 8 + e: conflict-free writes and reads.
+  __shared__ float sums[kBiasWarps][kBiasGroupCols];
+  const int lane = threadIdx.x % device::kWarpSize;
+  const int warp = threadIdx.x / device::kWarpSize;
+  const int col = blockIdx.x * kBiasGroupCols + lane * kV;
+  const int begin = blockIdx.y * rows_per_split;
+  const int end = min(BT, begin + rows_per_split);
+  float acc[kV] = {};
+  if (col < OC) {
+    const bf16* p = dout + col;
+    int r = begin + warp;
+    for (; r + (kBiasUnroll - 1) * kBiasWarps < end; r += kBiasUnroll * kBiasWarps) {
+      float v[kBiasUnroll][kV];
+#pragma unroll
+      for (int u = 0; u < kBiasUnroll; ++u) {
+        device::load8(p + static_cast<std::int64_t>(r + u * kBiasWarps) * OC, v[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < kBiasUnroll; ++u) {
+#pragma unroll
+        for (int e = 0; e < kV; ++e) acc[e] += v[u][e];
+      }
+    }
+    for (; r < end; r += kBiasWarps) {
+      float v[kV];
+      device::load8(p + static_cast<std::int64_t>(r) * OC, v);
+#pragma unroll
+      for (int e = 0; e < kV; ++e) acc[e] += v[e];
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < kV; ++e) sums[warp][e * device::kWarpSize + lane] = acc[e];
+  __syncthreads();
+  const int c = threadIdx.x;  // the block's column c = lane' * 8 + e'
+  const int o = blockIdx.x * kBiasGroupCols + c;
+  if (o >= OC) return;
+  float total = 0.0f;
+  for (int w = 0; w < kBiasWarps; ++w) total += sums[w][(c % kV) * device::kWarpSize + c / kV];
+  partial[static_cast<std::int64_t>(blockIdx.y) * OC + o] = total;
+}
+
+__global__ void bias_reduce_partials_kernel(float* __restrict__ dbias,
+                                            const float* __restrict__ partial, int splits,
+                                            int OC) {
+  const int o = blockIdx.x * blockDim.x + threadIdx.x;
+  if (o >= OC) return;
+  float total = 0.0f;
+  for (int y = 0; y < splits; ++y) total += partial[static_cast<std::int64_t>(y) * OC + o];
+  dbias[o] += total;
+}
+
+// dbias += column sums of dout through whichever kernel fits.
+void bias_backward(float* dbias, const bf16* dout, int BT, int OC, const CublasLtHandle& lt,
+                   cudaStream_t stream) {
+  const int groups = static_cast<int>(device::ceil_div(OC, kBiasGroupCols));
+  const std::int64_t scratch_splits =
+      lt ? static_cast<std::int64_t>(lt.reduction_scratch_floats()) / OC : 0;
+  const bool vector_path = OC % device::kBf16PerVector == 0 &&
+                           reinterpret_cast<std::uintptr_t>(dout) % 16 == 0 && scratch_splits > 0;
+  if (!vector_path) {
+    const dim3 block(kBiasCols, kBiasRows);
+    const dim3 grid(static_cast<unsigned>(device::ceil_div(OC, kBiasCols)));
+    bias_backward_kernel<<<grid, block, 0, stream>>>(dbias, dout, BT, OC);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
+  // At least kBiasWarps rows per split, at most what the scratch holds.
+  const std::int64_t splits = std::clamp<std::int64_t>(
+      std::min<std::int64_t>(kBiasTargetBlocks / groups, device::ceil_div(BT, kBiasWarps)), 1,
+      scratch_splits);
+  const int rows_per_split = static_cast<int>(device::ceil_div(BT, splits));
+  const int used_splits = static_cast<int>(device::ceil_div(BT, rows_per_split));
+  float* partial = lt.reduction_scratch();
+  bias_partial_kernel<<<dim3(static_cast<unsigned>(groups), static_cast<unsigned>(used_splits)),
+                        kBiasWarps * device::kWarpSize, 0, stream>>>(partial, dout, BT, OC,
+                                                                     rows_per_split);
+  CUDA_CHECK_LAUNCH();
+  constexpr int kReduceThreads = 256;
+  bias_reduce_partials_kernel<<<static_cast<unsigned>(device::ceil_div(OC, kReduceThreads)),
+                                kReduceThreads, 0, stream>>>(dbias, partial, used_splits, OC);
+  CUDA_CHECK_LAUNCH();
+}
+
 // ---------------------------------------------------------------------------------------
 // cuBLASLt plumbing
 
@@ -73,6 +173,7 @@ struct LtMatmul {
   void* d = nullptr;        // (m, n), ld = m
   cudaDataType_t d_type = CUDA_R_16BF;
   float beta = 0.0f;
+  const void* c = nullptr;  // what beta multiplies: (m, n) like D; null = D itself
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   const void* bias = nullptr;  // (m), D's type
   void* aux = nullptr;         // (m, n) pre-activation, ld = m, D's type
@@ -139,13 +240,15 @@ bool try_lt_matmul(const LtMatmul& p, const CublasLtHandle& lt, cudaStream_t str
     while (bytes > 1 && address % bytes != 0) bytes /= 2;
     return bytes;
   };
-  const std::uint32_t align_a = alignment(p.a), align_b = alignment(p.b), align_d = alignment(p.d);
+  const void* c = p.c != nullptr ? p.c : p.d;
+  const std::uint32_t align_a = alignment(p.a), align_b = alignment(p.b), align_c = alignment(c),
+                      align_d = alignment(p.d);
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
       raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a)));
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
       raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d)));
+      raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof(align_c)));
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
       raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d)));
 
@@ -156,7 +259,7 @@ bool try_lt_matmul(const LtMatmul& p, const CublasLtHandle& lt, cudaStream_t str
   if (found == 0) return false;
   const float alpha = 1.0f;
   CUBLAS_CHECK(cublasLtMatmul(lt.get(), raw_desc, &alpha, p.a, a.get(), p.b, b.get(), &p.beta,
-                              p.d, d.get(), p.d, d.get(), &heuristic.algo, lt.workspace(),
+                              c, d.get(), p.d, d.get(), &heuristic.algo, lt.workspace(),
                               workspace, stream));
   return true;
 }
@@ -235,6 +338,21 @@ void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* 
   lt_matmul(p, lt, stream);
 }
 
+void matmul_forward_residual(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias,
+                             const bf16* residual, int BT, int C, int OC,
+                             const CublasLtHandle& lt, cudaStream_t stream) {
+  constexpr const char* kName = "matmul_forward_residual";
+  check_common(kName, out, inp, weight, BT, C, OC);
+  detail::require_tensor(kName, "residual", residual);
+  check_handle(kName, lt);
+  LtMatmul p = forward_product(out, CUDA_R_16BF, inp, weight, BT, C, OC);
+  p.bias = bias;
+  p.epilogue = bias != nullptr ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  p.c = residual;  // D = A B + 1 * residual (+ bias): one rounding to bf16
+  p.beta = 1.0f;
+  lt_matmul(p, lt, stream);
+}
+
 void matmul_forward(float* out, const bf16* inp, const bf16* weight, const float* bias,
                     int BT, int C, int OC, const CublasLtHandle& lt, cudaStream_t stream) {
   check_common("matmul_forward", out, inp, weight, BT, C, OC);
@@ -276,12 +394,7 @@ void matmul_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout,
     p.beta = 1.0f;
     lt_matmul(p, lt, stream);
   }
-  if (dbias != nullptr) {
-    const dim3 block(kBiasCols, kBiasRows);
-    const dim3 grid(static_cast<unsigned>(device::ceil_div(OC, kBiasCols)));
-    bias_backward_kernel<<<grid, block, 0, stream>>>(dbias, dout, BT, OC);
-    CUDA_CHECK_LAUNCH();
-  }
+  if (dbias != nullptr) bias_backward(dbias, dout, BT, OC, lt, stream);
 }
 
 void matmul_backward_dgelu(bf16* dinp, float* dweight, float* dbias, const bf16* dout,

@@ -27,6 +27,13 @@ void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* 
                     int C, int OC, const CublasLtHandle& lt, cudaStream_t stream,
                     GemmActivation act = GemmActivation::kNone, bf16* pre_gelu = nullptr);
 
+// The residual block's closing layer: out: (BT, OC) = inp @ weight^T + bias + residual, the
+// residual (BT, OC) added by the matmul itself (its C operand, beta = 1) instead of a separate
+// pass; out may alias residual. bias may be null.
+void matmul_forward_residual(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias,
+                             const bf16* residual, int BT, int C, int OC,
+                             const CublasLtHandle& lt, cudaStream_t stream);
+
 // fp32 output (e.g. logits kept in fp32): out: (BT, OC) = inp @ weight^T + bias, bias: (OC)
 // fp32 or null. No activation.
 void matmul_forward(float* out, const bf16* inp, const bf16* weight, const float* bias,

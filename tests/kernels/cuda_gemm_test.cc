@@ -63,6 +63,29 @@ TEST_F(CudaGemm, ForwardMatchesCpuWithoutBiasWithBiasAndWithGelu) {
   EXPECT_TRUE(all_close("pre_gelu aux", from_device_bf16(d_pre, BT * OC), ref, kAtol, kRtol));
 }
 
+// The residual rides in the matmul (C operand): the same as the CPU matmul plus residual,
+// into a separate output and in place over the residual.
+TEST_F(CudaGemm, ForwardWithResidualAddsItOnce) {
+  const auto inp = rounded_bf16(random_vector(BT * C, 31));
+  const auto w = rounded_bf16(random_vector(OC * C, 32));
+  const auto bias = rounded_bf16(random_vector(OC, 33));
+  const auto residual = rounded_bf16(random_vector(BT * OC, 34, -4.0f, 4.0f));
+  std::vector<float> ref(BT * OC);
+  cpu::matmul_forward(ref.data(), inp.data(), w.data(), bias.data(), BT, C, OC);
+  for (int i = 0; i < BT * OC; ++i) ref[i] += residual[i];
+  auto d_inp = to_device_bf16(inp), d_w = to_device_bf16(w), d_bias = to_device_bf16(bias),
+       d_res = to_device_bf16(residual);
+  DeviceBuffer d_out(BT * OC * sizeof(bf16));
+  matmul_forward_residual(d_out.as<bf16>(), d_inp.as<bf16>(), d_w.as<bf16>(), d_bias.as<bf16>(),
+                          d_res.as<bf16>(), BT, C, OC, lt(), stream());
+  sync();
+  EXPECT_TRUE(all_close("out (separate)", from_device_bf16(d_out, BT * OC), ref, kAtol, kRtol));
+  matmul_forward_residual(d_res.as<bf16>(), d_inp.as<bf16>(), d_w.as<bf16>(), d_bias.as<bf16>(),
+                          d_res.as<bf16>(), BT, C, OC, lt(), stream());
+  sync();
+  EXPECT_TRUE(all_close("out (in place)", from_device_bf16(d_res, BT * OC), ref, kAtol, kRtol));
+}
+
 TEST_F(CudaGemm, Fp32OutputMatchesCpu) {
   const auto inp = rounded_bf16(random_vector(BT * C, 4));
   const auto w = rounded_bf16(random_vector(OC * C, 5));
@@ -111,8 +134,30 @@ TEST_F(CudaGemm, BackwardAccumulatesLikeCpu) {
   EXPECT_TRUE(all_close("dinp overwritten", from_device_bf16(d_dinp, BT * C), fresh, kAtol, kRtol));
 }
 
+// Both bias-gradient kernels against a double-precision column sum: 16-byte aligned rows
+// (OC % 8 == 0: the two-stage kernel, with OC not a multiple of its 256-column groups and
+// more rows than its splits) and odd OC (the one-block-per-32-columns kernel).
+TEST_F(CudaGemm, BiasGradientMatchesColumnSumsOnBothPaths) {
+  for (const int cols : {776, 75}) {
+    SCOPED_TRACE(::testing::Message() << "OC " << cols);
+    const int rows = 3001;
+    const auto dout = rounded_bf16(random_vector(rows * cols, 21));
+    std::vector<double> want(cols, 0.0);
+    auto got0 = random_vector(cols, 22, -0.1f, 0.1f);  // prefilled: the kernel adds
+    for (int c = 0; c < cols; ++c) want[c] = got0[c];
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) want[c] += dout[r * cols + c];
+    auto d_dout = to_device_bf16(dout), d_db = to_device(got0);
+    matmul_backward(nullptr, nullptr, d_db.as<float>(), d_dout.as<bf16>(), nullptr, nullptr, rows,
+                    8, cols, lt(), stream());
+    sync();
+    // 3001 terms in [-1, 1) summed in fp32 in some fixed order: |error| <~ 3001 * 2^-24 * 30.
+    EXPECT_TRUE(all_close("dbias", from_device<float>(d_db, cols), want, 1e-3, 1e-5));
+  }
+}
+
 TEST_F(CudaGemm, BiasGradientIsBitIdenticalAcrossRuns) {
-  const int rows = 1000, cols = 72;  // rows > the 32 row-strides of the reduction
+  const int rows = 1000, cols = 72;  // rows > the row strides and splits of either kernel
   auto d_dout = to_device_bf16(random_vector(rows * cols, 13));
   DeviceBuffer a(cols * sizeof(float)), b(cols * sizeof(float));
   CUDA_CHECK(cudaMemsetAsync(a.get(), 0, a.bytes(), stream()));

@@ -1,14 +1,17 @@
 // LayerNorm forward (optionally with the residual add fused in) and backward; see
-// layernorm.h. Forward: one warp per row, two passes over the row for mean then variance
-// (numerically safer than E[x^2] - E[x]^2), a third to write. Backward: one block per
-// group of rows; thread t owns columns t, t + 256, ... so its dinp elements and its
-// per-block dweight/dbias partials need no atomics; a second kernel adds the partials in
-// block order.
+// layernorm.h. Forward: one warp per row; with 16-byte aligned rows (C % 8 == 0) the row sits
+// in the lanes' registers (read once, mean then variance from there); otherwise two passes
+// over memory for mean then variance (numerically safer than E[x^2] - E[x]^2), a third to
+// write. Backward: with aligned rows one warp per row, its dweight/dbias terms in per-warp
+// shared-memory accumulators; otherwise one block per group of rows, thread t owning columns
+// t, t + 256, .... Either way each block writes one partial, with no atomics, and a second
+// kernel adds the partials in block order.
 #include "kernels/cuda/layernorm.h"
 
 #include <cstdint>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cuda/cuda_check.h"
@@ -70,6 +73,96 @@ __global__ void layernorm_forward_kernel(bf16* __restrict__ out, float* __restri
     rstd[row] = s;
   }
 }
+
+// The same forward with 16-byte accesses, for C % 8 == 0 and 16-byte aligned tensors: one warp
+// per row, lane l owns the column vectors l, l + 32, ... (kSlots of them), so the row is read
+// once into registers and the mean, the variance and the output all come from there.
+template <int kSlots>
+__global__ void __launch_bounds__(kForwardWarps * device::kWarpSize)
+    layernorm_forward_vector_kernel(bf16* __restrict__ out, float* __restrict__ mean,
+                                    float* __restrict__ rstd, bf16* residual, const bf16* inp1,
+                                    const bf16* inp2, const bf16* __restrict__ weight,
+                                    const bf16* __restrict__ bias, int BT, int C) {
+  constexpr int kV = device::kBf16PerVector;
+  const int lane = threadIdx.x % device::kWarpSize;
+  const int row = blockIdx.x * kForwardWarps + threadIdx.x / device::kWarpSize;
+  if (row >= BT) return;
+  const std::int64_t base = static_cast<std::int64_t>(row) * C;
+  const int vectors = C / kV;
+  float x[kSlots][kV];
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kSlots; ++k) {
+    const int v = lane + k * device::kWarpSize;
+    if (v >= vectors) continue;
+    device::load8(inp1 + base + v * kV, x[k]);
+    if (inp2 != nullptr) {
+      // residual = bf16(inp1 + inp2), normalised as rounded (what the backward will read);
+      // it may alias inp1 or inp2: this lane read the vector before writing it.
+      float y[kV];
+      device::load8(inp2 + base + v * kV, y);
+#pragma unroll
+      for (int e = 0; e < kV; ++e) x[k][e] = device::to_f32(device::to_bf16(x[k][e] + y[e]));
+      device::store8(residual + base + v * kV, x[k]);
+    }
+#pragma unroll
+    for (int e = 0; e < kV; ++e) sum += x[k][e];
+  }
+  const float m = device::warp_sum(sum) / C;
+  float var = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kSlots; ++k) {
+    if (lane + k * device::kWarpSize >= vectors) continue;
+#pragma unroll
+    for (int e = 0; e < kV; ++e) {
+      const float d = x[k][e] - m;
+      var += d * d;
+    }
+  }
+  const float s = rsqrtf(device::warp_sum(var) / C + kEps);
+#pragma unroll
+  for (int k = 0; k < kSlots; ++k) {
+    const int v = lane + k * device::kWarpSize;
+    if (v >= vectors) continue;
+    float w[kV], b[kV];
+    device::load8(weight + v * kV, w);
+    device::load8(bias + v * kV, b);
+#pragma unroll
+    for (int e = 0; e < kV; ++e) x[k][e] = (x[k][e] - m) * s * w[e] + b[e];
+    device::store8(out + base + v * kV, x[k]);
+  }
+  if (lane == 0) {
+    mean[row] = m;
+    rstd[row] = s;
+  }
+}
+
+// The vector kernels' register slots (16-byte vectors per lane) for C columns: the smallest
+// power of two that holds a row, or 0 when C is not a multiple of 8 or exceeds 32 * 8 * 16.
+constexpr int kMaxVectorSlots = 16;
+int vector_slots(int C) {
+  if (C % device::kBf16PerVector != 0) return 0;
+  const int per_lane = static_cast<int>(
+      device::ceil_div(C / device::kBf16PerVector, device::kWarpSize));
+  for (int slots = 1; slots <= kMaxVectorSlots; slots *= 2) {
+    if (per_lane <= slots) return slots;
+  }
+  return 0;
+}
+
+// Calls f(std::integral_constant<int, slots>) for slots in {1, 2, 4, 8, 16}.
+template <class F>
+void with_slots(int slots, F&& f) {
+  switch (slots) {
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    case 8: f(std::integral_constant<int, 8>{}); break;
+    default: f(std::integral_constant<int, kMaxVectorSlots>{}); break;
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 // Sums a and b over the block (256 threads) in a fixed order; every thread gets the totals.
 __device__ void block_sum2(float& a, float& b) {
@@ -133,74 +226,96 @@ __global__ void layernorm_backward_kernel(bf16* __restrict__ dinp, float* __rest
   }
 }
 
-// The same backward with 16-byte accesses, for C % 8 == 0 and C <= 8 * kBackwardThreads *
-// kMaxVectorsPerThread: thread t always owns the column vectors t, t + kBackwardThreads, ...,
-// so it keeps a row's values in registers between the two passes and its dweight/dbias
-// partials in registers across rows (written once at the end). Rows are visited in the same
-// order as the scalar kernel, so each column's partial sums in the same order.
-constexpr int kMaxVectorsPerThread = 2;
-__global__ void __launch_bounds__(kBackwardThreads)
-    layernorm_backward_vector_kernel(bf16* __restrict__ dinp, float* __restrict__ partial,
-                                     const bf16* __restrict__ dout, const bf16* __restrict__ inp,
-                                     const bf16* __restrict__ weight,
-                                     const float* __restrict__ mean,
-                                     const float* __restrict__ rstd, int BT, int C) {
+// The same backward with 16-byte accesses, for the shapes the vector forward takes: one warp
+// per row (no block-wide syncs inside the row loop), lane l owning the column vectors l,
+// l + 32, ..., which it keeps in registers between the row's two passes. Each warp adds its
+// rows' dweight/dbias terms into its own shared-memory accumulators (column c = 8 v + e at
+// [e][v]: conflict-free), and at the end the block adds its warps' accumulators in warp
+// order into its partial. Every column is summed in an order fixed by the shapes alone.
+constexpr int kBackwardWarps = 4;  // rows in flight per block
+constexpr int kBackwardWarpBlocksMax = 528;  // 4 x 132 SMs: every warp sees ~8 rows of 16384
+
+std::size_t backward_warp_smem_bytes(int C) {
+  return static_cast<std::size_t>(kBackwardWarps) * 2 * C * sizeof(float);
+}
+
+template <int kSlots>
+__global__ void __launch_bounds__(kBackwardWarps * device::kWarpSize)
+    layernorm_backward_warp_kernel(bf16* __restrict__ dinp, float* __restrict__ partial,
+                                   const bf16* __restrict__ dout, const bf16* __restrict__ inp,
+                                   const bf16* __restrict__ weight,
+                                   const float* __restrict__ mean,
+                                   const float* __restrict__ rstd, int BT, int C) {
+  extern __shared__ float accumulators[];  // [warp][dweight, dbias][e][v]
   constexpr int kV = device::kBf16PerVector;
-  constexpr int kK = kMaxVectorsPerThread;
+  const int lane = threadIdx.x % device::kWarpSize;
+  const int warp = threadIdx.x / device::kWarpSize;
   const int vectors = C / kV;
-  float dw[kK][kV] = {};
-  float db[kK][kV] = {};
-  for (int row = blockIdx.x; row < BT; row += gridDim.x) {
+  float* dw = accumulators + static_cast<std::int64_t>(warp) * 2 * C;
+  float* db = dw + C;
+  for (int c = lane; c < 2 * C; c += device::kWarpSize) dw[c] = 0.0f;  // this warp's own
+  __syncwarp();  // other lanes of the warp add into what this lane zeroed
+  for (int row = blockIdx.x * kBackwardWarps + warp; row < BT; row += gridDim.x * kBackwardWarps) {
     const std::int64_t base = static_cast<std::int64_t>(row) * C;
     const float m = mean[row];
     const float s = rstd[row];
-    float dy[kK][kV], xhat[kK][kV], w[kK][kV];
+    uint4 dy_raw[kSlots], x_raw[kSlots];
+#pragma unroll
+    for (int k = 0; k < kSlots; ++k) {
+      const int v = lane + k * device::kWarpSize;
+      if (v >= vectors) continue;
+      dy_raw[k] = *reinterpret_cast<const uint4*>(dout + base + v * kV);
+      x_raw[k] = *reinterpret_cast<const uint4*>(inp + base + v * kV);
+    }
+    // dx = rstd * (g - mean_c(g) - xhat * mean_c(g * xhat)), g = dout * weight.
     float g_sum = 0.0f;
     float gx_sum = 0.0f;
 #pragma unroll
-    for (int k = 0; k < kK; ++k) {
-      const int v = threadIdx.x + k * kBackwardThreads;
+    for (int k = 0; k < kSlots; ++k) {
+      const int v = lane + k * device::kWarpSize;
       if (v >= vectors) continue;
-      device::load8(dout + base + v * kV, dy[k]);
-      device::load8(inp + base + v * kV, xhat[k]);
-      device::load8(weight + v * kV, w[k]);
+      const bf16* dy = reinterpret_cast<const bf16*>(&dy_raw[k]);
+      const bf16* x = reinterpret_cast<const bf16*>(&x_raw[k]);
+      float w[kV];
+      device::load8(weight + v * kV, w);
 #pragma unroll
       for (int e = 0; e < kV; ++e) {
-        xhat[k][e] = (xhat[k][e] - m) * s;
-        const float g = dy[k][e] * w[k][e];
+        const float g = device::to_f32(dy[e]) * w[e];
         g_sum += g;
-        gx_sum += g * xhat[k][e];
+        gx_sum += g * ((device::to_f32(x[e]) - m) * s);
       }
     }
-    block_sum2(g_sum, gx_sum);
-    const float g_mean = g_sum / C;
-    const float gx_mean = gx_sum / C;
+    const float g_mean = device::warp_sum(g_sum) / C;
+    const float gx_mean = device::warp_sum(gx_sum) / C;
 #pragma unroll
-    for (int k = 0; k < kK; ++k) {
-      const int v = threadIdx.x + k * kBackwardThreads;
+    for (int k = 0; k < kSlots; ++k) {
+      const int v = lane + k * device::kWarpSize;
       if (v >= vectors) continue;
-      float acc[kV];
+      const bf16* dy = reinterpret_cast<const bf16*>(&dy_raw[k]);
+      const bf16* x = reinterpret_cast<const bf16*>(&x_raw[k]);
+      float w[kV], acc[kV];
+      device::load8(weight + v * kV, w);
       device::load8(dinp + base + v * kV, acc);
 #pragma unroll
       for (int e = 0; e < kV; ++e) {
-        acc[e] += s * (dy[k][e] * w[k][e] - g_mean - xhat[k][e] * gx_mean);
-        dw[k][e] += dy[k][e] * xhat[k][e];
-        db[k][e] += dy[k][e];
+        const float d = device::to_f32(dy[e]);
+        const float xhat = (device::to_f32(x[e]) - m) * s;
+        acc[e] += s * (d * w[e] - g_mean - xhat * gx_mean);
+        dw[e * vectors + v] += d * xhat;  // column 8 v + e belongs to this lane alone
+        db[e * vectors + v] += d;
       }
       device::store8(dinp + base + v * kV, acc);
     }
   }
-  float* dw_part = partial + static_cast<std::int64_t>(blockIdx.x) * 2 * C;
-  float* db_part = dw_part + C;
-#pragma unroll
-  for (int k = 0; k < kK; ++k) {
-    const int v = threadIdx.x + k * kBackwardThreads;
-    if (v >= vectors) continue;
-#pragma unroll
-    for (int e = 0; e < kV; ++e) {
-      dw_part[v * kV + e] = dw[k][e];
-      db_part[v * kV + e] = db[k][e];
-    }
+  __syncthreads();
+  float* out = partial + static_cast<std::int64_t>(blockIdx.x) * 2 * C;
+  for (int i = threadIdx.x; i < 2 * C; i += blockDim.x) {
+    const int half = i / C;  // 0: dweight, 1: dbias
+    const int c = i % C;
+    const int slot = half * C + (c % kV) * vectors + c / kV;
+    float total = 0.0f;
+    for (int w = 0; w < kBackwardWarps; ++w) total += accumulators[w * 2 * C + slot];
+    out[i] = total;
   }
 }
 
@@ -254,8 +369,20 @@ void launch_forward(bf16* out, float* mean, float* rstd, bf16* residual, const b
                     const bf16* inp2, const bf16* weight, const bf16* bias, int BT, int C,
                     cudaStream_t stream) {
   const int grid = static_cast<int>(device::ceil_div(BT, kForwardWarps));
-  layernorm_forward_kernel<<<grid, kForwardWarps * device::kWarpSize, 0, stream>>>(
-      out, mean, rstd, residual, inp1, inp2, weight, bias, BT, C);
+  const int slots = vector_slots(C);
+  const bool vector_path = slots > 0 && aligned16(out) && aligned16(inp1) && aligned16(weight) &&
+                           aligned16(bias) && (inp2 == nullptr || (aligned16(inp2) &&
+                                                                   aligned16(residual)));
+  if (vector_path) {
+    with_slots(slots, [&](auto k) {
+      layernorm_forward_vector_kernel<decltype(k)::value>
+          <<<grid, kForwardWarps * device::kWarpSize, 0, stream>>>(out, mean, rstd, residual,
+                                                                  inp1, inp2, weight, bias, BT, C);
+    });
+  } else {
+    layernorm_forward_kernel<<<grid, kForwardWarps * device::kWarpSize, 0, stream>>>(
+        out, mean, rstd, residual, inp1, inp2, weight, bias, BT, C);
+  }
   CUDA_CHECK_LAUNCH();
 }
 
@@ -303,14 +430,21 @@ void layernorm_backward(bf16* dinp, float* dweight, float* dbias, const bf16* do
   detail::require_tensor(kName, "scratch", scratch);
   detail::require_positive(kName, "BT", BT);
   detail::require_positive(kName, "C", C);
-  const int blocks = backward_blocks(BT);
-  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  const bool vector_path = C % device::kBf16PerVector == 0 &&
-                           C <= device::kBf16PerVector * kBackwardThreads * kMaxVectorsPerThread &&
-                           aligned(dinp) && aligned(dout) && aligned(inp) && aligned(weight);
+  const int slots = vector_slots(C);
+  const bool vector_path = slots > 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp) &&
+                           aligned16(weight);
+  int blocks = backward_blocks(BT);  // partials written; never more than the scratch holds
   if (vector_path) {
-    layernorm_backward_vector_kernel<<<blocks, kBackwardThreads, 0, stream>>>(
-        dinp, scratch, dout, inp, weight, mean, rstd, BT, C);
+    blocks = static_cast<int>(std::min<std::int64_t>(
+        {device::ceil_div(BT, kBackwardWarps), kBackwardWarpBlocksMax, blocks}));
+    const std::size_t smem = backward_warp_smem_bytes(C);
+    with_slots(slots, [&](auto k) {
+      const auto kernel = layernorm_backward_warp_kernel<decltype(k)::value>;
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(smem)));
+      kernel<<<blocks, kBackwardWarps * device::kWarpSize, smem, stream>>>(
+          dinp, scratch, dout, inp, weight, mean, rstd, BT, C);
+    });
   } else {
     layernorm_backward_kernel<<<blocks, kBackwardThreads, 0, stream>>>(dinp, scratch, dout, inp,
                                                                        weight, mean, rstd, BT, C);

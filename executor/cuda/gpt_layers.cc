@@ -4,7 +4,6 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/gelu.h"
 #include "kernels/cuda/gemm.h"
@@ -71,8 +70,8 @@ void layer_forward(const GptKernels& k, const LayerWeights& w, const bf16* x, bf
   s.gelu = k.bf16s(nf, "act/gelu_out");
   kc::matmul_forward(s.gelu.as<bf16>(), s.ln2_out.as<bf16>(), w.fc_w, w.fc_b, BT, d.C, d.F,
                      k.lt(), st, kc::GemmActivation::kGelu, s.pre_gelu.as<bf16>());
-  kc::matmul_forward(y, s.gelu.as<bf16>(), w.fc2_w, w.fc2_b, BT, d.F, d.C, k.lt(), st);
-  kc::residual_forward(y, s.resid.as<bf16>(), y, n, st);
+  kc::matmul_forward_residual(y, s.gelu.as<bf16>(), w.fc2_w, w.fc2_b, s.resid.as<bf16>(), BT,
+                              d.F, d.C, k.lt(), st);
 }
 
 void layer_backward(const GptKernels& k, const LayerWeights& w, const LayerGrads& g,
@@ -104,10 +103,10 @@ void layer_backward(const GptKernels& k, const LayerWeights& w, const LayerGrads
     DeviceBlock datt = k.bf16s(n, "backward_scratch");
     kc::matmul_backward(datt.as<bf16>(), g.proj_w, g.proj_b, dres, s.att.as<bf16>(), w.proj_w,
                         BT, d.C, d.C, k.lt(), st, /*overwrite_dinp=*/true);
-    DeviceBlock dqkv = k.pool().allocate(3 * n * kBf16, "backward_scratch");  // zeroed: += below
+    DeviceBlock dqkv = k.bf16s(3 * n, "backward_scratch");  // every element written below
     kc::attention_backward(dqkv.as<bf16>(), k.attention_scratch(), datt.as<bf16>(),
                            s.qkv.as<bf16>(), s.att.as<bf16>(), s.lse.as<float>(), d.B, d.T, d.C,
-                           d.NH, st);
+                           d.NH, st, /*overwrite=*/true);
     datt.reset();
     s.att.reset();
     s.lse.reset();
@@ -152,10 +151,8 @@ void head_forward(const GptKernels& k, const bf16* x, const bf16* lnf_w, const b
                      st);
   DeviceBlock row_max = k.floats(BT, "forward_scratch");
   DeviceBlock row_lse = k.floats(BT, "forward_scratch");
-  kc::cross_entropy_forward(losses, row_max.as<float>(), row_lse.as<float>(), logits.as<bf16>(),
-                            targets, BT, d.V, st, d.Vp);
-  kc::cross_entropy_backward(logits.as<bf16>(), dlosses, logits.as<bf16>(), row_lse.as<float>(),
-                             targets, BT, d.V, st, d.Vp);
+  kc::cross_entropy_forward_backward(losses, row_max.as<float>(), row_lse.as<float>(),
+                                     logits.as<bf16>(), dlosses, targets, BT, d.V, st, d.Vp);
   s.lnf_dout = k.bf16s(d.act(), "act/lnf_dout");
   kc::matmul_backward(s.lnf_dout.as<bf16>(), dwte, nullptr, logits.as<bf16>(), lnf_out.as<bf16>(),
                       wte, BT, d.C, d.Vp, k.lt(), st, /*overwrite_dinp=*/true);

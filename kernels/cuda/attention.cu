@@ -17,7 +17,8 @@
 //            dS = P (dP - D), dQ += dS K.
 // dK/dV and dQ both recompute P (the forward's exponentials twice) in exchange for no atomics:
 // each gradient element has one owning thread and a fixed summation order, so the backward
-// is bit-reproducible. Gradients are added onto dqkv as bf16(float(dqkv) + grad).
+// is bit-reproducible. Gradients are added onto dqkv as bf16(float(dqkv) + grad), or written
+// as bf16(grad) in overwrite mode.
 // Masks: keys after the query, and rows/columns >= T (tiles are zero-filled past T). Only
 // tiles that touch the diagonal or the end of the sequence evaluate the mask.
 #include "kernels/cuda/attention.h"
@@ -156,10 +157,12 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(device::kFullMask, x, 2);
 }
 
-// dst (bf16x2 at row, col) = bf16(float(dst) + (lo, hi) * mul).
-__device__ __forceinline__ void accumulate_pair(bf16* dst, float lo, float hi, float mul) {
+// dst (bf16x2 at row, col) = bf16(float(dst) + (lo, hi) * mul), or bf16((lo, hi) * mul)
+// when !accumulate (a fresh gradient buffer: no read, and no zeroing pass before).
+__device__ __forceinline__ void accumulate_pair(bf16* dst, float lo, float hi, float mul,
+                                                bool accumulate) {
   __nv_bfloat162* p = reinterpret_cast<__nv_bfloat162*>(dst);
-  const float2 old = __bfloat1622float2(*p);
+  const float2 old = accumulate ? __bfloat1622float2(*p) : make_float2(0.0f, 0.0f);
   *p = __floats2bfloat162_rn(old.x + lo * mul, old.y + hi * mul);
 }
 
@@ -408,7 +411,7 @@ template <int HS>
 __global__ void __launch_bounds__(kThreads)
     attention_dkdv_kernel(bf16* __restrict__ dqkv, const bf16* __restrict__ dout,
                           const bf16* __restrict__ qkv, const float* __restrict__ lse,
-                          const float* __restrict__ D, Layout L) {
+                          const float* __restrict__ D, Layout L, bool accumulate) {
   using Cfg = BwdConfig<HS>;
   constexpr int kStride = Cfg::kStride;
   constexpr int kQ = Cfg::kCols;     // queries per streamed tile
@@ -573,8 +576,8 @@ __global__ void __launch_bounds__(kThreads)
     bf16* dv_row = dk_row + L.C;
 #pragma unroll
     for (int nt = 0; nt < kDTiles; ++nt) {
-      accumulate_pair(dk_row + nt * 8, dk[nt][2 * r], dk[nt][2 * r + 1], scale);
-      accumulate_pair(dv_row + nt * 8, dv[nt][2 * r], dv[nt][2 * r + 1], 1.0f);
+      accumulate_pair(dk_row + nt * 8, dk[nt][2 * r], dk[nt][2 * r + 1], scale, accumulate);
+      accumulate_pair(dv_row + nt * 8, dv[nt][2 * r], dv[nt][2 * r + 1], 1.0f, accumulate);
     }
   }
 }
@@ -583,7 +586,7 @@ template <int HS>
 __global__ void __launch_bounds__(kThreads)
     attention_dq_kernel(bf16* __restrict__ dqkv, const bf16* __restrict__ dout,
                         const bf16* __restrict__ qkv, const float* __restrict__ lse,
-                        const float* __restrict__ D, Layout L) {
+                        const float* __restrict__ D, Layout L, bool accumulate) {
   using Cfg = BwdConfig<HS>;
   constexpr int kStride = Cfg::kStride;
   constexpr int kK = Cfg::kCols;    // keys per streamed tile
@@ -711,7 +714,7 @@ __global__ void __launch_bounds__(kThreads)
     bf16* dq_row = dqkv + L.q(b, row, h) + 2 * c;
 #pragma unroll
     for (int nt = 0; nt < kDTiles; ++nt)
-      accumulate_pair(dq_row + nt * 8, dq[nt][2 * r], dq[nt][2 * r + 1], scale);
+      accumulate_pair(dq_row + nt * 8, dq[nt][2 * r], dq[nt][2 * r + 1], scale, accumulate);
   }
 }
 
@@ -766,7 +769,7 @@ void launch_forward(bf16* out, float* lse, const bf16* qkv, int B, const Layout&
 template <int HS>
 void launch_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv,
                      const bf16* out, const float* lse, int B, const Layout& L,
-                     cudaStream_t stream) {
+                     bool accumulate, cudaStream_t stream) {
   constexpr int kBytes = BwdConfig<HS>::kSmemBytes;
   const int rowsum_grid = static_cast<int>(
       device::ceil_div(static_cast<std::int64_t>(B) * L.T * L.NH, kRowsumWarps));
@@ -776,10 +779,11 @@ void launch_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* q
   const dim3 grid = tile_grid(B, L.T, L.NH);
   set_smem(attention_dkdv_kernel<HS>, kBytes);
   attention_dkdv_kernel<HS><<<grid, kThreads, kBytes, stream>>>(dqkv, dout, qkv, lse, scratch,
-                                                                 L);
+                                                                 L, accumulate);
   CUDA_CHECK_LAUNCH();
   set_smem(attention_dq_kernel<HS>, kBytes);
-  attention_dq_kernel<HS><<<grid, kThreads, kBytes, stream>>>(dqkv, dout, qkv, lse, scratch, L);
+  attention_dq_kernel<HS><<<grid, kThreads, kBytes, stream>>>(dqkv, dout, qkv, lse, scratch, L,
+                                                               accumulate);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -808,7 +812,7 @@ std::int64_t attention_backward_scratch_floats(int B, int T, int NH) {
 
 void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv,
                         const bf16* out, const float* lse, int B, int T, int C, int NH,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, bool overwrite) {
   constexpr const char* kName = "attention_backward";
   detail::require_tensor(kName, "dqkv", dqkv);
   detail::require_tensor(kName, "scratch", scratch);
@@ -823,9 +827,9 @@ void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16
   require_aligned(kName, "out", out);
   const Layout L{T, C, NH, C / NH};
   if (L.HS == 64) {
-    launch_backward<64>(dqkv, scratch, dout, qkv, out, lse, B, L, stream);
+    launch_backward<64>(dqkv, scratch, dout, qkv, out, lse, B, L, !overwrite, stream);
   } else {
-    launch_backward<128>(dqkv, scratch, dout, qkv, out, lse, B, L, stream);
+    launch_backward<128>(dqkv, scratch, dout, qkv, out, lse, B, L, !overwrite, stream);
   }
 }
 

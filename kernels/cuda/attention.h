@@ -29,11 +29,12 @@ void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int
 // same count as the CPU backward's scratch).
 std::int64_t attention_backward_scratch_floats(int B, int T, int NH);
 
-// dqkv: (B, T, 3*C) += gradient (ACCUMULATES into the q, k and v parts).
+// dqkv: (B, T, 3*C) += gradient (ACCUMULATES into the q, k and v parts), or = gradient with
+// overwrite (every element of dqkv is written: no zeroed buffer needed).
 // dout, out: (B, T, C) (out from attention_forward); qkv: (B, T, 3*C); lse: (B, NH, T);
 // scratch: attention_backward_scratch_floats(B, T, NH) floats, contents ignored.
 void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv,
                         const bf16* out, const float* lse, int B, int T, int C, int NH,
-                        cudaStream_t stream);
+                        cudaStream_t stream, bool overwrite = false);
 
 }  // namespace strata::kernels::cuda

@@ -92,6 +92,19 @@ TEST_P(CudaAttention, ForwardAndBackwardMatchCpu) {
   // the tensor-core products and bf16 dqkv: errors of ~2^-9 relative on terms of size ~1,
   // random in sign, summed over up to T keys; 3e-2 absolute.
   EXPECT_TRUE(all_close("dqkv", from_device_bf16(d_dqkv, B * T * 3 * C), dqkv, 3e-2, 2e-2));
+
+  // overwrite: the prefilled values are ignored, every element written (the CPU from zeros;
+  // the buffer is first filled with NaN so a missed element shows).
+  std::vector<float> fresh(dqkv.size(), 0.0f);
+  cpu::attention_backward(fresh.data(), cpu_scratch.data(), dout.data(), qkv.data(),
+                          probs.data(), B, T, C, NH);
+  auto d_fresh = to_device_bf16(std::vector<float>(dqkv.size(), NAN));
+  attention_backward(d_fresh.as<bf16>(), d_scratch.as<float>(), d_dout.as<bf16>(),
+                     d_qkv.as<bf16>(), d_out.as<bf16>(), d_lse.as<float>(), B, T, C, NH,
+                     stream(), /*overwrite=*/true);
+  sync();
+  EXPECT_TRUE(all_close("dqkv overwritten", from_device_bf16(d_fresh, B * T * 3 * C), fresh,
+                        3e-2, 2e-2));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,

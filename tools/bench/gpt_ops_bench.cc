@@ -152,40 +152,50 @@ int main(int argc, char** argv) {
     time_op("fc matmul+bias (no gelu)", mm(BT, C, F), 0, 0, [&] {
       kc::matmul_forward(h.as<bf16>(), z.as<bf16>(), w_fc.as<bf16>(), bias.as<bf16>(), BT, C, F, lt, st);
     });
-    time_op("fc2 matmul+bias", mm(BT, F, C), 0, layer, [&] {
+    time_op("fc2 matmul+bias", mm(BT, F, C), 0, 0, [&] {
       kc::matmul_forward(y.as<bf16>(), h.as<bf16>(), w_fc2.as<bf16>(), bias.as<bf16>(), BT, F, C, lt, st);
     });
-    time_op("residual add", 0, 3 * a, layer, [&] {
+    time_op("residual add", 0, 3 * a, 0, [&] {
       kc::residual_forward(y.as<bf16>(), x.as<bf16>(), y.as<bf16>(), n, st);
     });
+    time_op("fc2 matmul+bias+residual", mm(BT, F, C), 0, layer, [&] {
+      kc::matmul_forward_residual(y.as<bf16>(), h.as<bf16>(), w_fc2.as<bf16>(), bias.as<bf16>(),
+                                  x.as<bf16>(), BT, F, C, lt, st);
+    });
     // Head (forward_s holds its backward too)
-    time_op("logits matmul (V)", mm(BT, C, V), 0, head, [&] {
+    time_op("logits matmul (V)", mm(BT, C, V), 0, 0, [&] {
       kc::matmul_forward(logits.as<bf16>(), z.as<bf16>(), wte.as<bf16>(), nullptr, BT, C, V, lt, st);
     });
-    time_op("logits matmul (V padded)", mm(BT, C, Vp), 0, 0, [&] {
+    time_op("logits matmul (V padded)", mm(BT, C, Vp), 0, head, [&] {
       kc::matmul_forward(logits.as<bf16>(), z.as<bf16>(), wte.as<bf16>(), nullptr, BT, C, Vp, lt, st);
     });
-    time_op("cross-entropy forward", 0, 2.0 * BT * V, head, [&] {
+    time_op("cross-entropy forward", 0, 2.0 * BT * V, 0, [&] {
       kc::cross_entropy_forward(losses.as<float>(), row_max.as<float>(), row_lse.as<float>(),
                                 logits.as<bf16>(), targets.as<std::int32_t>(), BT, V, st);
     });
-    time_op("cross-entropy backward", 0, 4.0 * BT * V, head, [&] {
+    time_op("cross-entropy backward", 0, 4.0 * BT * V, 0, [&] {
       kc::cross_entropy_backward(logits.as<bf16>(), dlosses.as<float>(), logits.as<bf16>(),
                                  row_lse.as<float>(), targets.as<std::int32_t>(), BT, V, st);
     });
-    time_op("logits dinp (V)", mm(BT, C, V), 0, head, [&] {
+    time_op("cross-entropy fwd+bwd (one pass)", 0, 4.0 * BT * V, head, [&] {
+      kc::cross_entropy_forward_backward(losses.as<float>(), row_max.as<float>(),
+                                         row_lse.as<float>(), logits.as<bf16>(),
+                                         dlosses.as<float>(), targets.as<std::int32_t>(), BT, V,
+                                         st, Vp);
+    });
+    time_op("logits dinp (V)", mm(BT, C, V), 0, 0, [&] {
       kc::matmul_backward(z.as<bf16>(), nullptr, nullptr, logits.as<bf16>(), nullptr, wte.as<bf16>(),
                           BT, C, V, lt, st, true);
     });
-    time_op("logits dweight (V)", mm(BT, C, V), 0, head, [&] {
+    time_op("logits dweight (V)", mm(BT, C, V), 0, 0, [&] {
       kc::matmul_backward(nullptr, g_w.as<float>(), nullptr, logits.as<bf16>(), z.as<bf16>(), nullptr,
                           BT, C, V, lt, st);
     });
-    time_op("logits dinp (V padded)", mm(BT, C, Vp), 0, 0, [&] {
+    time_op("logits dinp (V padded)", mm(BT, C, Vp), 0, head, [&] {
       kc::matmul_backward(z.as<bf16>(), nullptr, nullptr, logits.as<bf16>(), nullptr, wte.as<bf16>(),
                           BT, C, Vp, lt, st, true);
     });
-    time_op("logits dweight (V padded)", mm(BT, C, Vp), 0, 0, [&] {
+    time_op("logits dweight (V padded)", mm(BT, C, Vp), 0, head, [&] {
       kc::matmul_backward(nullptr, g_w.as<float>(), nullptr, logits.as<bf16>(), z.as<bf16>(), nullptr,
                           BT, C, Vp, lt, st);
     });
@@ -196,7 +206,9 @@ int main(int argc, char** argv) {
     for (const auto& lin : linears) {
       const kc::DeviceBuffer& dout = lin.out == F ? pre : (lin.out == 3 * C ? dqkv : x);
       kc::DeviceBuffer& dinp = lin.in == F ? h : y;
-      time_op(std::string(lin.name) + " dinp", mm(BT, lin.in, lin.out), 0, layer, [&] {
+      // fc2's dinp runs fused with the GeLU backward in a step (below).
+      time_op(std::string(lin.name) + " dinp", mm(BT, lin.in, lin.out), 0,
+              lin.in == F ? 0 : layer, [&] {
         kc::matmul_backward(dinp.as<bf16>(), nullptr, nullptr, dout.as<bf16>(), nullptr,
                             lin.w->as<bf16>(), BT, lin.in, lin.out, lt, st, true);
       });
@@ -209,11 +221,11 @@ int main(int argc, char** argv) {
                             lin.in, lin.out, lt, st);
       });
     }
-    time_op("fc2 dinp+dgelu (fused)", mm(BT, F, C), 0, 0, [&] {
+    time_op("fc2 dinp+dgelu (fused)", mm(BT, F, C), 0, layer, [&] {
       kc::matmul_backward_dgelu(h.as<bf16>(), nullptr, nullptr, x.as<bf16>(), nullptr,
                                 w_fc2.as<bf16>(), pre.as<bf16>(), BT, F, C, lt, st);
     });
-    time_op("gelu backward", 0, 3 * af, layer, [&] {
+    time_op("gelu backward", 0, 3 * af, 0, [&] {
       kc::gelu_backward(h.as<bf16>(), pre.as<bf16>(), h.as<bf16>(), nf, st, false);
     });
     time_op("ln backward", 0, 4 * a, 2 * layer, [&] {
@@ -223,9 +235,9 @@ int main(int argc, char** argv) {
     });
     time_op("attention backward", 5.0 * B * NH * T * static_cast<double>(T) * (C / NH), 0, layer, [&] {
       kc::attention_backward(dqkv.as<bf16>(), att_scratch.as<float>(), z.as<bf16>(), qkv.as<bf16>(),
-                             y.as<bf16>(), lse.as<float>(), B, T, C, NH, st);
+                             y.as<bf16>(), lse.as<float>(), B, T, C, NH, st, /*overwrite=*/true);
     });
-    time_op("memset (BT, 3C) bf16", 0, 3 * a, layer, [&] {
+    time_op("memset (BT, 3C) bf16", 0, 3 * a, 0, [&] {
       CUDA_CHECK(cudaMemsetAsync(dqkv.get(), 0, static_cast<std::size_t>(3 * a), st));
     });
     double total = 0;

@@ -21,7 +21,19 @@ double cpu_compute_share(const ClusterSpec& cluster, const Profile* profile,
           ? static_cast<double>(profile->threads_per_rank)
           : 1.0;
   const double ranks = static_cast<double>(std::max<std::int64_t>(ranks_per_node, 1));
-  return std::min(1.0, static_cast<double>(cluster.host.cpu_cores) / (ranks * threads));
+  const double cores = static_cast<double>(cluster.host.cpu_cores);
+  const double share = std::min(1.0, cores / (ranks * threads));
+  // Contention among the busy cores (the profile's busy_cores_slowdown, measured with all of
+  // its busy_cores cores running kernels): 1 with one core busy, linear up to the measured
+  // figure, and that figure once every core is busy.
+  if (profile == nullptr || profile->busy_cores < 2 || !(profile->busy_cores_slowdown > 1.0)) {
+    return share;
+  }
+  const double measured_cores = static_cast<double>(profile->busy_cores);
+  const double busy = std::min({ranks * threads, cores, measured_cores});
+  const double slowdown =
+      1.0 + (profile->busy_cores_slowdown - 1.0) * (busy - 1.0) / (measured_cores - 1.0);
+  return share / slowdown;
 }
 
 DeviceRates device_rates(const ClusterSpec& cluster, const TrainSpec& train,

@@ -77,6 +77,10 @@ Profile Profile::from_json(const Json& json, const std::string& source) {
   }
   p.threads_per_rank = r.get_int_or("threads_per_rank", 0);
   r.require_non_negative("threads_per_rank", static_cast<double>(p.threads_per_rank));
+  p.busy_cores_slowdown = r.get_number_or("busy_cores_slowdown", 0.0);
+  r.require_non_negative("busy_cores_slowdown", p.busy_cores_slowdown);
+  p.busy_cores = r.get_int_or("busy_cores", 0);
+  r.require_non_negative("busy_cores", static_cast<double>(p.busy_cores));
   const Json& collectives = r.get_array("collectives");
   for (std::size_t i = 0; i < collectives.size(); ++i) {
     p.collectives.push_back(collective_from_json(
@@ -99,6 +103,8 @@ Json Profile::to_json() const {
   j["gemm"] = g;
   for (const RateField& f : kRates) j[f.key] = this->*f.field;
   j["threads_per_rank"] = threads_per_rank;
+  j["busy_cores_slowdown"] = busy_cores_slowdown;
+  j["busy_cores"] = busy_cores;
   Json c = Json::array();
   for (const CollectiveFit& f : collectives) {
     c.push_back(Json{{"op", f.op},

@@ -51,6 +51,11 @@ struct Profile {
   // CPU backend: the OpenMP/BLAS threads of one rank the kernel rates above were timed at
   // (0: not recorded, taken as 1). Ranks sharing a node's cores get a share of these rates.
   std::int64_t threads_per_rank = 0;
+  // CPU backend: how much slower those kernels ran with all busy_cores cores of the node
+  // running them at once than alone (>= 1 in practice; 0: not recorded, taken as 1). Ranks
+  // that keep n of the cores busy see a slowdown interpolated linearly from 1 at n = 1.
+  double busy_cores_slowdown = 0;
+  std::int64_t busy_cores = 0;
 
   static Profile from_json(const Json& json, const std::string& source);
   static Profile load(const std::string& path);

@@ -2,6 +2,10 @@
 """Close the loop on this machine: calibrate once, then for a matrix of tiny-model plans
 predict (with the profile), train for real (`strata run`), compare, and check the bounds.
 
+The loop's feedback: after the calibration, the --feedback-plans (default dp2-z0) run once
+with `strata run --update-profile`, which folds what the microbenchmarks miss into the
+profile (for ranks sharing the cores: the busy-cores slowdown), and only then does it predict.
+
 What it checks, per plan and over the matrix:
   step time   |predicted - measured median| / measured <= --step-bound (default 15%)
   memory      |predicted - measured peak device bytes| / measured <= --mem-bound (5%)
@@ -20,6 +24,7 @@ report.json and `strata compare --json`.
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -134,6 +139,11 @@ def main():
                     help="seconds to wait for that before running anyway")
     ap.add_argument("--retries", type=int, default=2,
                     help="runs again (after waiting) when other tasks were runnable during it")
+    ap.add_argument("--feedback-plans", default="dp2-z0",
+                    help="comma-separated plans of the matrix run once with --update-profile "
+                         "after the calibration, before any prediction: a run of several ranks "
+                         "fits the profile's busy_cores_slowdown, a one-rank run its "
+                         "op_overhead_s ('' for none)")
     ap.add_argument("--calibrate-args",
                     default="--threads 1 --model tiny --micro-batch 1 2 4 8 --tp 1 2 4",
                     help="extra arguments of `strata calibrate`")
@@ -157,7 +167,12 @@ def main():
     print(f"load average before: {load_average()} ({os.cpu_count()} cores)")
 
     profile = args.profile
-    if profile is None:
+    if profile is not None:  # the feedback runs below update a copy, never the caller's file
+        copy = os.path.join(args.work, "profile.json")
+        if os.path.abspath(profile) != os.path.abspath(copy):
+            shutil.copyfile(profile, copy)
+        profile = copy
+    else:
         profile = os.path.join(args.work, "profile.json")
         t0 = time.time()
         wait_for_quiet(args.quiet_limit, args.quiet_timeout)
@@ -166,12 +181,25 @@ def main():
         print(f"calibrated in {time.time() - t0:.0f} s: {profile}")
 
     spec = ["--model", "tiny", "--cluster", "local-cpu", "--train", "tiny"]
+    for name, fields in PLANS:
+        with open(os.path.join(args.work, f"{name}.plan.json"), "w") as f:
+            json.dump(dict(BASE_PLAN, **fields), f, indent=2)
+    # The loop's feedback: measured runs folded into the profile before it predicts anything.
+    feedback = [n for n in args.feedback_plans.split(",") if n]
+    unknown = [n for n in feedback if n not in dict(PLANS)]
+    if unknown:
+        sys.stderr.write(f"loop_accuracy: --feedback-plans: {unknown} not in {[n for n, _ in PLANS]}\n")
+        return 2
+    for name in feedback:
+        wait_for_quiet(args.quiet_limit, args.quiet_timeout)
+        out = run([args.strata, "run", "--plan", os.path.join(args.work, f"{name}.plan.json"),
+                   "--steps", str(args.steps), "--out", os.path.join(args.work, f"{name}.feedback"),
+                   "--profile", profile, "--update-profile", profile] + spec, log)
+        print("feedback " + name + ": " + (out.strip().splitlines() or [""])[-1])
+
     predicted = {}
     for name, fields in plans:
-        plan = dict(BASE_PLAN, **fields)
         path = os.path.join(args.work, f"{name}.plan.json")
-        with open(path, "w") as f:
-            json.dump(plan, f, indent=2)
         out = run([args.strata, "predict", "--json", "--profile", profile, "--plan", path] + spec,
                   log)
         with open(os.path.join(args.work, f"{name}.predicted.json"), "w") as f:

@@ -144,6 +144,20 @@ Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progre
     }
     layers = std::move(unique);
   }
+  if (options.busy_cores >= 2 && !layers.empty()) {
+    // First, before any multi-threaded kernel: the forked processes copy this one.
+    const LinearShape layer = layers.front().second;
+    steps.push_back({fmt::format("all {} cores busy ({}x{}x{} + GeLU)", options.busy_cores,
+                                 layer.BT, layer.C, layer.OC),
+                     2 * expected_s(2.0 * layer.BT * layer.C * layer.OC / kGuessFlopsPerS,
+                                    options.timing),
+                     [&profile, layer, &options] {
+                       ScopedThreads threads(options.kernel_threads);
+                       profile.busy_cores_slowdown = measure_busy_cores_slowdown(
+                           layer, options.busy_cores, options.timing);
+                       profile.busy_cores = options.busy_cores;
+                     }});
+  }
   for (const auto& named : layers) {
     const LinearShape layer = named.second;
     for (GemmPass pass : passes) {

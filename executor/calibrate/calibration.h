@@ -46,6 +46,7 @@ struct ComputeCalibrationOptions {
   std::int64_t copy_bytes = std::int64_t{1} << 28;
   int kernel_threads = 0;  // OpenMP and OpenBLAS threads for the kernels (0: leave as set)
   int adam_threads = 0;    // threads for cpu_adam_params_per_s (0: leave as set)
+  int busy_cores = 0;      // cores for busy_cores_slowdown (< 2: not measured)
 };
 
 // A GEMM of more FLOPs than this (the GPT-2 logits: 2 x 1024 x 768 x 50257 = 79 GFLOP)

@@ -86,6 +86,15 @@ double measure_attention_backward_flops_per_s(std::int64_t B, std::int64_t T, st
 double measure_layer_elementwise_backward_s(std::int64_t BT, std::int64_t C, std::int64_t F,
                                             const TimingOptions& timing);
 
+// How much slower one rank's kernels run when every core of the machine is busy with the same
+// work: seconds per call of (the layer's forward GEMM, then GeLU over its output) while
+// busy_cores - 1 forked processes run that loop too, over the seconds when it runs alone.
+// Ranks sharing a node contend for its memory bandwidth, caches and (on a VM) hardware
+// threads; the per-kernel rates above are timed alone. 1 when busy_cores < 2. Throws
+// std::system_error when fork or mmap fails (the children are stopped and reaped first).
+double measure_busy_cores_slowdown(const LinearShape& layer, int busy_cores,
+                                   const TimingOptions& timing);
+
 // AdamW parameters updated per second (adamw_update over n fp32 parameters, all cores).
 double measure_adamw_params_per_s(std::int64_t n, const TimingOptions& timing);
 

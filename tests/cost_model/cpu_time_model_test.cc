@@ -45,6 +45,25 @@ TEST(CpuShare, RanksShareTheNodesCores) {
   EXPECT_DOUBLE_EQ(cpu_compute_share(gpu, &one_thread, 8), 1.0);  // GPUs share nothing
 }
 
+// The busy-cores slowdown divides the share once two or more cores are busy, interpolated
+// linearly from 1 (one core busy) to the recorded figure (busy_cores busy).
+TEST(CpuShare, BusyCoresSlowEveryRankDown) {
+  ClusterSpec cpu = local_cpu();
+  Profile p;
+  p.threads_per_rank = 1;
+  p.busy_cores_slowdown = 1.5;
+  p.busy_cores = 2;
+  EXPECT_DOUBLE_EQ(cpu_compute_share(cpu, &p, 1), 1.0);          // one core busy: no slowdown
+  EXPECT_DOUBLE_EQ(cpu_compute_share(cpu, &p, 2), 1.0 / 1.5);    // both busy
+  EXPECT_DOUBLE_EQ(cpu_compute_share(cpu, &p, 4), 0.5 / 1.5);    // time-sliced and slowed
+  cpu.host.cpu_cores = 8;
+  p.busy_cores = 8;
+  // 4 of 8 cores busy: 1 + 0.5 x (4 - 1) / (8 - 1).
+  EXPECT_DOUBLE_EQ(cpu_compute_share(cpu, &p, 4), 1.0 / (1.0 + 0.5 * 3.0 / 7.0));
+  p.busy_cores_slowdown = 0.0;  // not recorded
+  EXPECT_DOUBLE_EQ(cpu_compute_share(cpu, &p, 4), 1.0);
+}
+
 TEST(CpuGemm, SamplesAreTakenAsMeasuredAndShared) {
   const ClusterSpec cpu = local_cpu();
   TrainSpec train;

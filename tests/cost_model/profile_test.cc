@@ -21,6 +21,7 @@ Json profile_json() {
     "nvme_read_bytes_per_s": 1e9, "nvme_write_bytes_per_s": 5e8,
     "cpu_adam_params_per_s": 2e8, "device_adam_params_per_s": 2e8,
     "op_overhead_s": 2e-6, "threads_per_rank": 1,
+    "busy_cores_slowdown": 1.25, "busy_cores": 2,
     "collectives": [{"op": "all_reduce", "link": "intra_node", "ranks": 4, "latency_s": 1e-5,
                      "bus_bandwidth_bytes_per_s": 3e9}]})");
 }
@@ -36,6 +37,8 @@ TEST(Profile, RoundTrips) {
   EXPECT_DOUBLE_EQ(p.op_overhead_s, 2e-6);
   EXPECT_DOUBLE_EQ(p.attention_backward_flops_per_s, 2e10);
   EXPECT_EQ(p.threads_per_rank, 1);
+  EXPECT_DOUBLE_EQ(p.busy_cores_slowdown, 1.25);
+  EXPECT_EQ(p.busy_cores, 2);
   EXPECT_EQ(p.to_json(), profile_json());
 }
 
@@ -68,6 +71,10 @@ TEST(Profile, ErrorPaths) {
   j["host_to_device_bytes_per_s"] = -1;
   expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
                             {"p.json", "host_to_device_bytes_per_s", "-1", ">= 0"});
+  j = profile_json();
+  j["busy_cores_slowdown"] = -0.5;
+  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
+                            {"p.json", "busy_cores_slowdown", "-0.5", ">= 0"});
   j = profile_json();
   j["gemm"][1]["k"] = 0;
   expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },

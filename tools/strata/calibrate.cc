@@ -101,6 +101,10 @@ void print_summary(std::ostream& out, const Profile& p, const std::string& path)
   out << fmt::format("attention backward: {}\n",
                      rate(p.attention_backward_flops_per_s, 1e9, "GFLOP/s"));
   out << fmt::format("kernels timed at {} thread(s) per rank\n", p.threads_per_rank);
+  if (p.busy_cores >= 2) {
+    out << fmt::format("with all {} cores busy, kernels run {:.2f}x slower\n", p.busy_cores,
+                       p.busy_cores_slowdown);
+  }
   out << fmt::format("adamw: {}\n", rate(p.cpu_adam_params_per_s, 1e6, "Mparams/s"));
   out << fmt::format("copy: {}\n", rate(p.host_to_device_bytes_per_s, 1e9, "GB/s"));
   for (const CollectiveFit& c : p.collectives) {
@@ -154,6 +158,7 @@ int run_calibrate(const CalibrateOptions& options, std::ostream& out) {
   compute.kernel_threads =
       options.threads > 0 ? options.threads : threads_per_rank(options.ranks, cores);
   compute.adam_threads = cores;
+  compute.busy_cores = cores;
 
   // Share of the bar per phase, roughly their share of the time.
   const bool collectives = options.ranks >= 2;

@@ -179,9 +179,53 @@ void print_predicted(const Validated& v, const StepReport& rep, const std::strin
 // --update-profile: the measured forward + backward against the prediction with the same
 // profile; the difference per op call goes into op_overhead_s (compute_model.h), written back
 // atomically. Rank 0 only, after the report is written.
+namespace {
+
+// Ranks of the plan that share one node's cores (the CPU backend runs a node's ranks on it).
+std::int64_t ranks_per_node(const Validated& v) {
+  return std::min<std::int64_t>(v.plan.world_size(), std::max<std::int64_t>(v.cluster.gpus_per_node, 1));
+}
+
+// Multi-rank CPU runs: the busy-cores slowdown S (Profile::busy_cores_slowdown, at all the
+// node's cores) that makes the predicted step time equal the measured one, by bisection on
+// S in [1, kMaxSlowdown] (the prediction grows with S). What the per-kernel rates, timed
+// alone, miss when ranks share a node (memory bandwidth, caches, hardware threads) thus
+// lands in the one term the time model has for it.
+constexpr double kMaxSlowdown = 4.0;
+double fit_busy_cores_slowdown(Profile profile, const Validated& v, double measured_step_s) {
+  profile.busy_cores = v.cluster.host.cpu_cores;
+  const auto predicted_s = [&](double slowdown) {
+    profile.busy_cores_slowdown = slowdown;
+    return predict(v.model, v.cluster, v.train, v.plan, &profile).step_time_s;
+  };
+  double lo = 1.0, hi = kMaxSlowdown;
+  if (predicted_s(lo) >= measured_step_s) return lo;
+  if (predicted_s(hi) <= measured_step_s) return hi;
+  for (int i = 0; i < 40; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (predicted_s(mid) < measured_step_s ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
+}  // namespace
+
 void update_profile(const std::string& path, const Validated& v, const StepReport& measured,
                     std::ostream& out) {
   Profile profile = Profile::load(path);
+  const std::int64_t threads = std::max<std::int64_t>(profile.threads_per_rank, 1);
+  if (v.cluster.backend == Backend::kCpu && v.cluster.host.cpu_cores >= 2 &&
+      ranks_per_node(v) * threads >= 2) {
+    const double old = profile.busy_cores_slowdown;
+    profile.busy_cores_slowdown = fit_busy_cores_slowdown(profile, v, measured.step_time_s);
+    profile.busy_cores = v.cluster.host.cpu_cores;
+    write_json_file(path, profile.to_json());
+    out << fmt::format("updated {}: busy_cores_slowdown {:.3g} -> {:.3g} at {} cores (step "
+                       "measured {:.4f} s over {} ranks)\n",
+                       path, old, profile.busy_cores_slowdown, profile.busy_cores,
+                       measured.step_time_s, v.plan.world_size());
+    return;
+  }
   const Prediction predicted = predict(v.model, v.cluster, v.train, v.plan, &profile);
   const double ops = static_cast<double>(v.plan.micro_batches(v.train)) *
                      static_cast<double>(v.model.layers / v.plan.pp) *

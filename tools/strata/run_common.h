@@ -28,7 +28,7 @@ struct RunOptions {
   std::string nvme_dir = "/tmp";  // offload to NVMe: where the run directory goes
   int prefetch_depth = 2;         // ZeRO-3 offloaded params: layers fetched ahead
   double device_budget_mib = 0;   // > 0: the device tier's budget instead of the cluster's
-  std::string update_profile;     // fold the measured compute into this profile's op_overhead_s
+  std::string update_profile;     // fold the measured step into this profile (see update_profile)
   std::string profile;            // the printed prediction uses this calibrated profile
   std::optional<std::string> backend;  // --backend cpu|cuda; unset: cuda when a GPU is found
 };
@@ -46,7 +46,9 @@ struct Validated {
 void print_predicted(const Validated& v, const StepReport& rep, const std::string& profile_path,
                      std::ostream& out);
 
-// --update-profile: folds the measured forward + backward into the profile's op_overhead_s.
+// --update-profile: a run of one rank folds its measured forward + backward into the profile's
+// op_overhead_s; a CPU run of ranks sharing a node's cores fits busy_cores_slowdown to its
+// measured step time instead (cost_model/profile.h).
 void update_profile(const std::string& path, const Validated& v, const StepReport& measured,
                     std::ostream& out);
 

@@ -43,10 +43,12 @@
 // step (time_model.h).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "cost_model/cluster_spec.h"
 #include "cost_model/model_spec.h"
+#include "cost_model/plan.h"
 #include "cost_model/profile.h"
 #include "cost_model/train_spec.h"
 
@@ -97,6 +99,10 @@ DeviceRates device_rates(const ClusterSpec& cluster, const TrainSpec& train,
 // The same for `ranks_per_node` ranks of one plan on a node (sets compute_share, see above).
 DeviceRates device_rates(const ClusterSpec& cluster, const TrainSpec& train,
                          const Profile* profile, std::int64_t ranks_per_node);
+// Ranks of a plan that share one node (its host, its cores, its NVMe).
+inline std::int64_t plan_ranks_per_node(const Plan& plan, const ClusterSpec& cluster) {
+  return std::min(plan.world_size(), cluster.gpus_per_node);
+}
 // min(1, cores / (ranks x threads)) on the CPU backend, 1 otherwise; threads =
 // profile->threads_per_rank when recorded, else 1.
 double cpu_compute_share(const ClusterSpec& cluster, const Profile* profile,

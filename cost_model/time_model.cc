@@ -88,7 +88,7 @@ TimeContext make_time_context(const ModelSpec& model, const ClusterSpec& cluster
   ctx.profile = profile;
   ctx.kernels = kernels;
   ctx.micro_batches = plan.micro_batches(train);
-  ctx.ranks_per_node = std::min(plan.world_size(), cluster.gpus_per_node);
+  ctx.ranks_per_node = plan_ranks_per_node(plan, cluster);
   ctx.rates = device_rates(cluster, train, profile, ctx.ranks_per_node);
   ctx.serial_comm = cluster.backend == Backend::kCpu;
   return ctx;

@@ -248,12 +248,8 @@ void backward(bf16* dlogits, const float* dlosses, const T* logits, const float*
 
 // The fused kernel's register slots for rows of V columns, or 0 when a row does not fit.
 int fused_slots(int V) {
-  const int vectors = (V + device::kBf16PerVector - 1) / device::kBf16PerVector;
-  const int needed = (vectors + kFusedThreads - 1) / kFusedThreads;
-  for (int slots = 1; slots <= kMaxFusedSlots; slots *= 2) {
-    if (needed <= slots) return slots;
-  }
-  return 0;
+  const std::int64_t vectors = device::ceil_div(V, device::kBf16PerVector);
+  return device::power_of_two_slots(device::ceil_div(vectors, kFusedThreads), kMaxFusedSlots);
 }
 
 }  // namespace
@@ -281,16 +277,10 @@ void cross_entropy_forward_backward(float* losses, float* row_max, float* row_ls
              stream);
     return;
   }
-  const auto launch = [&](auto kernel) {
-    kernel<<<BT, kFusedThreads, 0, stream>>>(losses, row_max, row_lse, logits, dlosses, targets,
-                                             V, stride);
-  };
-  switch (slots) {
-    case 1: launch(cross_entropy_fused_kernel<1>); break;
-    case 2: launch(cross_entropy_fused_kernel<2>); break;
-    case 4: launch(cross_entropy_fused_kernel<4>); break;
-    default: launch(cross_entropy_fused_kernel<kMaxFusedSlots>); break;
-  }
+  device::with_slots<kMaxFusedSlots>(slots, [&](auto k) {
+    cross_entropy_fused_kernel<decltype(k)::value><<<BT, kFusedThreads, 0, stream>>>(
+        losses, row_max, row_lse, logits, dlosses, targets, V, stride);
+  });
   CUDA_CHECK_LAUNCH();
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <cuda_bf16.h>
 
@@ -65,6 +66,28 @@ __device__ __forceinline__ void store8(__nv_bfloat16* p, const float (&in)[kBf16
 #pragma unroll
   for (int e = 0; e < kBf16PerVector; ++e) h[e] = __float2bfloat16_rn(in[e]);
   *reinterpret_cast<uint4*>(p) = raw;
+}
+
+// Kernels that keep a row in registers are templates on their register slots (16-byte
+// vectors per thread): the smallest power of two >= needed, up to max_slots (0: too many).
+inline int power_of_two_slots(std::int64_t needed, int max_slots) {
+  for (int slots = 1; slots <= max_slots; slots *= 2) {
+    if (needed <= slots) return slots;
+  }
+  return 0;
+}
+
+// Calls f(std::integral_constant<int, s>{}) with s the first power of two >= slots, at most
+// kMaxSlots (only those instantiations are compiled).
+template <int kMaxSlots, int kSlots = 1, class F>
+void with_slots(int slots, F&& f) {
+  if constexpr (kSlots >= kMaxSlots) {
+    f(std::integral_constant<int, kMaxSlots>{});
+  } else if (slots <= kSlots) {
+    f(std::integral_constant<int, kSlots>{});
+  } else {
+    with_slots<kMaxSlots, 2 * kSlots>(slots, f);
+  }
 }
 
 }  // namespace strata::kernels::cuda::device

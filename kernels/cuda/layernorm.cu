@@ -11,7 +11,6 @@
 #include <cstdint>
 
 #include <algorithm>
-#include <type_traits>
 
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cuda/cuda_check.h"
@@ -137,29 +136,13 @@ __global__ void __launch_bounds__(kForwardWarps * device::kWarpSize)
   }
 }
 
-// The vector kernels' register slots (16-byte vectors per lane) for C columns: the smallest
-// power of two that holds a row, or 0 when C is not a multiple of 8 or exceeds 32 * 8 * 16.
+// The vector kernels' register slots (16-byte vectors per lane) for C columns, or 0 when C
+// is not a multiple of 8 or exceeds 32 * 8 * kMaxVectorSlots.
 constexpr int kMaxVectorSlots = 16;
 int vector_slots(int C) {
   if (C % device::kBf16PerVector != 0) return 0;
-  const int per_lane = static_cast<int>(
-      device::ceil_div(C / device::kBf16PerVector, device::kWarpSize));
-  for (int slots = 1; slots <= kMaxVectorSlots; slots *= 2) {
-    if (per_lane <= slots) return slots;
-  }
-  return 0;
-}
-
-// Calls f(std::integral_constant<int, slots>) for slots in {1, 2, 4, 8, 16}.
-template <class F>
-void with_slots(int slots, F&& f) {
-  switch (slots) {
-    case 1: f(std::integral_constant<int, 1>{}); break;
-    case 2: f(std::integral_constant<int, 2>{}); break;
-    case 4: f(std::integral_constant<int, 4>{}); break;
-    case 8: f(std::integral_constant<int, 8>{}); break;
-    default: f(std::integral_constant<int, kMaxVectorSlots>{}); break;
-  }
+  return device::power_of_two_slots(
+      device::ceil_div(C / device::kBf16PerVector, device::kWarpSize), kMaxVectorSlots);
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
@@ -233,6 +216,7 @@ __global__ void layernorm_backward_kernel(bf16* __restrict__ dinp, float* __rest
 // [e][v]: conflict-free), and at the end the block adds its warps' accumulators in warp
 // order into its partial. Every column is summed in an order fixed by the shapes alone.
 constexpr int kBackwardWarps = 4;  // rows in flight per block
+constexpr std::size_t kDefaultSmemBytes = 48 * 1024;  // dynamic shared memory without opt-in
 constexpr int kBackwardWarpBlocksMax = 528;  // 4 x 132 SMs: every warp sees ~8 rows of 16384
 
 std::size_t backward_warp_smem_bytes(int C) {
@@ -374,7 +358,7 @@ void launch_forward(bf16* out, float* mean, float* rstd, bf16* residual, const b
                            aligned16(bias) && (inp2 == nullptr || (aligned16(inp2) &&
                                                                    aligned16(residual)));
   if (vector_path) {
-    with_slots(slots, [&](auto k) {
+    device::with_slots<kMaxVectorSlots>(slots, [&](auto k) {
       layernorm_forward_vector_kernel<decltype(k)::value>
           <<<grid, kForwardWarps * device::kWarpSize, 0, stream>>>(out, mean, rstd, residual,
                                                                   inp1, inp2, weight, bias, BT, C);
@@ -438,10 +422,12 @@ void layernorm_backward(bf16* dinp, float* dweight, float* dbias, const bf16* do
     blocks = static_cast<int>(std::min<std::int64_t>(
         {device::ceil_div(BT, kBackwardWarps), kBackwardWarpBlocksMax, blocks}));
     const std::size_t smem = backward_warp_smem_bytes(C);
-    with_slots(slots, [&](auto k) {
+    device::with_slots<kMaxVectorSlots>(slots, [&](auto k) {
       const auto kernel = layernorm_backward_warp_kernel<decltype(k)::value>;
-      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(smem)));
+      if (smem > kDefaultSmemBytes) {  // the opt-in costs a driver call: only when needed
+        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(smem)));
+      }
       kernel<<<blocks, kBackwardWarps * device::kWarpSize, smem, stream>>>(
           dinp, scratch, dout, inp, weight, mean, rstd, BT, C);
     });

@@ -31,6 +31,7 @@
 #include <fmt/format.h>
 
 #include "cost_model/chrome_trace.h"
+#include "cost_model/compute_model.h"
 #include "cost_model/cost_model.h"
 #include "cost_model/errors.h"
 #include "cost_model/time_model.h"
@@ -181,11 +182,6 @@ void print_predicted(const Validated& v, const StepReport& rep, const std::strin
 // atomically. Rank 0 only, after the report is written.
 namespace {
 
-// Ranks of the plan that share one node's cores (the CPU backend runs a node's ranks on it).
-std::int64_t ranks_per_node(const Validated& v) {
-  return std::min<std::int64_t>(v.plan.world_size(), std::max<std::int64_t>(v.cluster.gpus_per_node, 1));
-}
-
 // Multi-rank CPU runs: the busy-cores slowdown S (Profile::busy_cores_slowdown, at all the
 // node's cores) that makes the predicted step time equal the measured one, by bisection on
 // S in [1, kMaxSlowdown] (the prediction grows with S). What the per-kernel rates, timed
@@ -215,7 +211,7 @@ void update_profile(const std::string& path, const Validated& v, const StepRepor
   Profile profile = Profile::load(path);
   const std::int64_t threads = std::max<std::int64_t>(profile.threads_per_rank, 1);
   if (v.cluster.backend == Backend::kCpu && v.cluster.host.cpu_cores >= 2 &&
-      ranks_per_node(v) * threads >= 2) {
+      plan_ranks_per_node(v.plan, v.cluster) * threads >= 2) {
     const double old = profile.busy_cores_slowdown;
     profile.busy_cores_slowdown = fit_busy_cores_slowdown(profile, v, measured.step_time_s);
     profile.busy_cores = v.cluster.host.cpu_cores;

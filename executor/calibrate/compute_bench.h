@@ -90,7 +90,8 @@ double measure_layer_elementwise_backward_s(std::int64_t BT, std::int64_t C, std
 // work: seconds per call of (the layer's forward GEMM, then GeLU over its output) while
 // busy_cores - 1 forked processes run that loop too, over the seconds when it runs alone.
 // Ranks sharing a node contend for its memory bandwidth, caches and (on a VM) hardware
-// threads; the per-kernel rates above are timed alone. 1 when busy_cores < 2. Throws
+// threads; the per-kernel rates above are timed alone. The median over 7 alone/busy pairs
+// (see the .cc for why pairs). 1 when busy_cores < 2. Throws
 // std::system_error when fork or mmap fails (the children are stopped and reaped first).
 double measure_busy_cores_slowdown(const LinearShape& layer, int busy_cores,
                                    const TimingOptions& timing);

@@ -89,6 +89,11 @@ LinkRate link_rate(const ClusterSpec& cluster, LinkClass link, CollectiveOp op,
     const std::int64_t steps = ring_steps(op, best->ranks);
     rate.latency_s = steps > 0 ? best->latency_s / static_cast<double>(steps) : best->latency_s;
   }
+  // What measured runs taught the profile (profile_feedback.h): both terms at once.
+  if (profile->comm_time_scale > 0) {
+    rate.latency_s *= profile->comm_time_scale;
+    rate.bandwidth_bytes_per_s /= profile->comm_time_scale;
+  }
   return rate;
 }
 

@@ -11,7 +11,9 @@
 // the whole group sits inside one node, otherwise the GPU's share of the node's network
 // (a multi-node ring is paced by its slowest hop, and each GPU's traffic leaves the node
 // through its own NIC: hierarchical NCCL collectives across nodes are limited by the
-// inter-node per-GPU bandwidth). A Profile's measured CollectiveFit replaces alpha and B.
+// inter-node per-GPU bandwidth). A Profile's measured CollectiveFit replaces alpha and B,
+// and its comm_time_scale (fitted from measured runs, profile_feedback.h) multiplies both
+// terms.
 //
 // Why the per-GPU share even for a group that holds every GPU of its nodes (a stride-1 DP
 // group): NCCL's multi-channel rings could then in principle drive all of a node's NICs for

@@ -61,6 +61,10 @@ DeviceRates device_rates(const ClusterSpec& cluster, const TrainSpec& train,
     rates.elementwise_bytes_per_s = profile->elementwise_bytes_per_s;  // measured, achievable
   }
   rates.compute_share = cpu_compute_share(cluster, profile, ranks_per_node);
+  // What measured runs taught the profile (profile_feedback.h): every compute rate at once.
+  if (profile != nullptr && profile->compute_time_scale > 0) {
+    rates.compute_share /= profile->compute_time_scale;
+  }
   rates.element_bytes = train.compute_bytes();
   rates.profile = profile;
   return rates;
@@ -346,24 +350,6 @@ double head_backward_s(const ModelSpec& model, std::int64_t micro_batch, std::in
   // element); final LayerNorm backward: read dout, inp, dinp, write dinp (4 h c per token).
   const double bytes = tokens * v * (4.0 + c) + tokens * 4.0 * h * c;
   return gemms + backward_memory_bound_time(bytes, rates);
-}
-
-OverheadFit fit_op_overhead(const Profile& profile, double predicted_compute_s,
-                            double measured_compute_s, double ops) {
-  if (!(ops > 0) || !(measured_compute_s > 0) || predicted_compute_s < 0) {
-    throw ConfigError(fmt::format(
-        "fit_op_overhead: expected ops > 0, measured compute > 0 s and predicted >= 0 s, got "
-        "{} ops, {} s measured, {} s predicted",
-        ops, measured_compute_s, predicted_compute_s));
-  }
-  OverheadFit fit;
-  fit.measured_s = measured_compute_s;
-  fit.predicted_s = predicted_compute_s;
-  fit.ops = ops;
-  fit.old_op_overhead_s = profile.op_overhead_s;
-  fit.op_overhead_s = std::max(
-      0.0, profile.op_overhead_s + (measured_compute_s - predicted_compute_s) / ops);
-  return fit;
 }
 
 double embedding_forward_s(const ModelSpec& model, std::int64_t micro_batch,

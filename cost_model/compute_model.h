@@ -39,6 +39,10 @@
 // beyond one rank per core; `strata run` gives each rank max(1, c / r) threads, which the
 // calibration matches, so the share is 1 up to c ranks).
 //
+// Any backend: a Profile's compute_time_scale (fitted from measured runs,
+// profile_feedback.h) divides the share, so every kernel and the device optimizer take that
+// factor longer.
+//
 // Deliberately not here: communication (collectives.h), how the layer ops combine into a
 // step (time_model.h).
 #pragma once
@@ -59,23 +63,6 @@ namespace strata {
 // forward; twice as many in the backward, each matmul_backward being two GEMMs and a bias sum).
 inline constexpr double kLayerForwardOps = 12.0;
 inline constexpr double kLayerBackwardOps = 24.0;
-
-// Folding a measured run into a Profile (`strata run --update-profile`): the run's forward +
-// backward compute (the slowest rank's, the StepReport's parts) against the prediction's
-// with the same profile; the difference, spread over the `ops` op calls of that rank's step
-// (m x its layers x (kLayerForwardOps + kLayerBackwardOps)), is added to op_overhead_s
-// (never below 0). What the kernel rates do not explain (dispatch, allocation, page faults)
-// thus lands in the one per-op term the time model has for it.
-struct OverheadFit {
-  double measured_s = 0;        // measured forward + backward
-  double predicted_s = 0;       // predicted forward + backward with the old overhead
-  double ops = 0;
-  double old_op_overhead_s = 0;
-  double op_overhead_s = 0;     // the refitted value
-};
-// Throws ConfigError when ops <= 0 or the measured compute is not positive.
-OverheadFit fit_op_overhead(const Profile& profile, double predicted_compute_s,
-                            double measured_compute_s, double ops);
 
 // Constants of the default curves (documented above; a Profile overrides them).
 inline constexpr double kGemmPeakEfficiency = 0.75;

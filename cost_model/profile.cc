@@ -81,6 +81,23 @@ Profile Profile::from_json(const Json& json, const std::string& source) {
   r.require_non_negative("busy_cores_slowdown", p.busy_cores_slowdown);
   p.busy_cores = r.get_int_or("busy_cores", 0);
   r.require_non_negative("busy_cores", static_cast<double>(p.busy_cores));
+  p.busy_cores_slowdown_runs = r.get_int_or("busy_cores_slowdown_runs", 0);
+  r.require_non_negative("busy_cores_slowdown_runs",
+                         static_cast<double>(p.busy_cores_slowdown_runs));
+  p.time_sliced_sync_s = r.get_number_or("time_sliced_sync_s", 0.0);
+  r.require_non_negative("time_sliced_sync_s", p.time_sliced_sync_s);
+  p.time_sliced_sync_runs = r.get_int_or("time_sliced_sync_runs", 0);
+  r.require_non_negative("time_sliced_sync_runs",
+                         static_cast<double>(p.time_sliced_sync_runs));
+  p.compute_time_scale = r.get_number_or("compute_time_scale", 0.0);
+  r.require_non_negative("compute_time_scale", p.compute_time_scale);
+  p.compute_time_scale_runs = r.get_int_or("compute_time_scale_runs", 0);
+  r.require_non_negative("compute_time_scale_runs",
+                         static_cast<double>(p.compute_time_scale_runs));
+  p.comm_time_scale = r.get_number_or("comm_time_scale", 0.0);
+  r.require_non_negative("comm_time_scale", p.comm_time_scale);
+  p.comm_time_scale_runs = r.get_int_or("comm_time_scale_runs", 0);
+  r.require_non_negative("comm_time_scale_runs", static_cast<double>(p.comm_time_scale_runs));
   const Json& collectives = r.get_array("collectives");
   for (std::size_t i = 0; i < collectives.size(); ++i) {
     p.collectives.push_back(collective_from_json(
@@ -105,6 +122,13 @@ Json Profile::to_json() const {
   j["threads_per_rank"] = threads_per_rank;
   j["busy_cores_slowdown"] = busy_cores_slowdown;
   j["busy_cores"] = busy_cores;
+  j["busy_cores_slowdown_runs"] = busy_cores_slowdown_runs;
+  j["time_sliced_sync_s"] = time_sliced_sync_s;
+  j["time_sliced_sync_runs"] = time_sliced_sync_runs;
+  j["compute_time_scale"] = compute_time_scale;
+  j["compute_time_scale_runs"] = compute_time_scale_runs;
+  j["comm_time_scale"] = comm_time_scale;
+  j["comm_time_scale_runs"] = comm_time_scale_runs;
   Json c = Json::array();
   for (const CollectiveFit& f : collectives) {
     c.push_back(Json{{"op", f.op},

@@ -91,6 +91,15 @@ TimeContext make_time_context(const ModelSpec& model, const ClusterSpec& cluster
   ctx.ranks_per_node = plan_ranks_per_node(plan, cluster);
   ctx.rates = device_rates(cluster, train, profile, ctx.ranks_per_node);
   ctx.serial_comm = cluster.backend == Backend::kCpu;
+  if (profile != nullptr && profile->time_sliced_sync_s > 0 &&
+      cluster.backend == Backend::kCpu &&
+      ctx.ranks_per_node * std::max<std::int64_t>(profile->threads_per_rank, 1) >
+          cluster.host.cpu_cores) {
+    auto adjusted = std::make_shared<Profile>(*profile);
+    for (CollectiveFit& fit : adjusted->collectives) fit.latency_s += profile->time_sliced_sync_s;
+    ctx.time_sliced_profile = adjusted;
+    ctx.profile = adjusted.get();
+  }
   return ctx;
 }
 

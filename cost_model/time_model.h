@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "cost_model/cluster_spec.h"
 #include "cost_model/collectives.h"
@@ -51,6 +52,12 @@ struct TimeContext {
   const TrainSpec* train = nullptr;
   const Plan* plan = nullptr;
   const Profile* profile = nullptr;
+  // CPU ranks time-sharing the cores with a fitted time_sliced_sync_s: the profile as given,
+  // that wait added to each collective fit's latency (a blocking call may wait for a peer the
+  // scheduler has swapped out: a cost per synchronisation, not per byte or per FLOP; without
+  // collective fits there is nothing to add it to). `profile` then points here; shared so
+  // that copies of the context stay valid.
+  std::shared_ptr<const Profile> time_sliced_profile;
   DeviceRates rates;
   LayerKernels kernels;
   std::int64_t micro_batches = 0;  // m

@@ -2,20 +2,32 @@
 """Close the loop on this machine: calibrate once, then for a matrix of tiny-model plans
 predict (with the profile), train for real (`strata run`), compare, and check the bounds.
 
-The loop's feedback: after the calibration, the --feedback-plans (default dp2-z0) run once
-with `strata run --update-profile`, which folds what the microbenchmarks miss into the
-profile (for ranks sharing the cores: the busy-cores slowdown), and only then does it predict.
+The loop's feedback: `strata run --update-profile` runs of the --feedback-plans fold what
+the microbenchmarks miss into the profile (cost_model/profile_feedback.h): one rank fits its
+compute_time_scale (single and single-mb4: the factor with the most noise to average);
+dp2 and tp2 its comm_time_scale (from their measured communication) and
+its busy_cores_slowdown (from their step); tp2-dp2 (four ranks on the two cores) its
+time_sliced_sync_s (a blocking collective's wait for a swapped-out peer); each a geometric mean over the last 8 runs. The predictions come from
+the profile after every feedback run, and no evaluation run touches the profile. Because this
+kind of machine drifts (a shared VM: for seconds to minutes at a time a process runs ~25%
+slower or faster), the feedback runs are spread over the same minutes as the evaluation: each
+round runs the feedback plans, then every plan of the matrix.
 
 What it checks, per plan and over the matrix:
-  step time   |predicted - measured median| / measured <= --step-bound (default 15%)
+  step time   |predicted - measured| / measured <= --step-bound (default 15%), measured =
+              the trimmed mean over the rounds of each run's median step (see below)
   memory      |predicted - measured peak device bytes| / measured <= --mem-bound (5%)
   ranking     the plan predicted fastest is measured fastest, or within --rank-bound (5%)
               of the measured fastest
 Exit code 0 when every check holds, 1 otherwise, 2 on a usage or tool error.
 
 Measurements on a shared 2-core machine are noisy: each plan is run --rounds times,
-interleaved (plan 1..N, then 1..N again), and the measured figure is the median over the
-rounds of each run's median step. The load average is printed before and after.
+interleaved (plan 1..N, then 1..N again), and the measured figure is the mean of the middle
+runs' median steps (with 4 or more rounds the fastest and the slowest run are dropped). The
+median within a run keeps a step hit by a hiccup out; across runs, a median of a few would
+pick one of the machine's slow or fast spells (they last longer than a run), and a plain mean
+would follow a single stray run: the trimmed mean weighs the spells as they came. The load
+average is printed before and after.
 
 Deliberately only the standard library (runs wherever the strata binary does) and no
 knowledge of the cost model: the numbers come from `strata predict --json`, the run's
@@ -117,6 +129,14 @@ def load_average():
         return "unknown"
 
 
+def trimmed_mean(values):
+    """The mean without the smallest and the largest value (of 4 or more; else the mean)."""
+    ordered = sorted(values)
+    if len(ordered) >= 4:
+        ordered = ordered[1:-1]
+    return statistics.mean(ordered)
+
+
 def rel(predicted, measured):
     return (predicted - measured) / measured if measured else float("nan")
 
@@ -127,7 +147,7 @@ def main():
     ap.add_argument("--work", default="loop-accuracy", help="scratch directory")
     ap.add_argument("--profile", help="use this profile instead of calibrating")
     ap.add_argument("--steps", type=int, default=15, help="steps per run (first is warm-up)")
-    ap.add_argument("--rounds", type=int, default=2, help="interleaved runs per plan")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved runs per plan")
     ap.add_argument("--plans", nargs="*", help="names of a subset of the matrix")
     ap.add_argument("--step-bound", type=float, default=0.15)
     ap.add_argument("--mem-bound", type=float, default=0.05)
@@ -139,11 +159,9 @@ def main():
                     help="seconds to wait for that before running anyway")
     ap.add_argument("--retries", type=int, default=2,
                     help="runs again (after waiting) when other tasks were runnable during it")
-    ap.add_argument("--feedback-plans", default="dp2-z0",
-                    help="comma-separated plans of the matrix run once with --update-profile "
-                         "after the calibration, before any prediction: a run of several ranks "
-                         "fits the profile's busy_cores_slowdown, a one-rank run its "
-                         "op_overhead_s ('' for none)")
+    ap.add_argument("--feedback-plans", default="single,dp2-z0,single-mb4,tp2,tp2-dp2",
+                    help="comma-separated plans of the matrix run with --update-profile at the "
+                         "start of every round ('' for none)")
     ap.add_argument("--calibrate-args",
                     default="--threads 1 --model tiny --micro-batch 1 2 4 8 --tp 1 2 4",
                     help="extra arguments of `strata calibrate`")
@@ -184,32 +202,23 @@ def main():
     for name, fields in PLANS:
         with open(os.path.join(args.work, f"{name}.plan.json"), "w") as f:
             json.dump(dict(BASE_PLAN, **fields), f, indent=2)
-    # The loop's feedback: measured runs folded into the profile before it predicts anything.
+    # The loop's feedback plans (run with --update-profile at the start of every round).
     feedback = [n for n in args.feedback_plans.split(",") if n]
     unknown = [n for n in feedback if n not in dict(PLANS)]
     if unknown:
         sys.stderr.write(f"loop_accuracy: --feedback-plans: {unknown} not in {[n for n, _ in PLANS]}\n")
         return 2
-    for name in feedback:
-        wait_for_quiet(args.quiet_limit, args.quiet_timeout)
-        out = run([args.strata, "run", "--plan", os.path.join(args.work, f"{name}.plan.json"),
-                   "--steps", str(args.steps), "--out", os.path.join(args.work, f"{name}.feedback"),
-                   "--profile", profile, "--update-profile", profile] + spec, log)
-        print("feedback " + name + ": " + (out.strip().splitlines() or [""])[-1])
-
-    predicted = {}
-    for name, fields in plans:
-        path = os.path.join(args.work, f"{name}.plan.json")
-        out = run([args.strata, "predict", "--json", "--profile", profile, "--plan", path] + spec,
-                  log)
-        with open(os.path.join(args.work, f"{name}.predicted.json"), "w") as f:
-            f.write(out)
-        predicted[name] = json.loads(out)
-
     measured = {name: [] for name, _ in plans}
     busy_before = {name: [] for name, _ in plans}
     mem = {}
     for r in range(args.rounds):
+        for name in feedback:
+            wait_for_quiet(args.quiet_limit, args.quiet_timeout)
+            out = run([args.strata, "run", "--plan", os.path.join(args.work, f"{name}.plan.json"),
+                       "--steps", str(args.steps),
+                       "--out", os.path.join(args.work, f"{name}.feedback{r}"),
+                       "--profile", profile, "--update-profile", profile] + spec, log)
+            print(f"round {r} feedback {name}: " + (out.strip().splitlines() or [""])[-1])
         for name, _ in plans:
             out_dir = os.path.join(args.work, f"{name}.run{r}")
             ranks = plan_ranks[name]
@@ -227,22 +236,31 @@ def main():
                 if others <= args.quiet_limit:
                     break
             busy_before[name].append(others)
-            report_path = os.path.join(out_dir, "report.json")
-            with open(report_path) as f:
+            with open(os.path.join(out_dir, "report.json")) as f:
                 report = json.load(f)
             measured[name].append(report["step_time_s"])
             mem[name] = report["memory_bytes"]["device"]
-            # The field-by-field table of the last round, for the log.
-            run([args.strata, "compare", "--predicted",
-                 os.path.join(args.work, f"{name}.predicted.json"), "--measured", report_path],
-                log)
+
+    # The predictions: from the profile as every feedback run left it.
+    predicted = {}
+    for name, fields in plans:
+        path = os.path.join(args.work, f"{name}.plan.json")
+        out = run([args.strata, "predict", "--json", "--profile", profile, "--plan", path] + spec,
+                  log)
+        predicted_path = os.path.join(args.work, f"{name}.predicted.json")
+        with open(predicted_path, "w") as f:
+            f.write(out)
+        predicted[name] = json.loads(out)
+        # The field-by-field table of the last round, for the log.
+        run([args.strata, "compare", "--predicted", predicted_path, "--measured",
+             os.path.join(args.work, f"{name}.run{args.rounds - 1}", "report.json")], log)
     print(f"load average after:  {load_average()}")
 
     ok = True
     rows = []
     for name, _ in plans:
         p = predicted[name]
-        m_step = statistics.median(measured[name])
+        m_step = trimmed_mean(measured[name])
         p_step = p["step_time_s"]
         p_mem = p["memory_bytes"]["device"]
         e_step = rel(p_step, m_step)

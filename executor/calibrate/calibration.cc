@@ -149,13 +149,14 @@ Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progre
     const LinearShape layer = layers.front().second;
     steps.push_back({fmt::format("all {} cores busy ({}x{}x{} + GeLU)", options.busy_cores,
                                  layer.BT, layer.C, layer.OC),
-                     2 * expected_s(2.0 * layer.BT * layer.C * layer.OC / kGuessFlopsPerS,
+                     14 * expected_s(2.0 * layer.BT * layer.C * layer.OC / kGuessFlopsPerS,
                                     options.timing),
                      [&profile, layer, &options] {
                        ScopedThreads threads(options.kernel_threads);
                        profile.busy_cores_slowdown = measure_busy_cores_slowdown(
                            layer, options.busy_cores, options.timing);
                        profile.busy_cores = options.busy_cores;
+                       profile.busy_cores_slowdown_runs = 1;  // the first of its average
                      }});
   }
   for (const auto& named : layers) {

@@ -2,3 +2,8 @@
 strata_add_test(cpu_time_model_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/cpu_time_model_test.cc
   LIBS strata_cost_model)
+
+# The loop's feedback: a run folded into the profile (cost_model/profile_feedback.h).
+strata_add_test(profile_feedback_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/profile_feedback_test.cc
+  LIBS strata_cost_model)

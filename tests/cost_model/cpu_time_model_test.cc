@@ -1,11 +1,10 @@
 // The CPU backend's calibrated time model (compute_model.h): ranks sharing the cores, GEMM
 // samples kept as measured, attention at the measured rate, backward from backward shapes,
-// the elementwise byte counts the calibration divides by, and the --update-profile fit.
+// the elementwise byte counts the calibration divides by.
 #include <gtest/gtest.h>
 
 #include "cost_model/cluster_spec.h"
 #include "cost_model/compute_model.h"
-#include "cost_model/errors.h"
 #include "cost_model/model_spec.h"
 #include "cost_model/plan.h"
 #include "cost_model/time_model.h"
@@ -150,18 +149,6 @@ TEST(CpuComm, OneExposedReductionPerStepAfterTheLastBackward) {
                                           2, 1).total_s();
   EXPECT_DOUBLE_EQ(tail.dp_reduce_s, rs);
   EXPECT_DOUBLE_EQ(tail.dp_exposed_s, rs + ag);
-}
-
-TEST(UpdateProfile, OverheadAbsorbsTheUnexplainedTimePerOp) {
-  Profile p;
-  p.op_overhead_s = 1e-6;
-  // 2 ms unexplained over 1000 op calls: + 2 us per op.
-  EXPECT_NEAR(fit_op_overhead(p, 0.010, 0.012, 1000).op_overhead_s, 3e-6, 1e-15);
-  // A prediction too slow lowers it, never below zero.
-  EXPECT_NEAR(fit_op_overhead(p, 0.0105, 0.010, 1000).op_overhead_s, 0.5e-6, 1e-15);
-  EXPECT_EQ(fit_op_overhead(p, 0.020, 0.010, 1000).op_overhead_s, 0.0);
-  EXPECT_THROW(fit_op_overhead(p, 0.01, 0.01, 0), ConfigError);
-  EXPECT_THROW(fit_op_overhead(p, 0.01, 0.0, 10), ConfigError);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "cost_model/errors.h"
 #include "cost_model/json_reader.h"
 #include "cost_model/profile.h"
+#include "cost_model/profile_feedback.h"
 #include "cost_model/step_report.h"
 
 namespace strata {
@@ -162,6 +163,42 @@ TEST_F(LoopCli, CalibrateQuickWritesALoadableProfile) {
   for (const auto& entry : fs::directory_iterator(dir_)) {
     EXPECT_EQ(entry.path().string().find(".tmp"), std::string::npos) << entry.path();
   }
+}
+
+// The loop's feedback through the CLI: a run with --update-profile folds its measured step
+// into the profile's compute_time_scale, so that the profile then predicts that very step
+// (the fit inverts the model; the first run's factor is the profile's), and a second run
+// counts as the second of the average.
+TEST_F(LoopCli, UpdateProfileMakesTheNextPredictionTheMeasuredStep) {
+  // Rates that predict ~36 ms per tiny step, of the order of what this kind of machine
+  // measures (a 2-core VM: 20-60 ms), so that the fitted factor lies well inside its range
+  // [1/8, 8], not at a clamp.
+  write("profile.json", Json::parse(R"({"machine": "test", "backend": "cpu",
+      "gemm": [{"m": 64, "n": 64, "k": 64, "flops_per_s": 4e10}],
+      "attention_flops_per_s": 4e10, "elementwise_bytes_per_s": 4e10,
+      "device_adam_params_per_s": 3e8, "threads_per_rank": 1, "collectives": []})"));
+  write("plan.json", Json::parse(R"({"tp": 1, "pp": 1, "dp": 1, "virtual_stages": 1,
+      "micro_batch": 1, "schedule": "1f1b", "zero_stage": 0, "recompute": "none",
+      "sequence_parallel": false,
+      "offload": {"optimizer": "none", "gradients": "none", "params": "none"}})"));
+  const std::string spec = " --plan plan.json --model tiny --cluster local-cpu --train tiny";
+  Result r = run_strata(dir_, "run --steps 3 --out out --profile profile.json "
+                              "--update-profile profile.json" + spec);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("compute_time_scale 1 ->"), std::string::npos) << r.output;
+  Profile p = Profile::load((dir_ / "profile.json").string());
+  EXPECT_GT(p.compute_time_scale, 1.001 * kMinTimeScale);
+  EXPECT_LT(p.compute_time_scale, 0.999 * kMaxTimeScale);
+  EXPECT_EQ(p.compute_time_scale_runs, 1);
+  const Result predicted = run_strata(dir_, "predict --json --profile profile.json" + spec);
+  ASSERT_EQ(predicted.exit_code, 0) << predicted.output;
+  const double measured_s = read_json_file((dir_ / "out" / "report.json").string())["step_time_s"];
+  EXPECT_NEAR(Json::parse(predicted.output)["step_time_s"].get<double>(), measured_s,
+              1e-6 * measured_s);
+  r = run_strata(dir_, "run --steps 3 --out out2 --profile profile.json "
+                       "--update-profile profile.json" + spec);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(Profile::load((dir_ / "profile.json").string()).compute_time_scale_runs, 2);
 }
 
 }  // namespace

@@ -31,9 +31,10 @@
 #include <fmt/format.h>
 
 #include "cost_model/chrome_trace.h"
-#include "cost_model/compute_model.h"
 #include "cost_model/cost_model.h"
 #include "cost_model/errors.h"
+#include "cost_model/compute_model.h"
+#include "cost_model/profile_feedback.h"
 #include "cost_model/time_model.h"
 #include "executor/comm/mpi_check.h"
 #include "executor/comm/mpi_communicator.h"
@@ -177,64 +178,36 @@ void print_predicted(const Validated& v, const StepReport& rep, const std::strin
                      want.nvme_to_host);
 }
 
-// --update-profile: the measured forward + backward against the prediction with the same
-// profile; the difference per op call goes into op_overhead_s (compute_model.h), written back
-// atomically. Rank 0 only, after the report is written.
-namespace {
-
-// Multi-rank CPU runs: the busy-cores slowdown S (Profile::busy_cores_slowdown, at all the
-// node's cores) that makes the predicted step time equal the measured one, by bisection on
-// S in [1, kMaxSlowdown] (the prediction grows with S). What the per-kernel rates, timed
-// alone, miss when ranks share a node (memory bandwidth, caches, hardware threads) thus
-// lands in the one term the time model has for it.
-constexpr double kMaxSlowdown = 4.0;
-double fit_busy_cores_slowdown(Profile profile, const Validated& v, double measured_step_s) {
-  profile.busy_cores = v.cluster.host.cpu_cores;
-  const auto predicted_s = [&](double slowdown) {
-    profile.busy_cores_slowdown = slowdown;
-    return predict(v.model, v.cluster, v.train, v.plan, &profile).step_time_s;
-  };
-  double lo = 1.0, hi = kMaxSlowdown;
-  if (predicted_s(lo) >= measured_step_s) return lo;
-  if (predicted_s(hi) <= measured_step_s) return hi;
-  for (int i = 0; i < 40; ++i) {
-    const double mid = 0.5 * (lo + hi);
-    (predicted_s(mid) < measured_step_s ? lo : hi) = mid;
-  }
-  return 0.5 * (lo + hi);
-}
-
-}  // namespace
-
+// --update-profile: the run's report against the prediction with the same profile, folded
+// into the profile's compute_time_scale and comm_time_scale (profile_feedback.h) and written
+// back atomically. Rank 0 only, after the report is written.
 void update_profile(const std::string& path, const Validated& v, const StepReport& measured,
                     std::ostream& out) {
   Profile profile = Profile::load(path);
-  const std::int64_t threads = std::max<std::int64_t>(profile.threads_per_rank, 1);
-  if (v.cluster.backend == Backend::kCpu && v.cluster.host.cpu_cores >= 2 &&
-      plan_ranks_per_node(v.plan, v.cluster) * threads >= 2) {
-    const double old = profile.busy_cores_slowdown;
-    profile.busy_cores_slowdown = fit_busy_cores_slowdown(profile, v, measured.step_time_s);
-    profile.busy_cores = v.cluster.host.cpu_cores;
-    write_json_file(path, profile.to_json());
-    out << fmt::format("updated {}: busy_cores_slowdown {:.3g} -> {:.3g} at {} cores (step "
-                       "measured {:.4f} s over {} ranks)\n",
-                       path, old, profile.busy_cores_slowdown, profile.busy_cores,
-                       measured.step_time_s, v.plan.world_size());
-    return;
-  }
-  const Prediction predicted = predict(v.model, v.cluster, v.train, v.plan, &profile);
-  const double ops = static_cast<double>(v.plan.micro_batches(v.train)) *
-                     static_cast<double>(v.model.layers / v.plan.pp) *
-                     (kLayerForwardOps + kLayerBackwardOps);
-  const OverheadFit fit = fit_op_overhead(
-      profile, predicted.parts.forward_s + predicted.parts.backward_s,
-      measured.parts.forward_s + measured.parts.backward_s, ops);
-  profile.op_overhead_s = fit.op_overhead_s;
+  // On the CPU backend a rank keeps threads_per_rank cores busy; a GPU rank, one GPU.
+  const std::int64_t threads =
+      v.cluster.backend == Backend::kCpu ? std::max<std::int64_t>(profile.threads_per_rank, 1) : 1;
+  RunPlacement placement;
+  placement.busy_cores = plan_ranks_per_node(v.plan, v.cluster) * threads;
+  placement.node_cores =
+      v.cluster.backend == Backend::kCpu ? v.cluster.host.cpu_cores : v.cluster.gpus_per_node;
+  const FeedbackFit fit =
+      fold_run_into_profile(profile, measured, placement, [&](const Profile& p) {
+        return predict(v.model, v.cluster, v.train, v.plan, &p);
+      });
   write_json_file(path, profile.to_json());
-  out << fmt::format("updated {}: op_overhead_s {:.3g} -> {:.3g} (forward + backward measured "
-                     "{:.4f} s, predicted {:.4f} s, {:.0f} op calls)\n",
-                     path, fit.old_op_overhead_s, fit.op_overhead_s, fit.measured_s,
-                     fit.predicted_s, fit.ops);
+  std::string fitted;
+  for (const auto& [name, u] : {std::pair{"compute_time_scale", fit.compute},
+                                std::pair{"comm_time_scale", fit.comm},
+                                std::pair{"busy_cores_slowdown", fit.busy_cores},
+                                std::pair{"time_sliced_sync_s", fit.time_sliced}}) {
+    if (!u.fitted) continue;
+    fitted += fmt::format("{}{} {:.4g} -> {:.4g} (this run asks for {:.4g}; mean of {} runs)",
+                          fitted.empty() ? "" : "; ", name, u.old_scale, u.new_scale,
+                          u.run_scale, u.runs);
+  }
+  out << fmt::format("updated {} (step measured {:.4f} s, predicted {:.4f} s): {}\n", path,
+                     fit.measured_step_s, fit.predicted_step_s, fitted);
 }
 
 namespace {
@@ -373,8 +346,8 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   command->add_option("--device-budget-mib", options->device_budget_mib,
                       "device memory budget per rank in MiB (default: the cluster's)");
   command->add_option("--update-profile", options->update_profile,
-                      "fold this run's measured compute into the profile's per-op overhead "
-                      "(op_overhead_s), rewriting the file")
+                      "fold this run into the profile's compute_time_scale and comm_time_scale "
+                      "(geometric means over the last 8 runs), rewriting the file")
       ->check(CLI::ExistingFile);
   command->add_option("--profile", options->profile,
                       "calibrated profile (strata calibrate) for the prediction printed beside "

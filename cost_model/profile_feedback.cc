@@ -1,0 +1,134 @@
+// The loop's feedback: one run folded into the profile's compute_time_scale and
+// comm_time_scale (profile_feedback.h).
+#include "cost_model/profile_feedback.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "cost_model/errors.h"
+
+namespace strata {
+namespace {
+
+// The factor s in [min_s, max_s] with value(s) = target, value increasing in s; clamped at
+// the ends. 40 halvings of at most log(64) ~ 4.2: s to ~4e-12 relative.
+double solve_scale(const std::function<double(double)>& value, double target,
+                   double min_s = kMinTimeScale, double max_s = kMaxTimeScale) {
+  double lo = std::log(min_s), hi = std::log(max_s);
+  if (value(min_s) >= target) return min_s;
+  if (value(max_s) <= target) return max_s;
+  for (int i = 0; i < 40; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (value(std::exp(mid)) < target ? lo : hi) = mid;
+  }
+  return std::exp(0.5 * (lo + hi));
+}
+
+// Folds run_scale into (scale, runs): the geometric mean over the last kMaxFeedbackRuns.
+// `unfitted` is what a 0 (never fitted) stands for.
+ScaleUpdate average_in(double& scale, std::int64_t& runs, double run_scale,
+                       double unfitted = 1.0) {
+  ScaleUpdate u;
+  u.fitted = true;
+  u.run_scale = run_scale;
+  u.old_scale = scale > 0 ? scale : unfitted;
+  const std::int64_t n = scale > 0 ? std::clamp<std::int64_t>(runs, 0, kMaxFeedbackRuns - 1) : 0;
+  const double nd = static_cast<double>(n);
+  u.new_scale = n == 0 ? run_scale
+                      : std::exp((nd * std::log(scale) + std::log(run_scale)) / (nd + 1.0));
+  u.runs = n + 1;
+  scale = u.new_scale;
+  runs = u.runs;
+  return u;
+}
+
+}  // namespace
+
+double compute_parts_s(const StepTimeParts& p) {
+  return p.forward_s + p.backward_s + p.recompute_s + p.optimizer_s;
+}
+
+double comm_parts_s(const StepTimeParts& p) { return p.tp_comm_s + p.pp_comm_s + p.dp_comm_s; }
+
+FeedbackFit fold_run_into_profile(Profile& profile, const StepReport& measured,
+                                  const RunPlacement& placement,
+                                  const std::function<StepReport(const Profile&)>& predict) {
+  const double step_s = measured.step_time_s;
+  if (!(step_s > 0) || !std::isfinite(step_s)) {
+    throw ConfigError(fmt::format(
+        "--update-profile: the measured step time must be > 0 s, got {}", step_s));
+  }
+  FeedbackFit fit;
+  fit.measured_step_s = step_s;
+  const StepReport before = predict(profile);
+  fit.predicted_step_s = before.step_time_s;
+  Profile trial = profile;
+  const auto step_at = [&](auto set) {
+    return [&, set](double s) {
+      set(trial, s);
+      return predict(trial).step_time_s;
+    };
+  };
+  if (placement.busy_cores > placement.node_cores) {
+    const double run =
+        solve_scale(step_at([](Profile& p, double s) { p.time_sliced_sync_s = s; }), step_s,
+                    kMinSyncS, kMaxSyncS);
+    fit.time_sliced =
+        average_in(profile.time_sliced_sync_s, profile.time_sliced_sync_runs, run, 0.0);
+    return fit;
+  }
+  if (placement.busy_cores <= 1) {
+    const double run = solve_scale(
+        step_at([](Profile& p, double s) { p.compute_time_scale = s; }), step_s);
+    fit.compute = average_in(profile.compute_time_scale, profile.compute_time_scale_runs, run);
+    return fit;
+  }
+  // Several ranks, one per core. Without a pipeline, the run's communication is measured
+  // directly (its comm parts): the comm factor that predicts them. Whether the run
+  // communicates enough to tell is decided on the microbenchmarks alone (the factors
+  // neutral), so that no factor fitted so far changes which runs fit it.
+  Profile neutral = profile;
+  neutral.compute_time_scale = 0;
+  neutral.comm_time_scale = 0;
+  const StepReport raw = predict(neutral);
+  const double measured_comm_s = comm_parts_s(measured.parts);
+  if (raw.parts.bubble_s == 0 && comm_parts_s(raw.parts) >= kMinCommShare * raw.step_time_s &&
+      measured_comm_s > 0) {
+    const double run = solve_scale(
+        [&](double s) {
+          trial.comm_time_scale = s;
+          return comm_parts_s(predict(trial).parts);
+        },
+        measured_comm_s);
+    fit.comm = average_in(profile.comm_time_scale, profile.comm_time_scale_runs, run);
+  }
+  // Then, the comm factor held, the busy-cores slowdown that predicts the step.
+  // The slowdown is recorded at the node's cores; a calibration measured at another count
+  // (or none) starts the average afresh.
+  if (profile.busy_cores != placement.node_cores) {
+    profile.busy_cores = placement.node_cores;
+    profile.busy_cores_slowdown = 0;
+    profile.busy_cores_slowdown_runs = 0;
+  }
+  trial = profile;
+  const double run = solve_scale(
+      step_at([](Profile& p, double s) { p.busy_cores_slowdown = s; }), step_s, 1.0,
+      kMaxTimeScale);
+  fit.busy_cores =
+      average_in(profile.busy_cores_slowdown, profile.busy_cores_slowdown_runs, run);
+  // Faster than even unslowed ranks would be: the kernels themselves run faster than the
+  // compute factor says, and it comes down (a slowdown under 1 would mean nothing).
+  trial = profile;
+  trial.busy_cores_slowdown = 1.0;
+  if (run == 1.0 && predict(trial).step_time_s > step_s) {
+    const double compute = solve_scale(
+        step_at([](Profile& p, double s) { p.compute_time_scale = s; }), step_s);
+    fit.compute =
+        average_in(profile.compute_time_scale, profile.compute_time_scale_runs, compute);
+  }
+  return fit;
+}
+
+}  // namespace strata

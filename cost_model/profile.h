@@ -61,8 +61,9 @@ struct Profile {
   std::int64_t busy_cores_slowdown_runs = 0;
   // CPU backend, ranks time-sharing the cores (ranks x threads > cores): the seconds each
   // blocking collective or transfer waits, on average, for a peer the scheduler has swapped
-  // out, added to every measured collective's latency (time_model.h). Fitted from such runs
-  // only (0: none).
+  // out, per other rank ahead of it on its core; added, times (ranks x threads / cores - 1),
+  // to every measured collective's latency (time_model.h). Fitted from such runs only (0:
+  // none).
   double time_sliced_sync_s = 0;
   std::int64_t time_sliced_sync_runs = 0;
   // Measured runs against these rates (`strata run --update-profile`, profile_feedback.h):

@@ -91,12 +91,16 @@ TimeContext make_time_context(const ModelSpec& model, const ClusterSpec& cluster
   ctx.ranks_per_node = plan_ranks_per_node(plan, cluster);
   ctx.rates = device_rates(cluster, train, profile, ctx.ranks_per_node);
   ctx.serial_comm = cluster.backend == Backend::kCpu;
+  const double busy = static_cast<double>(ctx.ranks_per_node) *
+                     static_cast<double>(std::max<std::int64_t>(
+                         profile != nullptr ? profile->threads_per_rank : 1, 1));
+  const double cores = static_cast<double>(cluster.host.cpu_cores);
   if (profile != nullptr && profile->time_sliced_sync_s > 0 &&
-      cluster.backend == Backend::kCpu &&
-      ctx.ranks_per_node * std::max<std::int64_t>(profile->threads_per_rank, 1) >
-          cluster.host.cpu_cores) {
+      cluster.backend == Backend::kCpu && cores > 0 && busy > cores) {
+    // A swapped-out peer is behind the other ranks of its core: busy / cores - 1 of them.
+    const double wait_s = profile->time_sliced_sync_s * (busy / cores - 1.0);
     auto adjusted = std::make_shared<Profile>(*profile);
-    for (CollectiveFit& fit : adjusted->collectives) fit.latency_s += profile->time_sliced_sync_s;
+    for (CollectiveFit& fit : adjusted->collectives) fit.latency_s += wait_s;
     ctx.time_sliced_profile = adjusted;
     ctx.profile = adjusted.get();
   }

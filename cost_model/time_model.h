@@ -53,8 +53,9 @@ struct TimeContext {
   const Plan* plan = nullptr;
   const Profile* profile = nullptr;
   // CPU ranks time-sharing the cores with a fitted time_sliced_sync_s: the profile as given,
-  // that wait added to each collective fit's latency (a blocking call may wait for a peer the
-  // scheduler has swapped out: a cost per synchronisation, not per byte or per FLOP; without
+  // with time_sliced_sync_s x (ranks x threads / cores - 1) added to each collective fit's
+  // latency (a blocking call may wait for a peer the scheduler has swapped out, behind the
+  // other ranks of its core: a cost per synchronisation, not per byte or per FLOP; without
   // collective fits there is nothing to add it to). `profile` then points here; shared so
   // that copies of the context stay valid.
   std::shared_ptr<const Profile> time_sliced_profile;

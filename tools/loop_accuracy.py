@@ -159,7 +159,7 @@ def main():
                     help="seconds to wait for that before running anyway")
     ap.add_argument("--retries", type=int, default=2,
                     help="runs again (after waiting) when other tasks were runnable during it")
-    ap.add_argument("--feedback-plans", default="single,dp2-z0,single-mb4,tp2,tp2-dp2",
+    ap.add_argument("--feedback-plans", default="single,dp2-z0,single-mb4,tp2,tp2-sp,dp2-z3,tp2-dp2",
                     help="comma-separated plans of the matrix run with --update-profile at the "
                          "start of every round ('' for none)")
     ap.add_argument("--calibrate-args",

@@ -242,9 +242,18 @@ TEST(ProfileFeedback, TheFactorsScaleEveryComputeAndCommunicationTime) {
   const Prediction four_sliced = predict(run.model, run.cluster, run.train, plan, &p);
   // Tensor-parallel all-reduces per step of a rank, over 8 / (d 2 x b 1) = 4 micro-batches:
   // per layer 2 forward + 2 backward (8 layers: 128), plus the vocab-parallel embedding's
-  // forward and the head's backward (8): 136, each waiting 50 us more.
+  // forward and the head's backward (8): 136, each waiting 50 us more (4 ranks on 2 cores:
+  // one other rank ahead on each core).
   EXPECT_NEAR(four_sliced.parts.tp_comm_s - four.parts.tp_comm_s, 136 * wait_s, 1e-12);
   EXPECT_DOUBLE_EQ(four_sliced.parts.forward_s, four.parts.forward_s);
+  // tp2-dp4: 8 ranks on 2 cores, three others ahead on each core: 3 x 50 us, over
+  // 8 / (d 4 x b 1) = 2 micro-batches, 68 all-reduces.
+  plan.dp = 4;
+  p.time_sliced_sync_s = 0;
+  const Prediction eight = predict(run.model, run.cluster, run.train, plan, &p);
+  p.time_sliced_sync_s = wait_s;
+  const Prediction eight_sliced = predict(run.model, run.cluster, run.train, plan, &p);
+  EXPECT_NEAR(eight_sliced.parts.tp_comm_s - eight.parts.tp_comm_s, 68 * 3 * wait_s, 1e-12);
 }
 
 TEST(ProfileFeedback, FoldingTheModelsOwnPredictionsReturnsItsFactors) {

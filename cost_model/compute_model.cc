@@ -26,7 +26,8 @@ double cpu_compute_share(const ClusterSpec& cluster, const Profile* profile,
   // Contention among the busy cores (the profile's busy_cores_slowdown, measured with all of
   // its busy_cores cores running kernels): 1 with one core busy, linear up to the measured
   // figure, and that figure once every core is busy.
-  if (profile == nullptr || profile->busy_cores < 2 || !(profile->busy_cores_slowdown > 1.0)) {
+  // (Below 1 too: on a VM, ranks that keep every core busy can run faster than one alone.)
+  if (profile == nullptr || profile->busy_cores < 2 || !(profile->busy_cores_slowdown > 0.0)) {
     return share;
   }
   const double measured_cores = static_cast<double>(profile->busy_cores);

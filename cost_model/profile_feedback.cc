@@ -114,20 +114,9 @@ FeedbackFit fold_run_into_profile(Profile& profile, const StepReport& measured,
   }
   trial = profile;
   const double run = solve_scale(
-      step_at([](Profile& p, double s) { p.busy_cores_slowdown = s; }), step_s, 1.0,
-      kMaxTimeScale);
+      step_at([](Profile& p, double s) { p.busy_cores_slowdown = s; }), step_s);
   fit.busy_cores =
       average_in(profile.busy_cores_slowdown, profile.busy_cores_slowdown_runs, run);
-  // Faster than even unslowed ranks would be: the kernels themselves run faster than the
-  // compute factor says, and it comes down (a slowdown under 1 would mean nothing).
-  trial = profile;
-  trial.busy_cores_slowdown = 1.0;
-  if (run == 1.0 && predict(trial).step_time_s > step_s) {
-    const double compute = solve_scale(
-        step_at([](Profile& p, double s) { p.compute_time_scale = s; }), step_s);
-    fit.compute =
-        average_in(profile.compute_time_scale, profile.compute_time_scale_runs, compute);
-  }
   return fit;
 }
 

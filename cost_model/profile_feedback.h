@@ -16,17 +16,17 @@
 //                        microbenchmarks predict it: the factor that predicts the measured
 //                        communication parts (a step's collectives also wait for the slowest
 //                        rank, which no microbenchmark sees);
-//   busy_cores_slowdown  the extra compute time when every core of a node is busy
-//                        (compute_model.h), from every run of several ranks, one per core,
-//                        with the other factors held: the value that predicts the step (when
-//                        even 1 predicts a slower step than measured, the compute factor
-//                        comes down instead);
+//   busy_cores_slowdown  the compute time when every core of a node is busy against one
+//                        alone (compute_model.h), from every run of several ranks, one per
+//                        core, with the other factors held: the value that predicts the step
+//                        (below 1 too: on this VM, two busy ranks sometimes each run faster
+//                        than one alone);
 //   time_sliced_sync_s   the wait of each blocking collective or transfer of ranks that
 //                        time-share the cores (time_model.h), from runs of more ranks than
 //                        cores, the others held: the value that predicts the step.
 // Bisection in log space (every prediction is monotone in each factor), over
-// [kMinTimeScale, kMaxTimeScale] for the scales, [1, kMaxTimeScale] for the slowdown and
-// [kMinSyncS, kMaxSyncS] for the wait.
+// [kMinTimeScale, kMaxTimeScale] for the factors and [kMinSyncS, kMaxSyncS] for the wait.
+// Each factor comes from its own runs only: a run never moves another kind's factor.
 // Why a pipeline's communication is not fitted: its measured comm parts hold the stages'
 // waits for each other (the embedding sync waits for the last stage), which the model books
 // as bubble.
@@ -89,8 +89,8 @@ struct RunPlacement {
   std::int64_t node_cores = 1;
 };
 
-// Updates the profile's factors from one run (compute; time-sliced; or comm, busy cores and
-// possibly compute). `measured` is the run's report,
+// Updates the profile's factors from one run (compute; time-sliced wait; or comm and busy
+// cores). `measured` is the run's report,
 // `predict(p)` the prediction of the run's plan with profile p. Throws ConfigError when the
 // measured step is not a positive number.
 FeedbackFit fold_run_into_profile(Profile& profile, const StepReport& measured,

@@ -61,6 +61,8 @@ TEST(CpuShare, BusyCoresSlowEveryRankDown) {
   EXPECT_DOUBLE_EQ(cpu_compute_share(cpu, &p, 4), 1.0 / (1.0 + 0.5 * 3.0 / 7.0));
   p.busy_cores_slowdown = 0.0;  // not recorded
   EXPECT_DOUBLE_EQ(cpu_compute_share(cpu, &p, 4), 1.0);
+  p.busy_cores_slowdown = 0.8;  // faster with every core busy (seen on a VM): 1 - 0.2 x 3 / 7
+  EXPECT_DOUBLE_EQ(cpu_compute_share(cpu, &p, 4), 1.0 / (1.0 - 0.2 * 3.0 / 7.0));
 }
 
 TEST(CpuGemm, SamplesAreTakenAsMeasuredAndShared) {

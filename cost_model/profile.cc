@@ -31,6 +31,25 @@ constexpr RateField kRates[] = {
     {"op_overhead_s", &Profile::op_overhead_s},
 };
 
+// The factors measured runs fold in (profile_feedback.h), each with the count of runs it
+// averages.
+struct FeedbackField {
+  const char* key;
+  const char* runs_key;
+  double Profile::*value;
+  std::int64_t Profile::*runs;
+};
+constexpr FeedbackField kFeedback[] = {
+    {"busy_cores_slowdown", "busy_cores_slowdown_runs", &Profile::busy_cores_slowdown,
+     &Profile::busy_cores_slowdown_runs},
+    {"time_sliced_sync_s", "time_sliced_sync_runs", &Profile::time_sliced_sync_s,
+     &Profile::time_sliced_sync_runs},
+    {"compute_time_scale", "compute_time_scale_runs", &Profile::compute_time_scale,
+     &Profile::compute_time_scale_runs},
+    {"comm_time_scale", "comm_time_scale_runs", &Profile::comm_time_scale,
+     &Profile::comm_time_scale_runs},
+};
+
 GemmSample gemm_from_json(JsonObjectReader r) {
   GemmSample g;
   for (auto [key, field] : {std::pair{"m", &GemmSample::m}, std::pair{"n", &GemmSample::n},
@@ -77,27 +96,14 @@ Profile Profile::from_json(const Json& json, const std::string& source) {
   }
   p.threads_per_rank = r.get_int_or("threads_per_rank", 0);
   r.require_non_negative("threads_per_rank", static_cast<double>(p.threads_per_rank));
-  p.busy_cores_slowdown = r.get_number_or("busy_cores_slowdown", 0.0);
-  r.require_non_negative("busy_cores_slowdown", p.busy_cores_slowdown);
   p.busy_cores = r.get_int_or("busy_cores", 0);
   r.require_non_negative("busy_cores", static_cast<double>(p.busy_cores));
-  p.busy_cores_slowdown_runs = r.get_int_or("busy_cores_slowdown_runs", 0);
-  r.require_non_negative("busy_cores_slowdown_runs",
-                         static_cast<double>(p.busy_cores_slowdown_runs));
-  p.time_sliced_sync_s = r.get_number_or("time_sliced_sync_s", 0.0);
-  r.require_non_negative("time_sliced_sync_s", p.time_sliced_sync_s);
-  p.time_sliced_sync_runs = r.get_int_or("time_sliced_sync_runs", 0);
-  r.require_non_negative("time_sliced_sync_runs",
-                         static_cast<double>(p.time_sliced_sync_runs));
-  p.compute_time_scale = r.get_number_or("compute_time_scale", 0.0);
-  r.require_non_negative("compute_time_scale", p.compute_time_scale);
-  p.compute_time_scale_runs = r.get_int_or("compute_time_scale_runs", 0);
-  r.require_non_negative("compute_time_scale_runs",
-                         static_cast<double>(p.compute_time_scale_runs));
-  p.comm_time_scale = r.get_number_or("comm_time_scale", 0.0);
-  r.require_non_negative("comm_time_scale", p.comm_time_scale);
-  p.comm_time_scale_runs = r.get_int_or("comm_time_scale_runs", 0);
-  r.require_non_negative("comm_time_scale_runs", static_cast<double>(p.comm_time_scale_runs));
+  for (const FeedbackField& f : kFeedback) {
+    p.*f.value = r.get_number_or(f.key, 0.0);
+    r.require_non_negative(f.key, p.*f.value);
+    p.*f.runs = r.get_int_or(f.runs_key, 0);
+    r.require_non_negative(f.runs_key, static_cast<double>(p.*f.runs));
+  }
   const Json& collectives = r.get_array("collectives");
   for (std::size_t i = 0; i < collectives.size(); ++i) {
     p.collectives.push_back(collective_from_json(
@@ -120,15 +126,11 @@ Json Profile::to_json() const {
   j["gemm"] = g;
   for (const RateField& f : kRates) j[f.key] = this->*f.field;
   j["threads_per_rank"] = threads_per_rank;
-  j["busy_cores_slowdown"] = busy_cores_slowdown;
   j["busy_cores"] = busy_cores;
-  j["busy_cores_slowdown_runs"] = busy_cores_slowdown_runs;
-  j["time_sliced_sync_s"] = time_sliced_sync_s;
-  j["time_sliced_sync_runs"] = time_sliced_sync_runs;
-  j["compute_time_scale"] = compute_time_scale;
-  j["compute_time_scale_runs"] = compute_time_scale_runs;
-  j["comm_time_scale"] = comm_time_scale;
-  j["comm_time_scale_runs"] = comm_time_scale_runs;
+  for (const FeedbackField& f : kFeedback) {
+    j[f.key] = this->*f.value;
+    j[f.runs_key] = this->*f.runs;
+  }
   Json c = Json::array();
   for (const CollectiveFit& f : collectives) {
     c.push_back(Json{{"op", f.op},

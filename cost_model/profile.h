@@ -46,14 +46,16 @@ struct Profile {
   double cpu_adam_params_per_s = 0;        // CPU AdamW update rate (all cores)
   double device_adam_params_per_s = 0;     // AdamW on the device
   std::vector<CollectiveFit> collectives;
-  // Per-op fixed overhead (kernel launch / framework dispatch) measured by `strata run`.
+  // Per-op fixed overhead (kernel launch / framework dispatch), set by hand; nothing measures
+  // it (runs fold into the factors below instead).
   double op_overhead_s = 0;
   // CPU backend: the OpenMP/BLAS threads of one rank the kernel rates above were timed at
   // (0: not recorded, taken as 1). Ranks sharing a node's cores get a share of these rates.
   std::int64_t threads_per_rank = 0;
   // CPU backend: how much slower those kernels ran with all busy_cores cores of the node
-  // running them at once than alone (>= 1 in practice; 0: not recorded, taken as 1). Ranks
-  // that keep n of the cores busy see a slowdown interpolated linearly from 1 at n = 1.
+  // running them at once than alone (usually >= 1; a VM can show less; 0: not recorded, taken
+  // as 1). Ranks that keep n of the cores busy see a slowdown interpolated linearly from 1 at
+  // n = 1.
   double busy_cores_slowdown = 0;
   std::int64_t busy_cores = 0;
   // Measurements averaged into busy_cores_slowdown: the calibration's, then runs folded in

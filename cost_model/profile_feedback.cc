@@ -46,10 +46,6 @@ ScaleUpdate average_in(double& scale, std::int64_t& runs, double run_scale,
 
 }  // namespace
 
-double compute_parts_s(const StepTimeParts& p) {
-  return p.forward_s + p.backward_s + p.recompute_s + p.optimizer_s;
-}
-
 double comm_parts_s(const StepTimeParts& p) { return p.tp_comm_s + p.pp_comm_s + p.dp_comm_s; }
 
 FeedbackFit fold_run_into_profile(Profile& profile, const StepReport& measured,

@@ -77,8 +77,6 @@ struct FeedbackFit {
   ScaleUpdate time_sliced;  // time_sliced_sync_s, in seconds
 };
 
-// The compute parts of a step: forward, backward, recompute and optimizer.
-double compute_parts_s(const StepTimeParts& parts);
 // The communication parts: tensor-, pipeline- and data-parallel.
 double comm_parts_s(const StepTimeParts& parts);
 

@@ -15,7 +15,8 @@
 //
 // Deliberately not here: collectives (collective_bench.h, run under mpirun by the CLI),
 // NVMe (executor/offload's measurement, called by the CLI when --nvme-dir is given),
-// op_overhead_s (measured by `strata run`), writing the file.
+// what measured runs fold in (`strata run --update-profile`, cost_model/profile_feedback.h),
+// writing the file.
 #pragma once
 
 #include <cstdint>

@@ -46,9 +46,8 @@ struct Validated {
 void print_predicted(const Validated& v, const StepReport& rep, const std::string& profile_path,
                      std::ostream& out);
 
-// --update-profile: a run of one rank folds its measured forward + backward into the profile's
-// op_overhead_s; a CPU run of ranks sharing a node's cores fits busy_cores_slowdown to its
-// measured step time instead (cost_model/profile.h).
+// --update-profile: folds the run into the profile's fed-back factors (which run fits which:
+// cost_model/profile_feedback.h) and rewrites the file.
 void update_profile(const std::string& path, const Validated& v, const StepReport& measured,
                     std::ostream& out);
 

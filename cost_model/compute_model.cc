@@ -153,6 +153,11 @@ double LayerForward::attention_core_s() const {
   return attn_score.time_s() + attn_value.time_s() + softmax_s;
 }
 
+double LayerForward::full_recompute_s(const LayerKernels& kernels) const {
+  const double skipped = kernels.recompute_skips_output ? fc2.time_s() + output_elementwise_s : 0.0;
+  return time_s() - skipped;
+}
+
 double LayerForward::gemm_s() const {
   return qkv.time_s() + attn_score.time_s() + attn_value.time_s() + proj.time_s() +
          fc1.time_s() + fc2.time_s();
@@ -218,6 +223,12 @@ LayerForward layer_forward(const ModelSpec& model, std::int64_t micro_batch, std
   L.elementwise_bytes = layer_elementwise_bytes(model, micro_batch, tp, sequence_parallel,
                                                 kernels, c);
   L.elementwise_s = memory_bound_time(L.elementwise_bytes, rates);
+  // After fc2, per hidden token: bias + dropout + residual (read 2h, write h, mask), and the
+  // separate bias pass (read and write h); see layer_elementwise_bytes.
+  const double hidden_tokens = sequence_parallel ? tokens / t : tokens;
+  const double output_bytes =
+      hidden_tokens * (3.0 * h * c + dropout * h + (kernels.separate_bias ? 2.0 * h * c : 0.0));
+  L.output_elementwise_s = memory_bound_time(output_bytes, rates);
   return L;
 }
 

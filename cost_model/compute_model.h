@@ -63,6 +63,9 @@ namespace strata {
 // forward; twice as many in the backward, each matmul_backward being two GEMMs and a bias sum).
 inline constexpr double kLayerForwardOps = 12.0;
 inline constexpr double kLayerBackwardOps = 24.0;
+// Of the forward's: fc2, its bias add and the residual add (what a recomputation that stops
+// at the GeLU output skips).
+inline constexpr double kLayerOutputOps = 3.0;
 
 // Constants of the default curves (documented above; a Profile overrides them).
 inline constexpr double kGemmPeakEfficiency = 0.75;
@@ -130,6 +133,11 @@ struct LayerKernels {
   // the bias, the row-parallel projections add it after the all-reduce; matmul_backward sums
   // the bias gradient over the rows) instead of fused into the GEMM epilogue.
   bool separate_bias = false;
+  // Full recomputation stops at the last tensor the backward needs (the GeLU output): the
+  // layer's output GEMM (fc2), its bias, residual add and TP collective are not rerun, their
+  // result being the next layer's saved input (strata's CPU executor). Megatron's
+  // checkpointing and strata's CUDA engine rerun the whole layer.
+  bool recompute_skips_output = false;
 };
 
 // Forward of one transformer layer for one micro-batch (b sequences) on one TP rank.
@@ -144,8 +152,13 @@ struct LayerForward {
   double elementwise_bytes = 0;  // LayerNorms, bias+GeLU, bias+dropout+residual adds
   double softmax_s = 0;
   double elementwise_s = 0;
+  // Of elementwise_s: what follows fc2 (its bias, dropout and residual add).
+  double output_elementwise_s = 0;
   // The attention core (what selective recomputation recomputes): scores, softmax, values.
   double attention_core_s() const;
+  // What a full recomputation reruns: time_s(), less fc2 and output_elementwise_s when the
+  // kernels' recompute_skips_output.
+  double full_recompute_s(const LayerKernels& kernels) const;
   double gemm_s() const;
   double flops() const;
   double time_s() const;

@@ -24,6 +24,7 @@ LayerKernels kernels_for(const ClusterSpec& cluster, const CostModelOptions& opt
                                                           : AttentionKernel::kMaterialized;
     kernels.dropout = false;
     kernels.separate_bias = cluster.backend == Backend::kCpu;
+    kernels.recompute_skips_output = cluster.backend == Backend::kCpu;
   }
   return kernels;
 }

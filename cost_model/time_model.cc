@@ -125,10 +125,13 @@ TpLayerComm tp_layer_comm(const TimeContext& ctx) {
                                   plan.tp, 1).total_s();
   }
   // Two per block direction: after attention and after the MLP (forward), before each in
-  // backward; full recomputation replays the forward's two.
+  // backward; full recomputation replays the forward's two, or only the attention's when it
+  // stops before fc2 (LayerKernels::recompute_skips_output).
   comm.forward_s = 2.0 * one_s;
   comm.backward_s = 2.0 * one_s;
-  comm.recompute_s = plan.recompute == Recompute::kFull ? 2.0 * one_s : 0.0;
+  if (plan.recompute == Recompute::kFull) {
+    comm.recompute_s = (ctx.kernels.recompute_skips_output ? 1.0 : 2.0) * one_s;
+  }
   return comm;
 }
 
@@ -207,7 +210,12 @@ ChunkWork chunk_work(const TimeContext& ctx, std::int64_t pp_rank, std::int64_t 
   switch (plan.recompute) {
     case Recompute::kNone: break;
     case Recompute::kSelective: w.recompute_s = layers * layer.attention_core_s(); break;
-    case Recompute::kFull: w.recompute_s = layers * layer_fwd_s; break;
+    case Recompute::kFull: {
+      const double ops = ctx.kernels.recompute_skips_output ? kLayerForwardOps - kLayerOutputOps
+                                                            : kLayerForwardOps;
+      w.recompute_s = layers * (layer.full_recompute_s(ctx.kernels) + ops * op_overhead);
+      break;
+    }
   }
 
   const TpLayerComm tp = tp_layer_comm(ctx);

@@ -132,6 +132,36 @@ TEST(CpuElementwise, ByteCountsWorkedByHand) {
                    606208.0);
 }
 
+TEST(CpuRecompute, FullRecomputationStopsBeforeFc2) {
+  // The CPU executor's full recomputation reruns the layer up to the GeLU output
+  // (gpt_layer.cc: layer_forward with y = nullptr): fc2, its bias pass and the residual add
+  // are not priced. tiny, b = 1, t = 1, fp32: those two passes move 64 tokens x (3 h c +
+  // 2 h c) = 64 x 1280 = 81920 bytes, at the elementwise rate of the curve.
+  const ClusterSpec cpu = local_cpu();
+  TrainSpec train;
+  train.precision = Precision::kFp32;
+  const DeviceRates rates = device_rates(cpu, train, nullptr, 1);
+  LayerKernels kernels = cpu_kernels();
+  const LayerForward whole = layer_forward(tiny(), 1, 1, false, kernels, rates);
+  EXPECT_NEAR(whole.full_recompute_s(kernels), whole.time_s(), 1e-15);
+  kernels.recompute_skips_output = true;
+  const LayerForward f = layer_forward(tiny(), 1, 1, false, kernels, rates);
+  EXPECT_NEAR(f.output_elementwise_s, memory_bound_time(81920.0, rates), 1e-15);
+  EXPECT_NEAR(f.full_recompute_s(kernels),
+              f.time_s() - f.fc2.time_s() - memory_bound_time(81920.0, rates), 1e-15);
+  EXPECT_LT(f.full_recompute_s(kernels), 0.9 * f.time_s());  // fc2 is a quarter of the GEMM FLOPs
+
+  // A plan's chunk: 8 layers, each priced so.
+  const ModelSpec model = tiny();
+  const TrainSpec tiny_train =
+      TrainSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/train/tiny.json");
+  Plan plan = Plan::load(std::string(STRATA_SOURCE_DIR) + "/configs/plans/tiny-single.json");
+  plan.recompute = Recompute::kFull;
+  const TimeContext ctx = make_time_context(model, cpu, tiny_train, plan, nullptr, kernels);
+  const LayerForward at_plan = layer_forward(model, plan.micro_batch, 1, false, kernels, ctx.rates);
+  EXPECT_NEAR(chunk_work(ctx, 0, 0).recompute_s, 8 * at_plan.full_recompute_s(kernels), 1e-15);
+}
+
 TEST(CpuComm, OneExposedReductionPerStepAfterTheLastBackward) {
   const ModelSpec model = tiny();
   const ClusterSpec cpu = local_cpu();

@@ -189,6 +189,13 @@ TEST_F(TimeModelTest, TensorParallelCommIsTwoAllReducesPerDirection) {
   EXPECT_NEAR(tp.recompute_s, 2 * one, 1e-12);
   plan.recompute = Recompute::kSelective;
   EXPECT_EQ(tp_layer_comm(ctx()).recompute_s, 0.0);
+  // A recomputation that stops before fc2 replays only the attention's all-reduce.
+  plan.recompute = Recompute::kFull;
+  LayerKernels stops_at_gelu;
+  stops_at_gelu.recompute_skips_output = true;
+  EXPECT_NEAR(tp_layer_comm(make_time_context(model, cluster, train, plan, nullptr, stops_at_gelu))
+                  .recompute_s,
+              one, 1e-12);
 }
 
 TEST_F(TimeModelTest, PipelineTransferUsesScatterGatherAcrossNodes) {

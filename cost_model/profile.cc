@@ -31,23 +31,22 @@ constexpr RateField kRates[] = {
     {"op_overhead_s", &Profile::op_overhead_s},
 };
 
-// The factors measured runs fold in (profile_feedback.h), each with the count of runs it
-// averages.
+// The factors measured runs fold in (profile_feedback.h), each with what the runs asked for.
 struct FeedbackField {
   const char* key;
-  const char* runs_key;
+  const char* asks_key;
   double Profile::*value;
-  std::int64_t Profile::*runs;
+  std::vector<double> Profile::*asks;
 };
 constexpr FeedbackField kFeedback[] = {
-    {"busy_cores_slowdown", "busy_cores_slowdown_runs", &Profile::busy_cores_slowdown,
-     &Profile::busy_cores_slowdown_runs},
-    {"time_sliced_sync_s", "time_sliced_sync_runs", &Profile::time_sliced_sync_s,
-     &Profile::time_sliced_sync_runs},
-    {"compute_time_scale", "compute_time_scale_runs", &Profile::compute_time_scale,
-     &Profile::compute_time_scale_runs},
-    {"comm_time_scale", "comm_time_scale_runs", &Profile::comm_time_scale,
-     &Profile::comm_time_scale_runs},
+    {"busy_cores_slowdown", "busy_cores_slowdown_asks", &Profile::busy_cores_slowdown,
+     &Profile::busy_cores_slowdown_asks},
+    {"time_sliced_sync_s", "time_sliced_sync_asks", &Profile::time_sliced_sync_s,
+     &Profile::time_sliced_sync_asks},
+    {"compute_time_scale", "compute_time_scale_asks", &Profile::compute_time_scale,
+     &Profile::compute_time_scale_asks},
+    {"comm_time_scale", "comm_time_scale_asks", &Profile::comm_time_scale,
+     &Profile::comm_time_scale_asks},
 };
 
 GemmSample gemm_from_json(JsonObjectReader r) {
@@ -101,8 +100,15 @@ Profile Profile::from_json(const Json& json, const std::string& source) {
   for (const FeedbackField& f : kFeedback) {
     p.*f.value = r.get_number_or(f.key, 0.0);
     r.require_non_negative(f.key, p.*f.value);
-    p.*f.runs = r.get_int_or(f.runs_key, 0);
-    r.require_non_negative(f.runs_key, static_cast<double>(p.*f.runs));
+    if (!r.has(f.asks_key)) continue;
+    const Json& asks = r.get_array(f.asks_key);
+    for (std::size_t i = 0; i < asks.size(); ++i) {
+      const std::string key = fmt::format("{}[{}]", f.asks_key, i);
+      if (!asks[i].is_number() || !(asks[i].get<double>() > 0)) {
+        r.fail(key, asks[i].dump(), "a positive number");
+      }
+      (p.*f.asks).push_back(asks[i].get<double>());
+    }
   }
   const Json& collectives = r.get_array("collectives");
   for (std::size_t i = 0; i < collectives.size(); ++i) {
@@ -129,7 +135,7 @@ Json Profile::to_json() const {
   j["busy_cores"] = busy_cores;
   for (const FeedbackField& f : kFeedback) {
     j[f.key] = this->*f.value;
-    j[f.runs_key] = this->*f.runs;
+    j[f.asks_key] = this->*f.asks;
   }
   Json c = Json::array();
   for (const CollectiveFit& f : collectives) {

@@ -58,24 +58,24 @@ struct Profile {
   // n = 1.
   double busy_cores_slowdown = 0;
   std::int64_t busy_cores = 0;
-  // Measurements averaged into busy_cores_slowdown: the calibration's, then runs folded in
-  // (profile_feedback.h).
-  std::int64_t busy_cores_slowdown_runs = 0;
   // CPU backend, ranks time-sharing the cores (ranks x threads > cores): the seconds each
   // blocking collective or transfer waits, on average, for a peer the scheduler has swapped
   // out, per other rank ahead of it on its core; added, times (ranks x threads / cores - 1),
   // to every measured collective's latency (time_model.h). Fitted from such runs only (0:
   // none).
   double time_sliced_sync_s = 0;
-  std::int64_t time_sliced_sync_runs = 0;
   // Measured runs against these rates (`strata run --update-profile`, profile_feedback.h):
   // every compute time of a prediction is multiplied by compute_time_scale, every
-  // collective and point-to-point time by comm_time_scale; each is the geometric mean of
-  // what the last *_runs runs asked for (0: never fitted, taken as 1).
+  // collective and point-to-point time by comm_time_scale (0: never fitted, taken as 1).
   double compute_time_scale = 0;
-  std::int64_t compute_time_scale_runs = 0;
   double comm_time_scale = 0;
-  std::int64_t comm_time_scale_runs = 0;
+  // What the last runs folded in asked each fed-back factor to be, oldest first (the
+  // calibration's busy_cores_slowdown is the first of its list): the factor is their median
+  // (profile_feedback.h). Empty: the factor was set by hand or never fitted.
+  std::vector<double> busy_cores_slowdown_asks;
+  std::vector<double> time_sliced_sync_asks;
+  std::vector<double> compute_time_scale_asks;
+  std::vector<double> comm_time_scale_asks;
 
   static Profile from_json(const Json& json, const std::string& source);
   static Profile load(const std::string& path);

@@ -1,5 +1,4 @@
-// The loop's feedback: one run folded into the profile's compute_time_scale and
-// comm_time_scale (profile_feedback.h).
+// The loop's feedback: one run folded into the profile's factors (profile_feedback.h).
 #include "cost_model/profile_feedback.h"
 
 #include <algorithm>
@@ -26,25 +25,38 @@ double solve_scale(const std::function<double(double)>& value, double target,
   return std::exp(0.5 * (lo + hi));
 }
 
-// Folds run_scale into (scale, runs): the geometric mean over the last kMaxFeedbackRuns.
-// `unfitted` is what a 0 (never fitted) stands for.
-ScaleUpdate average_in(double& scale, std::int64_t& runs, double run_scale,
-                       double unfitted = 1.0) {
+// Appends run_scale to asks (dropping the oldest past kFeedbackWindow) and sets scale to
+// their median. `unfitted` is what a scale of 0 (never fitted) stands for. A scale set
+// without asks (by hand) counts as one ask.
+ScaleUpdate fold_ask(double& scale, std::vector<double>& asks, double run_scale,
+                     double unfitted = 1.0) {
   ScaleUpdate u;
   u.fitted = true;
   u.run_scale = run_scale;
   u.old_scale = scale > 0 ? scale : unfitted;
-  const std::int64_t n = scale > 0 ? std::clamp<std::int64_t>(runs, 0, kMaxFeedbackRuns - 1) : 0;
-  const double nd = static_cast<double>(n);
-  u.new_scale = n == 0 ? run_scale
-                      : std::exp((nd * std::log(scale) + std::log(run_scale)) / (nd + 1.0));
-  u.runs = n + 1;
+  if (asks.empty() && scale > 0) asks.push_back(scale);
+  asks.push_back(run_scale);
+  if (asks.size() > kFeedbackWindow) {
+    asks.erase(asks.begin(), asks.end() - static_cast<std::ptrdiff_t>(kFeedbackWindow));
+  }
+  u.new_scale = median_ask(asks);
+  u.runs = asks.size();
   scale = u.new_scale;
-  runs = u.runs;
   return u;
 }
 
 }  // namespace
+
+double median_ask(std::vector<double> asks) {
+  if (asks.empty()) return 0.0;
+  const std::size_t mid = asks.size() / 2;
+  std::nth_element(asks.begin(), asks.begin() + static_cast<std::ptrdiff_t>(mid), asks.end());
+  const double upper = asks[mid];
+  if (asks.size() % 2 == 1) return upper;
+  const double lower =
+      *std::max_element(asks.begin(), asks.begin() + static_cast<std::ptrdiff_t>(mid));
+  return std::sqrt(lower * upper);
+}
 
 double comm_parts_s(const StepTimeParts& p) { return p.tp_comm_s + p.pp_comm_s + p.dp_comm_s; }
 
@@ -72,13 +84,13 @@ FeedbackFit fold_run_into_profile(Profile& profile, const StepReport& measured,
         solve_scale(step_at([](Profile& p, double s) { p.time_sliced_sync_s = s; }), step_s,
                     kMinSyncS, kMaxSyncS);
     fit.time_sliced =
-        average_in(profile.time_sliced_sync_s, profile.time_sliced_sync_runs, run, 0.0);
+        fold_ask(profile.time_sliced_sync_s, profile.time_sliced_sync_asks, run, 0.0);
     return fit;
   }
   if (placement.busy_cores <= 1) {
     const double run = solve_scale(
         step_at([](Profile& p, double s) { p.compute_time_scale = s; }), step_s);
-    fit.compute = average_in(profile.compute_time_scale, profile.compute_time_scale_runs, run);
+    fit.compute = fold_ask(profile.compute_time_scale, profile.compute_time_scale_asks, run);
     return fit;
   }
   // Several ranks, one per core. Without a pipeline, the run's communication is measured
@@ -98,7 +110,7 @@ FeedbackFit fold_run_into_profile(Profile& profile, const StepReport& measured,
           return comm_parts_s(predict(trial).parts);
         },
         measured_comm_s);
-    fit.comm = average_in(profile.comm_time_scale, profile.comm_time_scale_runs, run);
+    fit.comm = fold_ask(profile.comm_time_scale, profile.comm_time_scale_asks, run);
   }
   // Then, the comm factor held, the busy-cores slowdown that predicts the step.
   // The slowdown is recorded at the node's cores; a calibration measured at another count
@@ -106,13 +118,13 @@ FeedbackFit fold_run_into_profile(Profile& profile, const StepReport& measured,
   if (profile.busy_cores != placement.node_cores) {
     profile.busy_cores = placement.node_cores;
     profile.busy_cores_slowdown = 0;
-    profile.busy_cores_slowdown_runs = 0;
+    profile.busy_cores_slowdown_asks.clear();
   }
   trial = profile;
   const double run = solve_scale(
       step_at([](Profile& p, double s) { p.busy_cores_slowdown = s; }), step_s);
   fit.busy_cores =
-      average_in(profile.busy_cores_slowdown, profile.busy_cores_slowdown_runs, run);
+      fold_ask(profile.busy_cores_slowdown, profile.busy_cores_slowdown_asks, run);
   return fit;
 }
 

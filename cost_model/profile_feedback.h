@@ -31,18 +31,22 @@
 // waits for each other (the embedding sync waits for the last stage), which the model books
 // as bubble.
 //
-// Each factor is the geometric mean of what the last kMaxFeedbackRuns runs asked for (the
-// calibration's busy_cores_slowdown counts as one):
-//   log s_new = (n log s_old + log s_run) / (n + 1),  n = min(runs so far, kMaxFeedbackRuns - 1)
-// so one noisy run moves a prediction by at most 1/(n+1) of its own error, and a machine that
-// changed is followed within a few runs.
+// Each factor is the median of what the last kFeedbackWindow runs of its kind asked for (the
+// Profile keeps the list; the calibration's busy_cores_slowdown is its first entry; an even
+// count takes the geometric mean of the middle two). Why a median over a long window: on the
+// shared VM one run in five or so asks for 2-3x the typical comm factor (a peer descheduled
+// mid-collective), and the speed modes last minutes; a mean would follow the last stray
+// run, a short window the last mode. A machine that really changed is recalibrated (a
+// calibration starts the lists afresh).
 //
 // Deliberately not here: running or predicting (the caller passes the prediction as a
 // function of the profile), reading or writing the file.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "cost_model/profile.h"
 #include "cost_model/step_report.h"
@@ -53,7 +57,7 @@ inline constexpr double kMinTimeScale = 0.125;
 inline constexpr double kMaxTimeScale = 8.0;
 inline constexpr double kMinSyncS = 1e-7;
 inline constexpr double kMaxSyncS = 1e-2;
-inline constexpr std::int64_t kMaxFeedbackRuns = 8;
+inline constexpr std::size_t kFeedbackWindow = 32;
 // Communication must be this share of a step (as the microbenchmarks predict it) for a run to
 // fit the comm factor: below, a few microseconds of timer and wait noise per collective would
 // swing the factor.
@@ -65,7 +69,7 @@ struct ScaleUpdate {
   double run_scale = 0;  // what this run alone asks for (clamped to the range)
   double old_scale = 1;  // (1 when never fitted; 0 for the wait)
   double new_scale = 1;
-  std::int64_t runs = 0;  // runs the new factor averages
+  std::size_t runs = 0;  // runs the new factor is the median of
 };
 
 struct FeedbackFit {
@@ -76,6 +80,9 @@ struct FeedbackFit {
   ScaleUpdate comm;
   ScaleUpdate time_sliced;  // time_sliced_sync_s, in seconds
 };
+
+// The median of asks (the geometric mean of the middle two for an even count); 0 when empty.
+double median_ask(std::vector<double> asks);
 
 // The communication parts: tensor-, pipeline- and data-parallel.
 double comm_parts_s(const StepTimeParts& parts);

@@ -7,11 +7,12 @@ the microbenchmarks miss into the profile (cost_model/profile_feedback.h): one r
 compute_time_scale (single and single-mb4: the factor with the most noise to average);
 dp2 and tp2 its comm_time_scale (from their measured communication) and
 its busy_cores_slowdown (from their step); tp2-dp2 (four ranks on the two cores) its
-time_sliced_sync_s (a blocking collective's wait for a swapped-out peer); each a geometric mean over the last 8 runs. The predictions come from
+time_sliced_sync_s (a blocking collective's wait for a swapped-out peer); each the median of
+what the last 32 runs of its kind asked for. The predictions come from
 the profile after every feedback run, and no evaluation run touches the profile. Because this
 kind of machine drifts (a shared VM: for seconds to minutes at a time a process runs ~25%
 slower or faster), the feedback runs are spread over the same minutes as the evaluation: each
-round runs the feedback plans, then every plan of the matrix.
+round runs every plan of the matrix with the feedback plans' runs spread evenly among them.
 
 What it checks, per plan and over the matrix:
   step time   |predicted - measured| / measured <= --step-bound (default 15%), measured =
@@ -137,6 +138,16 @@ def trimmed_mean(values):
     return statistics.mean(ordered)
 
 
+def round_schedule(feedback, evaluated):
+    """One round's runs, as ("feedback" | "evaluate", plan name): the feedback runs spread
+    evenly among the evaluated ones, so that the factors are fitted over the same minutes
+    as the plans are measured (the machine's speed drifts over minutes)."""
+    schedule = [("evaluate", name) for name in evaluated]
+    for i, name in enumerate(feedback):
+        schedule.insert(round(i * len(evaluated) / len(feedback)) + i, ("feedback", name))
+    return schedule
+
+
 def rel(predicted, measured):
     return (predicted - measured) / measured if measured else float("nan")
 
@@ -147,7 +158,7 @@ def main():
     ap.add_argument("--work", default="loop-accuracy", help="scratch directory")
     ap.add_argument("--profile", help="use this profile instead of calibrating")
     ap.add_argument("--steps", type=int, default=15, help="steps per run (first is warm-up)")
-    ap.add_argument("--rounds", type=int, default=5, help="interleaved runs per plan")
+    ap.add_argument("--rounds", type=int, default=7, help="interleaved runs per plan")
     ap.add_argument("--plans", nargs="*", help="names of a subset of the matrix")
     ap.add_argument("--step-bound", type=float, default=0.15)
     ap.add_argument("--mem-bound", type=float, default=0.05)
@@ -212,14 +223,15 @@ def main():
     busy_before = {name: [] for name, _ in plans}
     mem = {}
     for r in range(args.rounds):
-        for name in feedback:
-            wait_for_quiet(args.quiet_limit, args.quiet_timeout)
-            out = run([args.strata, "run", "--plan", os.path.join(args.work, f"{name}.plan.json"),
-                       "--steps", str(args.steps),
-                       "--out", os.path.join(args.work, f"{name}.feedback{r}"),
-                       "--profile", profile, "--update-profile", profile] + spec, log)
-            print(f"round {r} feedback {name}: " + (out.strip().splitlines() or [""])[-1])
-        for name, _ in plans:
+        for kind, name in round_schedule(feedback, [n for n, _ in plans]):
+            if kind == "feedback":
+                wait_for_quiet(args.quiet_limit, args.quiet_timeout)
+                out = run([args.strata, "run", "--plan",
+                           os.path.join(args.work, f"{name}.plan.json"), "--steps", str(args.steps),
+                           "--out", os.path.join(args.work, f"{name}.feedback{r}"),
+                           "--profile", profile, "--update-profile", profile] + spec, log)
+                print(f"round {r} feedback {name}: " + (out.strip().splitlines() or [""])[-1])
+                continue
             out_dir = os.path.join(args.work, f"{name}.run{r}")
             ranks = plan_ranks[name]
             for attempt in range(args.retries + 1):

@@ -156,7 +156,7 @@ Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progre
                        profile.busy_cores_slowdown = measure_busy_cores_slowdown(
                            layer, options.busy_cores, options.timing);
                        profile.busy_cores = options.busy_cores;
-                       profile.busy_cores_slowdown_runs = 1;  // the first of its average
+                       profile.busy_cores_slowdown_asks = {profile.busy_cores_slowdown};
                      }});
   }
   for (const auto& named : layers) {

@@ -1,5 +1,5 @@
-// The loop's feedback (profile_feedback.h): each run's factors by bisection, the geometric
-// mean over the last runs, the clamps, which run fits which factor, the bad input; and that the
+// The loop's feedback (profile_feedback.h): each run's factors by bisection, the median
+// over the last runs, the clamps, which run fits which factor, the bad input; and that the
 // factors reach every compute and communication time of a real prediction.
 #include "cost_model/profile_feedback.h"
 
@@ -55,15 +55,15 @@ TEST(ProfileFeedback, RunWithoutCommunicationFitsTheComputeFactorOnItsStep) {
   EXPECT_NEAR(fit.predicted_step_s, 0.040, 1e-15);  // with the profile as it was (s = 1)
   EXPECT_NEAR(fit.compute.run_scale, 2.0, 1e-9);
   EXPECT_NEAR(p.compute_time_scale, 2.0, 1e-9);
-  EXPECT_EQ(p.compute_time_scale_runs, 1);
+  ASSERT_EQ(p.compute_time_scale_asks.size(), 1u);
+  EXPECT_DOUBLE_EQ(p.compute_time_scale_asks[0], fit.compute.run_scale);
   EXPECT_FALSE(fit.comm.fitted);
   EXPECT_EQ(p.comm_time_scale, 0.0);
 }
 
 TEST(ProfileFeedback, RunOfSeveralRanksFitsCommFromItsPartsThenBusyCoresFromItsStep) {
   Profile p;
-  p.compute_time_scale = 1.5;
-  p.compute_time_scale_runs = 2;
+  p.compute_time_scale = 1.5;  // by hand
   // Predicted: 40 ms x 1.5 of compute and 20 ms of communication. Measured: 60 ms of
   // communication (a factor of 3), and a step of 150 ms: with the comm factor held at 3,
   // the compute takes 90 ms = 60 x 1.5, the busy-cores slowdown.
@@ -71,12 +71,12 @@ TEST(ProfileFeedback, RunOfSeveralRanksFitsCommFromItsPartsThenBusyCoresFromItsS
   EXPECT_FALSE(fit.compute.fitted);
   EXPECT_NEAR(fit.comm.run_scale, 3.0, 1e-9);
   EXPECT_NEAR(p.comm_time_scale, 3.0, 1e-9);
-  EXPECT_EQ(p.comm_time_scale_runs, 1);
+  EXPECT_EQ(p.comm_time_scale_asks.size(), 1u);
   EXPECT_NEAR(fit.busy_cores.run_scale, 1.5, 1e-9);
   EXPECT_NEAR(p.busy_cores_slowdown, 1.5, 1e-9);
   EXPECT_EQ(p.busy_cores, 2);  // recorded at the node's cores
   EXPECT_DOUBLE_EQ(p.compute_time_scale, 1.5);
-  EXPECT_EQ(p.compute_time_scale_runs, 2);
+  EXPECT_TRUE(p.compute_time_scale_asks.empty());
   // Under kMinCommShare of the step (0.3 of 40.3 ms): only the busy-cores slowdown.
   Profile r;
   const auto little_comm = [](const Profile& x) { return synthetic(x, 0.0003); };
@@ -104,7 +104,7 @@ TEST(ProfileFeedback, RunOfSeveralRanksFitsCommFromItsPartsThenBusyCoresFromItsS
 TEST(ProfileFeedback, WhichFactorsARunFitsIgnoresTheFittedFactors) {
   Profile p;
   p.comm_time_scale = 8.0;
-  p.comm_time_scale_runs = 1;
+  p.comm_time_scale_asks = {8.0};
   const auto little_comm = [](const Profile& x) { return synthetic(x, 0.0003); };
   const FeedbackFit fit = fold_run_into_profile(p, measured(0.060, 0.0024), kTwoRanks, little_comm);
   EXPECT_TRUE(fit.busy_cores.fitted);
@@ -116,15 +116,15 @@ TEST(ProfileFeedback, WhichFactorsARunFitsIgnoresTheFittedFactors) {
 TEST(ProfileFeedback, BusyCoresSlowdownAveragesWithTheCalibration) {
   Profile p;
   p.busy_cores = 2;
-  p.busy_cores_slowdown = 1.6;  // the calibration's measurement, one of the average
-  p.busy_cores_slowdown_runs = 1;
+  p.busy_cores_slowdown = 1.6;  // the calibration's measurement, the first ask
+  p.busy_cores_slowdown_asks = {1.6};
   // Measured faster than the unslowed 40 ms: the run asks for 35 / 40 = 0.875 (on a VM two
-  // busy ranks can each outrun one alone), and the mean is exp((ln 1.6 + ln 0.875) / 2).
+  // busy ranks can each outrun one alone), and the median of two is sqrt(1.6 x 0.875).
   // The compute factor is one-rank runs' business: untouched.
   const FeedbackFit fit = fold_run_into_profile(p, measured(0.035, 0.0), kTwoRanks, no_comm);
   EXPECT_NEAR(fit.busy_cores.run_scale, 0.875, 1e-9);
   EXPECT_NEAR(p.busy_cores_slowdown, std::sqrt(1.6 * 0.875), 1e-9);
-  EXPECT_EQ(p.busy_cores_slowdown_runs, 2);
+  EXPECT_EQ(p.busy_cores_slowdown_asks.size(), 2u);
   EXPECT_FALSE(fit.compute.fitted);
   EXPECT_EQ(p.compute_time_scale, 0.0);
   // A calibration at another core count starts the average afresh at this node's.
@@ -132,24 +132,41 @@ TEST(ProfileFeedback, BusyCoresSlowdownAveragesWithTheCalibration) {
   fold_run_into_profile(p, measured(0.048, 0.0), kTwoRanks, no_comm);
   EXPECT_EQ(p.busy_cores, 2);
   EXPECT_NEAR(p.busy_cores_slowdown, 1.2, 1e-9);
-  EXPECT_EQ(p.busy_cores_slowdown_runs, 1);
+  EXPECT_EQ(p.busy_cores_slowdown_asks.size(), 1u);
 }
 
-TEST(ProfileFeedback, LaterRunsAverageGeometrically) {
+TEST(ProfileFeedback, MedianOfAsks) {
+  EXPECT_EQ(median_ask({}), 0.0);
+  EXPECT_DOUBLE_EQ(median_ask({3.0, 1.0, 2.0}), 2.0);
+  EXPECT_DOUBLE_EQ(median_ask({1.0, 9.0, 4.0, 0.5}), 2.0);  // sqrt(1 x 4): the middle two
+}
+
+TEST(ProfileFeedback, TheFactorIsTheMedianOfTheLastRuns) {
   Profile p;
   p.compute_time_scale = 2.0;
-  p.compute_time_scale_runs = 3;
-  // This run asks for 0.5 (20 ms): exp((3 ln 2 + ln 0.5) / 4) = 2^0.5.
+  p.compute_time_scale_asks = {2.0, 2.0, 2.0};
+  // A stray run asking for 0.5 (20 ms): the median of {2, 2, 2, 0.5} is sqrt(2 x 2).
   const FeedbackFit fit = fold_run_into_profile(p, measured(0.020, 0.0), kOneRank, no_comm);
   EXPECT_NEAR(fit.compute.run_scale, 0.5, 1e-9);
-  EXPECT_NEAR(p.compute_time_scale, std::sqrt(2.0), 1e-9);
-  EXPECT_EQ(p.compute_time_scale_runs, 4);
-  // Past kMaxFeedbackRuns the old value weighs 7 runs, the new one 1: a moving window.
-  p.compute_time_scale = 2.0;
-  p.compute_time_scale_runs = 50;
+  EXPECT_NEAR(p.compute_time_scale, 2.0, 1e-9);
+  EXPECT_EQ(fit.compute.runs, 4u);
+  // A second: {2, 2, 2, 0.5, 0.5}, still 2; a third: the middle two are 2 and 0.5.
   fold_run_into_profile(p, measured(0.020, 0.0), kOneRank, no_comm);
-  EXPECT_NEAR(p.compute_time_scale, std::exp((7.0 * std::log(2.0) + std::log(0.5)) / 8.0), 1e-9);
-  EXPECT_EQ(p.compute_time_scale_runs, kMaxFeedbackRuns);
+  EXPECT_NEAR(p.compute_time_scale, 2.0, 1e-9);
+  fold_run_into_profile(p, measured(0.020, 0.0), kOneRank, no_comm);
+  EXPECT_NEAR(p.compute_time_scale, 1.0, 1e-9);
+  // The window keeps the last kFeedbackWindow: after that many runs at 0.5, 0.5.
+  for (std::size_t i = 0; i < kFeedbackWindow; ++i) {
+    fold_run_into_profile(p, measured(0.020, 0.0), kOneRank, no_comm);
+  }
+  EXPECT_EQ(p.compute_time_scale_asks.size(), kFeedbackWindow);
+  EXPECT_NEAR(p.compute_time_scale, 0.5, 1e-9);
+  // A factor set by hand (no asks) counts as one: {2, 0.5} -> 1.
+  Profile q;
+  q.compute_time_scale = 2.0;
+  fold_run_into_profile(q, measured(0.020, 0.0), kOneRank, no_comm);
+  EXPECT_NEAR(q.compute_time_scale, 1.0, 1e-9);
+  EXPECT_EQ(q.compute_time_scale_asks.size(), 2u);
 }
 
 TEST(ProfileFeedback, ClampsFitsTimeSlicedRunsAndRejectsBadMeasurements) {
@@ -170,7 +187,7 @@ TEST(ProfileFeedback, ClampsFitsTimeSlicedRunsAndRejectsBadMeasurements) {
   EXPECT_FALSE(sliced.comm.fitted);
   EXPECT_NEAR(sliced.time_sliced.run_scale, 200e-6, 1e-12);
   EXPECT_NEAR(p.time_sliced_sync_s, 200e-6, 1e-12);
-  EXPECT_EQ(p.time_sliced_sync_runs, 1);
+  EXPECT_EQ(p.time_sliced_sync_asks.size(), 1u);
   EXPECT_EQ(p.compute_time_scale, 0.0);
   for (double bad : {0.0, -1.0, std::numeric_limits<double>::quiet_NaN(),
                      std::numeric_limits<double>::infinity()}) {

@@ -21,10 +21,10 @@ Json profile_json() {
     "nvme_read_bytes_per_s": 1e9, "nvme_write_bytes_per_s": 5e8,
     "cpu_adam_params_per_s": 2e8, "device_adam_params_per_s": 2e8,
     "op_overhead_s": 2e-6, "threads_per_rank": 1,
-    "busy_cores_slowdown": 1.25, "busy_cores": 2, "busy_cores_slowdown_runs": 1,
-    "time_sliced_sync_s": 2e-05, "time_sliced_sync_runs": 2,
-    "compute_time_scale": 1.1, "compute_time_scale_runs": 3,
-    "comm_time_scale": 2.5, "comm_time_scale_runs": 8,
+    "busy_cores_slowdown": 1.25, "busy_cores": 2, "busy_cores_slowdown_asks": [1.25],
+    "time_sliced_sync_s": 2e-05, "time_sliced_sync_asks": [1e-05, 3e-05],
+    "compute_time_scale": 1.1, "compute_time_scale_asks": [1.0, 1.1, 1.3],
+    "comm_time_scale": 2.5, "comm_time_scale_asks": [],
     "collectives": [{"op": "all_reduce", "link": "intra_node", "ranks": 4, "latency_s": 1e-5,
                      "bus_bandwidth_bytes_per_s": 3e9}]})");
 }
@@ -43,11 +43,11 @@ TEST(Profile, RoundTrips) {
   EXPECT_DOUBLE_EQ(p.busy_cores_slowdown, 1.25);
   EXPECT_EQ(p.busy_cores, 2);
   EXPECT_DOUBLE_EQ(p.compute_time_scale, 1.1);
-  EXPECT_EQ(p.compute_time_scale_runs, 3);
+  EXPECT_EQ(p.compute_time_scale_asks, (std::vector<double>{1.0, 1.1, 1.3}));
   EXPECT_DOUBLE_EQ(p.comm_time_scale, 2.5);
-  EXPECT_EQ(p.comm_time_scale_runs, 8);
+  EXPECT_TRUE(p.comm_time_scale_asks.empty());  // set by hand
   EXPECT_DOUBLE_EQ(p.time_sliced_sync_s, 2e-5);
-  EXPECT_EQ(p.time_sliced_sync_runs, 2);
+  EXPECT_EQ(p.time_sliced_sync_asks, (std::vector<double>{1e-5, 3e-5}));
   EXPECT_EQ(p.to_json(), profile_json());
 }
 
@@ -93,9 +93,17 @@ TEST(Profile, ErrorPaths) {
   expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
                             {"p.json", "comm_time_scale", "-1.5", ">= 0"});
   j = profile_json();
-  j["compute_time_scale_runs"] = "many";
+  j["compute_time_scale_asks"] = "many";
   expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
-                            {"p.json", "compute_time_scale_runs"});
+                            {"p.json", "compute_time_scale_asks"});
+  j = profile_json();
+  j["comm_time_scale_asks"] = Json::array({2.0, 0.0});
+  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
+                            {"p.json", "comm_time_scale_asks[1]", "0", "a positive number"});
+  j = profile_json();
+  j["comm_time_scale_asks"] = Json::array({"fast"});
+  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
+                            {"p.json", "comm_time_scale_asks[0]", "\"fast\"", "a positive number"});
   j = profile_json();
   j["gemm"][1]["k"] = 0;
   expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },

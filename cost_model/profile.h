@@ -70,7 +70,7 @@ struct Profile {
   double compute_time_scale = 0;
   double comm_time_scale = 0;
   // What the last runs folded in asked each fed-back factor to be, oldest first (the
-  // calibration's busy_cores_slowdown is the first of its list): the factor is their median
+  // calibration's busy_cores_slowdown is the first of its list): the factor is their trimmed mean
   // (profile_feedback.h). Empty: the factor was set by hand or never fitted.
   std::vector<double> busy_cores_slowdown_asks;
   std::vector<double> time_sliced_sync_asks;

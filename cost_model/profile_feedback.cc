@@ -26,7 +26,7 @@ double solve_scale(const std::function<double(double)>& value, double target,
 }
 
 // Appends run_scale to asks (dropping the oldest past kFeedbackWindow) and sets scale to
-// their median. `unfitted` is what a scale of 0 (never fitted) stands for. A scale set
+// their interquartile geometric mean. `unfitted` is what a scale of 0 (never fitted) stands for. A scale set
 // without asks (by hand) counts as one ask.
 ScaleUpdate fold_ask(double& scale, std::vector<double>& asks, double run_scale,
                      double unfitted = 1.0) {
@@ -39,7 +39,7 @@ ScaleUpdate fold_ask(double& scale, std::vector<double>& asks, double run_scale,
   if (asks.size() > kFeedbackWindow) {
     asks.erase(asks.begin(), asks.end() - static_cast<std::ptrdiff_t>(kFeedbackWindow));
   }
-  u.new_scale = median_ask(asks);
+  u.new_scale = interquartile_mean_ask(asks);
   u.runs = asks.size();
   scale = u.new_scale;
   return u;
@@ -47,15 +47,13 @@ ScaleUpdate fold_ask(double& scale, std::vector<double>& asks, double run_scale,
 
 }  // namespace
 
-double median_ask(std::vector<double> asks) {
+double interquartile_mean_ask(std::vector<double> asks) {
   if (asks.empty()) return 0.0;
-  const std::size_t mid = asks.size() / 2;
-  std::nth_element(asks.begin(), asks.begin() + static_cast<std::ptrdiff_t>(mid), asks.end());
-  const double upper = asks[mid];
-  if (asks.size() % 2 == 1) return upper;
-  const double lower =
-      *std::max_element(asks.begin(), asks.begin() + static_cast<std::ptrdiff_t>(mid));
-  return std::sqrt(lower * upper);
+  std::sort(asks.begin(), asks.end());
+  const std::size_t drop = asks.size() / 4;
+  double log_sum = 0;
+  for (std::size_t i = drop; i < asks.size() - drop; ++i) log_sum += std::log(asks[i]);
+  return std::exp(log_sum / static_cast<double>(asks.size() - 2 * drop));
 }
 
 double comm_parts_s(const StepTimeParts& p) { return p.tp_comm_s + p.pp_comm_s + p.dp_comm_s; }

@@ -31,12 +31,14 @@
 // waits for each other (the embedding sync waits for the last stage), which the model books
 // as bubble.
 //
-// Each factor is the median of what the last kFeedbackWindow runs of its kind asked for (the
-// Profile keeps the list; the calibration's busy_cores_slowdown is its first entry; an even
-// count takes the geometric mean of the middle two). Why a median over a long window: on the
-// shared VM one run in five or so asks for 2-3x the typical comm factor (a peer descheduled
-// mid-collective), and the speed modes last minutes; a mean would follow the last stray
-// run, a short window the last mode. A machine that really changed is recalibrated (a
+// Each factor is the interquartile geometric mean of what the last kFeedbackWindow runs of its
+// kind asked for (the Profile keeps the list; the calibration's busy_cores_slowdown is its
+// first entry): the lowest and the highest quarter dropped, the geometric mean of the rest.
+// Why trimmed, over a long window: on the shared VM one run in five or so asks for 2-3x the
+// typical comm factor (a peer descheduled mid-collective), and the speed modes last minutes;
+// a plain mean would follow the last stray run, a short window the last mode. Why not the
+// median: a run lands in a slow mode (~1.3x) about one time in three, and what the loop
+// checks against is a trimmed mean over runs; the median would pick the fast mode alone. A machine that really changed is recalibrated (a
 // calibration starts the lists afresh).
 //
 // Deliberately not here: running or predicting (the caller passes the prediction as a
@@ -69,7 +71,7 @@ struct ScaleUpdate {
   double run_scale = 0;  // what this run alone asks for (clamped to the range)
   double old_scale = 1;  // (1 when never fitted; 0 for the wait)
   double new_scale = 1;
-  std::size_t runs = 0;  // runs the new factor is the median of
+  std::size_t runs = 0;  // runs the new factor is the trimmed mean of
 };
 
 struct FeedbackFit {
@@ -81,8 +83,8 @@ struct FeedbackFit {
   ScaleUpdate time_sliced;  // time_sliced_sync_s, in seconds
 };
 
-// The median of asks (the geometric mean of the middle two for an even count); 0 when empty.
-double median_ask(std::vector<double> asks);
+// The geometric mean of asks without the lowest and the highest floor(n / 4); 0 when empty.
+double interquartile_mean_ask(std::vector<double> asks);
 
 // The communication parts: tensor-, pipeline- and data-parallel.
 double comm_parts_s(const StepTimeParts& parts);

@@ -7,8 +7,8 @@ the microbenchmarks miss into the profile (cost_model/profile_feedback.h): one r
 compute_time_scale (single and single-mb4: the factor with the most noise to average);
 dp2 and tp2 its comm_time_scale (from their measured communication) and
 its busy_cores_slowdown (from their step); tp2-dp2 (four ranks on the two cores) its
-time_sliced_sync_s (a blocking collective's wait for a swapped-out peer); each the median of
-what the last 32 runs of its kind asked for. The predictions come from
+time_sliced_sync_s (a blocking collective's wait for a swapped-out peer); each the interquartile mean
+of what the last 32 runs of its kind asked for. The predictions come from
 the profile after every feedback run, and no evaluation run touches the profile. Because this
 kind of machine drifts (a shared VM: for seconds to minutes at a time a process runs ~25%
 slower or faster), the feedback runs are spread over the same minutes as the evaluation: each

@@ -1,5 +1,5 @@
-// The loop's feedback (profile_feedback.h): each run's factors by bisection, the median
-// over the last runs, the clamps, which run fits which factor, the bad input; and that the
+// The loop's feedback (profile_feedback.h): each run's factors by bisection, the trimmed
+// mean over the last runs, the clamps, which run fits which factor, the bad input; and that the
 // factors reach every compute and communication time of a real prediction.
 #include "cost_model/profile_feedback.h"
 
@@ -119,7 +119,7 @@ TEST(ProfileFeedback, BusyCoresSlowdownAveragesWithTheCalibration) {
   p.busy_cores_slowdown = 1.6;  // the calibration's measurement, the first ask
   p.busy_cores_slowdown_asks = {1.6};
   // Measured faster than the unslowed 40 ms: the run asks for 35 / 40 = 0.875 (on a VM two
-  // busy ranks can each outrun one alone), and the median of two is sqrt(1.6 x 0.875).
+  // busy ranks can each outrun one alone), and the mean of two is sqrt(1.6 x 0.875).
   // The compute factor is one-rank runs' business: untouched.
   const FeedbackFit fit = fold_run_into_profile(p, measured(0.035, 0.0), kTwoRanks, no_comm);
   EXPECT_NEAR(fit.busy_cores.run_scale, 0.875, 1e-9);
@@ -135,24 +135,28 @@ TEST(ProfileFeedback, BusyCoresSlowdownAveragesWithTheCalibration) {
   EXPECT_EQ(p.busy_cores_slowdown_asks.size(), 1u);
 }
 
-TEST(ProfileFeedback, MedianOfAsks) {
-  EXPECT_EQ(median_ask({}), 0.0);
-  EXPECT_DOUBLE_EQ(median_ask({3.0, 1.0, 2.0}), 2.0);
-  EXPECT_DOUBLE_EQ(median_ask({1.0, 9.0, 4.0, 0.5}), 2.0);  // sqrt(1 x 4): the middle two
+TEST(ProfileFeedback, InterquartileMeanOfAsks) {
+  EXPECT_EQ(interquartile_mean_ask({}), 0.0);
+  EXPECT_NEAR(interquartile_mean_ask({4.0, 1.0, 2.0}), 2.0, 1e-12);  // (1 x 2 x 4)^(1/3), none dropped
+  EXPECT_NEAR(interquartile_mean_ask({1.0, 9.0, 4.0, 0.5}), 2.0, 1e-12);  // sqrt(1 x 4)
+  // 8 asks: the lowest two and the highest two dropped, (1 x 1 x 4 x 4)^(1/4) = 2.
+  EXPECT_NEAR(interquartile_mean_ask({0.1, 1.0, 8.0, 4.0, 1.0, 0.2, 4.0, 100.0}), 2.0, 1e-12);
 }
 
-TEST(ProfileFeedback, TheFactorIsTheMedianOfTheLastRuns) {
+TEST(ProfileFeedback, TheFactorIsTheTrimmedMeanOfTheLastRuns) {
   Profile p;
   p.compute_time_scale = 2.0;
   p.compute_time_scale_asks = {2.0, 2.0, 2.0};
-  // A stray run asking for 0.5 (20 ms): the median of {2, 2, 2, 0.5} is sqrt(2 x 2).
+  // A stray run asking for 0.5 (20 ms): of {0.5, 2, 2, 2} the lowest and the highest are
+  // dropped, so the factor stays sqrt(2 x 2).
   const FeedbackFit fit = fold_run_into_profile(p, measured(0.020, 0.0), kOneRank, no_comm);
   EXPECT_NEAR(fit.compute.run_scale, 0.5, 1e-9);
   EXPECT_NEAR(p.compute_time_scale, 2.0, 1e-9);
   EXPECT_EQ(fit.compute.runs, 4u);
-  // A second: {2, 2, 2, 0.5, 0.5}, still 2; a third: the middle two are 2 and 0.5.
+  // A second: of {0.5, 0.5, 2, 2, 2}, (0.5 x 2 x 2)^(1/3); a third: of {0.5 x 3, 2 x 3},
+  // sqrt(0.5 x 2).
   fold_run_into_profile(p, measured(0.020, 0.0), kOneRank, no_comm);
-  EXPECT_NEAR(p.compute_time_scale, 2.0, 1e-9);
+  EXPECT_NEAR(p.compute_time_scale, std::cbrt(2.0), 1e-9);
   fold_run_into_profile(p, measured(0.020, 0.0), kOneRank, no_comm);
   EXPECT_NEAR(p.compute_time_scale, 1.0, 1e-9);
   // The window keeps the last kFeedbackWindow: after that many runs at 0.5, 0.5.

@@ -202,7 +202,7 @@ void update_profile(const std::string& path, const Validated& v, const StepRepor
                                 std::pair{"busy_cores_slowdown", fit.busy_cores},
                                 std::pair{"time_sliced_sync_s", fit.time_sliced}}) {
     if (!u.fitted) continue;
-    fitted += fmt::format("{}{} {:.4g} -> {:.4g} (this run asks for {:.4g}; median of {} runs)",
+    fitted += fmt::format("{}{} {:.4g} -> {:.4g} (this run asks for {:.4g}; trimmed mean of {} runs)",
                           fitted.empty() ? "" : "; ", name, u.old_scale, u.new_scale,
                           u.run_scale, u.runs);
   }
@@ -346,7 +346,7 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   command->add_option("--device-budget-mib", options->device_budget_mib,
                       "device memory budget per rank in MiB (default: the cluster's)");
   command->add_option("--update-profile", options->update_profile,
-                      "fold this run into the profile's fed-back factors (each the median of "
+                      "fold this run into the profile's fed-back factors (each a trimmed mean of "
                       "what the last 32 runs of its kind asked for), rewriting the file")
       ->check(CLI::ExistingFile);
   command->add_option("--profile", options->profile,

@@ -24,7 +24,7 @@ Exit code 0 when every check holds, 1 otherwise, 2 on a usage or tool error.
 
 Measurements on a shared 2-core machine are noisy: each plan is run --rounds times,
 interleaved (plan 1..N, then 1..N again), and the measured figure is the mean of the middle
-runs' median steps (with 4 or more rounds the fastest and the slowest run are dropped). The
+runs' median steps (the fastest and the slowest quarter dropped, as for the fed-back factors). The
 median within a run keeps a step hit by a hiccup out; across runs, a median of a few would
 pick one of the machine's slow or fast spells (they last longer than a run), and a plain mean
 would follow a single stray run: the trimmed mean weighs the spells as they came. The load
@@ -131,11 +131,11 @@ def load_average():
 
 
 def trimmed_mean(values):
-    """The mean without the smallest and the largest value (of 4 or more; else the mean)."""
+    """The interquartile mean: without the lowest and the highest len // 4 values, as the
+    profile's fed-back factors are averaged (cost_model/profile_feedback.h)."""
     ordered = sorted(values)
-    if len(ordered) >= 4:
-        ordered = ordered[1:-1]
-    return statistics.mean(ordered)
+    drop = len(ordered) // 4
+    return statistics.mean(ordered[drop:len(ordered) - drop])
 
 
 def round_schedule(feedback, evaluated):
@@ -158,7 +158,7 @@ def main():
     ap.add_argument("--work", default="loop-accuracy", help="scratch directory")
     ap.add_argument("--profile", help="use this profile instead of calibrating")
     ap.add_argument("--steps", type=int, default=15, help="steps per run (first is warm-up)")
-    ap.add_argument("--rounds", type=int, default=7, help="interleaved runs per plan")
+    ap.add_argument("--rounds", type=int, default=9, help="interleaved runs per plan")
     ap.add_argument("--plans", nargs="*", help="names of a subset of the matrix")
     ap.add_argument("--step-bound", type=float, default=0.15)
     ap.add_argument("--mem-bound", type=float, default=0.05)

@@ -26,8 +26,8 @@ double solve_scale(const std::function<double(double)>& value, double target,
 }
 
 // Appends run_scale to asks (dropping the oldest past kFeedbackWindow) and sets scale to
-// their interquartile geometric mean. `unfitted` is what a scale of 0 (never fitted) stands for. A scale set
-// without asks (by hand) counts as one ask.
+// their interquartile geometric mean. `unfitted` is what a scale of 0 (never fitted) stands
+// for. A scale set without asks (by hand) counts as one ask.
 ScaleUpdate fold_ask(double& scale, std::vector<double>& asks, double run_scale,
                      double unfitted = 1.0) {
   ScaleUpdate u;

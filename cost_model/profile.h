@@ -70,8 +70,8 @@ struct Profile {
   double compute_time_scale = 0;
   double comm_time_scale = 0;
   // What the last runs folded in asked each fed-back factor to be, oldest first (the
-  // calibration's busy_cores_slowdown is the first of its list): the factor is their trimmed mean
-  // (profile_feedback.h). Empty: the factor was set by hand or never fitted.
+  // calibration's busy_cores_slowdown is the first of its list): the factor is their trimmed
+  // mean (profile_feedback.h). Empty: the factor was set by hand or never fitted.
   std::vector<double> busy_cores_slowdown_asks;
   std::vector<double> time_sliced_sync_asks;
   std::vector<double> compute_time_scale_asks;

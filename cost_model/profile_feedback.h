@@ -31,15 +31,16 @@
 // waits for each other (the embedding sync waits for the last stage), which the model books
 // as bubble.
 //
-// Each factor is the interquartile geometric mean of what the last kFeedbackWindow runs of its
-// kind asked for (the Profile keeps the list; the calibration's busy_cores_slowdown is its
-// first entry): the lowest and the highest quarter dropped, the geometric mean of the rest.
-// Why trimmed, over a long window: on the shared VM one run in five or so asks for 2-3x the
-// typical comm factor (a peer descheduled mid-collective), and the speed modes last minutes;
-// a plain mean would follow the last stray run, a short window the last mode. Why not the
-// median: a run lands in a slow mode (~1.3x) about one time in three, and what the loop
-// checks against is a trimmed mean over runs; the median would pick the fast mode alone. A machine that really changed is recalibrated (a
-// calibration starts the lists afresh).
+// Each factor is the interquartile geometric mean of what the last kFeedbackWindow runs of
+// its kind asked for (the Profile keeps the list; the calibration's busy_cores_slowdown is
+// its first entry): the lowest and the highest quarter dropped, the geometric mean of the
+// rest. Why trimmed, over a long window: on the shared VM one run in five or so asks for
+// 2-3x the typical comm factor (a peer descheduled mid-collective), and the speed modes last
+// minutes; a plain mean would follow the last stray run, a short window the last mode. Why
+// not the median: a run lands in a slow mode (~1.3x) about one time in three, and what the
+// loop checks against is a trimmed mean over runs; the median would pick the fast mode
+// alone. A machine that really changed is recalibrated (a calibration starts the lists
+// afresh).
 //
 // Deliberately not here: running or predicting (the caller passes the prediction as a
 // function of the profile), reading or writing the file.

@@ -72,70 +72,41 @@ TEST(Profile, ErrorPaths) {
     expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
                               {"p.json", key, "missing key"});
   }
-  j = profile_json();
-  j["backend"] = "rocm";
-  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
-                            {"p.json", "backend", "\"rocm\"", "one of cpu, cuda"});
-  j = profile_json();
-  j["host_to_device_bytes_per_s"] = -1;
-  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
-                            {"p.json", "host_to_device_bytes_per_s", "-1", ">= 0"});
-  j = profile_json();
-  j["busy_cores_slowdown"] = -0.5;
-  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
-                            {"p.json", "busy_cores_slowdown", "-0.5", ">= 0"});
-  j = profile_json();
-  j["compute_time_scale"] = -2;
-  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
-                            {"p.json", "compute_time_scale", "-2", ">= 0"});
-  j = profile_json();
-  j["comm_time_scale"] = -1.5;
-  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
-                            {"p.json", "comm_time_scale", "-1.5", ">= 0"});
-  j = profile_json();
-  j["compute_time_scale_asks"] = "many";
-  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
-                            {"p.json", "compute_time_scale_asks"});
-  j = profile_json();
-  j["comm_time_scale_asks"] = Json::array({2.0, 0.0});
-  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
-                            {"p.json", "comm_time_scale_asks[1]", "0", "a positive number"});
-  j = profile_json();
-  j["comm_time_scale_asks"] = Json::array({"fast"});
-  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
-                            {"p.json", "comm_time_scale_asks[0]", "\"fast\"", "a positive number"});
-  j = profile_json();
-  j["gemm"][1]["k"] = 0;
-  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
-                            {"p.json", "gemm[1].k", "got 0", "> 0"});
-  j = profile_json();
-  j["gemm"][0]["flops"] = 1;
-  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
-                            {"p.json", "gemm[0].flops", "unknown key"});
-  j = profile_json();
-  j["gemm"][0]["flops_per_s"] = 0;
-  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
-                            {"p.json", "gemm[0].flops_per_s", "> 0"});
-  j = profile_json();
-  j["collectives"][0]["op"] = "broadcast";
-  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
-                            {"p.json", "collectives[0].op", "\"broadcast\"", "all_reduce"});
-  j = profile_json();
-  j["collectives"][0]["link"] = "pcie";
-  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
-                            {"p.json", "collectives[0].link", "\"pcie\"", "intra_node"});
-  j = profile_json();
-  j["collectives"][0]["ranks"] = 1;
-  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
-                            {"p.json", "collectives[0].ranks", "1", ">= 2"});
-  j = profile_json();
-  j["collectives"][0]["latency_s"] = -1e-6;
-  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
-                            {"p.json", "collectives[0].latency_s", ">= 0"});
-  j = profile_json();
-  j["collectives"][0]["bus_bandwidth_bytes_per_s"] = 0;
-  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
-                            {"p.json", "collectives[0].bus_bandwidth_bytes_per_s", "> 0"});
+  // One value made bad at a time: (JSON pointer, value, what the message must name).
+  struct BadValue {
+    const char* pointer;
+    Json value;
+    std::vector<std::string> fragments;
+  };
+  const std::vector<BadValue> cases = {
+      {"/backend", "rocm", {"backend", "\"rocm\"", "one of cpu, cuda"}},
+      {"/host_to_device_bytes_per_s", -1, {"host_to_device_bytes_per_s", "-1", ">= 0"}},
+      {"/busy_cores_slowdown", -0.5, {"busy_cores_slowdown", "-0.5", ">= 0"}},
+      {"/compute_time_scale", -2, {"compute_time_scale", "-2", ">= 0"}},
+      {"/comm_time_scale", -1.5, {"comm_time_scale", "-1.5", ">= 0"}},
+      {"/compute_time_scale_asks", "many", {"compute_time_scale_asks"}},
+      {"/comm_time_scale_asks", Json::array({2.0, 0.0}),
+       {"comm_time_scale_asks[1]", "0", "a positive number"}},
+      {"/comm_time_scale_asks", Json::array({"fast"}),
+       {"comm_time_scale_asks[0]", "\"fast\"", "a positive number"}},
+      {"/gemm/1/k", 0, {"gemm[1].k", "got 0", "> 0"}},
+      {"/gemm/0/flops", 1, {"gemm[0].flops", "unknown key"}},
+      {"/gemm/0/flops_per_s", 0, {"gemm[0].flops_per_s", "> 0"}},
+      {"/collectives/0/op", "broadcast", {"collectives[0].op", "\"broadcast\"", "all_reduce"}},
+      {"/collectives/0/link", "pcie", {"collectives[0].link", "\"pcie\"", "intra_node"}},
+      {"/collectives/0/ranks", 1, {"collectives[0].ranks", "1", ">= 2"}},
+      {"/collectives/0/latency_s", -1e-6, {"collectives[0].latency_s", ">= 0"}},
+      {"/collectives/0/bus_bandwidth_bytes_per_s", 0,
+       {"collectives[0].bus_bandwidth_bytes_per_s", "> 0"}},
+  };
+  for (const BadValue& c : cases) {
+    SCOPED_TRACE(c.pointer);
+    j = profile_json();
+    j[Json::json_pointer(c.pointer)] = c.value;
+    std::vector<std::string> fragments = c.fragments;
+    fragments.push_back("p.json");
+    expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); }, fragments);
+  }
 }
 
 }  // namespace

@@ -3,15 +3,15 @@
 // printing the whole message when a fragment is missing.
 #pragma once
 
-#include <initializer_list>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 namespace strata::testing {
 
 template <typename E, typename F>
-void expect_error(F&& f, std::initializer_list<std::string> fragments) {
+void expect_error(F&& f, const std::vector<std::string>& fragments) {
   try {
     f();
   } catch (const E& e) {

@@ -94,13 +94,13 @@ void cpu_executor_peak(const ModelSpec& model, const Plan& plan, std::int64_t m,
   constexpr double kF = 4;  // fp32 bytes
   const std::int64_t p = plan.pp, v = plan.virtual_stages, d = plan.dp, r = stage.pp_rank;
   const int z = plan.zero_stage;
-  const std::int64_t h = model.hidden;
-  const std::int64_t shard_rows = (model.vocab + plan.tp - 1) / plan.tp;
   const bool first = r == 0, last = r == p - 1;
   const double layer = static_cast<double>(padded(layer_params_per_tp_rank(model, plan.tp), d));
-  const double embedding = first ? static_cast<double>(padded(shard_rows * h + model.seq_len * h, d)) : 0;
-  const double tied = (last && p > 1) ? static_cast<double>(padded(shard_rows * h, d)) : 0;
-  const double final_norm = last ? static_cast<double>(padded(2 * h, d)) : 0;
+  const double embedding =
+      first ? static_cast<double>(padded(embedding_params_per_tp_rank(model, plan.tp), d)) : 0;
+  const double tied =
+      (last && p > 1) ? static_cast<double>(padded(tied_copy_params_per_tp_rank(model, plan.tp), d)) : 0;
+  const double final_norm = last ? static_cast<double>(padded(final_norm_params(model), d)) : 0;
   const std::int64_t layers_per_chunk = model.layers / (p * v);
   const double layers = static_cast<double>(layers_per_chunk * v);
   const double full = layers * layer + embedding + tied + final_norm;  // padded elements
@@ -198,22 +198,6 @@ ModelStateBytesPerParam zero_model_state_bytes_per_param(int zero_stage, std::in
   };
 }
 
-std::int64_t layer_params_per_tp_rank(const ModelSpec& model, std::int64_t tp) {
-  require_positive("tp", tp);
-  const std::int64_t h = model.hidden;
-  const std::int64_t f = model.ffn_hidden;
-  if (model.heads % tp != 0 || f % tp != 0 || h % tp != 0) {
-    throw InfeasiblePlan(fmt::format(
-        "memory model: tp = {} must divide heads ({}), hidden ({}) and ffn_hidden ({})", tp,
-        model.heads, h, f));
-  }
-  // Split by t: QKV weight 3h*h + bias 3h, proj weight h*h, fc1 weight f*h + bias f,
-  // fc2 weight h*f. Replicated: proj and fc2 biases (h each), two LayerNorms (2h each).
-  const std::int64_t split = (4 * h * h + 2 * h * f + 3 * h + f) / tp;
-  const std::int64_t replicated = 2 * h + 4 * h;
-  return split + replicated;
-}
-
 StageParams stage_params(const ModelSpec& model, std::int64_t tp, std::int64_t pp,
                          std::int64_t virtual_stages, std::int64_t pp_rank) {
   require_positive("pp", pp);
@@ -230,17 +214,12 @@ StageParams stage_params(const ModelSpec& model, std::int64_t tp, std::int64_t p
   out.layers = model.layers / pp;
   out.layer_params = out.layers * per_layer;
   out.largest_unit = per_layer;
-  const std::int64_t h = model.hidden;
-  const std::int64_t vocab_shard = (model.vocab + tp - 1) / tp;  // vocab-parallel, padded
-  if (pp_rank == 0) {
-    // Token embedding (vocab-parallel) + learned positions (replicated).
-    out.embedding_params += vocab_shard * h + model.seq_len * h;
-  }
+  if (pp_rank == 0) out.embedding_params += embedding_params_per_tp_rank(model, tp);
   if (pp_rank == pp - 1) {
-    out.final_norm_params = 2 * h;
+    out.final_norm_params = final_norm_params(model);
     // The output layer is the token embedding (tied); with p > 1 the last stage holds its
     // own copy (Megatron keeps them equal by all-reducing their gradients).
-    if (pp > 1) out.embedding_params += vocab_shard * h;
+    if (pp > 1) out.embedding_params += tied_copy_params_per_tp_rank(model, tp);
   }
   out.largest_unit = std::max(out.largest_unit, out.embedding_params);
   return out;

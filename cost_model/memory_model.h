@@ -35,6 +35,7 @@
 
 #include "cost_model/cluster_spec.h"
 #include "cost_model/model_spec.h"
+#include "cost_model/param_layout.h"
 #include "cost_model/plan.h"
 #include "cost_model/step_report.h"
 #include "cost_model/train_spec.h"
@@ -62,13 +63,7 @@ ModelStateBytesPerParam zero_model_state_bytes_per_param(int zero_stage, std::in
 // ---------------------------------------------------------------------------------------
 // Parameters of one pipeline rank, on one TP rank.
 
-// One transformer layer on one TP rank (Megatron's partitioning):
-//   column-parallel QKV (3h x h + 3h) and fc1 (f x h + f): weights and biases / t;
-//   row-parallel proj (h x h) and fc2 (h x f): weights / t, their biases (h each) replicated
-//   (added after the all-reduce / reduce-scatter, as Megatron does);
-//   two LayerNorms (gain + bias, 2h each) replicated.
-//   = (4h^2 + 2hf + 3h + f)/t + 2h + 4h; at t = 1 and f = 4h, 12h^2 + 13h.
-std::int64_t layer_params_per_tp_rank(const ModelSpec& model, std::int64_t tp);
+// Per-unit counts (one transformer layer, the embedding, ...): cost_model/param_layout.h.
 
 struct StageParams {
   std::int64_t layers = 0;             // transformer layers on this rank (all its chunks)

@@ -24,6 +24,7 @@
 #include "cost_model/cluster_spec.h"
 #include "cost_model/errors.h"
 #include "cost_model/model_spec.h"
+#include "cost_model/partition.h"
 #include "cost_model/train_spec.h"
 
 namespace strata {
@@ -162,18 +163,9 @@ void Plan::check_against_model(const ModelSpec& model, const TrainSpec& train,
                      "tp = {}, pp = {}, dp = {}, v = {}, micro_batch = {}",
                      tp, pp, dp, virtual_stages, micro_batch));
   }
-  if (model.heads % tp != 0) {
-    fail(fmt::format("heads % tp = {} % {} = {}, but tensor parallelism splits whole heads",
-                     model.heads, tp, model.heads % tp));
-  }
-  if (model.ffn_hidden % tp != 0) {
-    fail(fmt::format("ffn_hidden % tp = {} % {} = {}, but tensor parallelism splits the MLP evenly",
-                     model.ffn_hidden, tp, model.ffn_hidden % tp));
-  }
-  if (model.layers % (pp * virtual_stages) != 0) {
-    fail(fmt::format("layers % (pp*v) = {} % ({}*{}) = {}, but every model chunk needs the same "
-                     "number of layers",
-                     model.layers, pp, virtual_stages, model.layers % (pp * virtual_stages)));
+  for (const std::string& why : {tensor_parallel_violation(model, tp),
+                                 pipeline_violation(model, pp, virtual_stages)}) {
+    if (!why.empty()) fail(why);
   }
   if (train.global_batch % (dp * micro_batch) != 0) {
     fail(fmt::format("global_batch % (dp*micro_batch) = {} % ({}*{}) = {}, but every data-parallel "
@@ -201,8 +193,8 @@ void Plan::check_against_model(const ModelSpec& model, const TrainSpec& train,
     fail(fmt::format("offload.gradients = \"{}\" needs zero_stage >= 2, got {}",
                      to_string(offload.gradients), zero_stage));
   }
-  if (sequence_parallel && tp == 1) {
-    fail("sequence_parallel = true needs tp > 1, got tp = 1");
+  if (sequence_parallel) {
+    if (const std::string why = sequence_parallel_violation(model, tp); !why.empty()) fail(why);
   }
 }
 

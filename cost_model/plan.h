@@ -51,12 +51,13 @@ struct Plan {
   std::int64_t micro_batches(const TrainSpec& train) const;
 
   // Checks the plan against a model, a cluster and a training setup, throwing InfeasiblePlan
-  // with a message naming the rule and the numbers: heads % tp, layers % (pp*v),
-  // global_batch % (dp*b), interleaved needs v>1 and m % pp == 0, non-interleaved needs v == 1,
+  // with a message naming the rule and the numbers: the tensor, sequence and pipeline rules
+  // of cost_model/partition.h, global_batch % (dp*b), interleaved needs m % pp == 0,
+  // non-interleaved needs v == 1,
   // tp*pp*dp <= the cluster's GPUs (a plan may use part of a cluster: the published runs use
   // 32..3072 GPUs of Selene), a plan spanning nodes uses whole nodes, tp <= gpus_per_node,
   // ZeRO stage 0..3, offload rules (params offload needs ZeRO-3, gradient offload needs
-  // ZeRO >= 2; see plan.cc), sequence parallel needs tp > 1, ffn % tp.
+  // ZeRO >= 2; see plan.cc).
   void check(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
              const std::string& source = "plan") const;
   // Same rules but the cluster's GPU count is not required to equal world_size (the executor

@@ -2,6 +2,7 @@
 // dimension at a time, in increasing order.
 #include "planner/generators.h"
 
+#include "cost_model/partition.h"
 #include "planner/planner.h"
 
 namespace strata {
@@ -26,11 +27,11 @@ std::vector<ParallelDegrees> parallel_degrees(const ModelSpec& model, const Clus
     for (std::int64_t p : divisors(gpus / t)) {
       const std::int64_t d = gpus / (t * p);
       const char* reason = nullptr;
-      if (model.heads % t != 0 || model.ffn_hidden % t != 0) {
+      if (!tensor_parallel_violation(model, t).empty()) {
         reason = drop_reason::kTpDividesHeads;
       } else if (!allow_tp_across_nodes && t > cluster.gpus_per_node) {
         reason = drop_reason::kTpWithinNode;
-      } else if (model.layers % p != 0) {
+      } else if (!pipeline_violation(model, p, 1).empty()) {
         reason = drop_reason::kPpDividesLayers;
       } else if (train.global_batch % d != 0) {
         reason = drop_reason::kDpDividesBatch;
@@ -50,7 +51,7 @@ std::vector<std::int64_t> virtual_stage_options(const ModelSpec& model, std::int
   if (pp == 1) return {1};
   std::vector<std::int64_t> out;
   for (std::int64_t v = 1; v <= max_v; ++v) {
-    if (model.layers % (pp * v) == 0) out.push_back(v);
+    if (pipeline_violation(model, pp, v).empty()) out.push_back(v);
   }
   return out;
 }
@@ -72,7 +73,7 @@ std::vector<ScheduleKind> schedule_options(std::int64_t pp, std::int64_t v, std:
 }
 
 std::vector<bool> sequence_parallel_options(const ModelSpec& model, std::int64_t tp) {
-  if (tp == 1 || model.seq_len % tp != 0) return {false};
+  if (!sequence_parallel_violation(model, tp).empty()) return {false};
   return {false, true};
 }
 

@@ -29,10 +29,10 @@ GptShape shape_of(const ModelSpec& model, const Plan& plan) {
 
 // The single-rank units with wte padded to Vp rows (see GptShape): the padding rows are
 // marked invalid, so they initialise to zero and every real row keeps its CPU-backend value.
-std::vector<model::UnitLayout> padded_units(const ModelSpec& model, const Plan& plan) {
+std::vector<UnitLayout> padded_units(const ModelSpec& model, const Plan& plan) {
   ModelSpec padded = model;
   padded.vocab = shape_of(model, plan).Vp;
-  std::vector<model::UnitLayout> units = engine::rank_layouts(padded, plan, RankCoords{});
+  std::vector<UnitLayout> units = engine::rank_layouts(padded, plan, RankCoords{});
   for (auto& unit : units) {
     for (auto& segment : unit.segments) {
       if (segment.name == "wte") segment.valid_rows = model.vocab;

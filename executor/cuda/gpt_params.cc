@@ -1,5 +1,7 @@
 #include "executor/cuda/gpt_params.h"
 
+#include "executor/model/param_init.h"
+
 #include <cmath>
 #include <stdexcept>
 
@@ -13,7 +15,7 @@
 
 namespace strata::cuda {
 
-GptParams::GptParams(std::vector<model::UnitLayout> units, std::uint64_t seed, DevicePool& pool,
+GptParams::GptParams(std::vector<UnitLayout> units, std::uint64_t seed, DevicePool& pool,
                      cudaStream_t stream)
     : units_(std::move(units)) {
   for (std::size_t i = 0; i < units_.size(); ++i) {
@@ -52,7 +54,7 @@ GptParams::GptParams(std::vector<model::UnitLayout> units, std::uint64_t seed, D
   as_system_error([&] { CUDA_CHECK(cudaStreamSynchronize(stream)); });
 }
 
-const model::UnitLayout& GptParams::layout(const std::string& unit) const {
+const UnitLayout& GptParams::layout(const std::string& unit) const {
   const auto it = index_.find(unit);
   if (it == index_.end()) throw std::out_of_range("GptParams: no unit '" + unit + "'");
   return units_[it->second];
@@ -73,11 +75,11 @@ float* GptParams::grad(const std::string& unit, const std::string& segment) cons
 }
 
 model::LayerTensors<const bf16*> GptParams::layer_weights(const std::string& unit) const {
-  return model::layer_tensors(weights(unit), model::layer_offsets(layout(unit)));
+  return model::layer_tensors(weights(unit), layer_offsets(layout(unit)));
 }
 
 model::LayerTensors<float*> GptParams::layer_grads(const std::string& unit) const {
-  return model::layer_tensors(grads(unit), model::layer_offsets(layout(unit)));
+  return model::layer_tensors(grads(unit), layer_offsets(layout(unit)));
 }
 
 void GptParams::zero_grads(cudaStream_t stream) const {

@@ -22,7 +22,7 @@
 #include "cost_model/train_spec.h"
 #include "executor/cuda/device_pool.h"
 #include "executor/model/gpt_layer.h"
-#include "executor/model/param_layout.h"
+#include "cost_model/param_layout.h"
 #include "kernels/cuda/common.h"
 
 namespace strata::cuda {
@@ -35,11 +35,11 @@ class GptParams {
 
   // Allocates the five buffers through `pool` (tags "params", "gradients", "optimizer") and
   // initialises the master weights from `seed`, then their bf16 copy. Synchronous.
-  GptParams(std::vector<model::UnitLayout> units, std::uint64_t seed, DevicePool& pool,
+  GptParams(std::vector<UnitLayout> units, std::uint64_t seed, DevicePool& pool,
             cudaStream_t stream);
 
   bool has(const std::string& unit) const { return offsets_.count(unit) != 0; }
-  const model::UnitLayout& layout(const std::string& unit) const;
+  const UnitLayout& layout(const std::string& unit) const;
   // The unit's first element in the flat buffers.
   std::int64_t offset(const std::string& unit) const;
   std::int64_t total() const { return total_; }  // elements, padding included
@@ -62,7 +62,7 @@ class GptParams {
   std::vector<float> master(const std::string& unit, cudaStream_t stream) const;
 
  private:
-  std::vector<model::UnitLayout> units_;
+  std::vector<UnitLayout> units_;
   std::map<std::string, std::size_t> index_;
   std::map<std::string, std::int64_t> offsets_;
   std::int64_t total_ = 0;

@@ -15,6 +15,7 @@
 #include <stdexcept>
 
 #include "cost_model/errors.h"
+#include "cost_model/partition.h"
 #include "kernels/cpu/elementwise.h"
 
 namespace strata::engine {
@@ -28,29 +29,9 @@ constexpr int kMaxTag = 32767;  // the MPI standard's smallest allowed MPI_TAG_U
 
 }  // namespace
 
-std::vector<model::UnitLayout> rank_layouts(const ModelSpec& model, const Plan& plan,
-                                            const RankCoords& coords) {
-  const model::TpShape tp{plan.tp, coords.tp};
-  const std::int64_t stages = plan.pp * plan.virtual_stages;
-  const std::int64_t per_stage = model.layers / stages;
-  bool has_first = false, has_last = false;
-  std::vector<model::UnitLayout> layers;
-  for (std::int64_t c = 0; c < plan.virtual_stages; ++c) {
-    const std::int64_t s = c * plan.pp + coords.pp;
-    has_first = has_first || s == 0;
-    has_last = has_last || s == stages - 1;
-    for (std::int64_t l = s * per_stage; l < (s + 1) * per_stage; ++l) {
-      layers.push_back(model::layer_layout(model, tp, l));
-    }
-  }
-  std::vector<model::UnitLayout> out;
-  if (has_first) out.push_back(model::embedding_layout(model, tp));
-  for (auto& l : layers) out.push_back(std::move(l));
-  if (has_last) {
-    if (!has_first) out.push_back(model::tied_copy_layout(model, tp));
-    out.push_back(model::final_norm_layout(model));
-  }
-  return out;
+std::vector<UnitLayout> rank_layouts(const ModelSpec& model, const Plan& plan,
+                                     const RankCoords& coords) {
+  return rank_unit_layouts(model, plan, coords.pp, coords.tp);
 }
 
 Engine::Engine(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
@@ -138,7 +119,7 @@ void Engine::forward(std::int64_t step, std::int64_t mb, std::int64_t chunk) {
       state_.prefetch(layer_unit(info.first_layer + i + k));
     }
     const float* w = state_.acquire(name);
-    const auto offsets = model::layer_offsets(state_.unit(name).layout);
+    const auto offsets = layer_offsets(state_.unit(name).layout);
     const char* out_tag = i + 1 < info.layers ? "act/ln1_in" : (info.last ? "act/lnf_in" : "pipeline_send");
     Buffer y = alloc_->allocate_floats(MemoryTier::kDevice, n, out_tag);
     model::layer_forward(model::layer_tensors(w, offsets), s.inputs.back().f32(), y.f32(),
@@ -202,7 +183,7 @@ void Engine::backward(std::int64_t mb, std::int64_t chunk) {
       state_.prefetch(layer_unit(info.first_layer + i - k));
     }
     const float* w = state_.acquire(name);
-    const auto offsets = model::layer_offsets(state_.unit(name).layout);
+    const auto offsets = layer_offsets(state_.unit(name).layout);
     float* g = state_.grads(name);
     const float* x = s.inputs[static_cast<std::size_t>(i)].f32();
     auto& acts = s.acts[static_cast<std::size_t>(i)];
@@ -319,7 +300,7 @@ void Engine::sum_sequence_parallel_grads() {
   if (!dims_.sp) return;
   static constexpr const char* kNorms[] = {"ln1_w", "ln1_b", "ln2_w", "ln2_b", "lnf_w", "lnf_b"};
   for (const auto& u : state_.units()) {
-    if (u.layout.kind != model::UnitKind::kLayer && u.layout.kind != model::UnitKind::kFinalNorm) {
+    if (u.layout.kind != UnitKind::kLayer && u.layout.kind != UnitKind::kFinalNorm) {
       continue;
     }
     float* g = state_.grads(u.layout.name);

@@ -55,7 +55,7 @@ struct StepResult {
 // The parameter units (layouts) pipeline rank coords.pp holds, in a fixed order: the
 // embedding (if it runs virtual stage 0), its layers in order, the tied wte copy (if it runs
 // the last stage and p > 1), the final LayerNorm (last stage).
-std::vector<model::UnitLayout> rank_layouts(const ModelSpec& model, const Plan& plan,
+std::vector<UnitLayout> rank_layouts(const ModelSpec& model, const Plan& plan,
                                             const RankCoords& coords);
 
 class Engine {

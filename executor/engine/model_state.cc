@@ -7,6 +7,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "executor/model/param_init.h"
 #include "executor/offload/cpu_adam_stream.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/elementwise.h"
@@ -25,7 +26,7 @@ void timed(double& seconds, F&& f) {
 
 }  // namespace
 
-ModelState::ModelState(std::vector<model::UnitLayout> layouts, int zero_stage,
+ModelState::ModelState(std::vector<UnitLayout> layouts, int zero_stage,
                        const ProcessGroups& groups, std::uint64_t seed, AccountingAllocator& alloc,
                        const OffloadPlan& offload, const OffloadOptions& options,
                        std::int64_t micro_batches, bool sequence_parallel)
@@ -212,7 +213,7 @@ void ModelState::zero_grads() {
 double ModelState::local_sum_of_squares(const ParamUnit& u, const float* slice,
                                         std::int64_t lo) const {
   // The tied copy equals the embedding's wte after the embedding-group sum: counted there.
-  if (u.layout.kind == model::UnitKind::kTiedCopy) return 0.0;
+  if (u.layout.kind == UnitKind::kTiedCopy) return 0.0;
   const bool tp_leader = groups_->coords().tp == 0;
   const std::int64_t hi = lo + u.shard;
   double sum = 0;
@@ -233,8 +234,8 @@ double ModelState::reduce_and_update(const OptimizerSpec& opt, int step, Communi
   timed(times_.dp_comm_s, [&] {
     if (dims.pp > 1 && groups_->embedding() != nullptr) {
       for (auto& u : units_) {
-        if (u.layout.kind != model::UnitKind::kEmbedding &&
-            u.layout.kind != model::UnitKind::kTiedCopy) {
+        if (u.layout.kind != UnitKind::kEmbedding &&
+            u.layout.kind != UnitKind::kTiedCopy) {
           continue;
         }
         const auto& wte = u.layout.segment("wte");

@@ -1,6 +1,6 @@
 // The model state of one rank under data parallelism and ZeRO (Rajbhandari et al. 2020):
 // every parameter unit (a flat fp32 buffer: one transformer layer, the embedding, the tied
-// wte copy, the final LayerNorm; see executor/model/param_layout.h) with its gradients and
+// wte copy, the final LayerNorm; see cost_model/param_layout.h) with its gradients and
 // AdamW moments, padded to a multiple of d and partitioned over the DP group by stage:
 //   0  everything full; gradients all-reduced, full update.
 //   1  + m, v hold this rank's 1/d slice; gradients all-reduced, the slice updated, the
@@ -46,13 +46,13 @@
 #include "executor/engine/offload_params.h"
 #include "executor/engine/offload_tiers.h"
 #include "executor/memory/accounting_allocator.h"
-#include "executor/model/param_layout.h"
+#include "cost_model/param_layout.h"
 #include "kernels/cpu/adamw.h"
 
 namespace strata::engine {
 
 struct ParamUnit {
-  model::UnitLayout layout;
+  UnitLayout layout;
   std::int64_t padded = 0;  // layout.count rounded up to a multiple of d
   std::int64_t shard = 0;   // padded / d
   Buffer params;            // full (stage 0-2) or this rank's shard (stage 3)
@@ -82,7 +82,7 @@ class ModelState {
   // need ZeRO-3, gradients ZeRO >= 2); micro_batches: backwards per layer per step. With
   // sequence_parallel the engine sums LayerNorm gradients over TP at the end of the
   // schedule, so offloaded layer gradients go down then, not after each backward.
-  ModelState(std::vector<model::UnitLayout> layouts, int zero_stage, const ProcessGroups& groups,
+  ModelState(std::vector<UnitLayout> layouts, int zero_stage, const ProcessGroups& groups,
              std::uint64_t seed, AccountingAllocator& alloc, const OffloadPlan& offload = {},
              const OffloadOptions& options = {}, std::int64_t micro_batches = 1,
              bool sequence_parallel = false);
@@ -128,7 +128,7 @@ class ModelState {
   bool grads_off() const { return zero_stage_ >= 2 && offload_.gradients != OffloadTier::kNone; }
   bool optimizer_off() const { return offload_.optimizer != OffloadTier::kNone; }
   bool early_reduce(const ParamUnit& u) const {
-    return grads_off() && u.layout.kind == model::UnitKind::kLayer && !sequence_parallel_;
+    return grads_off() && u.layout.kind == UnitKind::kLayer && !sequence_parallel_;
   }
   ShardSource shard_source(const ParamUnit& u) const;
   float* grad_slice(ParamUnit& u);

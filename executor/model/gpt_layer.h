@@ -26,7 +26,7 @@
 
 #include "cost_model/plan.h"
 #include "executor/memory/accounting_allocator.h"
-#include "executor/model/param_layout.h"
+#include "cost_model/param_layout.h"
 #include "executor/model/tp_context.h"
 
 namespace strata::model {

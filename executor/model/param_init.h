@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "cost_model/param_layout.h"
+
 namespace strata::model {
 
 // SplitMix64 (Steele, Lea, Flood 2014): a bijective 64-bit mixer, used as a counter-based
@@ -27,5 +29,10 @@ double normal_at(std::uint64_t key, std::int64_t index);
 
 // A uniform draw in [0, 1) for (key, index), 53 bits.
 double uniform_at(std::uint64_t key, std::int64_t index);
+
+// Writes the initial values of the unit's flat elements [begin, end) into dst[0 .. end-begin)
+// (elements past unit.count, i.e. ZeRO padding, are zero).
+void init_unit_range(const UnitLayout& unit, std::uint64_t seed, float* dst, std::int64_t begin,
+                     std::int64_t end);
 
 }  // namespace strata::model

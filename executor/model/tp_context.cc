@@ -4,7 +4,8 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "executor/model/param_layout.h"
+#include "cost_model/errors.h"
+#include "cost_model/partition.h"
 
 namespace strata::model {
 
@@ -26,8 +27,10 @@ Dims make_dims(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp
   d.v0 = d.Vshard * d.tp_rank;
   d.Vvalid = std::clamp(d.V - d.v0, 0, d.Vshard);
   d.sp = sequence_parallel && tp > 1;
-  if (d.sp && d.BT() % d.t != 0) {
-    throw std::invalid_argument("make_dims: sequence parallel needs tp to divide B * T");
+  if (d.sp) {
+    if (const std::string why = sequence_parallel_violation(model, tp); !why.empty()) {
+      throw InfeasiblePlan(why);
+    }
   }
   return d;
 }

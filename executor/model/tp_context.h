@@ -40,7 +40,7 @@ struct Dims {
   std::int64_t act_local() const { return static_cast<std::int64_t>(rows()) * C; }  // (rows, C)
 };
 
-// sequence_parallel needs t to divide B * T (Plan::check_against_model checks s % t).
+// sequence_parallel: the rule of cost_model/partition.h (InfeasiblePlan otherwise).
 Dims make_dims(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
                std::int64_t tp_rank, bool sequence_parallel = false);
 

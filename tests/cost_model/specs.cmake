@@ -10,4 +10,5 @@ strata_add_test(specs_test
     ${CMAKE_CURRENT_LIST_DIR}/step_report_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/profile_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/configs_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/partition_test.cc
   LIBS strata_specs)

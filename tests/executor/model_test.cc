@@ -9,7 +9,7 @@
 #include "executor/data/corpus.h"
 #include "executor/engine/rank_training.h"
 #include "executor/model/param_init.h"
-#include "executor/model/param_layout.h"
+#include "cost_model/param_layout.h"
 #include "tests/executor/engine_mpi_environment.h"
 #include "tests/executor/engine_test_support.h"
 
@@ -26,12 +26,12 @@ TEST(ModelInit, ShardsHoldTheSingleRankValues) {
   // A TP shard's flat buffer must hold exactly the single-rank tensor's slice: check qkv_w
   // (split per q/k/v part), proj_w (split by columns) and wte (split by rows) at t = 2.
   const ModelSpec m = tiny_model();
-  const auto full = model::layer_layout(m, {1, 0}, 3);
+  const auto full = layer_layout(m, {1, 0}, 3);
   std::vector<float> whole(static_cast<std::size_t>(full.count));
   model::init_unit_range(full, 7, whole.data(), 0, full.count);
   const std::int64_t h = m.hidden, hl = h / 2;
   for (std::int64_t rank = 0; rank < 2; ++rank) {
-    const auto shard = model::layer_layout(m, {2, rank}, 3);
+    const auto shard = layer_layout(m, {2, rank}, 3);
     std::vector<float> part(static_cast<std::size_t>(shard.count));
     model::init_unit_range(shard, 7, part.data(), 0, shard.count);
     const auto& q = shard.segment("qkv_w");

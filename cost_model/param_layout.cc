@@ -1,14 +1,16 @@
 // Flat layouts of the GPT units on one TP rank and their plan-independent initialisation
 // (see param_layout.h).
-#include "executor/model/param_layout.h"
+#include "cost_model/param_layout.h"
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
-#include "executor/model/param_init.h"
+#include <fmt/format.h>
 
-namespace strata::model {
+#include "cost_model/errors.h"
+
+namespace strata {
 namespace {
 
 constexpr double kInitStd = 0.02;  // GPT-2's initializer_range
@@ -54,6 +56,27 @@ const ParamSegment& UnitLayout::segment(const std::string& wanted) const {
 std::int64_t vocab_shard_rows(const ModelSpec& model, std::int64_t tp) {
   return (model.vocab + tp - 1) / tp;
 }
+
+std::int64_t layer_params_per_tp_rank(const ModelSpec& model, std::int64_t tp) {
+  const std::int64_t h = model.hidden;
+  const std::int64_t f = model.ffn_hidden;
+  if (tp < 1 || model.heads % tp != 0 || f % tp != 0 || h % tp != 0) {
+    throw InfeasiblePlan(fmt::format(
+        "tp = {} must be >= 1 and divide heads ({}), hidden ({}) and ffn_hidden ({})", tp,
+        model.heads, h, f));
+  }
+  return (4 * h * h + 2 * h * f + 3 * h + f) / tp + 6 * h;
+}
+
+std::int64_t embedding_params_per_tp_rank(const ModelSpec& model, std::int64_t tp) {
+  return vocab_shard_rows(model, tp) * model.hidden + model.seq_len * model.hidden;
+}
+
+std::int64_t tied_copy_params_per_tp_rank(const ModelSpec& model, std::int64_t tp) {
+  return vocab_shard_rows(model, tp) * model.hidden;
+}
+
+std::int64_t final_norm_params(const ModelSpec& model) { return 2 * model.hidden; }
 
 UnitLayout layer_layout(const ModelSpec& model, const TpShape& tp, std::int64_t layer) {
   const std::int64_t h = model.hidden;
@@ -130,33 +153,6 @@ UnitLayout final_norm_layout(const ModelSpec& model) {
   return b.unit;
 }
 
-void init_unit_range(const UnitLayout& unit, std::uint64_t seed, float* dst, std::int64_t begin,
-                     std::int64_t end) {
-  for (std::int64_t i = begin; i < end; ++i) dst[i - begin] = 0.0f;
-  for (const auto& s : unit.segments) {
-    const std::int64_t lo = std::max(begin, s.offset);
-    const std::int64_t hi = std::min(end, s.offset + s.count());
-    if (lo >= hi) continue;
-    const std::uint64_t key = tensor_key(seed, s.code, s.layer);
-    for (std::int64_t i = lo; i < hi; ++i) {
-      const std::int64_t local = i - s.offset;
-      const std::int64_t r = local / s.cols;
-      const std::int64_t c = local % s.cols;
-      float value = 0.0f;
-      if (r < s.valid_rows) {
-        switch (s.init) {
-          case InitKind::kOnes: value = 1.0f; break;
-          case InitKind::kZeros: value = 0.0f; break;
-          case InitKind::kNormal:
-            value = static_cast<float>(s.init_std * normal_at(key, s.global_index(r, c)));
-            break;
-        }
-      }
-      dst[i - begin] = value;
-    }
-  }
-}
-
 LayerOffsets layer_offsets(const UnitLayout& layer) {
   const auto at = [&layer](const char* name) { return layer.segment(name).offset; };
   return LayerOffsets{at("ln1_w"), at("ln1_b"), at("qkv_w"), at("qkv_b"),
@@ -164,4 +160,4 @@ LayerOffsets layer_offsets(const UnitLayout& layer) {
                       at("fc_w"), at("fc_b"), at("fc2_w"), at("fc2_b")};
 }
 
-}  // namespace strata::model
+}  // namespace strata

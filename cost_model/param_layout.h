@@ -19,7 +19,7 @@
 
 #include "cost_model/model_spec.h"
 
-namespace strata::model {
+namespace strata {
 
 enum class InitKind { kNormal, kOnes, kZeros };
 
@@ -67,8 +67,22 @@ struct TpShape {
   std::int64_t tp_rank = 0;
 };
 
-// Rows of wte per TP rank: ceil(V / t).
+// Rows of wte per TP rank: ceil(V / t) (the last shard padded with rows that stay zero).
 std::int64_t vocab_shard_rows(const ModelSpec& model, std::int64_t tp);
+
+// Parameter counts on one TP rank, in closed form for the planner's hot path; each equals
+// the `count` of the layout built below (tests/cost_model/param_layout_test.cc checks it).
+//   layer       (4h^2 + 2hf + 3h + f)/t + 6h: QKV, proj, fc1, fc2 weights and the column-
+//               parallel biases split by t; proj/fc2 biases and both LayerNorms replicated
+//               (at t = 1, f = 4h: 12h^2 + 13h). Throws InfeasiblePlan unless t divides
+//               heads, hidden and ffn_hidden.
+//   embedding   ceil(V/t) h + s h (wte shard + replicated wpe)
+//   tied copy   ceil(V/t) h (the last stage's copy of the wte shard, p > 1)
+//   final norm  2h
+std::int64_t layer_params_per_tp_rank(const ModelSpec& model, std::int64_t tp);
+std::int64_t embedding_params_per_tp_rank(const ModelSpec& model, std::int64_t tp);
+std::int64_t tied_copy_params_per_tp_rank(const ModelSpec& model, std::int64_t tp);
+std::int64_t final_norm_params(const ModelSpec& model);
 
 // Segment order of a layer: ln1_w ln1_b qkv_w qkv_b proj_w proj_b ln2_w ln2_b fc_w fc_b
 // fc2_w fc2_b. Weights normal(0, 0.02), proj_w and fc2_w normal(0, 0.02/sqrt(2 L)) (GPT-2),
@@ -81,11 +95,6 @@ UnitLayout tied_copy_layout(const ModelSpec& model, const TpShape& tp);
 // lnf_w (h) ones, lnf_b (h) zeros.
 UnitLayout final_norm_layout(const ModelSpec& model);
 
-// Writes the initial values of the unit's flat elements [begin, end) into dst[0 .. end-begin)
-// (elements past unit.count, i.e. ZeRO padding, are zero).
-void init_unit_range(const UnitLayout& unit, std::uint64_t seed, float* dst, std::int64_t begin,
-                     std::int64_t end);
-
 // Offsets of a layer's tensors in its flat buffer (the order of layer_layout).
 struct LayerOffsets {
   std::int64_t ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fc2_w,
@@ -93,4 +102,4 @@ struct LayerOffsets {
 };
 LayerOffsets layer_offsets(const UnitLayout& layer);
 
-}  // namespace strata::model
+}  // namespace strata

@@ -1,0 +1,105 @@
+// The plan's cut of the model over ranks (see partition.h).
+#include "cost_model/partition.h"
+
+#include <fmt/format.h>
+
+#include "cost_model/errors.h"
+
+namespace strata {
+
+std::string tensor_parallel_violation(const ModelSpec& model, std::int64_t tp) {
+  if (tp < 1) return fmt::format("tp = {}, expected >= 1", tp);
+  if (model.heads % tp != 0) {
+    return fmt::format("heads % tp = {} % {} = {}, but tensor parallelism splits whole heads",
+                       model.heads, tp, model.heads % tp);
+  }
+  if (model.hidden % tp != 0) {
+    return fmt::format("hidden % tp = {} % {} = {}, but tensor parallelism splits the width evenly",
+                       model.hidden, tp, model.hidden % tp);
+  }
+  if (model.ffn_hidden % tp != 0) {
+    return fmt::format("ffn_hidden % tp = {} % {} = {}, but tensor parallelism splits the MLP "
+                       "evenly", model.ffn_hidden, tp, model.ffn_hidden % tp);
+  }
+  return {};
+}
+
+std::string sequence_parallel_violation(const ModelSpec& model, std::int64_t tp) {
+  if (tp <= 1) return fmt::format("sequence_parallel = true needs tp > 1, got tp = {}", tp);
+  if (model.seq_len % tp != 0) {
+    return fmt::format("sequence parallelism needs seq_len % tp == 0, but {} % {} = {}",
+                       model.seq_len, tp, model.seq_len % tp);
+  }
+  return {};
+}
+
+std::string pipeline_violation(const ModelSpec& model, std::int64_t pp, std::int64_t v) {
+  if (pp < 1 || v < 1) return fmt::format("pp = {} and v = {} must be >= 1", pp, v);
+  if (model.layers % (pp * v) != 0) {
+    return fmt::format("layers % (pp*v) = {} % ({}*{}) = {}, but every model chunk needs the same "
+                       "number of layers", model.layers, pp, v, model.layers % (pp * v));
+  }
+  return {};
+}
+
+ChunkLayers chunk_layers(const ModelSpec& model, const Plan& plan, std::int64_t pp_rank,
+                         std::int64_t chunk) {
+  if (const std::string why = pipeline_violation(model, plan.pp, plan.virtual_stages); !why.empty()) {
+    throw InfeasiblePlan(why);
+  }
+  if (pp_rank < 0 || pp_rank >= plan.pp || chunk < 0 || chunk >= plan.virtual_stages) {
+    throw InfeasiblePlan(fmt::format("chunk {} of pipeline rank {} is outside p = {}, v = {}",
+                                     chunk, pp_rank, plan.pp, plan.virtual_stages));
+  }
+  const std::int64_t stages = plan.pp * plan.virtual_stages;
+  ChunkLayers c;
+  c.vstage = virtual_stage_of(plan.pp, pp_rank, chunk);
+  c.layers = model.layers / stages;
+  c.first_layer = c.vstage * c.layers;
+  c.first = c.vstage == 0;
+  c.last = c.vstage == stages - 1;
+  return c;
+}
+
+std::vector<UnitLayout> rank_unit_layouts(const ModelSpec& model, const Plan& plan,
+                                          std::int64_t pp_rank, std::int64_t tp_rank) {
+  const TpShape tp{plan.tp, tp_rank};
+  bool has_first = false, has_last = false;
+  std::vector<UnitLayout> layers;
+  for (std::int64_t c = 0; c < plan.virtual_stages; ++c) {
+    const ChunkLayers chunk = chunk_layers(model, plan, pp_rank, c);
+    has_first = has_first || chunk.first;
+    has_last = has_last || chunk.last;
+    for (std::int64_t l = chunk.first_layer; l < chunk.first_layer + chunk.layers; ++l) {
+      layers.push_back(layer_layout(model, tp, l));
+    }
+  }
+  std::vector<UnitLayout> out;
+  if (has_first) out.push_back(embedding_layout(model, tp));
+  for (auto& l : layers) out.push_back(std::move(l));
+  if (has_last) {
+    if (!has_first) out.push_back(tied_copy_layout(model, tp));
+    out.push_back(final_norm_layout(model));
+  }
+  return out;
+}
+
+std::int64_t unit_chunk(const ModelSpec& model, const Plan& plan, std::int64_t pp_rank,
+                        const UnitLayout& unit) {
+  switch (unit.kind) {
+    case UnitKind::kEmbedding: return 0;
+    case UnitKind::kTiedCopy:
+    case UnitKind::kFinalNorm: return plan.virtual_stages - 1;
+    case UnitKind::kLayer: {
+      const std::int64_t per_chunk = model.layers / (plan.pp * plan.virtual_stages);
+      const std::int64_t vstage = unit.layer / per_chunk;
+      if (vstage % plan.pp != pp_rank) {
+        throw InfeasiblePlan(fmt::format("unit {} is not on pipeline rank {}", unit.name, pp_rank));
+      }
+      return vstage / plan.pp;
+    }
+  }
+  return 0;
+}
+
+}  // namespace strata

@@ -1,0 +1,62 @@
+// How a Plan cuts the model over ranks: the one place for each of these decisions, used by
+// Plan::check, the planner's generators, the memory and time models, the Program generator
+// and the executor alike.
+//   - the divisibility rules of tensor, sequence and pipeline parallelism (a rule broken is
+//     a sentence naming the numbers; empty when the rule holds);
+//   - the chunk a layer belongs to: chunk c of pipeline rank r is virtual stage c p + r
+//     (Megatron's interleaved assignment), holding layers [s L/(p v), (s+1) L/(p v));
+//     virtual stage 0 also runs the embedding, the last one the head;
+//   - the parameter units a pipeline rank holds and in which order (the embedding, its
+//     layers chunk by chunk, the tied wte copy of the last stage when p > 1, the final
+//     LayerNorm), each with its layout (cost_model/param_layout.h).
+// Deliberately not here: the rank order of t x p x d ranks (executor/comm/process_groups.h),
+// parameter counts (param_layout.h), the schedule (schedule.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cost_model/model_spec.h"
+#include "cost_model/param_layout.h"
+#include "cost_model/plan.h"
+
+namespace strata {
+
+// Tensor parallelism splits whole heads, the hidden width and the MLP evenly: t divides
+// heads, hidden and ffn_hidden.
+std::string tensor_parallel_violation(const ModelSpec& model, std::int64_t tp);
+// Sequence parallelism splits each sequence's tokens over the t ranks: seq_len % t == 0
+// (then every micro-batch's B * T token rows split evenly too).
+std::string sequence_parallel_violation(const ModelSpec& model, std::int64_t tp);
+// Every model chunk holds the same number of layers: layers % (p v) == 0.
+std::string pipeline_violation(const ModelSpec& model, std::int64_t pp, std::int64_t v);
+
+inline std::int64_t virtual_stage_of(std::int64_t pp, std::int64_t pp_rank, std::int64_t chunk) {
+  return chunk * pp + pp_rank;
+}
+
+// One model chunk of a pipeline rank.
+struct ChunkLayers {
+  std::int64_t vstage = 0;
+  std::int64_t first_layer = 0;
+  std::int64_t layers = 0;
+  bool first = false;  // virtual stage 0: runs the embedding
+  bool last = false;   // the last virtual stage: runs the head
+};
+// Throws InfeasiblePlan when pipeline_violation() is not empty or the rank/chunk is outside
+// the plan.
+ChunkLayers chunk_layers(const ModelSpec& model, const Plan& plan, std::int64_t pp_rank,
+                         std::int64_t chunk);
+
+// The units of pipeline rank `pp_rank` on TP rank `tp_rank`, in the order above. A unit's
+// `layer` is its transformer layer, -1 otherwise; the chunk that uses a unit is
+// unit_chunk() below.
+std::vector<UnitLayout> rank_unit_layouts(const ModelSpec& model, const Plan& plan,
+                                          std::int64_t pp_rank, std::int64_t tp_rank);
+// The local chunk whose passes use the unit: a layer's own chunk, chunk 0 for the embedding
+// on rank 0, the last chunk for the tied copy and the final LayerNorm on rank p - 1.
+std::int64_t unit_chunk(const ModelSpec& model, const Plan& plan, std::int64_t pp_rank,
+                        const UnitLayout& unit);
+
+}  // namespace strata

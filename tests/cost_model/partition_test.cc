@@ -1,0 +1,88 @@
+// The plan's cut of the model (cost_model/partition.h, param_layout.h): each rule stated once
+// and each count equal to the layout it summarises.
+#include "cost_model/partition.h"
+
+#include <gtest/gtest.h>
+
+#include "cost_model/errors.h"
+#include "cost_model/param_layout.h"
+
+namespace strata {
+namespace {
+
+ModelSpec model(std::int64_t layers, std::int64_t hidden, std::int64_t heads, std::int64_t seq,
+                std::int64_t vocab) {
+  ModelSpec m;
+  m.name = "test";
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.ffn_hidden = 4 * hidden;
+  m.seq_len = seq;
+  m.vocab = vocab;
+  return m;
+}
+
+TEST(Partition, ClosedFormCountsEqualTheLayouts) {
+  // vocab 257 does not divide by t = 2 or 4: the last wte shard is padded (ceil(V/t) rows).
+  const ModelSpec m = model(4, 64, 4, 32, 257);
+  for (std::int64_t tp : {1, 2, 4}) {
+    for (std::int64_t rank = 0; rank < tp; ++rank) {
+      const TpShape shape{tp, rank};
+      EXPECT_EQ(layer_layout(m, shape, 1).count, layer_params_per_tp_rank(m, tp)) << tp;
+      EXPECT_EQ(embedding_layout(m, shape).count, embedding_params_per_tp_rank(m, tp)) << tp;
+      EXPECT_EQ(tied_copy_layout(m, shape).count, tied_copy_params_per_tp_rank(m, tp)) << tp;
+      EXPECT_EQ(final_norm_layout(m).count, final_norm_params(m));
+    }
+  }
+  // t = 2: ceil(257 / 2) = 129 rows of 64 per shard.
+  EXPECT_EQ(vocab_shard_rows(m, 2), 129);
+  // At t = 1, f = 4h: 12 h^2 + 13 h = 12 * 4096 + 832.
+  EXPECT_EQ(layer_params_per_tp_rank(m, 1), 12 * 64 * 64 + 13 * 64);
+}
+
+TEST(Partition, RulesNameTheirNumbers) {
+  const ModelSpec m = model(8, 64, 4, 30, 256);
+  EXPECT_TRUE(tensor_parallel_violation(m, 2).empty());
+  EXPECT_NE(tensor_parallel_violation(m, 3).find("heads % tp = 4 % 3 = 1"), std::string::npos);
+  // seq_len 30: t = 2 splits it, t = 4 does not (30 % 4 = 2).
+  EXPECT_TRUE(sequence_parallel_violation(m, 2).empty());
+  EXPECT_NE(sequence_parallel_violation(m, 4).find("30 % 4 = 2"), std::string::npos);
+  EXPECT_NE(sequence_parallel_violation(m, 1).find("needs tp > 1"), std::string::npos);
+  EXPECT_TRUE(pipeline_violation(m, 2, 2).empty());
+  EXPECT_NE(pipeline_violation(m, 3, 1).find("8 % (3*1) = 2"), std::string::npos);
+}
+
+TEST(Partition, InterleavedChunksAndTheUnitsOfEachRank) {
+  // 8 layers, p = 2, v = 2: virtual stages of 2 layers; chunk c of rank r is stage 2c + r.
+  const ModelSpec m = model(8, 64, 4, 32, 256);
+  Plan plan;
+  plan.pp = 2;
+  plan.virtual_stages = 2;
+  plan.schedule = ScheduleKind::kInterleaved;
+  const ChunkLayers c = chunk_layers(m, plan, 1, 1);  // stage 3: layers 6, 7, the head
+  EXPECT_EQ(c.vstage, 3);
+  EXPECT_EQ(c.first_layer, 6);
+  EXPECT_EQ(c.layers, 2);
+  EXPECT_TRUE(c.last);
+  EXPECT_FALSE(c.first);
+  EXPECT_THROW(chunk_layers(m, plan, 2, 0), InfeasiblePlan);
+
+  // Rank 0: the embedding, then layers 0 1 (stage 0) and 4 5 (stage 2).
+  std::vector<std::string> names;
+  for (const auto& u : rank_unit_layouts(m, plan, 0, 0)) names.push_back(u.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"embedding", "layer0", "layer1", "layer4", "layer5"}));
+  // Rank 1: layers 2 3 (stage 1) and 6 7 (stage 3), its tied wte copy and the final norm.
+  names.clear();
+  const auto units = rank_unit_layouts(m, plan, 1, 0);
+  for (const auto& u : units) names.push_back(u.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"layer2", "layer3", "layer6", "layer7", "wte_copy",
+                                             "final_norm"}));
+  EXPECT_EQ(unit_chunk(m, plan, 1, units[0]), 0);  // layer 2: stage 1 = chunk 0 of rank 1
+  EXPECT_EQ(unit_chunk(m, plan, 1, units[3]), 1);  // layer 7: stage 3 = chunk 1
+  EXPECT_EQ(unit_chunk(m, plan, 1, units[5]), 1);  // the final norm: the last chunk
+  EXPECT_THROW(unit_chunk(m, plan, 0, units[0]), InfeasiblePlan);  // layer 2 is not on rank 0
+}
+
+}  // namespace
+}  // namespace strata

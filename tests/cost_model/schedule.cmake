@@ -8,3 +8,6 @@ strata_add_test(simulator_test
 strata_add_test(chrome_trace_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/chrome_trace_test.cc
   LIBS strata_schedule)
+strata_add_test(program_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/program_test.cc
+  LIBS strata_schedule)

@@ -1,0 +1,417 @@
+// The Program generator (see program.h for what each op means and when it is issued).
+#include "cost_model/program.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "cost_model/errors.h"
+#include "cost_model/partition.h"
+
+namespace strata {
+namespace {
+
+using Kind = ProgramOpKind;
+
+// One compute step of a pass before the state moves are placed around it.
+struct Step {
+  Part part = Part::kNone;
+  std::int32_t unit = -1;
+  std::vector<std::int32_t> needs;  // units whose parameters it reads (ZeRO-3 gathers them)
+};
+
+// What the plan asks of the state moves, decided once per rank.
+struct MovePolicy {
+  bool gathers = false;            // ZeRO-3
+  bool fetches = false;            // ZeRO-3 with offloaded parameters
+  bool grads_off = false;          // ZeRO >= 2 with offloaded gradients
+  bool sequence_parallel = false;
+  bool recompute_regathers = false;  // published: the recomputed forward gathers again
+  int prefetch_distance = 2;
+  // Offloaded layer gradients go down after every micro-batch's backward (not with SP: the
+  // LayerNorm sums come first, once per step).
+  bool early_layer_offload() const { return grads_off && !sequence_parallel; }
+};
+
+class BodyBuilder {
+ public:
+  BodyBuilder(const MovePolicy& policy, PassBody& body) : policy_(policy), body_(body) {}
+
+  std::int32_t emit(ProgramOp op) {
+    body_.ops.push_back(op);
+    return static_cast<std::int32_t>(body_.ops.size() - 1);
+  }
+
+  // The body of one pass over `steps` (in execution order).
+  void build(const std::vector<Step>& steps) {
+    const auto n = static_cast<std::int32_t>(steps.size());
+    fetch_of_.assign(steps.size(), {});
+    gather_of_.assign(steps.size(), {});
+    if (policy_.fetches) {
+      for (std::int32_t j = 0; j < std::min(n, policy_.prefetch_distance); ++j) fetch(steps, j);
+    }
+    if (policy_.gathers && n > 0) gather(steps, 0);
+    for (std::int32_t i = 0; i < n; ++i) {
+      if (policy_.fetches && i + policy_.prefetch_distance < n) {
+        fetch(steps, i + policy_.prefetch_distance);
+      }
+      if (policy_.gathers && i + 1 < n) gather(steps, i + 1);
+      const Step& step = steps[static_cast<std::size_t>(i)];
+      if (!body_.forward && policy_.recompute_regathers && step.part == Part::kLayer) {
+        regather_for_recompute(step, gather_of_[static_cast<std::size_t>(i)]);
+      }
+      ProgramOp compute;
+      compute.kind = Kind::kCompute;
+      compute.stream = Stream::kCompute;
+      compute.part = step.part;
+      compute.unit = step.unit;
+      for (std::int32_t g : gather_of_[static_cast<std::size_t>(i)]) compute.add_after(g);
+      const std::int32_t c = emit(compute);
+      if (policy_.gathers) {
+        for (std::int32_t u : step.needs) emit(state_op(Kind::kRelease, Stream::kCompute, u));
+      }
+      if (!body_.forward) after_backward(step, c);
+    }
+  }
+
+ private:
+  static ProgramOp state_op(Kind kind, Stream stream, std::int32_t unit) {
+    ProgramOp op;
+    op.kind = kind;
+    op.stream = stream;
+    op.unit = unit;
+    return op;
+  }
+
+  void fetch(const std::vector<Step>& steps, std::int32_t j) {
+    for (std::int32_t u : steps[static_cast<std::size_t>(j)].needs) {
+      fetch_of_[static_cast<std::size_t>(j)].push_back(emit(state_op(Kind::kFetch, Stream::kCopy, u)));
+    }
+  }
+
+  void gather(const std::vector<Step>& steps, std::int32_t j) {
+    const auto& needs = steps[static_cast<std::size_t>(j)].needs;
+    for (std::size_t k = 0; k < needs.size(); ++k) {
+      ProgramOp op = state_op(Kind::kGather, Stream::kComm, needs[k]);
+      if (policy_.fetches) op.add_after(fetch_of_[static_cast<std::size_t>(j)][k]);
+      gather_of_[static_cast<std::size_t>(j)].push_back(emit(op));
+    }
+  }
+
+  // Published conventions: the recomputed forward is a pass of its own that gathers the
+  // layer and releases it before the backward gathers it again (reusing the fetched shard).
+  void regather_for_recompute(const Step& step, std::vector<std::int32_t>& gathers) {
+    if (!policy_.gathers) return;
+    for (std::int32_t u : step.needs) {
+      ProgramOp again = state_op(Kind::kGather, Stream::kComm, u);
+      for (std::int32_t g : gathers) again.add_after(g);
+      gathers = {emit(again)};
+    }
+  }
+
+  void after_backward(const Step& step, std::int32_t compute) {
+    const bool layer = step.part == Part::kLayer;
+    const bool early = layer && policy_.early_layer_offload();
+    const bool at_last = body_.reduces && (layer || step.part == Part::kHead);
+    if (!early && !at_last) return;
+    if (!early && policy_.sequence_parallel) {
+      ProgramOp sum = state_op(Kind::kSumNormGrads, Stream::kComm, step.unit);
+      sum.add_after(compute);
+      emit(sum);
+    }
+    ProgramOp reduce = state_op(Kind::kReduceGrads, Stream::kComm, step.unit);
+    reduce.add_after(compute);
+    const std::int32_t r = emit(reduce);
+    if (policy_.grads_off) {
+      ProgramOp down = state_op(Kind::kOffloadGrads, Stream::kCopy, step.unit);
+      down.add_after(r);
+      emit(down);
+    }
+  }
+
+  const MovePolicy& policy_;
+  PassBody& body_;
+  std::vector<std::vector<std::int32_t>> fetch_of_, gather_of_;  // [step] -> op indices
+};
+
+// The compute steps of a pass over local chunk `chunk`.
+std::vector<Step> pass_steps(const ModelSpec& model, const Plan& plan, const RankProgram& rank,
+                             std::int64_t chunk, bool forward) {
+  const ChunkLayers cl = chunk_layers(model, plan, rank.pp_rank, chunk);
+  const std::int32_t embedding = rank.unit_index("embedding");
+  const std::int32_t wte = embedding >= 0 ? embedding : rank.unit_index("wte_copy");
+  const std::int32_t final_norm = rank.unit_index("final_norm");
+  std::vector<Step> layers;
+  for (std::int64_t l = cl.first_layer; l < cl.first_layer + cl.layers; ++l) {
+    const std::int32_t u = rank.unit_index("layer" + std::to_string(l));
+    layers.push_back({Part::kLayer, u, {u}});
+  }
+  std::vector<Step> steps;
+  if (forward) {
+    if (cl.first) steps.push_back({Part::kEmbedding, embedding, {embedding}});
+    steps.insert(steps.end(), layers.begin(), layers.end());
+    // The head's forward also runs the logits' backward (the tied wte's gradient).
+    if (cl.last) steps.push_back({Part::kHead, final_norm, {wte, final_norm}});
+  } else {
+    if (cl.last) steps.push_back({Part::kHead, final_norm, {final_norm}});
+    steps.insert(steps.end(), layers.rbegin(), layers.rend());
+    // The embedding's backward reads no parameters: it only accumulates wte and wpe grads.
+    if (cl.first) steps.push_back({Part::kEmbedding, embedding, {}});
+  }
+  return steps;
+}
+
+ProgramOp step_op(Kind kind, Stream stream, std::int32_t unit) {
+  ProgramOp op;
+  op.kind = kind;
+  op.stream = stream;
+  op.unit = unit;
+  return op;
+}
+
+Kind step_kind(OpKind kind) {
+  switch (kind) {
+    case OpKind::kForward: return Kind::kForward;
+    case OpKind::kBackward: return Kind::kBackward;
+    case OpKind::kRecvForward: return Kind::kRecvForward;
+    case OpKind::kSendForward: return Kind::kSendForward;
+    case OpKind::kRecvBackward: return Kind::kRecvBackward;
+    case OpKind::kSendBackward: return Kind::kSendBackward;
+  }
+  return Kind::kForward;
+}
+
+}  // namespace
+
+std::string to_string(Stream stream) {
+  switch (stream) {
+    case Stream::kCompute: return "compute";
+    case Stream::kComm: return "comm";
+    case Stream::kCopy: return "copy";
+    case Stream::kP2p: return "p2p";
+    case Stream::kHost: return "host";
+  }
+  return "unknown";
+}
+
+std::string to_string(ProgramOpKind kind) {
+  switch (kind) {
+    case Kind::kForward: return "forward";
+    case Kind::kBackward: return "backward";
+    case Kind::kRecvForward: return "recv_forward";
+    case Kind::kSendForward: return "send_forward";
+    case Kind::kRecvBackward: return "recv_backward";
+    case Kind::kSendBackward: return "send_backward";
+    case Kind::kCompute: return "compute";
+    case Kind::kFetch: return "fetch";
+    case Kind::kGather: return "gather";
+    case Kind::kRelease: return "release";
+    case Kind::kSumNormGrads: return "sum_norm_grads";
+    case Kind::kReduceGrads: return "reduce_grads";
+    case Kind::kOffloadGrads: return "offload_grads";
+    case Kind::kTiedEmbeddingSum: return "tied_embedding_sum";
+    case Kind::kGradNorm: return "grad_norm";
+    case Kind::kOptimizerStep: return "optimizer_step";
+    case Kind::kGatherParams: return "gather_params";
+  }
+  return "unknown";
+}
+
+bool ProgramOp::is_message() const {
+  return kind == Kind::kRecvForward || kind == Kind::kSendForward ||
+         kind == Kind::kRecvBackward || kind == Kind::kSendBackward;
+}
+
+void ProgramOp::add_after(std::int32_t index) {
+  for (auto& a : after) {
+    if (a == index) return;
+    if (a < 0) {
+      a = index;
+      return;
+    }
+  }
+  throw std::logic_error(fmt::format("program: {} waits for more than {} ops", to_string(kind),
+                                     kMaxAfter));
+}
+
+std::int32_t RankProgram::unit_index(const std::string& name) const {
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    if (units[i].name == name) return static_cast<std::int32_t>(i);
+  }
+  return -1;
+}
+
+RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
+                              std::int64_t pp_rank, const ProgramOptions& options) {
+  plan.check_against_model(model, train);
+  if (options.prefetch_distance < 1) {
+    throw ConfigError(fmt::format("prefetch distance {}: expected >= 1", options.prefetch_distance));
+  }
+  if (pp_rank < 0 || pp_rank >= plan.pp) {
+    throw InfeasiblePlan(fmt::format("program: pipeline rank {} is outside 0..{}", pp_rank, plan.pp - 1));
+  }
+  const std::int64_t m = plan.micro_batches(train);
+  const Schedule schedule = make_schedule(plan.schedule, plan.pp, plan.virtual_stages, m);
+
+  RankProgram rank;
+  rank.pp_rank = pp_rank;
+  for (const UnitLayout& layout : rank_unit_layouts(model, plan, pp_rank, 0)) {
+    ProgramUnit u;
+    u.name = layout.name;
+    u.kind = layout.kind;
+    u.layer = layout.layer;
+    u.chunk = static_cast<std::int32_t>(unit_chunk(model, plan, pp_rank, layout));
+    u.params = layout.count;
+    rank.units.push_back(std::move(u));
+  }
+
+  MovePolicy policy;
+  policy.gathers = plan.zero_stage == 3;
+  policy.fetches = policy.gathers && plan.offload.params != OffloadTier::kNone;
+  policy.grads_off = plan.zero_stage >= 2 && plan.offload.gradients != OffloadTier::kNone;
+  policy.sequence_parallel = plan.sequence_parallel;
+  policy.recompute_regathers = options.recompute_regathers && plan.recompute == Recompute::kFull;
+  policy.prefetch_distance = options.prefetch_distance;
+
+  // Bodies: per chunk one forward, one backward, and (when it differs) the reducing
+  // backward of the last micro-batch.
+  const std::int64_t v = plan.virtual_stages;
+  std::vector<std::array<std::int32_t, 3>> body_of(static_cast<std::size_t>(v));
+  for (std::int64_t c = 0; c < v; ++c) {
+    for (int variant = 0; variant < 3; ++variant) {
+      PassBody body;
+      body.forward = variant == 0;
+      body.chunk = static_cast<std::int32_t>(c);
+      body.reduces = variant == 2;
+      BodyBuilder(policy, body).build(pass_steps(model, plan, rank, c, body.forward));
+      const bool same_as_plain = variant == 2 && body.ops == rank.bodies.back().ops;
+      if (same_as_plain) {
+        body_of[static_cast<std::size_t>(c)][2] = body_of[static_cast<std::size_t>(c)][1];
+        continue;
+      }
+      rank.bodies.push_back(std::move(body));
+      body_of[static_cast<std::size_t>(c)][static_cast<std::size_t>(variant)] =
+          static_cast<std::int32_t>(rank.bodies.size() - 1);
+    }
+  }
+
+  // The pipeline: make_schedule's ops, each pass naming its body, each pass after its
+  // receive and each send after its pass.
+  std::int32_t last_recv = -1, last_pass = -1;
+  for (const PipelineOp& p : schedule.ops[static_cast<std::size_t>(pp_rank)]) {
+    ProgramOp op;
+    op.kind = step_kind(p.kind);
+    op.micro_batch = static_cast<std::int32_t>(p.micro_batch);
+    op.chunk = static_cast<std::int32_t>(p.chunk);
+    op.peer = static_cast<std::int32_t>(p.peer);
+    op.stream = op.is_message() ? Stream::kP2p : Stream::kCompute;
+    const auto& bodies = body_of[static_cast<std::size_t>(p.chunk)];
+    if (op.kind == Kind::kForward) op.body = bodies[0];
+    if (op.kind == Kind::kBackward) op.body = p.micro_batch == m - 1 ? bodies[2] : bodies[1];
+    if (op.is_pass() && last_recv >= 0) op.add_after(last_recv);
+    if (op.kind == Kind::kSendForward || op.kind == Kind::kSendBackward) op.add_after(last_pass);
+    rank.ops.push_back(op);
+    const auto index = static_cast<std::int32_t>(rank.ops.size() - 1);
+    // with_communication puts a pass's receive right before it and its send right after.
+    last_recv = op.kind == Kind::kRecvForward || op.kind == Kind::kRecvBackward ? index : -1;
+    if (op.is_pass()) last_pass = index;
+  }
+
+  // The tail (program.h, rule 3: it starts after the whole pipeline).
+  rank.tail_begin = static_cast<std::int32_t>(rank.ops.size());
+  const auto emit = [&rank](ProgramOp op) {
+    rank.ops.push_back(op);
+    return static_cast<std::int32_t>(rank.ops.size() - 1);
+  };
+  const std::int32_t embedding = rank.unit_index("embedding");
+  const std::int32_t copy = rank.unit_index("wte_copy");
+  if (plan.pp > 1 && (embedding >= 0 || copy >= 0)) {
+    emit(step_op(Kind::kTiedEmbeddingSum, Stream::kComm, embedding >= 0 ? embedding : copy));
+  }
+  std::int32_t last_down = -1;
+  for (std::int32_t u : {embedding, copy}) {
+    if (u < 0) continue;
+    const std::int32_t r = emit(step_op(Kind::kReduceGrads, Stream::kComm, u));
+    if (policy.grads_off) {
+      ProgramOp down = step_op(Kind::kOffloadGrads, Stream::kCopy, u);
+      down.add_after(r);
+      last_down = emit(down);
+    }
+  }
+  ProgramOp norm = step_op(Kind::kGradNorm, Stream::kComm, -1);
+  if (last_down >= 0) norm.add_after(last_down);
+  const std::int32_t norm_index = emit(norm);
+  const Stream optimizer_stream =
+      plan.offload.optimizer != OffloadTier::kNone ? Stream::kHost : Stream::kCompute;
+  for (std::size_t u = 0; u < rank.units.size(); ++u) {
+    ProgramOp update = step_op(Kind::kOptimizerStep, optimizer_stream, static_cast<std::int32_t>(u));
+    update.add_after(norm_index);
+    const std::int32_t updated = emit(update);
+    if (plan.zero_stage == 1 || plan.zero_stage == 2) {
+      ProgramOp gather = step_op(Kind::kGatherParams, Stream::kComm, static_cast<std::int32_t>(u));
+      gather.add_after(updated);
+      emit(gather);
+    }
+  }
+  return rank;
+}
+
+Program make_program(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
+                     const ProgramOptions& options) {
+  Program program;
+  program.plan = plan;
+  program.micro_batches = plan.micro_batches(train);
+  program.options = options;
+  for (std::int64_t r = 0; r < plan.pp; ++r) {
+    program.ranks.push_back(make_rank_program(model, train, plan, r, options));
+  }
+  return program;
+}
+
+std::int64_t max_in_flight(const RankProgram& rank) {
+  std::int64_t held = 0, peak = 0;
+  for (const ProgramOp& op : rank.ops) {
+    if (op.kind == Kind::kForward) peak = std::max(peak, ++held);
+    if (op.kind == Kind::kBackward) --held;
+  }
+  return peak;
+}
+
+namespace {
+
+std::string describe_op(std::size_t index, const ProgramOp& op, const RankProgram& rank) {
+  std::string s = fmt::format("{} {} [{}]", index, to_string(op.kind), to_string(op.stream));
+  if (op.micro_batch >= 0) s += fmt::format(" mb={}", op.micro_batch);
+  if (op.chunk >= 0) s += fmt::format(" chunk={}", op.chunk);
+  if (op.peer >= 0) s += fmt::format(" peer={}", op.peer);
+  if (op.unit >= 0) s += " " + rank.units[static_cast<std::size_t>(op.unit)].name;
+  if (op.body >= 0) s += fmt::format(" body={}", op.body);
+  std::string after;
+  for (std::int32_t a : op.after) {
+    if (a >= 0) after += (after.empty() ? "" : ",") + std::to_string(a);
+  }
+  if (!after.empty()) s += " after=[" + after + "]";
+  return s;
+}
+
+}  // namespace
+
+std::string describe(const RankProgram& rank) {
+  std::string out = fmt::format("pipeline rank {}\n", rank.pp_rank);
+  for (std::size_t b = 0; b < rank.bodies.size(); ++b) {
+    const PassBody& body = rank.bodies[b];
+    out += fmt::format("body {}: {} chunk {}{}\n", b, body.forward ? "forward" : "backward",
+                       body.chunk, body.reduces ? " (reduces)" : "");
+    for (std::size_t i = 0; i < body.ops.size(); ++i) {
+      out += "  " + describe_op(i, body.ops[i], rank) + "\n";
+    }
+  }
+  for (std::size_t i = 0; i < rank.ops.size(); ++i) {
+    if (static_cast<std::int32_t>(i) == rank.tail_begin) out += "tail:\n";
+    out += describe_op(i, rank.ops[i], rank) + "\n";
+  }
+  return out;
+}
+
+}  // namespace strata

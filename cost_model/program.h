@@ -1,0 +1,193 @@
+// The Program: what every rank does in one training step, generated once from the Plan
+// (DESIGN.md, "One vocabulary"). The executor's engine replays it op for op and the
+// simulator prices the very same ops, so what is measured and what is predicted are one
+// sequence of decisions, made here and nowhere else.
+//
+// Two levels, so that a step of a large pipeline stays small (the planner prices
+// thousands of them):
+//   step ops     per pipeline rank, in order: the passes (forward / backward of micro-batch
+//                m on chunk c: make_schedule's order), the pipeline messages around them,
+//                then the step's tail (tied-embedding sum, the reductions not issued in a
+//                pass, the global gradient norm, the optimizer step of each unit, ZeRO-1/2
+//                parameter all-gathers).
+//   pass bodies  what a pass does, unit by unit: the compute of each part of the chunk (the
+//                embedding, each layer, the head) and the state moves around it. A pass op
+//                names its body; a body is shared by every micro-batch it applies to (a
+//                chunk has one forward body and one or two backward bodies: the last
+//                micro-batch's backward also reduces the gradients it completes).
+//
+// The state moves (the decisions the engine and ModelState used to make on their own):
+//   fetch     ZeRO-3 with offloaded parameters: the unit's 1/d shard starts up from the host
+//             or NVMe `prefetch_distance` compute steps before the step that needs it.
+//   gather    ZeRO-3: the unit's parameters all-gathered over DP one compute step ahead of
+//             use (waiting for its fetch); release frees them right after their last use in
+//             the pass. Nothing gathered is kept across passes (what holds ZeRO-3's model
+//             state at 16 P / d).
+//   reduce    DP: each unit is one gradient bucket, all-reduced (ZeRO 0/1) or reduce-
+//             scattered into the rank's shard (2/3) as soon as its last gradient of the step
+//             is ready: a layer right after the last micro-batch's backward of it, so that
+//             the reduction overlaps the rest of that backward (Megatron's and DeepSpeed's
+//             overlapped reduction); the embedding and the tied copy in the tail, after the
+//             tied-embedding sum. With offloaded gradients (ZeRO >= 2) a layer's gradient is
+//             reduce-scattered and its shard sent down after EVERY micro-batch's backward of
+//             it, so its full gradient lives on the device for one layer's backward only
+//             (ZeRO-Offload); with sequence parallelism once, after the LayerNorm sums.
+//   norm sums sequence parallelism: a unit's LayerNorm gradients are partial sums over this
+//             TP rank's token rows; they are summed over TP right before the unit's reduce.
+//   optimizer AdamW of the unit's part, on the device, or on the host when the optimizer
+//             state is offloaded (the gradients go down and the updated parameters come up
+//             inside that op).
+//
+// Streams and order: every op runs on one of the rank's streams (Stream below). The CPU
+// backend runs every op in list order on one thread, each a blocking call, so list order is
+// the whole truth there. The CUDA backend and the simulator follow three rules:
+//   1. an op starts after the op before it on the same stream (of the same list, or of the
+//      pass whose body it is in, for body ops);
+//   2. it starts after the ops its `after` names (indices into the same list, always
+//      earlier); a pass named in `after` stands for the pass with all its body ops;
+//   3. the tail's first op starts when every pass of the step, with all its body ops, is
+//      complete (the tail is the step's end: nothing of it overlaps the pipeline).
+// A body op starts no earlier than its pass starts. Receives block their stream until the
+// matching send's data has arrived.
+//
+// Deliberately not here: durations (the time model and the simulator price ops), the bytes
+// of each op (memory_model.h), the loss sum (metrics, not training), anything inside a
+// compute step (the TP collectives of a layer are part of its compute).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cost_model/model_spec.h"
+#include "cost_model/param_layout.h"
+#include "cost_model/plan.h"
+#include "cost_model/schedule.h"
+#include "cost_model/train_spec.h"
+
+namespace strata {
+
+enum class Stream : std::uint8_t {
+  kCompute,  // passes, compute steps, releases, device optimizer steps
+  kComm,     // DP / embedding / TP state collectives: gathers, reductions, norm sums
+  kCopy,     // device <-> host / NVMe: fetches, gradient offload
+  kP2p,      // pipeline sends and receives
+  kHost,     // the CPU optimizer step of offloaded optimizer state
+};
+inline constexpr int kStreamCount = 5;
+std::string to_string(Stream stream);
+
+enum class ProgramOpKind : std::uint8_t {
+  // Step level: the pipeline (make_schedule's ops).
+  kForward,       // pass: body `body` on (micro_batch, chunk)
+  kBackward,      // pass: body `body`; recomputation happens inside its compute steps
+  kRecvForward,
+  kSendForward,
+  kRecvBackward,
+  kSendBackward,
+  // Pass level.
+  kCompute,       // the part `part` of the chunk for the pass's micro-batch (unit: see Part)
+  kFetch,         // offloaded ZeRO-3 parameters: the unit's shard starts up
+  kGather,        // ZeRO-3: all-gather the unit's parameters (after its fetch)
+  kRelease,       // ZeRO-3: free the unit's gathered parameters
+  kSumNormGrads,  // sequence parallel: the unit's LayerNorm gradients summed over TP
+  kReduceGrads,   // DP: all-reduce (ZeRO 0/1) or reduce-scatter (2/3) the unit's gradients
+  kOffloadGrads,  // the unit's reduced gradient shard goes down to the host / NVMe
+  // Step level: the tail.
+  kTiedEmbeddingSum,  // p > 1: the unit's wte gradient summed over the first and last stage
+  kGradNorm,          // the global gradient norm (sums of squares summed over the world)
+  kOptimizerStep,     // AdamW on the unit's part
+  kGatherParams,      // ZeRO-1/2: the unit's updated parameters all-gathered over DP
+};
+inline constexpr int kProgramOpKindCount = 17;
+// Names shared by the executor's and the simulator's traces: "forward", "backward",
+// "recv_forward", "send_forward", "recv_backward", "send_backward", "compute", "fetch",
+// "gather", "release", "sum_norm_grads", "reduce_grads", "offload_grads",
+// "tied_embedding_sum", "grad_norm", "optimizer_step", "gather_params".
+std::string to_string(ProgramOpKind kind);
+
+// What a compute step computes. Its unit: the embedding, the layer, and for the head the
+// final LayerNorm (the head also reads the wte of the embedding or of the tied copy).
+enum class Part : std::uint8_t { kNone, kEmbedding, kLayer, kHead };
+
+struct ProgramOp {
+  static constexpr int kMaxAfter = 3;
+
+  ProgramOpKind kind = ProgramOpKind::kForward;
+  Stream stream = Stream::kCompute;
+  Part part = Part::kNone;     // kCompute only
+  std::int32_t micro_batch = -1;  // passes and messages
+  std::int32_t chunk = -1;        // passes and messages: the local chunk
+  std::int32_t peer = -1;         // messages: the pipeline rank on the other side
+  std::int32_t unit = -1;         // index into RankProgram::units
+  std::int32_t body = -1;         // passes: index into RankProgram::bodies
+  // Ops of the same list that must be complete before this one starts (-1: none).
+  std::array<std::int32_t, kMaxAfter> after{-1, -1, -1};
+
+  bool operator==(const ProgramOp&) const = default;
+  bool is_pass() const { return kind == ProgramOpKind::kForward || kind == ProgramOpKind::kBackward; }
+  bool is_message() const;
+  void add_after(std::int32_t index);  // std::logic_error when full
+};
+
+struct PassBody {
+  bool forward = true;
+  std::int32_t chunk = 0;
+  bool reduces = false;  // a backward body that also reduces the gradients it completes
+  std::vector<ProgramOp> ops;
+};
+
+struct ProgramUnit {
+  std::string name;        // "embedding", "layer3", "wte_copy", "final_norm"
+  UnitKind kind = UnitKind::kLayer;
+  std::int64_t layer = -1;
+  std::int32_t chunk = 0;  // the local chunk whose passes use it (partition.h: unit_chunk)
+  std::int64_t params = 0; // on one TP rank, unpadded
+};
+
+struct RankProgram {
+  std::int64_t pp_rank = 0;
+  std::vector<ProgramUnit> units;  // partition.h's order
+  std::vector<PassBody> bodies;
+  std::vector<ProgramOp> ops;      // the step: pipeline ops, then the tail
+  std::int32_t tail_begin = 0;     // index of the first tail op in `ops`
+
+  std::int32_t unit_index(const std::string& name) const;  // -1 when absent
+};
+
+struct ProgramOptions {
+  // Offloaded ZeRO-3 parameters: a unit's shard is fetched this many compute steps before
+  // the step that uses it (`strata run --prefetch-depth`); 1 fetches right before the
+  // gather (no prefetch). >= 1.
+  int prefetch_distance = 2;
+  // Published conventions (Megatron with DeepSpeed ZeRO-3): the recomputed forward is a
+  // pass of its own, so under ZeRO-3 with full recomputation a layer is gathered twice in
+  // backward. strata's engine recomputes inside the layer's backward with one gather.
+  bool recompute_regathers = false;
+};
+
+struct Program {
+  Plan plan;
+  std::int64_t micro_batches = 0;
+  ProgramOptions options;
+  std::vector<RankProgram> ranks;  // [pp_rank]
+};
+
+// The Program of one pipeline rank (what the executor needs) or of all of them. Throws
+// InfeasiblePlan when the plan does not fit the model and the global batch
+// (Plan::check_against_model) and ConfigError for bad options.
+RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
+                              std::int64_t pp_rank, const ProgramOptions& options = {});
+Program make_program(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
+                     const ProgramOptions& options = {});
+
+// The largest number of (micro-batch, chunk) forwards whose activations a rank holds at
+// once: forwards done minus backwards done, walking the rank's step ops.
+std::int64_t max_in_flight(const RankProgram& rank);
+
+// One line per op ("3 forward mb=1 chunk=0 body=0 after=[2]"; body ops indented under their
+// pass), for tests and debugging.
+std::string describe(const RankProgram& rank);
+
+}  // namespace strata

@@ -1,0 +1,299 @@
+// The Program generator (cost_model/program.h): the pipeline part is make_schedule's order
+// op for op, and every state move the engine used to decide on its own is where program.h
+// says: gathers one compute step ahead and released after use, fetches `prefetch_distance`
+// steps ahead, each unit reduced once per step right after its last gradient (or after every
+// micro-batch with offloaded gradients), the tail in its fixed order.
+#include "cost_model/program.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cost_model/errors.h"
+
+namespace strata {
+namespace {
+
+ModelSpec tiny_model() {
+  ModelSpec m;
+  m.name = "tiny";
+  m.layers = 8;
+  m.hidden = 64;
+  m.heads = 4;
+  m.ffn_hidden = 256;
+  m.seq_len = 64;
+  m.vocab = 256;
+  return m;
+}
+
+TrainSpec train_of(std::int64_t global_batch) {
+  TrainSpec t;
+  t.global_batch = global_batch;
+  return t;
+}
+
+Plan plan_of(std::int64_t t, std::int64_t p, std::int64_t d, std::int64_t v, ScheduleKind kind,
+             int zero, std::int64_t b = 1) {
+  Plan plan;
+  plan.tp = t;
+  plan.pp = p;
+  plan.dp = d;
+  plan.virtual_stages = v;
+  plan.schedule = kind;
+  plan.zero_stage = zero;
+  plan.micro_batch = b;
+  return plan;
+}
+
+// A rank's step with every pass's body ops inlined: what a CPU rank executes, in order.
+struct Flat {
+  ProgramOpKind kind;
+  std::int32_t micro_batch;  // of the enclosing pass (-1 in the tail)
+  std::int32_t chunk;
+  std::string unit;
+  Part part;
+  bool forward_pass;
+};
+std::vector<Flat> flatten(const RankProgram& rank) {
+  std::vector<Flat> out;
+  for (std::size_t i = 0; i < rank.ops.size(); ++i) {
+    const ProgramOp& op = rank.ops[i];
+    const auto name = [&](std::int32_t u) { return u >= 0 ? rank.units[static_cast<std::size_t>(u)].name : ""; };
+    if (!op.is_pass()) {
+      out.push_back({op.kind, op.micro_batch, op.chunk, name(op.unit), op.part, false});
+      continue;
+    }
+    const PassBody& body = rank.bodies[static_cast<std::size_t>(op.body)];
+    EXPECT_EQ(body.forward, op.kind == ProgramOpKind::kForward);
+    EXPECT_EQ(body.chunk, op.chunk);
+    for (const ProgramOp& b : body.ops) {
+      out.push_back({b.kind, op.micro_batch, op.chunk, name(b.unit), b.part, body.forward});
+    }
+  }
+  return out;
+}
+
+int count(const std::vector<Flat>& flat, ProgramOpKind kind, const std::string& unit) {
+  int n = 0;
+  for (const Flat& f : flat) n += f.kind == kind && f.unit == unit ? 1 : 0;
+  return n;
+}
+
+TEST(Program, PipelineOpsAreTheScheduleOpForOp) {
+  const ModelSpec model = tiny_model();
+  const TrainSpec train = train_of(8);
+  for (auto [p, v, kind] : {std::tuple{1, 1, ScheduleKind::kOneFOneB}, {2, 1, ScheduleKind::kGpipe},
+                            {4, 1, ScheduleKind::kOneFOneB}, {2, 2, ScheduleKind::kInterleaved},
+                            {4, 2, ScheduleKind::kInterleaved}}) {
+    const Plan plan = plan_of(1, p, 1, v, kind, 0);
+    const Schedule schedule = make_schedule(kind, p, v, 8);
+    const Program program = make_program(model, train, plan);
+    ASSERT_EQ(program.ranks.size(), static_cast<std::size_t>(p));
+    for (std::int64_t r = 0; r < p; ++r) {
+      const RankProgram& rank = program.ranks[static_cast<std::size_t>(r)];
+      const auto& want = schedule.ops[static_cast<std::size_t>(r)];
+      ASSERT_EQ(static_cast<std::size_t>(rank.tail_begin), want.size()) << plan.label();
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        const ProgramOp& op = rank.ops[i];
+        EXPECT_EQ(to_string(op.kind), to_string(want[i].kind)) << plan.label() << " op " << i;
+        EXPECT_EQ(op.micro_batch, want[i].micro_batch);
+        EXPECT_EQ(op.chunk, want[i].chunk);
+        EXPECT_EQ(op.peer, want[i].peer);
+        // A pass waits for the receive right before it; a send for the pass right before it.
+        if (op.is_pass() && i > 0 && rank.ops[i - 1].is_message() &&
+            (rank.ops[i - 1].kind == ProgramOpKind::kRecvForward ||
+             rank.ops[i - 1].kind == ProgramOpKind::kRecvBackward)) {
+          EXPECT_EQ(op.after[0], static_cast<std::int32_t>(i - 1));
+        }
+        if (op.kind == ProgramOpKind::kSendForward || op.kind == ProgramOpKind::kSendBackward) {
+          EXPECT_EQ(op.after[0], static_cast<std::int32_t>(i - 1));
+          EXPECT_TRUE(rank.ops[i - 1].is_pass());
+        }
+      }
+      // The closed form of the schedule's activations in flight is the Program's too.
+      EXPECT_EQ(max_in_flight(rank), max_in_flight(schedule, r)) << plan.label();
+    }
+  }
+}
+
+TEST(Program, OneFOneBHoldsMinOfStagesLeftAndMicroBatches) {
+  // Narayanan et al. 2021: rank r of a 1F1B pipeline keeps p - r forwards in flight (at most m).
+  const ModelSpec model = tiny_model();
+  for (std::int64_t m : {2, 8}) {
+    const Program program =
+        make_program(model, train_of(m), plan_of(1, 4, 1, 1, ScheduleKind::kOneFOneB, 0));
+    for (std::int64_t r = 0; r < 4; ++r) {
+      EXPECT_EQ(max_in_flight(program.ranks[static_cast<std::size_t>(r)]), std::min(4 - r, m));
+    }
+  }
+}
+
+TEST(Program, ZeroThreeGathersOneStepAheadAndReleasesAfterUse) {
+  // p = 1, 8 layers: a forward is embedding, layer0..7, head; the head reads the embedding
+  // (tied wte) again, so the embedding is gathered twice per forward pass.
+  const ModelSpec model = tiny_model();
+  // global batch 8 over d = 2 in micro-batches of 2: m = 2.
+  const RankProgram rank =
+      make_rank_program(model, train_of(8), plan_of(1, 1, 2, 1, ScheduleKind::kOneFOneB, 3, 2), 0);
+  const PassBody& fwd = rank.bodies[static_cast<std::size_t>(rank.ops[0].body)];
+  ASSERT_TRUE(fwd.forward);
+  std::vector<std::string> order;
+  for (const ProgramOp& op : fwd.ops) {
+    if (op.kind == ProgramOpKind::kGather || op.kind == ProgramOpKind::kCompute ||
+        op.kind == ProgramOpKind::kRelease) {
+      order.push_back(to_string(op.kind) + " " + rank.units[static_cast<std::size_t>(op.unit)].name);
+    }
+  }
+  const std::vector<std::string> head = {"gather embedding", "gather layer0", "compute embedding",
+                                         "release embedding", "gather layer1", "compute layer0",
+                                         "release layer0"};
+  ASSERT_GE(order.size(), head.size());
+  EXPECT_EQ(std::vector<std::string>(order.begin(), order.begin() + 7), head);
+  const std::vector<std::string> tail = {"gather embedding", "gather final_norm", "compute layer7",
+                                         "release layer7", "compute final_norm",
+                                         "release embedding", "release final_norm"};
+  EXPECT_EQ(std::vector<std::string>(order.end() - 7, order.end()), tail);
+  // Each compute waits for the gathers of its own units.
+  for (const ProgramOp& op : fwd.ops) {
+    if (op.kind != ProgramOpKind::kCompute) continue;
+    for (std::int32_t a : op.after) {
+      if (a >= 0) {
+        EXPECT_EQ(fwd.ops[static_cast<std::size_t>(a)].kind, ProgramOpKind::kGather);
+      }
+    }
+  }
+  // Per step (m = 2): forward gathers every layer once per micro-batch, backward again.
+  const auto flat = flatten(rank);
+  EXPECT_EQ(count(flat, ProgramOpKind::kGather, "layer3"), 4);
+  EXPECT_EQ(count(flat, ProgramOpKind::kRelease, "layer3"), 4);
+  EXPECT_EQ(count(flat, ProgramOpKind::kGather, "embedding"), 4);  // forward twice, backward never
+}
+
+TEST(Program, OffloadedParamsAreFetchedPrefetchDistanceStepsAhead) {
+  const ModelSpec model = tiny_model();
+  Plan plan = plan_of(1, 1, 2, 1, ScheduleKind::kOneFOneB, 3, 2);
+  plan.offload = {OffloadTier::kCpu, OffloadTier::kCpu, OffloadTier::kCpu};
+  for (int distance : {1, 2, 3}) {
+    ProgramOptions options;
+    options.prefetch_distance = distance;
+    const RankProgram rank = make_rank_program(model, train_of(4), plan, 0, options);
+    for (const PassBody& body : rank.bodies) {
+      // Compute steps seen so far when each unit's fetch and gather are issued.
+      std::map<std::int32_t, int> fetched_at, gathered_at;
+      int computes = 0;
+      std::vector<int> lead;
+      for (const ProgramOp& op : body.ops) {
+        if (op.kind == ProgramOpKind::kCompute) ++computes;
+        if (op.kind == ProgramOpKind::kFetch) fetched_at[op.unit] = computes;
+        if (op.kind == ProgramOpKind::kGather) {
+          // Every gather waits for a fetch of its unit issued earlier in the same body.
+          ASSERT_TRUE(fetched_at.count(op.unit)) << describe(rank);
+          EXPECT_EQ(body.ops[static_cast<std::size_t>(op.after[0])].kind, ProgramOpKind::kFetch);
+          EXPECT_EQ(body.ops[static_cast<std::size_t>(op.after[0])].unit, op.unit);
+        }
+        if (op.kind == ProgramOpKind::kCompute && op.unit >= 0 && fetched_at.count(op.unit)) {
+          lead.push_back(computes - 1 - fetched_at[op.unit]);
+        }
+      }
+      // Past the first `distance` steps (fetched at the start), a unit is fetched while the
+      // step `distance` before its own is still to run.
+      for (std::size_t i = static_cast<std::size_t>(distance); i < lead.size(); ++i) {
+        EXPECT_EQ(lead[i], distance) << "distance " << distance << "\n" << describe(rank);
+      }
+    }
+  }
+  ProgramOptions bad;
+  bad.prefetch_distance = 0;
+  EXPECT_THROW(make_rank_program(model, train_of(4), plan, 0, bad), ConfigError);
+}
+
+TEST(Program, EachUnitIsReducedOnceRightAfterItsLastGradient) {
+  const ModelSpec model = tiny_model();
+  for (int zero : {0, 1, 2, 3}) {
+    // p = 2, v = 2, m = 4: rank 1 holds layers 2 3 6 7, the tied copy and the final norm.
+    const Program program = make_program(model, train_of(4),
+                                         plan_of(1, 2, 1, 2, ScheduleKind::kInterleaved, zero));
+    for (const RankProgram& rank : program.ranks) {
+      const auto flat = flatten(rank);
+      for (const ProgramUnit& unit : rank.units) {
+        EXPECT_EQ(count(flat, ProgramOpKind::kReduceGrads, unit.name), 1) << unit.name;
+        EXPECT_EQ(count(flat, ProgramOpKind::kOptimizerStep, unit.name), 1) << unit.name;
+        EXPECT_EQ(count(flat, ProgramOpKind::kGatherParams, unit.name), zero == 1 || zero == 2 ? 1 : 0);
+      }
+      // A layer's reduction follows the backward compute of the last micro-batch (3) of its
+      // chunk, and no compute of that layer comes after it.
+      for (std::size_t i = 0; i < flat.size(); ++i) {
+        if (flat[i].kind != ProgramOpKind::kReduceGrads || flat[i].unit.rfind("layer", 0) != 0) continue;
+        // Right after the compute (and, under ZeRO-3, the release of its parameters).
+        std::size_t c = i - 1;
+        if (flat[c].kind == ProgramOpKind::kRelease) --c;
+        EXPECT_EQ(flat[c].kind, ProgramOpKind::kCompute);
+        EXPECT_EQ(flat[c].unit, flat[i].unit);
+        EXPECT_EQ(flat[i].micro_batch, 3);
+        EXPECT_FALSE(flat[i].forward_pass);
+        for (std::size_t j = i + 1; j < flat.size(); ++j) {
+          EXPECT_FALSE(flat[j].kind == ProgramOpKind::kCompute && flat[j].unit == flat[i].unit);
+        }
+      }
+    }
+    // The tail of the last rank: the tied sum, the copy's reduction, the norm, then updates.
+    const RankProgram& last = program.ranks[1];
+    std::vector<std::string> tail;
+    for (std::size_t i = static_cast<std::size_t>(last.tail_begin); i < last.ops.size() && tail.size() < 3; ++i) {
+      tail.push_back(to_string(last.ops[i].kind));
+    }
+    EXPECT_EQ(tail, (std::vector<std::string>{"tied_embedding_sum", "reduce_grads", "grad_norm"}));
+  }
+}
+
+TEST(Program, OffloadedGradientsGoDownAfterEveryBackwardOfALayer) {
+  const ModelSpec model = tiny_model();
+  Plan plan = plan_of(1, 1, 2, 1, ScheduleKind::kOneFOneB, 2, 1);
+  plan.offload = {OffloadTier::kCpu, OffloadTier::kCpu, OffloadTier::kNone};
+  const auto flat = flatten(make_rank_program(model, train_of(8), plan, 0));  // m = 4
+  EXPECT_EQ(count(flat, ProgramOpKind::kReduceGrads, "layer5"), 4);
+  EXPECT_EQ(count(flat, ProgramOpKind::kOffloadGrads, "layer5"), 4);
+  EXPECT_EQ(count(flat, ProgramOpKind::kReduceGrads, "embedding"), 1);  // in the tail
+  EXPECT_EQ(count(flat, ProgramOpKind::kOffloadGrads, "final_norm"), 1);
+  // With sequence parallelism the LayerNorm sums come first, once per step.
+  plan.tp = 2;
+  plan.sequence_parallel = true;
+  const auto sp = flatten(make_rank_program(model, train_of(8), plan, 0));
+  EXPECT_EQ(count(sp, ProgramOpKind::kReduceGrads, "layer5"), 1);
+  EXPECT_EQ(count(sp, ProgramOpKind::kSumNormGrads, "layer5"), 1);
+  EXPECT_EQ(count(sp, ProgramOpKind::kSumNormGrads, "final_norm"), 1);
+  for (std::size_t i = 0; i < sp.size(); ++i) {
+    if (sp[i].kind == ProgramOpKind::kReduceGrads && sp[i].unit == "layer5") {
+      EXPECT_EQ(sp[i - 1].kind, ProgramOpKind::kSumNormGrads);
+    }
+  }
+}
+
+TEST(Program, PublishedRecomputationGathersTwiceInBackward) {
+  const ModelSpec model = tiny_model();
+  Plan plan = plan_of(1, 1, 2, 1, ScheduleKind::kOneFOneB, 3, 2);
+  plan.recompute = Recompute::kFull;
+  ProgramOptions published;
+  published.recompute_regathers = true;
+  const auto ours = flatten(make_rank_program(model, train_of(4), plan, 0));
+  const auto theirs = flatten(make_rank_program(model, train_of(4), plan, 0, published));
+  // m = 1: forward once, backward once (strata) or twice (published) per layer.
+  EXPECT_EQ(count(ours, ProgramOpKind::kGather, "layer2"), 2);
+  EXPECT_EQ(count(theirs, ProgramOpKind::kGather, "layer2"), 3);
+  EXPECT_EQ(count(theirs, ProgramOpKind::kRelease, "layer2"), 2);
+}
+
+TEST(Program, BadPlansAreRejectedBeforeAnyOp) {
+  const ModelSpec model = tiny_model();
+  EXPECT_THROW(make_program(model, train_of(8), plan_of(3, 1, 1, 1, ScheduleKind::kOneFOneB, 0)),
+               InfeasiblePlan);  // heads % 3
+  EXPECT_THROW(make_program(model, train_of(8), plan_of(1, 3, 1, 1, ScheduleKind::kOneFOneB, 0)),
+               InfeasiblePlan);  // layers % 3
+  EXPECT_THROW(make_rank_program(model, train_of(8), plan_of(1, 2, 1, 1, ScheduleKind::kOneFOneB, 0), 2),
+               InfeasiblePlan);
+}
+
+}  // namespace
+}  // namespace strata

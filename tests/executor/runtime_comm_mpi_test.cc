@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cost_model/errors.h"
+#include "executor/comm/communicator_factory.h"
 #include "executor/comm/mpi_check.h"
 #include "executor/comm/mpi_communicator.h"
 #include "executor/comm/process_groups.h"
@@ -204,7 +205,8 @@ void expect_group(Communicator& group, int world_rank, const std::vector<int>& e
 }
 
 void check_process_groups(const MpiCommunicator& world, const ParallelDims& dims) {
-  const ProcessGroups groups(world, dims);
+  MpiCommunicatorFactory factory(world);
+  const ProcessGroups groups(factory, dims);
   const int w = world.rank();
   const RankCoords c = rank_coords(w, dims);
   EXPECT_EQ(groups.coords(), c);
@@ -232,7 +234,8 @@ TEST_F(Comm, ProcessGroupsMatchTheCoordinateFunctions) {
       check_process_groups(*world, dims);
     }
   }
-  EXPECT_THROW(ProcessGroups(*world, ParallelDims{s + 1, 1, 1}), InfeasiblePlan);
+  MpiCommunicatorFactory factory(*world);
+  EXPECT_THROW(ProcessGroups(factory, ParallelDims{s + 1, 1, 1}), InfeasiblePlan);
 }
 
 // Ranks other than 0 print only their failures, prefixed with the rank.

@@ -23,7 +23,9 @@
 //     kBF16:      the same rank-ordered sum accumulated in fp32, rounded to bf16 once at the
 //                 end (round to nearest even, kernels/bf16.h), never after each addition;
 //     kI64:       exact (overflow is the caller's error).
-//   A 1-rank group returns its input unchanged. Max is exact in any order.
+//   A 1-rank group returns its input unchanged. Max is exact in any order. (Bit-identity
+//   covers non-NaN results: a NaN sum is NaN everywhere, but GPUs return the canonical NaN
+//   where the host propagates the operand's payload.)
 // - Failures of the library underneath throw strata::SystemError naming the call, file,
 //   line and the library's text.
 // The typed calls take void*; the inline overloads below keep the pointer-typed calls

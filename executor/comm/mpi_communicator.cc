@@ -4,7 +4,8 @@
 //   1. split the n elements into s contiguous blocks (block r: [r*n/s, (r+1)*n/s) rounded by
 //      block_begin below); block r is "owned" by rank r;
 //   2. MPI_Alltoallv: rank r receives every rank's copy of block r, rank-major;
-//   3. rank r adds the s copies in rank order 0..s-1 (a pure function of the inputs);
+//   3. rank r adds the s copies in rank order 0..s-1 (a pure function of the inputs; bf16 in
+//      an fp32 accumulator, rounded once);
 //   4. MPI_Allgatherv: every rank receives every owner's summed block.
 // reduce_scatter_sum is steps 2-3 with blocks of exactly n. Steps 2 and 4 only copy bytes,
 // so no reduction order is left to the MPI library.
@@ -14,22 +15,56 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <vector>
 
 #include "cost_model/errors.h"
 #include "executor/comm/mpi_check.h"
+#include "kernels/bf16.h"
 
 namespace strata {
 namespace {
 
-template <typename T>
-MPI_Datatype mpi_type();
+constexpr const char* kWho = "MpiCommunicator";
+
+// The MPI type that moves one element of t: bf16 travels as its 16 raw bits.
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::kF32: return MPI_FLOAT;
+    case DType::kBF16: return MPI_UINT16_T;
+    case DType::kF64: return MPI_DOUBLE;
+    case DType::kI64: return MPI_INT64_T;
+    case DType::kI32: return MPI_INT32_T;
+  }
+  throw std::invalid_argument(fmt::format("{}: unknown dtype value {}", kWho,
+                                          static_cast<int>(t)));
+}
+
+// How step 3 adds one element type: load into the accumulator, add, store once.
+template <class T>
+struct RankOrderedAdd {
+  using Acc = T;
+  static Acc load(T x) { return x; }
+  static T store(Acc a) { return a; }
+};
 template <>
-MPI_Datatype mpi_type<float>() { return MPI_FLOAT; }
-template <>
-MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
-template <>
-MPI_Datatype mpi_type<std::int64_t>() { return MPI_INT64_T; }
+struct RankOrderedAdd<Bf16Bits> {
+  using Acc = float;  // the contract: fp32 accumulation, one rounding at the end
+  static float load(Bf16Bits x) { return bf16_to_float(x); }
+  static Bf16Bits store(float a) { return float_to_bf16(a); }
+};
+
+// out[i] = ((copies[0][i] + copies[1][i]) + ...) over `size` rows; copies: (size, m).
+template <class T>
+void add_in_rank_order(const T* copies, T* out, std::int64_t m, int size) {
+  using Add = RankOrderedAdd<T>;
+  const auto rows = static_cast<std::size_t>(m);
+  for (std::size_t i = 0; i < rows; ++i) {
+    typename Add::Acc sum = Add::load(copies[i]);
+    for (int r = 1; r < size; ++r) sum += Add::load(copies[static_cast<std::size_t>(r) * rows + i]);
+    out[i] = Add::store(sum);
+  }
+}
 
 // MPI counts are int; the executor's tensors stay far below 2^31 elements per message.
 int checked_count(std::int64_t n, const char* what) {
@@ -55,6 +90,7 @@ void deterministic_all_reduce_sum(MPI_Comm comm, int rank, int size, T* data, st
   if (size == 1 || n == 0) {
     return;
   }
+  const MPI_Datatype type = mpi_type(detail::dtype_of<T>());
   std::vector<int> counts(static_cast<size_t>(size));
   std::vector<int> displs(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) {
@@ -70,27 +106,39 @@ void deterministic_all_reduce_sum(MPI_Comm comm, int rank, int size, T* data, st
   for (int r = 0; r < size; ++r) {
     recv_displs[static_cast<size_t>(r)] = r * mine;
   }
-  MPI_CHECK(MPI_Alltoallv(data, counts.data(), displs.data(), mpi_type<T>(), copies.data(),
-                          recv_counts.data(), recv_displs.data(), mpi_type<T>(), comm));
-  T* my_block = data + displs[static_cast<size_t>(rank)];
-  for (int i = 0; i < mine; ++i) {
-    T sum = copies[static_cast<size_t>(i)];
-    for (int r = 1; r < size; ++r) {
-      sum += copies[static_cast<size_t>(r) * static_cast<size_t>(mine) + static_cast<size_t>(i)];
-    }
-    my_block[i] = sum;
-  }
-  MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, mpi_type<T>(), data, counts.data(), displs.data(),
-                           mpi_type<T>(), comm));
+  MPI_CHECK(MPI_Alltoallv(data, counts.data(), displs.data(), type, copies.data(),
+                          recv_counts.data(), recv_displs.data(), type, comm));
+  add_in_rank_order(copies.data(), data + displs[static_cast<size_t>(rank)], mine, size);
+  MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, type, data, counts.data(), displs.data(), type,
+                           comm));
 }
 
+// out (n) := sum over ranks of their row rank() of in (size, n), in rank order (steps 2-3).
 template <typename T>
-void exact_all_reduce(MPI_Comm comm, T* data, std::int64_t n, MPI_Op op, const char* what) {
+void deterministic_reduce_scatter_sum(MPI_Comm comm, int size, const T* in, T* out,
+                                      std::int64_t n) {
+  const int count = checked_count(n, "reduce_scatter_sum");
+  if (count == 0) {
+    return;
+  }
+  if (size == 1) {
+    std::memcpy(out, in, static_cast<std::size_t>(count) * sizeof(T));  // unchanged, bit for bit
+    return;
+  }
+  const MPI_Datatype type = mpi_type(detail::dtype_of<T>());
+  // copies: (size, n), row r = rank r's block for me.
+  std::vector<T> copies(static_cast<size_t>(count) * static_cast<size_t>(size));
+  MPI_CHECK(MPI_Alltoall(in, count, type, copies.data(), count, type, comm));
+  add_in_rank_order(copies.data(), out, count, size);
+}
+
+void exact_all_reduce(MPI_Comm comm, void* data, std::int64_t n, MPI_Datatype type, MPI_Op op,
+                      const char* what) {
   const int count = checked_count(n, what);
   if (count == 0) {
     return;
   }
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, count, mpi_type<T>(), op, comm));
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, count, type, op, comm));
 }
 
 class MpiRequest final : public Request::Impl {
@@ -148,78 +196,109 @@ MpiCommunicator::~MpiCommunicator() {
   }
 }
 
-void MpiCommunicator::all_reduce_sum(float* data, std::int64_t n) {
-  deterministic_all_reduce_sum(comm_, rank_, size_, data, n);
-}
-
-void MpiCommunicator::all_reduce_sum(double* data, std::int64_t n) {
-  deterministic_all_reduce_sum(comm_, rank_, size_, data, n);
-}
-
-void MpiCommunicator::all_reduce_max(float* data, std::int64_t n) {
-  exact_all_reduce(comm_, data, n, MPI_MAX, "all_reduce_max");
-}
-
-void MpiCommunicator::all_reduce_max(double* data, std::int64_t n) {
-  exact_all_reduce(comm_, data, n, MPI_MAX, "all_reduce_max");
-}
-
-void MpiCommunicator::all_reduce_sum(std::int64_t* data, std::int64_t n) {
-  exact_all_reduce(comm_, data, n, MPI_SUM, "all_reduce_sum");  // integer addition is exact
-}
-
-void MpiCommunicator::reduce_scatter_sum(const float* in, float* out, std::int64_t n) {
-  const int count = checked_count(n, "reduce_scatter_sum");
-  // copies: (size, n), row r = rank r's block for me.
-  std::vector<float> copies(static_cast<size_t>(count) * static_cast<size_t>(size_));
-  if (count > 0) {
-    MPI_CHECK(MPI_Alltoall(in, count, MPI_FLOAT, copies.data(), count, MPI_FLOAT, comm_));
-  }
-  for (int i = 0; i < count; ++i) {
-    float sum = copies[static_cast<size_t>(i)];
-    for (int r = 1; r < size_; ++r) {
-      sum += copies[static_cast<size_t>(r) * static_cast<size_t>(count) + static_cast<size_t>(i)];
-    }
-    out[i] = sum;
+void MpiCommunicator::all_reduce_sum(void* data, std::int64_t n, DType dtype) {
+  require_reducible(dtype, kWho, "all_reduce_sum");
+  switch (dtype) {
+    case DType::kF32:
+      deterministic_all_reduce_sum(comm_, rank_, size_, static_cast<float*>(data), n);
+      return;
+    case DType::kF64:
+      deterministic_all_reduce_sum(comm_, rank_, size_, static_cast<double*>(data), n);
+      return;
+    case DType::kBF16:
+      deterministic_all_reduce_sum(comm_, rank_, size_, static_cast<Bf16Bits*>(data), n);
+      return;
+    case DType::kI64:  // integer addition is exact in any order
+      exact_all_reduce(comm_, data, n, MPI_INT64_T, MPI_SUM, "all_reduce_sum");
+      return;
+    case DType::kI32:
+      break;  // rejected by require_reducible
   }
 }
 
-void MpiCommunicator::all_gather(const float* in, float* out, std::int64_t n) {
+void MpiCommunicator::all_reduce_max(void* data, std::int64_t n, DType dtype) {
+  require_reducible(dtype, kWho, "all_reduce_max");
+  if (dtype != DType::kBF16) {
+    exact_all_reduce(comm_, data, n, mpi_type(dtype), MPI_MAX, "all_reduce_max");
+    return;
+  }
+  // MPI has no bf16 type; fp32 holds every bf16 value exactly, so the max goes through it.
+  const int count = checked_count(n, "all_reduce_max");
+  auto* bits = static_cast<Bf16Bits*>(data);
+  std::vector<float> wide(static_cast<std::size_t>(count));
+  for (int i = 0; i < count; ++i) wide[static_cast<std::size_t>(i)] = bf16_to_float(bits[i]);
+  exact_all_reduce(comm_, wide.data(), count, MPI_FLOAT, MPI_MAX, "all_reduce_max");
+  for (int i = 0; i < count; ++i) bits[i] = float_to_bf16(wide[static_cast<std::size_t>(i)]);
+}
+
+void MpiCommunicator::reduce_scatter_sum(const void* in, void* out, std::int64_t n,
+                                         DType dtype) {
+  require_reducible(dtype, kWho, "reduce_scatter_sum");
+  switch (dtype) {
+    case DType::kF32:
+      deterministic_reduce_scatter_sum(comm_, size_, static_cast<const float*>(in),
+                                       static_cast<float*>(out), n);
+      return;
+    case DType::kF64:
+      deterministic_reduce_scatter_sum(comm_, size_, static_cast<const double*>(in),
+                                       static_cast<double*>(out), n);
+      return;
+    case DType::kBF16:
+      deterministic_reduce_scatter_sum(comm_, size_, static_cast<const Bf16Bits*>(in),
+                                       static_cast<Bf16Bits*>(out), n);
+      return;
+    case DType::kI64:  // exact either way; the one code path keeps it simple
+      deterministic_reduce_scatter_sum(comm_, size_, static_cast<const std::int64_t*>(in),
+                                       static_cast<std::int64_t*>(out), n);
+      return;
+    case DType::kI32:
+      break;  // rejected by require_reducible
+  }
+}
+
+void MpiCommunicator::all_gather(const void* in, void* out, std::int64_t n, DType dtype) {
+  require_movable(dtype, kWho, "all_gather");
   const int count = checked_count(n, "all_gather");
   if (count == 0) {
     return;
   }
-  MPI_CHECK(MPI_Allgather(in, count, MPI_FLOAT, out, count, MPI_FLOAT, comm_));
+  const MPI_Datatype type = mpi_type(dtype);
+  MPI_CHECK(MPI_Allgather(in, count, type, out, count, type, comm_));
 }
 
-void MpiCommunicator::broadcast(float* data, std::int64_t n, int root) {
+void MpiCommunicator::broadcast(void* data, std::int64_t n, DType dtype, int root) {
+  require_movable(dtype, kWho, "broadcast");
   const int count = checked_count(n, "broadcast");
-  MPI_CHECK(MPI_Bcast(data, count, MPI_FLOAT, root, comm_));
+  MPI_CHECK(MPI_Bcast(data, count, mpi_type(dtype), root, comm_));
 }
 
-Request MpiCommunicator::send(const float* data, std::int64_t n, int peer, int tag) {
+Request MpiCommunicator::send(const void* data, std::int64_t n, DType dtype, int peer, int tag) {
+  require_movable(dtype, kWho, "send");
   const int count = checked_count(n, "send");
   MPI_Request request = MPI_REQUEST_NULL;
-  MPI_CHECK(MPI_Isend(data, count, MPI_FLOAT, peer, tag, comm_, &request));
+  MPI_CHECK(MPI_Isend(data, count, mpi_type(dtype), peer, tag, comm_, &request));
   return Request(std::make_unique<MpiRequest>(request));
 }
 
-void MpiCommunicator::recv(float* data, std::int64_t n, int peer, int tag) {
+void MpiCommunicator::recv(void* data, std::int64_t n, DType dtype, int peer, int tag) {
+  require_movable(dtype, kWho, "recv");
   const int count = checked_count(n, "recv");
+  const MPI_Datatype type = mpi_type(dtype);
   MPI_Status status;
-  MPI_CHECK(MPI_Recv(data, count, MPI_FLOAT, peer, tag, comm_, &status));
+  MPI_CHECK(MPI_Recv(data, count, type, peer, tag, comm_, &status));
   int received = 0;
-  MPI_CHECK(MPI_Get_count(&status, MPI_FLOAT, &received));
+  MPI_CHECK(MPI_Get_count(&status, type, &received));
   if (received != count) {  // a shorter message than expected means the two sides disagree
-    throw SystemError(fmt::format("recv from rank {} tag {}: expected {} floats, got {}", peer,
-                                  tag, count, received));
+    throw SystemError(fmt::format("recv from rank {} tag {}: expected {} {} elements, got {}",
+                                  peer, tag, count, to_string(dtype), received));
   }
 }
 
-Request MpiCommunicator::irecv(float* data, std::int64_t n, int peer, int tag) {
+Request MpiCommunicator::irecv(void* data, std::int64_t n, DType dtype, int peer, int tag) {
+  require_movable(dtype, kWho, "irecv");
   const int count = checked_count(n, "irecv");
   MPI_Request request = MPI_REQUEST_NULL;
-  MPI_CHECK(MPI_Irecv(data, count, MPI_FLOAT, peer, tag, comm_, &request));
+  MPI_CHECK(MPI_Irecv(data, count, mpi_type(dtype), peer, tag, comm_, &request));
   return Request(std::make_unique<MpiRequest>(request));
 }
 

@@ -1,18 +1,23 @@
-// MpiCommunicator: the Communicator over an MPI communicator, for the CPU backend; and
-// MpiSession, the RAII owner of MPI_Init_thread / MPI_Finalize.
+// MpiCommunicator: the Communicator over an MPI communicator, on HOST buffers, for the CPU
+// backend (and underneath HostStagedCommunicator); and MpiSession, the RAII owner of
+// MPI_Init_thread / MPI_Finalize.
 //
-// Determinism: float/double sums do NOT use MPI_Allreduce / MPI_Reduce_scatter. OpenMPI's
-// tuned component picks its algorithm by message size and rank count, so for a fixed size
-// and count the order is in practice fixed, but it is not the rank order, differs between
-// message sizes (and between OpenMPI versions), and recursive-doubling variants can add
-// operands in a rank-dependent order. Instead a sum moves data only (MPI_Alltoallv /
-// MPI_Allgatherv, which copy bytes) and adds locally in rank order 0, 1, ..., size-1, so
-// the result is bit-identical on every rank and rerun, and a 1-rank group returns its input
-// unchanged. Bandwidth matches a ring (each rank sends (size-1)/size of the data per phase).
-// Max and int64 sums are exact in any order, so they use MPI_Allreduce. A float/double sum
-// or reduce-scatter allocates a transient scratch of n elements for the call (outside the
-// AccountingAllocator, like NCCL's internal buffers). Measured on the 2-core dev machine
-// (shared, noisy): 2^20 floats over 4 ranks ~22 ms, on par with MPI_Allreduce (~24 ms).
+// Determinism: floating-point sums (kF32, kF64, kBF16) do NOT use MPI_Allreduce /
+// MPI_Reduce_scatter. OpenMPI's tuned component picks its algorithm by message size and rank
+// count, so for a fixed size and count the order is in practice fixed, but it is not the
+// rank order, differs between message sizes (and between OpenMPI versions), and
+// recursive-doubling variants can add operands in a rank-dependent order. Instead a sum moves
+// data only (MPI_Alltoallv / MPI_Allgatherv, which copy bytes) and adds locally in rank order
+// 0, 1, ..., size-1, so the result is bit-identical on every rank and rerun, and a 1-rank
+// group returns its input unchanged. bf16 is moved as its 16 raw bits (MPI has no bf16 type),
+// added in fp32 and rounded once (kernels/bf16.h). Bandwidth matches a ring (each rank sends
+// (size-1)/size of the data per phase). Max and int64 all-reduce sums are exact in any
+// order, so they use MPI_Allreduce (bf16 max through fp32, which holds every bf16 exactly);
+// an int64 reduce-scatter takes the rank-ordered path, exact as well. A sum or
+// reduce-scatter allocates a transient scratch of n elements (s*n for reduce-scatter, n fp32
+// for a bf16 max) for the call (outside the AccountingAllocator, like NCCL's internal
+// buffers). Measured on the 2-core dev machine (shared, noisy): 2^20 floats over 4
+// ranks ~22 ms, on par with MPI_Allreduce (~24 ms).
 //
 // Not thread-safe: one thread per rank drives a communicator (MPI_THREAD_FUNNELED). Every
 // MpiCommunicator (and ProcessGroups) must be destroyed before the MpiSession finalises MPI.
@@ -46,17 +51,23 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  void all_reduce_sum(float* data, std::int64_t n) override;
-  void all_reduce_max(float* data, std::int64_t n) override;
-  void all_reduce_sum(double* data, std::int64_t n) override;
-  void all_reduce_max(double* data, std::int64_t n) override;
-  void all_reduce_sum(std::int64_t* data, std::int64_t n) override;
-  void reduce_scatter_sum(const float* in, float* out, std::int64_t n) override;
-  void all_gather(const float* in, float* out, std::int64_t n) override;
-  void broadcast(float* data, std::int64_t n, int root) override;
-  Request send(const float* data, std::int64_t n, int peer, int tag) override;
-  void recv(float* data, std::int64_t n, int peer, int tag) override;
-  Request irecv(float* data, std::int64_t n, int peer, int tag) override;
+  void all_reduce_sum(void* data, std::int64_t n, DType dtype) override;
+  void all_reduce_max(void* data, std::int64_t n, DType dtype) override;
+  void reduce_scatter_sum(const void* in, void* out, std::int64_t n, DType dtype) override;
+  void all_gather(const void* in, void* out, std::int64_t n, DType dtype) override;
+  void broadcast(void* data, std::int64_t n, DType dtype, int root) override;
+  Request send(const void* data, std::int64_t n, DType dtype, int peer, int tag) override;
+  void recv(void* data, std::int64_t n, DType dtype, int peer, int tag) override;
+  Request irecv(void* data, std::int64_t n, DType dtype, int peer, int tag) override;
+  // The pointer-typed overloads (an override hides them otherwise).
+  using Communicator::all_gather;
+  using Communicator::all_reduce_max;
+  using Communicator::all_reduce_sum;
+  using Communicator::broadcast;
+  using Communicator::irecv;
+  using Communicator::recv;
+  using Communicator::reduce_scatter_sum;
+  using Communicator::send;
   void barrier() override;
 
  private:

@@ -1,5 +1,5 @@
-// Megatron-order rank coordinates and the MPI communicators of each parallel group
-// (see process_groups.h for the group definitions).
+// Megatron-order rank coordinates and the communicators of each parallel group, made by a
+// CommunicatorFactory (see process_groups.h for the group definitions).
 #include "executor/comm/process_groups.h"
 
 #include <fmt/format.h>
@@ -93,25 +93,27 @@ std::vector<int> embedding_group_ranks(int world_rank, const ParallelDims& dims)
   return ranks;
 }
 
-ProcessGroups::ProcessGroups(const MpiCommunicator& world, const ParallelDims& dims)
+ProcessGroups::ProcessGroups(CommunicatorFactory& factory, const ParallelDims& dims)
     : dims_(dims) {
   check_dims(dims);
-  if (world.size() != dims.world_size()) {
+  if (factory.world_size() != dims.world_size()) {
     throw InfeasiblePlan(fmt::format(
-        "process groups: the plan needs tp*pp*dp = {}*{}*{} = {} ranks but MPI started {}",
-        dims.tp, dims.pp, dims.dp, dims.world_size(), world.size()));
+        "process groups: the plan needs tp*pp*dp = {}*{}*{} = {} ranks but the world has {}",
+        dims.tp, dims.pp, dims.dp, dims.world_size(), factory.world_size()));
   }
-  world_rank_ = world.rank();
+  world_rank_ = factory.world_rank();
   coords_ = rank_coords(world_rank_, dims);
   const RankCoords& c = coords_;
   // Colour = an index of the group among its kind; key = world rank, so the group rank
   // order is the ascending world-rank order the *_group_ranks functions list.
-  tp_ = world.split(c.pp * dims.dp + c.dp, world_rank_);
-  dp_ = world.split(c.pp * dims.tp + c.tp, world_rank_);
-  pp_ = world.split(c.dp * dims.tp + c.tp, world_rank_);
-  model_ = world.split(c.dp, world_rank_);
+  world_ = factory.split(GroupKind::kWorld, 0, world_rank_);
+  tp_ = factory.split(GroupKind::kTp, c.pp * dims.dp + c.dp, world_rank_);
+  dp_ = factory.split(GroupKind::kDp, c.pp * dims.tp + c.tp, world_rank_);
+  pp_ = factory.split(GroupKind::kPp, c.dp * dims.tp + c.tp, world_rank_);
+  model_ = factory.split(GroupKind::kModel, c.dp, world_rank_);
   const bool in_embedding = c.pp == 0 || c.pp == dims.pp - 1;
-  embedding_ = world.split(in_embedding ? c.dp * dims.tp + c.tp : MPI_UNDEFINED, world_rank_);
+  embedding_ = factory.split(GroupKind::kEmbedding,
+                             in_embedding ? c.dp * dims.tp + c.tp : kNoGroup, world_rank_);
 }
 
 }  // namespace strata

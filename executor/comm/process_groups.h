@@ -1,7 +1,7 @@
 // Process groups of a t x p x d plan in Megatron's rank order: tensor-parallel rank fastest,
 // then data-parallel, then pipeline:  world_rank = pp_rank * (t*d) + dp_rank * t + tp_rank.
 // The coordinate functions are pure (testable without MPI); ProcessGroups builds one
-// communicator per group with MPI_Comm_split.
+// communicator per group through a CommunicatorFactory (MPI, NCCL or host-staged).
 //
 // Groups of one rank (world rank w, coordinates (tp, dp, pp)):
 //   tp:        same (dp, pp), tp = 0..t-1        (size t)  tensor-parallel collectives
@@ -19,7 +19,8 @@
 #include <memory>
 #include <vector>
 
-#include "executor/comm/mpi_communicator.h"
+#include "executor/comm/communicator.h"
+#include "executor/comm/communicator_factory.h"
 
 namespace strata {
 
@@ -50,9 +51,10 @@ std::vector<int> embedding_group_ranks(int world_rank, const ParallelDims& dims)
 
 class ProcessGroups {
  public:
-  // Collective over world: every rank of world calls it. world.size() must equal
-  // dims.world_size() (InfeasiblePlan otherwise).
-  ProcessGroups(const MpiCommunicator& world, const ParallelDims& dims);
+  // Collective over the factory's world: every world rank calls it, and it makes the groups
+  // in one fixed order (world, tp, dp, pp, model, embedding). factory.world_size() must
+  // equal dims.world_size() (InfeasiblePlan otherwise). The factory is used only here.
+  ProcessGroups(CommunicatorFactory& factory, const ParallelDims& dims);
 
   const ParallelDims& dims() const { return dims_; }
   const RankCoords& coords() const { return coords_; }
@@ -60,6 +62,8 @@ class ProcessGroups {
   bool is_first_stage() const { return coords_.pp == 0; }
   bool is_last_stage() const { return coords_.pp == dims_.pp - 1; }
 
+  // Every rank, in world-rank order (a private group of the factory's kind kWorld).
+  Communicator& world() const { return *world_; }
   Communicator& tp() const { return *tp_; }
   Communicator& dp() const { return *dp_; }
   Communicator& pp() const { return *pp_; }
@@ -71,7 +75,7 @@ class ProcessGroups {
   ParallelDims dims_;
   RankCoords coords_;
   int world_rank_ = 0;
-  std::unique_ptr<MpiCommunicator> tp_, dp_, pp_, model_, embedding_;
+  std::unique_ptr<Communicator> world_, tp_, dp_, pp_, model_, embedding_;
 };
 
 }  // namespace strata

@@ -3,23 +3,26 @@
 // the stream given at construction (the rank's communication stream, RankStreams::comm) and
 // returns without waiting, except recv(), barrier() and synchronize(), which wait for it.
 //
-// Bootstrap: create() is collective over an MPI group: rank 0 calls ncclGetUniqueId and
-// MPI_Bcasts it (with an ok flag, so a failure on rank 0 fails every rank instead of hanging
-// them) over the group's MPI communicator; each rank then calls ncclCommInitRank on its
-// current device (cudaSetDevice is the caller's, one device per rank: NCCL rejects two ranks
-// of a group on one GPU). create_single() makes a 1-rank group with ncclCommInitAll and
-// needs no MPI at all.
+// Bootstrap: create() is collective over a HOST group (any Communicator on host buffers; an
+// MpiCommunicator in practice): rank 0 calls ncclGetUniqueId and broadcasts it through the
+// group as kI32 words (with an ok flag, so a failure on rank 0 fails every rank instead of
+// hanging them); each rank then calls ncclCommInitRank on its current device (cudaSetDevice
+// is the caller's, one device per rank: NCCL rejects two ranks of a group on one GPU; ranks
+// sharing a GPU use HostStagedCommunicator). No MPI header is needed here. create_single()
+// makes a 1-rank group with ncclCommInitAll and needs no host group at all.
 //
-// Determinism (the interface's contract): float/double sums never use ncclAllReduce /
+// Dtypes and determinism (the interface's contract): every DType moves with its NCCL type
+// (bf16 as ncclBfloat16). Floating-point sums (kF32, kF64, kBF16) never use ncclAllReduce /
 // ncclReduceScatter, whose ring and tree orders are not the rank order. As in MpiCommunicator,
 // only bytes move through NCCL (grouped ncclSend/ncclRecv, then ncclAllGather or grouped
 // point-to-point to spread the owners' blocks back; collective_layout.h) and rank r adds its
-// block's s copies in rank order with rank_ordered_sum, so results are bit-identical to the
-// MPI backend's per element and across ranks and reruns. Traffic per rank: (s-1)/s of the data
-// in each of the two phases, the same as a ring all-reduce. Scratch of n elements (s*n for
-// reduce_scatter_sum) is cudaMallocAsync'd on the stream for the call, outside the
-// AccountingAllocator, like NCCL's own internal buffers (and MpiCommunicator's scratch).
-// Max and int64 sums are exact in any order and use ncclAllReduce.
+// block's s copies in rank order with rank_ordered_sum (bf16 in fp32, rounded once), so
+// results are bit-identical to the MPI backend's per element and across ranks and reruns.
+// Traffic per rank: (s-1)/s of the data in each of the two phases, the same as a ring
+// all-reduce. Scratch of n elements (s*n for reduce_scatter_sum) is cudaMallocAsync'd on the
+// stream for the call, outside the AccountingAllocator, like NCCL's own internal buffers (and
+// MpiCommunicator's scratch). Max and int64 sums are exact in any order and use
+// ncclAllReduce / ncclReduceScatter.
 //
 // Point-to-point: NCCL has no tags; `tag` is accepted for the interface and not matched.
 // Messages between one pair arrive in the order they were posted (NCCL orders operations on a
@@ -27,8 +30,8 @@
 // send completes only when the peer's recv runs, so two ranks that each send() to the other
 // before recv() deadlock; exchanges in both directions go through send_recv() (one NCCL group).
 //
-// Errors: every NCCL/CUDA/MPI call is checked; failures throw SystemError naming the call,
-// file, line and the library's text; a bad count, peer or root throws std::invalid_argument
+// Errors: every NCCL/CUDA call is checked; failures throw SystemError naming the call, file,
+// line and the library's text; a bad dtype, count, peer or root throws std::invalid_argument
 // before anything is enqueued. One thread drives a communicator.
 // Deliberately not here: communicator splitting (ncclCommSplit), non-blocking init, abort.
 #pragma once
@@ -42,17 +45,13 @@
 #include "executor/comm/communicator.h"
 #include "kernels/cuda/cuda_resources.h"
 
-namespace strata {
-class MpiCommunicator;
-}
-
 namespace strata::cuda {
 
 class NcclCommunicator final : public Communicator {
  public:
-  // Collective over every rank of `group`. Throws SystemError.
-  static std::unique_ptr<NcclCommunicator> create(const MpiCommunicator& group,
-                                                  cudaStream_t stream);
+  // Collective over every rank of `group`, a communicator on HOST buffers (used only for the
+  // bootstrap broadcast; the NCCL group has its size and ranks). Throws SystemError.
+  static std::unique_ptr<NcclCommunicator> create(Communicator& group, cudaStream_t stream);
   // A 1-rank group on the current device; no MPI. Throws SystemError.
   static std::unique_ptr<NcclCommunicator> create_single(cudaStream_t stream);
 
@@ -66,21 +65,31 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  void all_reduce_sum(float* data, std::int64_t n) override;
-  void all_reduce_max(float* data, std::int64_t n) override;
-  void all_reduce_sum(double* data, std::int64_t n) override;
-  void all_reduce_max(double* data, std::int64_t n) override;
-  void all_reduce_sum(std::int64_t* data, std::int64_t n) override;
-  void reduce_scatter_sum(const float* in, float* out, std::int64_t n) override;
-  void all_gather(const float* in, float* out, std::int64_t n) override;
-  void broadcast(float* data, std::int64_t n, int root) override;
+  void all_reduce_sum(void* data, std::int64_t n, DType dtype) override;
+  void all_reduce_max(void* data, std::int64_t n, DType dtype) override;
+  void reduce_scatter_sum(const void* in, void* out, std::int64_t n, DType dtype) override;
+  void all_gather(const void* in, void* out, std::int64_t n, DType dtype) override;
+  void broadcast(void* data, std::int64_t n, DType dtype, int root) override;
   // send/irecv: the Request completes when the stream has run the operation (an event).
-  Request send(const float* data, std::int64_t n, int peer, int tag) override;
-  void recv(float* data, std::int64_t n, int peer, int tag) override;
-  Request irecv(float* data, std::int64_t n, int peer, int tag) override;
+  Request send(const void* data, std::int64_t n, DType dtype, int peer, int tag) override;
+  void recv(void* data, std::int64_t n, DType dtype, int peer, int tag) override;
+  Request irecv(void* data, std::int64_t n, DType dtype, int peer, int tag) override;
+  // The pointer-typed overloads (an override hides them otherwise).
+  using Communicator::all_gather;
+  using Communicator::all_reduce_max;
+  using Communicator::all_reduce_sum;
+  using Communicator::broadcast;
+  using Communicator::irecv;
+  using Communicator::recv;
+  using Communicator::reduce_scatter_sum;
+  using Communicator::send;
   // Sends send_data (n) to peer and receives n elements from it into recv_data, as one NCCL
   // group (no rendezvous deadlock). Enqueued; wait with synchronize().
-  void send_recv(const float* send_data, float* recv_data, std::int64_t n, int peer);
+  void send_recv(const void* send_data, void* recv_data, std::int64_t n, DType dtype, int peer);
+  template <MovableElement T>
+  void send_recv(const T* send_data, T* recv_data, std::int64_t n, int peer) {
+    send_recv(send_data, recv_data, n, detail::dtype_of<T>(), peer);
+  }
   // Every rank has reached the barrier and this rank's stream has drained.
   void barrier() override;
   // Waits for everything enqueued on the stream, then checks NCCL's asynchronous error.
@@ -88,8 +97,7 @@ class NcclCommunicator final : public Communicator {
 
  private:
   NcclCommunicator(ncclComm_t comm, cudaStream_t stream);
-  template <class T>
-  void deterministic_all_reduce_sum(T* data, std::int64_t n);
+  void deterministic_all_reduce_sum(void* data, std::int64_t n, DType dtype);
   Request event_request();
 
   ncclComm_t comm_ = nullptr;

@@ -4,8 +4,10 @@
 #   and error translation; needs the toolkit, not a GPU;
 # - cuda_runtime_gpu_test: pool/pinned/streams/rank-ordered sum/1-rank NCCL; GTEST_SKIPs
 #   without a device (label gpu: `ctest -LE gpu` is the CPU set);
-# - cuda_runtime_nccl_mpi_np{2,4}: NcclCommunicator under mpirun, one GPU per rank; exits 77
-#   (reported SKIPPED) when the node has fewer GPUs than ranks.
+# - cuda_runtime_nccl_mpi_np{2,4}: NcclCommunicator (typed) and its factory under mpirun, one
+#   GPU per rank; exits 77 (reported SKIPPED) when the node has fewer GPUs than ranks;
+# - cuda_runtime_host_staged_mpi_np{2,4}: HostStagedCommunicator and its factory under mpirun,
+#   every rank on device 0; exits 77 (SKIPPED) without a device.
 strata_add_test(cuda_runtime_select_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_runtime_select_test.cc
   LIBS strata_executor)
@@ -22,7 +24,8 @@ if(STRATA_HAVE_CUDA)
   # NCCL_LIBRARY / NCCL_INCLUDE_DIR: cache results of executor/cuda/CMakeLists.txt.
   if(NCCL_LIBRARY AND NCCL_INCLUDE_DIR)
     add_executable(cuda_runtime_nccl_mpi_test
-      ${CMAKE_CURRENT_LIST_DIR}/cuda_runtime_nccl_mpi_test.cc)
+      ${CMAKE_CURRENT_LIST_DIR}/cuda_runtime_nccl_mpi_test.cc
+      ${CMAKE_CURRENT_LIST_DIR}/cuda_runtime_nccl_typed_mpi_test.cc)
     target_link_libraries(cuda_runtime_nccl_mpi_test PRIVATE strata_executor_cuda GTest::gtest
       strata_warnings)
     foreach(ranks 2 4)
@@ -33,6 +36,18 @@ if(STRATA_HAVE_CUDA)
         LABELS "gpu;mpi" SKIP_RETURN_CODE 77 TIMEOUT 120)
     endforeach()
   endif()
+
+  add_executable(cuda_runtime_host_staged_mpi_test
+    ${CMAKE_CURRENT_LIST_DIR}/cuda_runtime_host_staged_mpi_test.cc)
+  target_link_libraries(cuda_runtime_host_staged_mpi_test PRIVATE strata_executor_cuda
+    GTest::gtest strata_warnings)
+  foreach(ranks 2 4)
+    add_test(NAME cuda_runtime_host_staged_mpi_np${ranks}
+      COMMAND ${MPIEXEC_EXECUTABLE} -np ${ranks} --oversubscribe --bind-to none
+              --allow-run-as-root $<TARGET_FILE:cuda_runtime_host_staged_mpi_test>)
+    set_tests_properties(cuda_runtime_host_staged_mpi_np${ranks} PROPERTIES
+      LABELS "gpu;mpi" SKIP_RETURN_CODE 77 TIMEOUT 120)
+  endforeach()
 endif()
 
 # The CUDA engine against the CPU backend's losses (cuda_reference.h); GTEST_SKIPs without a

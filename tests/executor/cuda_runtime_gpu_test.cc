@@ -1,19 +1,26 @@
 // GPU tests of the CUDA backend's runtime: the device pool (zeroing, reuse, accounting peaks,
-// driver out-of-memory), pinned host buffers, stream ordering, the rank-ordered sum kernel and
-// a 1-rank NcclCommunicator. Every test GTEST_SKIPs with the reason when no device is present.
+// driver out-of-memory), pinned host buffers, stream ordering, the rank-ordered sum kernel
+// (f32 and bf16), a 1-rank NcclCommunicator (typed), and HostStagedCommunicator's staging over
+// an in-process host group (no MPI; the multi-rank cases are cuda_runtime_host_staged_mpi_test).
+// Every test GTEST_SKIPs with the reason when no device is present.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <deque>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "cost_model/errors.h"
 #include "executor/cuda/device_pool.h"
+#include "executor/cuda/host_staged_communicator.h"
 #include "executor/cuda/pinned_host_buffer.h"
 #include "executor/cuda/streams.h"
 #include "executor/memory/accounting_allocator.h"
+#include "kernels/bf16.h"
 #include "kernels/cuda/cuda_check.h"
 #ifdef STRATA_HAVE_NCCL
 #include "executor/cuda/nccl_communicator.h"
@@ -212,6 +219,77 @@ TEST_F(CudaRuntimeTest, NcclSingleRankCollectivesAreIdentities) {
   comm->barrier();
 }
 
+TEST_F(CudaRuntimeTest, RankOrderedSumOfBf16AddsInFp32AndRoundsOnce) {
+  // Column 0: 1.0 + 2^-8 + 2^-8 = 1 + 2^-7 in fp32, exact in bf16 (spacing 2^-7 at 1.0); a
+  // per-addition bf16 rounding would give 1.0 (1 + 2^-8 is a tie, rounded to even 1.0, twice).
+  // Column 1: 256 + 1 + 1 = 258 (spacing 2 at 256); per addition: 256. Columns 2..: hashed
+  // values of both signs, checked bit for bit against the host's fp32 sum rounded once
+  // (kernels/bf16.h), the MPI backend's arithmetic.
+  constexpr int kRanks = 3;
+  constexpr std::int64_t kM = 4099;
+  std::vector<Bf16Bits> copies(static_cast<std::size_t>(kRanks * kM));
+  auto at = [&](int r, std::int64_t i) -> Bf16Bits& {
+    return copies[static_cast<std::size_t>(r * kM + i)];
+  };
+  for (int r = 0; r < kRanks; ++r) {
+    at(r, 0) = float_to_bf16(r == 0 ? 1.0f : 0.00390625f);
+    at(r, 1) = float_to_bf16(r == 0 ? 256.0f : 1.0f);
+    for (std::int64_t i = 2; i < kM; ++i) {
+      const float x = static_cast<float>((i * 7919 + r * 104729) % 2001 - 1000) / 37.0f;
+      at(r, i) = float_to_bf16(x);
+    }
+  }
+  AccountingAllocator accounting;
+  DevicePool pool(accounting, streams_.compute());
+  DeviceBlock in = pool.allocate_uninitialized(copies.size() * sizeof(Bf16Bits), "in");
+  DeviceBlock out = pool.allocate_uninitialized(kM * sizeof(Bf16Bits), "out");
+  streams_.synchronize_all();
+  upload(in.data(), copies);
+  rank_ordered_sum(in.as<Bf16Bits>(), out.as<Bf16Bits>(), kM, kRanks, streams_.compute());
+  const std::vector<Bf16Bits> got = download<Bf16Bits>(out.data(), kM);
+  EXPECT_EQ(bf16_to_float(got[0]), 1.0078125f);  // 1 + 2^-7, not 1.0
+  EXPECT_EQ(bf16_to_float(got[1]), 258.0f);      // not 256
+  std::int64_t mismatches = 0;
+  std::int64_t first_bad = -1;
+  for (std::int64_t i = 0; i < kM; ++i) {
+    float sum = bf16_to_float(at(0, i));
+    for (int r = 1; r < kRanks; ++r) sum += bf16_to_float(at(r, i));
+    if (got[static_cast<std::size_t>(i)].bits != float_to_bf16(sum).bits) {
+      if (first_bad < 0) first_bad = i;
+      ++mismatches;
+    }
+  }
+  EXPECT_EQ(mismatches, 0) << "first differing element " << first_bad;
+}
+
+TEST_F(CudaRuntimeTest, NcclSingleRankTypedCollectivesAreIdentities) {
+  auto comm = NcclCommunicator::create_single(streams_.comm());
+  AccountingAllocator accounting;
+  DevicePool pool(accounting, streams_.comm());
+  const std::vector<Bf16Bits> x = {float_to_bf16(1.5f), float_to_bf16(-2.25f),
+                                   float_to_bf16(3.0e-30f), Bf16Bits{0x7f80}};  // +inf too
+  DeviceBlock a = pool.allocate_uninitialized(4 * sizeof(Bf16Bits), "a");
+  DeviceBlock b = pool.allocate(4 * sizeof(Bf16Bits), "b");
+  streams_.synchronize_all();
+  upload(a.data(), x);
+  comm->all_reduce_sum(a.data(), 4, DType::kBF16);
+  comm->all_reduce_max(a.as<Bf16Bits>(), 4);
+  comm->reduce_scatter_sum(a.as<Bf16Bits>(), b.as<Bf16Bits>(), 4);
+  comm->synchronize();
+  const std::vector<Bf16Bits> got = download<Bf16Bits>(b.data(), 4);
+  for (std::size_t i = 0; i < x.size(); ++i) EXPECT_EQ(got[i].bits, x[i].bits) << i;
+  DeviceBlock ids = pool.allocate_uninitialized(2 * sizeof(std::int32_t), "ids");
+  upload(ids.data(), std::vector<std::int32_t>{-7, 1 << 30});
+  comm->broadcast(ids.as<std::int32_t>(), 2, 0);
+  comm->all_gather(ids.data(), ids.data(), 2, DType::kI32);  // in place: one rank, one row
+  comm->synchronize();
+  EXPECT_EQ(download<std::int32_t>(ids.data(), 2), (std::vector<std::int32_t>{-7, 1 << 30}));
+  EXPECT_THROW(comm->all_reduce_sum(ids.data(), 2, DType::kI32), std::invalid_argument);
+  EXPECT_THROW(comm->all_gather(ids.data(), ids.data(), 2, static_cast<DType>(42)),
+               std::invalid_argument);
+  comm->synchronize();
+}
+
 TEST_F(CudaRuntimeTest, NcclRejectsBadArgumentsBeforeEnqueuing) {
   auto comm = NcclCommunicator::create_single(streams_.comm());
   float* never = nullptr;  // not dereferenced: every call below fails its checks first
@@ -223,6 +301,125 @@ TEST_F(CudaRuntimeTest, NcclRejectsBadArgumentsBeforeEnqueuing) {
   comm->synchronize();
 }
 #endif
+
+// A host group that stands for two ranks holding the same data, in one process: sums double
+// every element (x + x, exact for these inputs, bf16 added in fp32 and rounded once), max and
+// broadcast keep it, all_gather writes two copies, reduce_scatter sums row 0 with itself, and
+// point-to-point loops back through a per-tag queue. Enough to see each HostStaged operation
+// carry the data device -> host op -> device, without MPI.
+class MirrorPair final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  void all_reduce_sum(void* data, std::int64_t n, DType t) override {
+    require_reducible(t, "MirrorPair", "all_reduce_sum");
+    double_in_place(data, n, t);
+  }
+  void all_reduce_max(void* /*data*/, std::int64_t /*n*/, DType t) override {
+    require_reducible(t, "MirrorPair", "all_reduce_max");
+  }
+  void reduce_scatter_sum(const void* in, void* out, std::int64_t n, DType t) override {
+    require_reducible(t, "MirrorPair", "reduce_scatter_sum");
+    std::memcpy(out, in, bytes(n, t));  // my row, from both "ranks"
+    double_in_place(out, n, t);
+  }
+  void all_gather(const void* in, void* out, std::int64_t n, DType t) override {
+    std::memcpy(out, in, bytes(n, t));
+    std::memcpy(static_cast<std::byte*>(out) + bytes(n, t), in, bytes(n, t));
+  }
+  void broadcast(void* /*data*/, std::int64_t /*n*/, DType /*t*/, int /*root*/) override {}
+  Request send(const void* data, std::int64_t n, DType t, int /*peer*/, int tag) override {
+    const auto* p = static_cast<const std::byte*>(data);
+    queues_[tag].emplace_back(p, p + bytes(n, t));
+    return Request();
+  }
+  void recv(void* data, std::int64_t n, DType t, int /*peer*/, int tag) override {
+    std::deque<std::vector<std::byte>>& q = queues_.at(tag);
+    ASSERT_EQ(q.front().size(), bytes(n, t));
+    std::memcpy(data, q.front().data(), q.front().size());
+    q.pop_front();
+  }
+  Request irecv(void* data, std::int64_t n, DType t, int peer, int tag) override {
+    recv(data, n, t, peer, tag);  // the loopback message is already queued
+    return Request();
+  }
+  void barrier() override {}
+
+ private:
+  static std::size_t bytes(std::int64_t n, DType t) {
+    return static_cast<std::size_t>(n * dtype_bytes(t));
+  }
+  static void double_in_place(void* data, std::int64_t n, DType t) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (t == DType::kF32) {
+        static_cast<float*>(data)[i] *= 2.0f;
+      } else if (t == DType::kBF16) {
+        Bf16Bits& b = static_cast<Bf16Bits*>(data)[i];
+        b = float_to_bf16(bf16_to_float(b) + bf16_to_float(b));
+      } else if (t == DType::kF64) {
+        static_cast<double*>(data)[i] *= 2.0;
+      } else {
+        static_cast<std::int64_t*>(data)[i] *= 2;
+      }
+    }
+  }
+  std::map<int, std::deque<std::vector<std::byte>>> queues_;
+};
+
+TEST_F(CudaRuntimeTest, HostStagedCarriesEveryOperationThroughTheHostGroup) {
+  HostStagedCommunicator comm(std::make_unique<MirrorPair>(), streams_.comm());
+  EXPECT_EQ(comm.size(), 2);
+  AccountingAllocator accounting;
+  DevicePool pool(accounting, streams_.comm());
+  // Sizes from one element to 3 MiB of bf16 and back: the staging pool grows, is reused, and
+  // every result is the host group's (2x, exact: small integers over 8).
+  for (std::int64_t n : {1, 1 << 20, 5, 3 << 19, 7}) {
+    std::vector<Bf16Bits> x(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) {
+      x[static_cast<std::size_t>(i)] = float_to_bf16(static_cast<float>(i % 251 - 125) / 8.0f);
+    }
+    DeviceBlock d = pool.allocate_uninitialized(x.size() * sizeof(Bf16Bits), "x");
+    streams_.synchronize_all();
+    upload(d.data(), x);
+    comm.all_reduce_sum(d.as<Bf16Bits>(), n);
+    const std::vector<Bf16Bits> got = download<Bf16Bits>(d.data(), x.size());
+    std::int64_t bad = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float want = 2.0f * bf16_to_float(x[static_cast<std::size_t>(i)]);
+      bad += bf16_to_float(got[static_cast<std::size_t>(i)]) != want ? 1 : 0;
+    }
+    EXPECT_EQ(bad, 0) << n;
+  }
+  // reduce_scatter: in (2, 3) -> my row doubled; all_gather: (3) -> (2, 3).
+  DeviceBlock in = pool.allocate_uninitialized(6 * sizeof(float), "in");
+  DeviceBlock out = pool.allocate(3 * sizeof(float), "out");
+  streams_.synchronize_all();
+  upload(in.data(), std::vector<float>{1.5f, -2.0f, 0.25f, 9.0f, 9.0f, 9.0f});
+  comm.reduce_scatter_sum(in.as<float>(), out.as<float>(), 3);
+  EXPECT_EQ(download<float>(out.data(), 3), (std::vector<float>{3.0f, -4.0f, 0.5f}));
+  DeviceBlock gathered = pool.allocate(6 * sizeof(float), "gathered");
+  streams_.synchronize_all();
+  comm.all_gather(out.as<float>(), gathered.as<float>(), 3);
+  EXPECT_EQ(download<float>(gathered.data(), 6),
+            (std::vector<float>{3.0f, -4.0f, 0.5f, 3.0f, -4.0f, 0.5f}));
+  // send stages the data before it returns: overwriting the device buffer afterwards does
+  // not change the message; irecv's Request puts it on the device when waited for.
+  DeviceBlock msg = pool.allocate_uninitialized(2 * sizeof(std::int32_t), "msg");
+  DeviceBlock got = pool.allocate(2 * sizeof(std::int32_t), "got");
+  streams_.synchronize_all();
+  upload(msg.data(), std::vector<std::int32_t>{42, -42});
+  Request sent = comm.send(msg.as<std::int32_t>(), 2, 1, 3);
+  CUDA_CHECK(cudaMemset(msg.data(), 0, 2 * sizeof(std::int32_t)));
+  CUDA_CHECK(cudaDeviceSynchronize());
+  Request received = comm.irecv(got.as<std::int32_t>(), 2, 1, 3);
+  received.wait();
+  sent.wait();
+  EXPECT_EQ(download<std::int32_t>(got.data(), 2), (std::vector<std::int32_t>{42, -42}));
+  // Rejected before any copy: i32 sums, negative counts.
+  EXPECT_THROW(comm.all_reduce_sum(got.data(), 2, DType::kI32), std::invalid_argument);
+  EXPECT_THROW(comm.all_reduce_sum(got.data(), -1, DType::kF32), std::invalid_argument);
+  comm.barrier();
+}
 
 }  // namespace
 }  // namespace strata::cuda

@@ -2,8 +2,10 @@
 // must equal the rank-ordered sum computed on the host (and MpiCommunicator's result) bit for
 // bit, on sizes that do and do not divide by the rank count; gather, broadcast, max, int64 sums
 // and point-to-point move exactly the bytes expected.
-// Its own main: MPI_Init, one printer, one exit code over ranks; exit 77 (ctest's SKIP) on
-// every rank when some rank has no GPU of its own, naming the reason.
+// The typed cases (bf16, f64/i64 reduce-scatter, i32, the NCCL factory) are in
+// cuda_runtime_nccl_typed_mpi_test.cc, linked into the same binary. Its own main
+// (cuda_comm_mpi_support.h): exit 77 (ctest's SKIP) on every rank when some rank has no GPU of
+// its own, naming the reason.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -18,7 +20,7 @@
 #include "executor/comm/mpi_communicator.h"
 #include "executor/cuda/nccl_communicator.h"
 #include "executor/cuda/streams.h"
-#include "executor/runtime/mpi_launch.h"
+#include "tests/executor/cuda_comm_mpi_support.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_resources.h"
 
@@ -167,61 +169,11 @@ TEST_F(NcclMpiTest, PointToPointKeepsOrderAndPairsExchange) {
   nccl_->barrier();
 }
 
-class RankFailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit RankFailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& result) override {
-    if (result.failed()) {
-      std::fprintf(stderr, "[rank %d] %s:%d: failure\n%s\n", rank_,
-                   result.file_name() ? result.file_name() : "?", result.line_number(),
-                   result.message());
-    }
-  }
-
- private:
-  int rank_;
-};
-
 }  // namespace
 }  // namespace strata::cuda
 
-// ctest's SKIP_RETURN_CODE for this binary (tests/executor/cuda_runtime.cmake).
-constexpr int kSkipped = 77;
-
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  try {
-    strata::MpiSession session(&argc, &argv);
-    const int rank = session.world_rank();
-    // One GPU per rank on its node: NCCL rejects two ranks of a group on one device.
-    const strata::LaunchEnv env = strata::detect_launch_env();
-    int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess) {
-      (void)cudaGetLastError();
-      devices = 0;
-    }
-    int ok = devices >= env.local_size ? 1 : 0;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    if (!ok) {
-      if (rank == 0) {
-        std::printf("SKIPPED: needs one CUDA device per rank (%d ranks on this node, %d devices "
-                    "seen by rank 0): %s\n",
-                    env.local_size, devices,
-                    strata::kernels::cuda::cuda_unavailable_reason().c_str());
-      }
-      return kSkipped;
-    }
-    CUDA_CHECK(cudaSetDevice(env.local_rank % devices));
-    if (rank != 0) {
-      ::testing::TestEventListeners& listeners = ::testing::UnitTest::GetInstance()->listeners();
-      delete listeners.Release(listeners.default_result_printer());
-      listeners.Append(new strata::cuda::RankFailurePrinter(rank));
-    }
-    int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-    return failed;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "cuda_runtime_nccl_mpi_test: %s\n", e.what());
-    return 2;
-  }
+  // NCCL rejects two ranks of a group on one device: one GPU per rank.
+  return strata::cuda::test::mpi_gpu_test_main(argc, argv, "cuda_runtime_nccl_mpi_test",
+                                               /*one_device_per_rank=*/true);
 }

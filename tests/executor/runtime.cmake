@@ -1,5 +1,6 @@
 # Executor runtime: process groups, the accounting allocator, mpirun launch (plain gtest
-# binaries) and the MPI communicator (a gtest binary run by mpirun with 4 and 8 ranks).
+# binaries) and the MPI communicator, its factory and typed operations (one gtest binary run
+# by mpirun with 4 and 8 ranks).
 strata_add_test(executor_runtime_process_groups_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/runtime_process_groups_test.cc
   LIBS strata_executor)
@@ -13,7 +14,8 @@ strata_add_test(executor_runtime_launch_test
 
 # Not strata_add_test: the binary has its own main (MPI_Init, one printer, exit code agreed
 # over ranks) and must run under mpirun rather than be discovered test by test.
-add_executable(executor_runtime_comm_mpi_test ${CMAKE_CURRENT_LIST_DIR}/runtime_comm_mpi_test.cc)
+add_executable(executor_runtime_comm_mpi_test ${CMAKE_CURRENT_LIST_DIR}/runtime_comm_mpi_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/runtime_comm_typed_mpi_test.cc)
 target_link_libraries(executor_runtime_comm_mpi_test PRIVATE strata_executor GTest::gtest
   strata_warnings)
 foreach(ranks 4 8)

@@ -1,5 +1,6 @@
-// MpiCommunicator and ProcessGroups under mpirun (registered in runtime.cmake as
-// `mpirun -np 4` and `-np 8`). Every rank runs every test; rank 0 prints gtest's usual
+// MpiCommunicator, MpiCommunicatorFactory and ProcessGroups under mpirun (registered in
+// runtime.cmake as `mpirun -np 4` and `-np 8`; the typed cases are in
+// runtime_comm_typed_mpi_test.cc, linked into the same binary). Every rank runs every test; rank 0 prints gtest's usual
 // output, other ranks print only their failures, prefixed with their rank, and the process
 // exit code is the OR over ranks, so a failure on any rank fails the ctest test.
 // Tests use EXPECT (not ASSERT) before collectives so every rank still joins them.
@@ -13,10 +14,12 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "cost_model/errors.h"
+#include "executor/comm/communicator_factory.h"
 #include "executor/comm/mpi_check.h"
 #include "executor/comm/mpi_communicator.h"
 #include "executor/comm/process_groups.h"
@@ -191,26 +194,32 @@ TEST_F(Comm, SplitWithUndefinedColourGivesNoGroup) {
   }
 }
 
-// Every group built by MPI_Comm_split has exactly the members the pure functions list, in
-// the same order: all-gathering world ranks over the group reproduces the list.
+// Every group the factory builds has exactly the members the pure functions list, in the
+// same order: all-gathering world ranks (as i32) over the group reproduces the list.
 void expect_group(Communicator& group, int world_rank, const std::vector<int>& expected,
                   const char* name) {
   EXPECT_EQ(group.size(), static_cast<int>(expected.size())) << name;
-  std::vector<float> members(static_cast<size_t>(group.size()));
-  const float mine = static_cast<float>(world_rank);
+  std::vector<std::int32_t> members(static_cast<size_t>(group.size()), -1);
+  const std::int32_t mine = world_rank;
   group.all_gather(&mine, members.data(), 1);
   std::vector<int> got(members.begin(), members.end());
   EXPECT_EQ(got, expected) << name << " group of world rank " << world_rank;
 }
 
 void check_process_groups(const MpiCommunicator& world, const ParallelDims& dims) {
-  const ProcessGroups groups(world, dims);
+  MpiCommunicatorFactory factory(world);
+  const ProcessGroups groups(factory, dims);
   const int w = world.rank();
   const RankCoords c = rank_coords(w, dims);
   EXPECT_EQ(groups.coords(), c);
+  EXPECT_EQ(groups.world_rank(), w);
+  EXPECT_EQ(groups.world().rank(), w);
   EXPECT_EQ(groups.tp().rank(), c.tp);
   EXPECT_EQ(groups.dp().rank(), c.dp);
   EXPECT_EQ(groups.pp().rank(), c.pp);
+  std::vector<int> everyone(static_cast<size_t>(world.size()));
+  for (int q = 0; q < world.size(); ++q) everyone[static_cast<size_t>(q)] = q;
+  expect_group(groups.world(), w, everyone, "world");
   expect_group(groups.tp(), w, tp_group_ranks(w, dims), "tp");
   expect_group(groups.dp(), w, dp_group_ranks(w, dims), "dp");
   expect_group(groups.pp(), w, pp_group_ranks(w, dims), "pp");
@@ -218,6 +227,32 @@ void check_process_groups(const MpiCommunicator& world, const ParallelDims& dims
   const std::vector<int> embedding = embedding_group_ranks(w, dims);
   EXPECT_EQ(groups.embedding() != nullptr, !embedding.empty());
   if (groups.embedding() != nullptr) expect_group(*groups.embedding(), w, embedding, "embedding");
+}
+
+TEST_F(Comm, FactorySplitsByColourOrdersByKeyAndSkipsNoGroup) {
+  MpiCommunicatorFactory factory(*world);
+  const int s = world->size();
+  const int w = world->rank();
+  EXPECT_EQ(factory.world_rank(), w);
+  EXPECT_EQ(factory.world_size(), s);
+  // Halves [0, s/2) and [s/2, s), each ordered by descending world rank (key = -w).
+  std::unique_ptr<Communicator> half = factory.split(GroupKind::kDp, w < s / 2 ? 0 : 1, -w);
+  ASSERT_NE(half, nullptr);
+  const int first = w < s / 2 ? 0 : s / 2;
+  std::vector<int> descending;
+  for (int q = first + s / 2 - 1; q >= first; --q) descending.push_back(q);
+  expect_group(*half, w, descending, "descending half");
+  // Rank 0 alone joins no group; the others form one.
+  std::unique_ptr<Communicator> rest = factory.split(GroupKind::kEmbedding, w == 0 ? kNoGroup : 7, w);
+  EXPECT_EQ(rest == nullptr, w == 0);
+  if (rest) {
+    std::vector<int> others;
+    for (int q = 1; q < s; ++q) others.push_back(q);
+    expect_group(*rest, w, others, "all but rank 0");
+  }
+  // Negative colours other than kNoGroup are rejected on every rank before MPI sees them.
+  EXPECT_THROW((void)factory.split(GroupKind::kTp, -5, w), std::invalid_argument);
+  world->barrier();
 }
 
 TEST_F(Comm, ProcessGroupsMatchTheCoordinateFunctions) {
@@ -232,7 +267,8 @@ TEST_F(Comm, ProcessGroupsMatchTheCoordinateFunctions) {
       check_process_groups(*world, dims);
     }
   }
-  EXPECT_THROW(ProcessGroups(*world, ParallelDims{s + 1, 1, 1}), InfeasiblePlan);
+  MpiCommunicatorFactory factory(*world);
+  EXPECT_THROW(ProcessGroups(factory, ParallelDims{s + 1, 1, 1}), InfeasiblePlan);
 }
 
 // Ranks other than 0 print only their failures, prefixed with the rank.

@@ -53,8 +53,9 @@ const ParamSegment& UnitLayout::segment(const std::string& wanted) const {
   throw std::out_of_range("unit " + name + " has no tensor " + wanted);
 }
 
-std::int64_t vocab_shard_rows(const ModelSpec& model, std::int64_t tp) {
-  return (model.vocab + tp - 1) / tp;
+std::int64_t vocab_shard_rows(const ModelSpec& model, std::int64_t tp, std::int64_t row_alignment) {
+  const std::int64_t rows = (model.vocab + tp - 1) / tp;
+  return (rows + row_alignment - 1) / row_alignment * row_alignment;
 }
 
 std::int64_t layer_params_per_tp_rank(const ModelSpec& model, std::int64_t tp) {
@@ -68,12 +69,14 @@ std::int64_t layer_params_per_tp_rank(const ModelSpec& model, std::int64_t tp) {
   return (4 * h * h + 2 * h * f + 3 * h + f) / tp + 6 * h;
 }
 
-std::int64_t embedding_params_per_tp_rank(const ModelSpec& model, std::int64_t tp) {
-  return vocab_shard_rows(model, tp) * model.hidden + model.seq_len * model.hidden;
+std::int64_t embedding_params_per_tp_rank(const ModelSpec& model, std::int64_t tp,
+                                          std::int64_t row_alignment) {
+  return vocab_shard_rows(model, tp, row_alignment) * model.hidden + model.seq_len * model.hidden;
 }
 
-std::int64_t tied_copy_params_per_tp_rank(const ModelSpec& model, std::int64_t tp) {
-  return vocab_shard_rows(model, tp) * model.hidden;
+std::int64_t tied_copy_params_per_tp_rank(const ModelSpec& model, std::int64_t tp,
+                                          std::int64_t row_alignment) {
+  return vocab_shard_rows(model, tp, row_alignment) * model.hidden;
 }
 
 std::int64_t final_norm_params(const ModelSpec& model) { return 2 * model.hidden; }
@@ -119,10 +122,12 @@ UnitLayout layer_layout(const ModelSpec& model, const TpShape& tp, std::int64_t 
 
 namespace {
 void add_wte(Builder& b, const ModelSpec& model, const TpShape& tp) {
-  const std::int64_t rows = vocab_shard_rows(model, tp.tp);
+  // Global vocabulary ids of the shard start at tp_rank ceil(V/t), whatever the padding.
+  const std::int64_t rows = vocab_shard_rows(model, tp.tp, tp.vocab_row_alignment);
   auto& wte = b.add("wte", kWte, rows, model.hidden, InitKind::kNormal, kInitStd, false);
-  wte.row_offset = tp.tp_rank * rows;
-  const std::int64_t left = model.vocab - wte.row_offset;
+  const std::int64_t real_rows = vocab_shard_rows(model, tp.tp);
+  wte.row_offset = tp.tp_rank * real_rows;
+  const std::int64_t left = std::min(model.vocab - wte.row_offset, real_rows);
   wte.valid_rows = left < 0 ? 0 : (left < rows ? left : rows);
 }
 }  // namespace

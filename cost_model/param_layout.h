@@ -65,10 +65,13 @@ struct UnitLayout {
 struct TpShape {
   std::int64_t tp = 1;
   std::int64_t tp_rank = 0;
+  // wte shard rows are rounded up to a multiple of this (partition.h: vocab_row_alignment).
+  std::int64_t vocab_row_alignment = 1;
 };
 
-// Rows of wte per TP rank: ceil(V / t) (the last shard padded with rows that stay zero).
-std::int64_t vocab_shard_rows(const ModelSpec& model, std::int64_t tp);
+// Rows of wte per TP rank: ceil(V / t) rounded up to a multiple of `row_alignment` (the
+// padding rows stay zero and are never trained).
+std::int64_t vocab_shard_rows(const ModelSpec& model, std::int64_t tp, std::int64_t row_alignment = 1);
 
 // Parameter counts on one TP rank, in closed form for the planner's hot path; each equals
 // the `count` of the layout built below (tests/cost_model/param_layout_test.cc checks it).
@@ -76,12 +79,14 @@ std::int64_t vocab_shard_rows(const ModelSpec& model, std::int64_t tp);
 //               parallel biases split by t; proj/fc2 biases and both LayerNorms replicated
 //               (at t = 1, f = 4h: 12h^2 + 13h). Throws InfeasiblePlan unless t divides
 //               heads, hidden and ffn_hidden.
-//   embedding   ceil(V/t) h + s h (wte shard + replicated wpe)
-//   tied copy   ceil(V/t) h (the last stage's copy of the wte shard, p > 1)
+//   embedding   rows h + s h (wte shard of vocab_shard_rows rows + replicated wpe)
+//   tied copy   rows h (the last stage's copy of the wte shard, p > 1)
 //   final norm  2h
 std::int64_t layer_params_per_tp_rank(const ModelSpec& model, std::int64_t tp);
-std::int64_t embedding_params_per_tp_rank(const ModelSpec& model, std::int64_t tp);
-std::int64_t tied_copy_params_per_tp_rank(const ModelSpec& model, std::int64_t tp);
+std::int64_t embedding_params_per_tp_rank(const ModelSpec& model, std::int64_t tp,
+                                          std::int64_t row_alignment = 1);
+std::int64_t tied_copy_params_per_tp_rank(const ModelSpec& model, std::int64_t tp,
+                                          std::int64_t row_alignment = 1);
 std::int64_t final_norm_params(const ModelSpec& model);
 
 // Segment order of a layer: ln1_w ln1_b qkv_w qkv_b proj_w proj_b ln2_w ln2_b fc_w fc_b

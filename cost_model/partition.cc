@@ -62,8 +62,9 @@ ChunkLayers chunk_layers(const ModelSpec& model, const Plan& plan, std::int64_t 
 }
 
 std::vector<UnitLayout> rank_unit_layouts(const ModelSpec& model, const Plan& plan,
-                                          std::int64_t pp_rank, std::int64_t tp_rank) {
-  const TpShape tp{plan.tp, tp_rank};
+                                          std::int64_t pp_rank, std::int64_t tp_rank,
+                                          std::int64_t vocab_row_alignment) {
+  const TpShape tp{plan.tp, tp_rank, vocab_row_alignment};
   bool has_first = false, has_last = false;
   std::vector<UnitLayout> layers;
   for (std::int64_t c = 0; c < plan.virtual_stages; ++c) {
@@ -83,6 +84,8 @@ std::vector<UnitLayout> rank_unit_layouts(const ModelSpec& model, const Plan& pl
   }
   return out;
 }
+
+std::int64_t vocab_row_alignment(Backend backend) { return backend == Backend::kCuda ? 128 : 1; }
 
 std::int64_t unit_chunk(const ModelSpec& model, const Plan& plan, std::int64_t pp_rank,
                         const UnitLayout& unit) {

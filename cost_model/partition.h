@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cost_model/cluster_spec.h"
 #include "cost_model/model_spec.h"
 #include "cost_model/param_layout.h"
 #include "cost_model/plan.h"
@@ -51,9 +52,15 @@ ChunkLayers chunk_layers(const ModelSpec& model, const Plan& plan, std::int64_t 
 
 // The units of pipeline rank `pp_rank` on TP rank `tp_rank`, in the order above. A unit's
 // `layer` is its transformer layer, -1 otherwise; the chunk that uses a unit is
-// unit_chunk() below.
+// unit_chunk() below. wte shards are padded to vocab_row_alignment rows.
 std::vector<UnitLayout> rank_unit_layouts(const ModelSpec& model, const Plan& plan,
-                                          std::int64_t pp_rank, std::int64_t tp_rank);
+                                          std::int64_t pp_rank, std::int64_t tp_rank,
+                                          std::int64_t vocab_row_alignment = 1);
+
+// The wte shard's row alignment a backend trains with: 1 on the CPU; 128 on CUDA, where the
+// logits GEMMs over unaligned rows measured 7x slower on an H100 (99 vs 782 TFLOP/s,
+// tools/bench/gpt_ops_bench.cc). The padding rows stay zero and are never trained.
+std::int64_t vocab_row_alignment(Backend backend);
 // The local chunk whose passes use the unit: a layer's own chunk, chunk 0 for the embedding
 // on rank 0, the last chunk for the tied copy and the final LayerNorm on rank p - 1.
 std::int64_t unit_chunk(const ModelSpec& model, const Plan& plan, std::int64_t pp_rank,

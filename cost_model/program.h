@@ -165,6 +165,8 @@ struct ProgramOptions {
   // pass of its own, so under ZeRO-3 with full recomputation a layer is gathered twice in
   // backward. strata's engine recomputes inside the layer's backward with one gather.
   bool recompute_regathers = false;
+  // The backend's wte shard padding (partition.h: vocab_row_alignment): the units' sizes.
+  std::int64_t vocab_row_alignment = 1;
 };
 
 struct Program {

@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "cost_model/errors.h"
-#include "executor/model/gpt_layer.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/elementwise.h"
@@ -160,13 +159,13 @@ double measure_layer_elementwise_s(std::int64_t BT, std::int64_t C, std::int64_t
         kc::layernorm_forward(ln_out.data(), mean.data(), rstd.data(), x.data(), w.data(),
                               bias.data(), bt, c);
         kc::copy(r.data(), x.data(), n);
-        model::add_bias(r.data(), bias.data(), bt, c);
+        kc::add_bias(r.data(), bias.data(), bt, c);
         kc::residual_forward(r.data(), r.data(), x.data(), n);
         kc::layernorm_forward(ln_out.data(), mean.data(), rstd.data(), r.data(), w.data(),
                               bias.data(), bt, c);
         kc::gelu_forward(gelu_out.data(), fc1.data(), nf);
         kc::copy(y.data(), x.data(), n);
-        model::add_bias(y.data(), bias.data(), bt, c);
+        kc::add_bias(y.data(), bias.data(), bt, c);
         kc::residual_forward(y.data(), y.data(), r.data(), n);
       },
       timing);

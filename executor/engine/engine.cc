@@ -1,12 +1,15 @@
-// Replays one pipeline rank's schedule over the GPT model (see engine.h).
+// Replays one pipeline rank's Program through a Backend (see engine.h).
 //
 // How a step's time is split (this rank's view; the report picks the slowest rank):
-//   forward_s / backward_s  forward / backward ops minus the TP and ZeRO-3 collectives inside
-//   tp_comm_s   TP all-reduces (layers, embedding, vocab-parallel loss)
-//   dp_comm_s   tied-embedding sum, gradient all-reduce / reduce-scatter, parameter gathers
+//   forward_s / backward_s  passes minus the TP collectives and the state moves inside them
+//   tp_comm_s   TP collectives (layers, embedding, vocab-parallel loss) and SP norm sums
+//   dp_comm_s   gathers, gradient reductions, the tied-embedding sum, ZeRO-1/2 gathers
+//   offload_s   fetches, gradient offload, and the transfers inside an offloaded optimizer step
 //   pp_comm_s   posting sends and completing them at the end of the step
 //   bubble_s    blocked in pipeline receives (waiting for the neighbouring stage)
 //   optimizer_s grad norm and AdamW;  other_s the rest (loss reduction, bookkeeping).
+// The split is exact on the CPU backend, where every op blocks; on a backend that overlaps
+// streams it adds up each op's own duration.
 #include "executor/engine/engine.h"
 
 #include <fmt/format.h>
@@ -16,337 +19,481 @@
 
 #include "cost_model/errors.h"
 #include "cost_model/partition.h"
-#include "kernels/cpu/elementwise.h"
 
 namespace strata::engine {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 constexpr int kMaxTag = 32767;  // the MPI standard's smallest allowed MPI_TAG_UB
+using Kind = ProgramOpKind;
+
+bool is_dp_comm(Kind k) {
+  return k == Kind::kGather || k == Kind::kReduceGrads || k == Kind::kTiedEmbeddingSum ||
+         k == Kind::kGatherParams;
+}
+bool is_offload(Kind k) { return k == Kind::kFetch || k == Kind::kOffloadGrads; }
 
 }  // namespace
 
-std::vector<UnitLayout> rank_layouts(const ModelSpec& model, const Plan& plan,
-                                     const RankCoords& coords) {
-  return rank_unit_layouts(model, plan, coords.pp, coords.tp);
+std::int64_t stream_tid(std::int64_t pp_rank, Stream stream) {
+  return pp_rank * kStreamCount + static_cast<std::int64_t>(stream);
 }
 
-Engine::Engine(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
-               const ProcessGroups& groups, Communicator& world, AccountingAllocator& alloc,
-               const data::BatchSampler& sampler, const OffloadOptions& offload_options)
-    : model_(model),
+Engine::Engine(Backend& backend, const ModelSpec& model, const TrainSpec& train, const Plan& plan,
+               const ProcessGroups& groups, const data::BatchSampler& sampler,
+               const OffloadOptions& offload_options)
+    : backend_(&backend),
+      model_(model),
       train_(train),
       plan_(plan),
       groups_(&groups),
-      world_(&world),
-      alloc_(&alloc),
       sampler_(&sampler),
       dims_(model::make_dims(model, plan.micro_batch, plan.tp, groups.coords().tp,
-                             plan.sequence_parallel)),
-      tp_(groups.tp()),
-      schedule_(make_schedule(plan.schedule, plan.pp, plan.virtual_stages, plan.micro_batches(train))),
-      state_(rank_layouts(model, plan, groups.coords()), plan.zero_stage, groups, train.seed, alloc,
-             plan.offload, offload_options, plan.micro_batches(train), plan.sequence_parallel) {
-  const std::int64_t stages = plan.pp * plan.virtual_stages;
-  const std::int64_t per_stage = model.layers / stages;
+                             plan.sequence_parallel, backend.vocab_row_alignment())),
+      tp_(groups.tp(), backend.compute_dtype()),
+      program_(make_rank_program(model, train, plan, groups.coords().pp,
+                                 ProgramOptions{offload_options.prefetch_depth, false,
+                                                backend.vocab_row_alignment()})),
+      state_(backend,
+             rank_unit_layouts(model, plan, groups.coords().pp, groups.coords().tp,
+                               backend.vocab_row_alignment()),
+             plan, groups, train.seed, offload_options, plan.micro_batches(train)) {
   for (std::int64_t c = 0; c < plan.virtual_stages; ++c) {
-    ChunkInfo info;
-    info.vstage = schedule_.virtual_stage(groups.coords().pp, c);
-    info.first_layer = info.vstage * per_stage;
-    info.layers = per_stage;
-    info.first = info.vstage == 0;
-    info.last = info.vstage == stages - 1;
-    chunks_.push_back(info);
+    chunks_.push_back(chunk_layers(model, plan, groups.coords().pp, c));
   }
-  if ((schedule_.micro_batches * stages) * 2 > kMaxTag) {
+  for (std::size_t u = 0; u < program_.units.size(); ++u) {
+    if (program_.units[u].name != state_.unit(u).layout.name) {
+      throw std::logic_error("engine: the Program's units and the model state's differ");
+    }
+  }
+  const std::int64_t m = plan.micro_batches(train);
+  if (m * plan.pp * plan.virtual_stages * 2 > kMaxTag) {
     throw InfeasiblePlan(fmt::format(
         "executor: {} micro-batches x {} virtual stages need more pipeline message tags than "
-        "MPI guarantees ({})", schedule_.micro_batches, stages, kMaxTag));
+        "MPI guarantees ({})", m, plan.pp * plan.virtual_stages, kMaxTag));
   }
-  const double tokens = static_cast<double>(train.global_batch) * static_cast<double>(model.seq_len);
-  global_tokens_ = tokens;
-  loss_scale_ = static_cast<float>(1.0 / tokens);
+  global_tokens_ = static_cast<double>(train.global_batch) * static_cast<double>(model.seq_len);
+  bool has_head = false;
+  for (const auto& c : chunks_) has_head = has_head || c.last;
+  if (has_head) {
+    dlosses_ = backend.allocate(MemoryTier::kDevice, DType::kF32, dims_.BT(), "losses", false);
+    backend.fill(dlosses_.f32(), static_cast<float>(1.0 / global_tokens_), dims_.BT());
+  }
 }
 
-std::string Engine::wte_unit() const {
-  return state_.has("embedding") ? "embedding" : "wte_copy";
+std::size_t Engine::wte_unit() const {
+  const std::int32_t e = state_.index("embedding");
+  return static_cast<std::size_t>(e >= 0 ? e : state_.index("wte_copy"));
 }
 
 int Engine::tag(std::int64_t mb, std::int64_t receiver_vstage, int direction) const {
-  return static_cast<int>((mb * schedule_.num_virtual_stages() + receiver_vstage) * 2 + direction);
+  const std::int64_t stages = plan_.pp * plan_.virtual_stages;
+  return static_cast<int>((mb * stages + receiver_vstage) * 2 + direction);
 }
 
-void Engine::forward(std::int64_t step, std::int64_t mb, std::int64_t chunk) {
-  const ChunkInfo& info = chunks_[static_cast<std::size_t>(chunk)];
+Tensor Engine::device_tokens(const std::vector<std::int32_t>& host, const char* tag) {
+  Tensor t = backend_->allocate(MemoryTier::kDevice, DType::kI32,
+                                static_cast<std::int64_t>(host.size()), tag, false);
+  backend_->copy(t.data(), host.data(), t.bytes(), Stream::kCompute);
+  return t;
+}
+
+void Engine::compute(const ProgramOp& op, bool forward, std::int64_t step, std::int64_t mb,
+                     std::int64_t chunk) {
+  const ChunkLayers& info = chunks_[static_cast<std::size_t>(chunk)];
+  model::LayerOps& ops = backend_->layer_ops();
+  const std::int64_t cb = dtype_bytes(backend_->compute_dtype());
+  const std::int64_t n = dims_.act_local();
+  const auto u = static_cast<std::size_t>(op.unit);
   Saved& s = saved_[{mb, chunk}];
-  const std::int64_t n = dims_.act_local();
-  const std::int64_t tokens = static_cast<std::int64_t>(dims_.BT());
-  std::vector<std::int32_t> targets;
-  if (info.first || info.last) {
-    std::vector<std::int32_t> inputs(static_cast<std::size_t>(tokens));
-    targets.resize(static_cast<std::size_t>(tokens));
-    sampler_->micro_batch(step, train_.global_batch, plan_.dp, groups_->coords().dp, mb,
-                          plan_.micro_batch, inputs.data(), targets.data());
-    if (info.first) s.tokens = std::move(inputs);
-  }
-  if (info.first) {
-    Buffer x = alloc_->allocate_floats(MemoryTier::kDevice, n, "act/ln1_in");
-    const float* emb = state_.acquire("embedding");
-    const auto& unit = state_.unit("embedding").layout;
-    model::embedding_forward(x.f32(), s.tokens.data(), emb + unit.segment("wte").offset,
-                             emb + unit.segment("wpe").offset, dims_, *alloc_, tp_);
-    state_.release("embedding");
-    s.inputs.push_back(std::move(x));
-  } else {
-    const auto it = received_forward_.find({mb, chunk});
-    if (it == received_forward_.end()) {
-      throw std::logic_error(fmt::format("engine: forward of ({}, {}) before its receive", mb, chunk));
+  const auto weight = [&](std::size_t unit, const char* segment) {
+    return static_cast<const char*>(state_.weights(unit)) +
+           state_.unit(unit).layout.segment(segment).offset * cb;
+  };
+  const auto grad = [&](std::size_t unit, const char* segment) {
+    return state_.grads(unit) + state_.unit(unit).layout.segment(segment).offset;
+  };
+  switch (op.part) {
+    case Part::kEmbedding:
+      if (forward) {
+        Tensor x = ops.activations(n, "act/ln1_in");
+        model::embedding_forward(ops, x.data(), s.tokens.as<std::int32_t>(), weight(u, "wte"),
+                                 weight(u, "wpe"), dims_, tp_);
+        s.inputs.push_back(std::move(x));
+      } else {
+        model::embedding_backward(ops, grad(u, "wte"), grad(u, "wpe"), pass_grad_.data(),
+                                  s.tokens.as<std::int32_t>(), dims_, tp_);
+      }
+      return;
+    case Part::kLayer: {
+      const std::int64_t i = state_.unit(u).layout.layer - info.first_layer;
+      const auto offsets = layer_offsets(state_.unit(u).layout);
+      const model::LayerWeights w = model::layer_tensors(state_.weights(u), offsets, cb);
+      s.acts.resize(static_cast<std::size_t>(info.layers));
+      model::LayerActivations& acts = s.acts[static_cast<std::size_t>(i)];
+      if (forward) {
+        const char* tag = i + 1 < info.layers ? "act/ln1_in" : (info.last ? "act/lnf_in" : "pipeline_send");
+        Tensor y = ops.activations(n, tag);
+        model::layer_forward(ops, w, s.inputs.back().data(), y.data(), acts, dims_, tp_);
+        model::drop_activations(acts, plan_.recompute);
+        s.inputs.push_back(std::move(y));
+      } else {
+        const void* x = s.inputs[static_cast<std::size_t>(i)].data();
+        // Recomputation: rebuild what the forward dropped, right before it is needed.
+        model::recompute_activations(ops, w, x, acts, plan_.recompute, dims_, tp_);
+        model::layer_backward(ops, w, model::layer_tensors(state_.grads(u), offsets, 4), x, acts,
+                              pass_grad_.data(), dims_, tp_);
+        s.inputs.pop_back();
+      }
+      return;
     }
-    s.inputs.push_back(std::move(it->second));
-    received_forward_.erase(it);
-  }
-  s.acts.resize(static_cast<std::size_t>(info.layers));
-  if (info.layers > 0) state_.acquire(layer_unit(info.first_layer));
-  for (std::int64_t i = 0; i < info.layers; ++i) {
-    const std::string name = layer_unit(info.first_layer + i);
-    // ZeRO-3 prefetch: the next layer's parameters are gathered before this layer runs.
-    if (i + 1 < info.layers) state_.acquire(layer_unit(info.first_layer + i + 1));
-    // Offloaded parameters: their shards start up prefetch_depth layers ahead.
-    for (std::int64_t k = 2; k <= state_.prefetch_depth() && i + k < info.layers; ++k) {
-      state_.prefetch(layer_unit(info.first_layer + i + k));
+    case Part::kHead: {
+      const std::size_t wte = wte_unit();
+      if (forward) {
+        Tensor& targets = targets_.at({mb, chunk});
+        float* losses = losses_.f32() + mb * dims_.BT();
+        model::head_forward(ops, s.inputs.back().data(), targets.as<std::int32_t>(),
+                            weight(u, "lnf_w"), weight(u, "lnf_b"), weight(wte, "wte"),
+                            grad(wte, "wte"), dlosses_.f32(), losses, s.head, dims_, tp_);
+        targets_.erase({mb, chunk});
+      } else {
+        pass_grad_ = ops.activations(n, "backward_scratch");
+        model::head_backward(ops, s.inputs.back().data(), weight(u, "lnf_w"), grad(u, "lnf_w"),
+                             grad(u, "lnf_b"), s.head, pass_grad_.data(), dims_);
+        s.inputs.pop_back();
+      }
+      return;
     }
-    const float* w = state_.acquire(name);
-    const auto offsets = layer_offsets(state_.unit(name).layout);
-    const char* out_tag = i + 1 < info.layers ? "act/ln1_in" : (info.last ? "act/lnf_in" : "pipeline_send");
-    Buffer y = alloc_->allocate_floats(MemoryTier::kDevice, n, out_tag);
-    model::layer_forward(model::layer_tensors(w, offsets), s.inputs.back().f32(), y.f32(),
-                         s.acts[static_cast<std::size_t>(i)], dims_, *alloc_, tp_);
-    model::drop_activations(s.acts[static_cast<std::size_t>(i)], plan_.recompute);
-    state_.release(name);
-    state_.release(name);
-    s.inputs.push_back(std::move(y));
+    case Part::kNone: break;
   }
-  if (info.last) {
-    const std::string wte_name = wte_unit();
-    const float* wte_unit_params = state_.acquire(wte_name);
-    const float* lnf = state_.acquire("final_norm");
-    const auto& wte = state_.unit(wte_name).layout.segment("wte");
-    const auto& lnf_layout = state_.unit("final_norm").layout;
-    loss_sum_ += model::head_forward(
-        s.inputs.back().f32(), targets.data(), lnf + lnf_layout.segment("lnf_w").offset,
-        lnf + lnf_layout.segment("lnf_b").offset, wte_unit_params + wte.offset,
-        state_.grads(wte_name) + wte.offset, loss_scale_, s.head, dims_, *alloc_, tp_);
-    state_.release("final_norm");
-    state_.release(wte_name);
-  } else {
-    to_send_forward_[{mb, chunk}] = std::move(s.inputs.back());
-    s.inputs.pop_back();
-  }
+  throw std::logic_error(fmt::format("engine: compute op of step {} with no part", step));
 }
 
-void Engine::backward(std::int64_t mb, std::int64_t chunk) {
-  const ChunkInfo& info = chunks_[static_cast<std::size_t>(chunk)];
-  const auto it = saved_.find({mb, chunk});
-  if (it == saved_.end()) {
-    throw std::logic_error(fmt::format("engine: backward of ({}, {}) before its forward", mb, chunk));
+void Engine::state_move(const ProgramOp& op, std::int64_t step, StepResult& result) {
+  const auto u = static_cast<std::size_t>(op.unit);
+  switch (op.kind) {
+    case Kind::kFetch: state_.fetch(u); return;
+    case Kind::kGather: state_.gather(u); return;
+    case Kind::kRelease: state_.release(u); return;
+    case Kind::kSumNormGrads: state_.sum_norm_grads(u); return;
+    case Kind::kReduceGrads: state_.reduce_grads(u); return;
+    case Kind::kOffloadGrads: state_.offload_grads(u); return;
+    case Kind::kTiedEmbeddingSum: state_.tied_embedding_sum(u); return;
+    case Kind::kGradNorm: result.grad_norm = state_.grad_norm(train_.optimizer); return;
+    case Kind::kOptimizerStep: state_.optimizer_step(u, train_.optimizer, static_cast<int>(step + 1)); return;
+    case Kind::kGatherParams: state_.gather_params(u); return;
+    default: break;
   }
-  Saved& s = it->second;
-  const std::int64_t n = dims_.act_local();
-  Buffer dy;
-  if (info.last) {
-    dy = alloc_->allocate_floats(MemoryTier::kDevice, n, "backward_scratch");
-    const float* lnf = state_.acquire("final_norm");
-    const auto& lay = state_.unit("final_norm").layout;
-    float* g = state_.grads("final_norm");
-    model::head_backward(s.inputs.back().f32(), lnf + lay.segment("lnf_w").offset,
-                         g + lay.segment("lnf_w").offset, g + lay.segment("lnf_b").offset, s.head,
-                         dy.f32(), dims_);
-    state_.release("final_norm");
-    s.head = {};
-    s.inputs.pop_back();
-  } else {
-    const auto r = received_backward_.find({mb, chunk});
-    if (r == received_backward_.end()) {
-      throw std::logic_error(fmt::format("engine: backward of ({}, {}) before its receive", mb, chunk));
-    }
-    dy = std::move(r->second);
-    received_backward_.erase(r);
-  }
-  if (info.layers > 0) state_.acquire(layer_unit(info.first_layer + info.layers - 1));
-  for (std::int64_t i = info.layers - 1; i >= 0; --i) {
-    const std::string name = layer_unit(info.first_layer + i);
-    if (i > 0) state_.acquire(layer_unit(info.first_layer + i - 1));  // ZeRO-3 prefetch
-    for (std::int64_t k = 2; k <= state_.prefetch_depth() && i - k >= 0; ++k) {
-      state_.prefetch(layer_unit(info.first_layer + i - k));
-    }
-    const float* w = state_.acquire(name);
-    const auto offsets = layer_offsets(state_.unit(name).layout);
-    float* g = state_.grads(name);
-    const float* x = s.inputs[static_cast<std::size_t>(i)].f32();
-    auto& acts = s.acts[static_cast<std::size_t>(i)];
-    // Recomputation: rebuild what the forward dropped, right before it is needed.
-    model::recompute_activations(model::layer_tensors(w, offsets), x, acts, plan_.recompute,
-                                 dims_, *alloc_, tp_);
-    const char* dx_tag = i == 0 && !info.first ? "pipeline_send" : "backward_scratch";
-    Buffer dx = alloc_->allocate_floats(MemoryTier::kDevice, n, dx_tag);
-    model::layer_backward(model::layer_tensors(w, offsets), model::layer_tensors(g, offsets), x,
-                          acts, dy.f32(), dx.f32(), dims_, *alloc_, tp_);
-    state_.release(name);
-    state_.release(name);
-    state_.layer_backward_done(name);  // offloaded gradients: reduced and sent down now
-    s.acts[static_cast<std::size_t>(i)] = {};
-    s.inputs.pop_back();
-    dy = std::move(dx);
-  }
-  if (info.first) {
-    const auto& lay = state_.unit("embedding").layout;
-    float* g = state_.grads("embedding");
-    model::embedding_backward(g + lay.segment("wte").offset, g + lay.segment("wpe").offset,
-                              dy.f32(), s.tokens.data(), dims_, *alloc_, tp_);
-  } else {
-    to_send_backward_[{mb, chunk}] = std::move(dy);
-  }
-  saved_.erase(it);
+  throw std::logic_error("engine: " + to_string(op.kind) + " is not a state move");
 }
 
-void Engine::run_schedule(std::int64_t step, StepResult& result, Clock::time_point t_start) {
-  tp_.reset_seconds();
-  state_.reset_times();
-  state_.zero_grads();
-  loss_sum_ = 0;
-  const std::int64_t pp_rank = groups_->coords().pp;
+void Engine::message(const ProgramOp& op) {
+  model::LayerOps& ops = backend_->layer_ops();
   const std::int64_t n = dims_.act_local();
+  const DType c = backend_->compute_dtype();
+  const Key key{op.micro_batch, op.chunk};
+  const std::int64_t vstage = chunks_[static_cast<std::size_t>(op.chunk)].vstage;
   Communicator& pp = groups_->pp();
-  auto& parts = result.parts;
-  for (const PipelineOp& op : schedule_.ops[static_cast<std::size_t>(pp_rank)]) {
-    const auto t0 = Clock::now();
-    const double comm_before =
-        tp_.comm_seconds() + state_.times().dp_comm_s + state_.times().offload_s;
-    const ChunkInfo& info = chunks_[static_cast<std::size_t>(op.chunk)];
-    const int peer = static_cast<int>(op.peer);
-    const Key key{op.micro_batch, op.chunk};
-    switch (op.kind) {
-      case OpKind::kForward: forward(step, op.micro_batch, op.chunk); break;
-      case OpKind::kBackward: backward(op.micro_batch, op.chunk); break;
-      case OpKind::kRecvForward: {
-        Buffer b = alloc_->allocate_floats(MemoryTier::kDevice, n, "act/ln1_in");
-        pp.recv(b.f32(), n, peer, tag(op.micro_batch, info.vstage, 0));
-        received_forward_[key] = std::move(b);
-        break;
-      }
-      case OpKind::kRecvBackward: {
-        Buffer b = alloc_->allocate_floats(MemoryTier::kDevice, n, "pipeline_recv");
-        pp.recv(b.f32(), n, peer, tag(op.micro_batch, info.vstage, 1));
-        received_backward_[key] = std::move(b);
-        break;
-      }
-      case OpKind::kSendForward:
-      case OpKind::kSendBackward: {
-        const bool fwd = op.kind == OpKind::kSendForward;
-        auto& pending = fwd ? to_send_forward_ : to_send_backward_;
-        const auto it = pending.find(key);
-        if (it == pending.end()) {
-          throw std::logic_error(fmt::format("engine: {} of ({}, {}) before it was computed",
-                                             to_string(op.kind), op.micro_batch, op.chunk));
-        }
-        PendingSend send{std::move(it->second), {}};
-        pending.erase(it);
-        const std::int64_t receiver = fwd ? info.vstage + 1 : info.vstage - 1;
-        send.request = pp.send(send.buffer.f32(), n, peer, tag(op.micro_batch, receiver, fwd ? 0 : 1));
-        sends_.push_back(std::move(send));
-        break;
-      }
+  switch (op.kind) {
+    case Kind::kRecvForward: {
+      Tensor b = ops.activations(n, "act/ln1_in");
+      pp.recv(b.data(), n, c, op.peer, tag(op.micro_batch, vstage, 0));
+      received_forward_[key] = std::move(b);
+      return;
     }
-    const double dt = seconds_since(t0);
-    const double inside =
-        tp_.comm_seconds() + state_.times().dp_comm_s + state_.times().offload_s - comm_before;
-    switch (op.kind) {
-      case OpKind::kForward: parts.forward_s += dt - inside; break;
-      case OpKind::kBackward: parts.backward_s += dt - inside; break;
-      case OpKind::kRecvForward:
-      case OpKind::kRecvBackward: parts.bubble_s += dt; break;
-      default: parts.pp_comm_s += dt; break;
+    case Kind::kRecvBackward: {
+      Tensor b = ops.activations(n, "pipeline_recv");
+      pp.recv(b.data(), n, c, op.peer, tag(op.micro_batch, vstage, 1));
+      received_backward_[key] = std::move(b);
+      return;
     }
-    const std::string name = to_string(op.kind);
-    const bool compute = op.kind == OpKind::kForward || op.kind == OpKind::kBackward;
-    TraceEvent event;
-    event.name = name;
-    event.category = op_category(name);
-    event.tid = compute ? compute_tid(pp_rank) : p2p_tid(pp_rank);
-    event.start_s = std::chrono::duration<double>(t0 - t_start).count();
-    event.duration_s = dt;
-    event.args = Json{{"micro_batch", op.micro_batch}, {"chunk", op.chunk}};
-    result.events.push_back(std::move(event));
+    case Kind::kSendForward:
+    case Kind::kSendBackward: {
+      const bool fwd = op.kind == Kind::kSendForward;
+      auto& pending = fwd ? to_send_forward_ : to_send_backward_;
+      const auto it = pending.find(key);
+      if (it == pending.end()) {
+        throw std::logic_error(fmt::format("engine: {} of ({}, {}) before it was computed",
+                                           to_string(op.kind), op.micro_batch, op.chunk));
+      }
+      PendingSend send{std::move(it->second), {}};
+      pending.erase(it);
+      const std::int64_t receiver = fwd ? vstage + 1 : vstage - 1;
+      send.request = pp.send(send.buffer.data(), n, c, op.peer, tag(op.micro_batch, receiver, fwd ? 0 : 1));
+      sends_.push_back(std::move(send));
+      return;
+    }
+    default: break;
   }
-  sum_sequence_parallel_grads();
-  {
-    const auto t0 = Clock::now();
-    for (auto& s : sends_) s.request.wait();
-    sends_.clear();
-    parts.pp_comm_s += seconds_since(t0);
+  throw std::logic_error("engine: " + to_string(op.kind) + " is not a message");
+}
+
+void Engine::begin_pass(const ProgramOp& pass, std::int64_t step) {
+  const bool forward = pass.kind == Kind::kForward;
+  const ChunkLayers& info = chunks_[static_cast<std::size_t>(pass.chunk)];
+  const Key key{pass.micro_batch, pass.chunk};
+  if (forward) {
+    Saved& s = saved_[key];
+    if (info.first || info.last) {
+      const auto tokens = static_cast<std::size_t>(dims_.BT());
+      std::vector<std::int32_t> inputs(tokens), targets(tokens);
+      sampler_->micro_batch(step, train_.global_batch, plan_.dp, groups_->coords().dp,
+                            pass.micro_batch, plan_.micro_batch, inputs.data(), targets.data());
+      if (info.first) s.tokens = device_tokens(inputs, "data");
+      if (info.last) targets_[key] = device_tokens(targets, "data");
+    }
+    if (!info.first) {
+      const auto it = received_forward_.find(key);
+      if (it == received_forward_.end()) {
+        throw std::logic_error(fmt::format("engine: forward of ({}, {}) before its receive",
+                                           pass.micro_batch, pass.chunk));
+      }
+      s.inputs.push_back(std::move(it->second));
+      received_forward_.erase(it);
+    }
+    return;
   }
-  if (!saved_.empty() || !received_forward_.empty() || !received_backward_.empty() ||
-      !to_send_forward_.empty() || !to_send_backward_.empty()) {
-    throw std::logic_error("engine: the schedule left activations or messages behind");
+  if (saved_.count(key) == 0) {
+    throw std::logic_error(fmt::format("engine: backward of ({}, {}) before its forward",
+                                       pass.micro_batch, pass.chunk));
+  }
+  if (!info.last) {
+    const auto it = received_backward_.find(key);
+    if (it == received_backward_.end()) {
+      throw std::logic_error(fmt::format("engine: backward of ({}, {}) before its receive",
+                                         pass.micro_batch, pass.chunk));
+    }
+    pass_grad_ = std::move(it->second);
+    received_backward_.erase(it);
   }
 }
 
-void Engine::sum_sequence_parallel_grads() {
-  // With SP each TP rank's LayerNorm gain/bias gradients cover only its token rows: sum
-  // them over TP (Megatron does the same once per step) so every rank holds the full one.
-  if (!dims_.sp) return;
-  static constexpr const char* kNorms[] = {"ln1_w", "ln1_b", "ln2_w", "ln2_b", "lnf_w", "lnf_b"};
-  for (const auto& u : state_.units()) {
-    if (u.layout.kind != UnitKind::kLayer && u.layout.kind != UnitKind::kFinalNorm) {
+void Engine::end_pass(const ProgramOp& pass) {
+  const ChunkLayers& info = chunks_[static_cast<std::size_t>(pass.chunk)];
+  const Key key{pass.micro_batch, pass.chunk};
+  if (pass.kind == Kind::kForward) {
+    if (!info.last) {
+      Saved& s = saved_.at(key);
+      to_send_forward_[key] = std::move(s.inputs.back());
+      s.inputs.pop_back();
+    }
+    return;
+  }
+  if (!info.first) {
+    to_send_backward_[key] = std::move(pass_grad_);
+  }
+  pass_grad_.reset();
+  saved_.erase(key);
+}
+
+Engine::Marks Engine::issue(const ProgramOp& op, const MarkList& done, const Marks& floor,
+                            std::vector<OpRecord>& records, bool in_pass, std::int32_t mb,
+                            std::int32_t chunk, const std::function<void()>& run) {
+  const Stream s = op.stream;
+  // Device memory is handed out in compute-stream order: another stream first waits for
+  // what the compute stream has been given so far.
+  if (s != Stream::kCompute) backend_->wait(s, backend_->record(Stream::kCompute));
+  for (const auto& [stream, mark] : floor) backend_->wait(s, mark);
+  for (std::int32_t a : op.after) {
+    if (a < 0) continue;
+    for (const auto& [stream, mark] : done[static_cast<std::size_t>(a)]) backend_->wait(s, mark);
+  }
+  OpRecord rec;
+  rec.kind = op.kind;
+  rec.stream = s;
+  rec.micro_batch = op.is_pass() || op.is_message() ? op.micro_batch : mb;
+  rec.chunk = op.is_pass() || op.is_message() ? op.chunk : chunk;
+  rec.unit = op.unit >= 0 ? program_.units[static_cast<std::size_t>(op.unit)].name : "";
+  rec.in_pass = in_pass;
+  const std::size_t index = records.size();
+  records.push_back(rec);
+  const double tp_before = tp_.comm_seconds();
+  records[index].start = backend_->timestamp(s);
+  run();
+  records[index].end = backend_->timestamp(s);
+  records[index].tp_s = tp_.comm_seconds() - tp_before;
+  return {{s, backend_->record(s)}};
+}
+
+void Engine::run_pipeline(std::int64_t step, std::vector<OpRecord>& records) {
+  MarkList done;
+  done.reserve(static_cast<std::size_t>(program_.tail_begin));
+  for (std::int32_t i = 0; i < program_.tail_begin; ++i) {
+    const ProgramOp& op = program_.ops[static_cast<std::size_t>(i)];
+    if (!op.is_pass()) {
+      done.push_back(issue(op, done, {}, records, false, -1, -1, [&] { message(op); }));
       continue;
     }
-    float* g = state_.grads(u.layout.name);
-    for (const auto& seg : u.layout.segments) {
-      for (const char* name : kNorms) {
-        if (seg.name == name) tp_.all_reduce_sum(g + seg.offset, seg.count());
+    const PassBody& body = program_.bodies[static_cast<std::size_t>(op.body)];
+    const bool forward = op.kind == Kind::kForward;
+    std::vector<std::pair<Stream, int>> marks;
+    marks = issue(op, done, {}, records, false, -1, -1, [&] {
+      begin_pass(op, step);
+      // The body: every op after the pass's start (its compute-stream position).
+      const std::vector<std::pair<Stream, int>> floor{{Stream::kCompute, backend_->record(Stream::kCompute)}};
+      MarkList body_done;
+      std::map<Stream, int> last_on;
+      for (const ProgramOp& b : body.ops) {
+        body_done.push_back(issue(b, body_done, floor, records, true, op.micro_batch, op.chunk, [&] {
+          if (b.kind == Kind::kCompute) {
+            compute(b, forward, step, op.micro_batch, op.chunk);
+          } else {
+            state_move(b, step, *result_);
+          }
+        }));
+        last_on[b.stream] = body_done.back().front().second;
       }
-    }
+      end_pass(op);
+      for (const auto& [stream, mark] : last_on) {
+        if (stream != Stream::kCompute) pass_tail_marks_.push_back({stream, mark});
+      }
+    });
+    // Waiting for a pass means waiting for every stream its body used.
+    marks.insert(marks.end(), pass_tail_marks_.begin(), pass_tail_marks_.end());
+    pass_tail_marks_.clear();
+    done.push_back(std::move(marks));
+  }
+}
+
+void Engine::run_tail(std::int64_t step, std::vector<OpRecord>& records) {
+  // Rule 3: the tail starts after everything of the pipeline, on every stream.
+  std::vector<std::pair<Stream, int>> floor;
+  for (int s = 0; s < kStreamCount; ++s) {
+    const auto stream = static_cast<Stream>(s);
+    floor.push_back({stream, backend_->record(stream)});
+  }
+  MarkList done;
+  for (std::size_t i = static_cast<std::size_t>(program_.tail_begin); i < program_.ops.size(); ++i) {
+    const ProgramOp& op = program_.ops[i];
+    // `after` indexes the whole step list; the tail's own entries start at tail_begin.
+    ProgramOp local = op;
+    for (auto& a : local.after) a = a >= program_.tail_begin ? a - program_.tail_begin : -1;
+    done.push_back(issue(local, done, floor, records, false, -1, -1,
+                         [&] { state_move(op, step, *result_); }));
+  }
+}
+
+double Engine::global_loss() {
+  // The last stage's per-token losses (counted once per TP group), summed in a fixed order,
+  // then over the world.
+  double loss = 0;
+  if (!losses_.empty() && groups_->coords().tp == 0) {
+    std::vector<float> host(static_cast<std::size_t>(losses_.size()));
+    backend_->copy(host.data(), losses_.data(), losses_.bytes(), Stream::kCompute);
+    for (float l : host) loss += l;
+  }
+  groups_->world().all_reduce_sum(&loss, 1);
+  return loss / global_tokens_;
+}
+
+void Engine::begin_step() {
+  tp_.reset_seconds();
+  state_.reset_transfers();
+  state_.begin_step();
+  backend_->clear_timestamps();
+  if (!dlosses_.empty()) {
+    losses_ = backend_->allocate(MemoryTier::kDevice, DType::kF32,
+                                 plan_.micro_batches(train_) * dims_.BT(), "losses");
+  }
+}
+
+void Engine::finish_sends(std::vector<OpRecord>& records) {
+  OpRecord rec;
+  rec.kind = Kind::kSendForward;  // accounted as pipeline communication
+  rec.stream = Stream::kP2p;
+  rec.start = backend_->timestamp(Stream::kP2p);
+  for (auto& s : sends_) s.request.wait();
+  sends_.clear();
+  rec.end = backend_->timestamp(Stream::kP2p);
+  rec.unit = "wait_sends";
+  records.push_back(rec);
+  if (!saved_.empty() || !received_forward_.empty() || !received_backward_.empty() ||
+      !to_send_forward_.empty() || !to_send_backward_.empty() || !targets_.empty()) {
+    throw std::logic_error("engine: the Program left activations or messages behind");
   }
 }
 
 double Engine::forward_backward(std::int64_t step) {
   StepResult result;
-  run_schedule(step, result, Clock::now());
+  result_ = &result;
+  std::vector<OpRecord> records;
+  begin_step();
+  run_pipeline(step, records);
+  finish_sends(records);
+  backend_->synchronize();
+  result_ = nullptr;
   return global_loss();
-}
-
-double Engine::global_loss() {
-  // The last stage's sums (counted once per TP group), summed over the world.
-  double loss = (groups_->is_last_stage() && groups_->coords().tp == 0) ? loss_sum_ : 0.0;
-  world_->all_reduce_sum(&loss, 1);
-  return loss / global_tokens_;
 }
 
 StepResult Engine::step(std::int64_t step) {
   StepResult result;
-  world_->barrier();  // a common origin for every rank's trace and step time
-  const auto t_start = Clock::now();
-  run_schedule(step, result, t_start);
-  const std::int64_t pp_rank = groups_->coords().pp;
-  auto& parts = result.parts;
-  const auto t_tail = Clock::now();
-  result.grad_norm = state_.reduce_and_update(train_.optimizer, static_cast<int>(step + 1), *world_);
-  TraceEvent tail;
-  tail.name = "optimizer_step";
-  tail.category = op_category(tail.name);
-  tail.tid = compute_tid(pp_rank);
-  tail.start_s = std::chrono::duration<double>(t_tail - t_start).count();
-  tail.duration_s = seconds_since(t_tail);
-  result.events.push_back(std::move(tail));
+  result_ = &result;
+  std::vector<OpRecord> records;
+  groups_->world().barrier();  // a common origin for every rank's trace and step time
+  const auto t_start = std::chrono::steady_clock::now();
+  begin_step();
+  const int origin = backend_->timestamp(Stream::kCompute);
+  run_pipeline(step, records);
+  finish_sends(records);
+  run_tail(step, records);
+  backend_->synchronize();
   result.loss = global_loss();
-  result.step_s = seconds_since(t_start);
-  parts.tp_comm_s = tp_.comm_seconds();
-  parts.dp_comm_s = state_.times().dp_comm_s;
-  parts.optimizer_s = state_.times().optimizer_s;
-  parts.offload_s = state_.times().offload_s;
+  result.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  result_ = nullptr;
+
+  // Durations, the trace and the report's split (see the top of this file).
+  const std::int64_t pp_rank = groups_->coords().pp;
+  StepTimeParts& parts = result.parts;
+  double pass_inside = 0;  // state moves inside the current pass
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const OpRecord& r = records[i];
+    const double start = backend_->seconds_between(origin, r.start);
+    const double dur = backend_->seconds_between(r.start, r.end);
+    if (r.in_pass && r.kind != Kind::kCompute && r.kind != Kind::kRelease) pass_inside += dur;
+    switch (r.kind) {
+      case Kind::kForward:
+      case Kind::kBackward: break;  // below, once its body's moves are summed
+      case Kind::kRecvForward:
+      case Kind::kRecvBackward: parts.bubble_s += dur; break;
+      case Kind::kSendForward:
+      case Kind::kSendBackward: parts.pp_comm_s += dur; break;
+      case Kind::kSumNormGrads: parts.tp_comm_s += dur; break;
+      case Kind::kGradNorm: parts.optimizer_s += dur; break;
+      case Kind::kOptimizerStep: parts.optimizer_s += dur; break;
+      default:
+        if (is_dp_comm(r.kind)) parts.dp_comm_s += dur;
+        if (is_offload(r.kind)) parts.offload_s += dur;
+        break;
+    }
+    if (r.unit == "wait_sends") continue;
+    TraceEvent event;
+    event.name = to_string(r.kind);
+    event.category = op_category(event.name);
+    event.tid = stream_tid(pp_rank, r.stream);
+    event.start_s = start;
+    event.duration_s = dur;
+    event.args = Json::object();
+    if (r.micro_batch >= 0) event.args["micro_batch"] = r.micro_batch;
+    if (r.chunk >= 0) event.args["chunk"] = r.chunk;
+    if (!r.unit.empty()) event.args["unit"] = r.unit;
+    result.events.push_back(std::move(event));
+  }
+  // Passes: their own duration minus what ran inside them and is counted elsewhere.
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const OpRecord& r = records[i];
+    if (r.kind != Kind::kForward && r.kind != Kind::kBackward) continue;
+    double inside = r.tp_s;
+    for (std::size_t j = i + 1; j < records.size() && records[j].in_pass; ++j) {
+      if (records[j].kind != Kind::kCompute && records[j].kind != Kind::kRelease) {
+        inside += backend_->seconds_between(records[j].start, records[j].end);
+      }
+    }
+    const double dur = backend_->seconds_between(r.start, r.end) - inside;
+    (r.kind == Kind::kForward ? parts.forward_s : parts.backward_s) += dur;
+  }
+  (void)pass_inside;
+  parts.tp_comm_s += tp_.comm_seconds();
+  parts.offload_s += state_.optimizer_transfer_s();
+  parts.optimizer_s -= state_.optimizer_transfer_s();
   result.transfers = state_.transfers();
   parts.other_s = result.step_s - parts.sum();
   return result;

@@ -1,27 +1,26 @@
-// The training engine of one rank: builds this rank's share of the GPT model (its pipeline
-// chunks, its TP shard, its ZeRO partition), then runs steps by replaying the cost model's
-// schedule for its pipeline rank (make_schedule(plan.schedule, p, v, m).ops[pp_rank]) exactly
-// in order: forward / backward of (micro-batch, chunk) with activations saved per (micro-batch,
-// chunk), sends posted non-blocking (completed at the end of the step), receives blocking.
-// The loss is the mean over every token of the global batch (each token's loss gradient is
-// 1 / tokens of the global batch), reported on every rank.
+// The one training engine: replays this rank's Program (cost_model/program.h) op for op
+// through a Backend (backend.h), on the CPU and on CUDA alike. It builds this rank's share
+// of the GPT model (its chunks, its TP shard, its ZeRO partition: ModelState) and makes no
+// scheduling decision of its own: the passes, messages, gathers, fetches, reductions,
+// offloads and optimizer steps happen where the Program puts them, each on its stream,
+// after the ops its `after` names.
 //
-// Chunks: chunk c of pipeline rank r is virtual stage s = c p + r, layers
-// [s L/(p v), (s+1) L/(p v)); stage 0 also runs the embedding, stage p v - 1 the head.
+// Passes: forward / backward of (micro-batch, chunk) with activations saved per (micro-
+// batch, chunk); sends posted non-blocking (completed at the end of the step), receives
+// blocking their stream. The loss is the mean over every token of the global batch (each
+// token's loss gradient is 1 / tokens of the global batch), reported on every rank.
 // Activation recomputation (plan.recompute): each layer's forward drops what the policy does
-// not keep (model::drop_activations) and its backward rebuilds it first. Sequence parallel
-// (plan.sequence_parallel): activations, pipeline messages and the layer inputs hold this TP
-// rank's token rows (model::Dims::rows()); the LayerNorm gradients are summed over TP at
-// the end of the schedule.
-// Offload (plan.offload): the model state places and moves the tensors (model_state.h); the
-// engine prefetches offloaded layer parameters prefetch_depth layers ahead in each pass and
-// tells the state when a layer's backward is done (its offloaded gradient goes down then).
-// Deliberately not here: overlap of DP communication with backward,
-// printing or files (the report module and `strata run` do those).
+// not keep (model::drop_activations) and its backward rebuilds it first. Sequence parallel:
+// activations, pipeline messages and the layer inputs hold this TP rank's token rows.
+//
+// Every op is timed on its stream (Backend timestamps) and becomes one trace event with the
+// Program's op name, in Program order: a pass's event, then its body's ops.
+// Deliberately not here: printing or files (the report module and `strata run` do those),
+// launching ranks, the data format.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -29,14 +28,15 @@
 
 #include "cost_model/chrome_trace.h"
 #include "cost_model/model_spec.h"
+#include "cost_model/partition.h"
 #include "cost_model/plan.h"
-#include "cost_model/schedule.h"
+#include "cost_model/program.h"
 #include "cost_model/step_report.h"
 #include "cost_model/train_spec.h"
 #include "executor/comm/process_groups.h"
 #include "executor/data/batch.h"
+#include "executor/engine/backend.h"
 #include "executor/engine/model_state.h"
-#include "executor/memory/accounting_allocator.h"
 #include "executor/model/gpt_head.h"
 #include "executor/model/gpt_layer.h"
 #include "executor/model/tp_context.h"
@@ -48,83 +48,98 @@ struct StepResult {
   double grad_norm = 0;   // global gradient norm before clipping
   double step_s = 0;      // this rank's wall time for the step
   StepTimeParts parts;    // this rank's split of step_s (see engine.cc for each part)
-  std::vector<TraceEvent> events;  // this rank's ops, start_s relative to the step's start
+  std::vector<TraceEvent> events;  // this rank's ops in Program order, start_s from the step's start
   TransferBytes transfers;         // offload plans: bytes per link in this step
 };
 
-// The parameter units (layouts) pipeline rank coords.pp holds, in a fixed order: the
-// embedding (if it runs virtual stage 0), its layers in order, the tied wte copy (if it runs
-// the last stage and p > 1), the final LayerNorm (last stage).
-std::vector<UnitLayout> rank_layouts(const ModelSpec& model, const Plan& plan,
-                                            const RankCoords& coords);
+// Trace thread of a pipeline rank's stream: pp_rank * kStreamCount + stream.
+std::int64_t stream_tid(std::int64_t pp_rank, Stream stream);
 
 class Engine {
  public:
   // Collective over the world (all ranks construct it together). The plan must have passed
-  // Plan::check_against_model; groups, world, alloc and sampler must outlive the engine.
-  Engine(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
-         const ProcessGroups& groups, Communicator& world, AccountingAllocator& alloc,
-         const data::BatchSampler& sampler, const OffloadOptions& offload_options = {});
+  // Plan::check_against_model; backend, groups and sampler must outlive the engine.
+  Engine(Backend& backend, const ModelSpec& model, const TrainSpec& train, const Plan& plan,
+         const ProcessGroups& groups, const data::BatchSampler& sampler,
+         const OffloadOptions& offload_options = {});
 
   // Step `step` (0-based: the data of step k, AdamW's step k + 1). Collective.
   StepResult step(std::int64_t step);
 
-  // Only the schedule (forwards and backwards) of step `step`, leaving this rank's
-  // unreduced gradients in state() and skipping the optimizer: for gradient checks.
-  // Returns the mean loss over the global batch. Collective.
+  // Only the pipeline part of step `step` (no tail: no tied sum, norm or optimizer), for
+  // gradient checks at d = 1. Returns the mean loss over the global batch. Collective.
   double forward_backward(std::int64_t step);
 
   ModelState& state() { return state_; }
-  const Schedule& schedule() const { return schedule_; }
+  const RankProgram& program() const { return program_; }
 
  private:
-  struct ChunkInfo {
-    std::int64_t vstage = 0;
-    std::int64_t first_layer = 0;
-    std::int64_t layers = 0;
-    bool first = false;  // virtual stage 0: runs the embedding
-    bool last = false;   // last virtual stage: runs the head
-  };
-  struct Saved {  // what forward of (micro-batch, chunk) keeps for its backward
-    std::vector<Buffer> inputs;  // inputs[i] = input of the chunk's layer i (+ lnf_in on the last)
+  struct Saved {  // what the forward of (micro-batch, chunk) keeps for its backward
+    std::vector<Tensor> inputs;  // inputs[i] = input of the chunk's layer i (+ lnf_in on the last)
     std::vector<model::LayerActivations> acts;
     model::HeadActivations head;
-    std::vector<std::int32_t> tokens;  // first stage: for the embedding's backward
+    Tensor tokens;               // first stage: the embedding's backward reads them
   };
   struct PendingSend {
-    Buffer buffer;
+    Tensor buffer;
     Request request;
   };
+  // One timed op of the step, resolved to durations after the step's synchronisation.
+  struct OpRecord {
+    ProgramOpKind kind = ProgramOpKind::kForward;
+    Stream stream = Stream::kCompute;
+    int start = -1, end = -1;  // Backend timestamps
+    std::int32_t micro_batch = -1, chunk = -1;
+    std::string unit;
+    bool in_pass = false;
+    double tp_s = 0;           // TP collectives inside (host-timed)
+  };
+  // What waiting for an op means: a mark on each stream it touched.
+  using Marks = std::vector<std::pair<Stream, int>>;
+  using MarkList = std::vector<Marks>;
   using Key = std::pair<std::int64_t, std::int64_t>;  // (micro-batch, chunk)
 
-  void run_schedule(std::int64_t step, StepResult& result,
-                    std::chrono::steady_clock::time_point origin);
-  double global_loss();
-  void forward(std::int64_t step, std::int64_t mb, std::int64_t chunk);
-  void backward(std::int64_t mb, std::int64_t chunk);
-  void sum_sequence_parallel_grads();
+  void begin_step();
+  void run_pipeline(std::int64_t step, std::vector<OpRecord>& records);
+  void finish_sends(std::vector<OpRecord>& records);
+  void run_tail(std::int64_t step, std::vector<OpRecord>& records);
+  // Issues one op on its stream after `floor` and the ops its `after` names (in `done`),
+  // runs it and times it; returns what waiting for it means.
+  Marks issue(const ProgramOp& op, const MarkList& done, const Marks& floor,
+              std::vector<OpRecord>& records, bool in_pass, std::int32_t mb, std::int32_t chunk,
+              const std::function<void()>& run);
+  void begin_pass(const ProgramOp& pass, std::int64_t step);
+  void end_pass(const ProgramOp& pass);
+  void compute(const ProgramOp& op, bool forward, std::int64_t step, std::int64_t mb,
+               std::int64_t chunk);
+  void state_move(const ProgramOp& op, std::int64_t step, StepResult& result);
+  void message(const ProgramOp& op);
+  Tensor device_tokens(const std::vector<std::int32_t>& host, const char* tag);
   int tag(std::int64_t mb, std::int64_t receiver_vstage, int direction) const;
-  std::string layer_unit(std::int64_t layer) const { return "layer" + std::to_string(layer); }
-  std::string wte_unit() const;
+  double global_loss();
+  std::size_t wte_unit() const;
 
+  Backend* backend_;
   ModelSpec model_;
   TrainSpec train_;
   Plan plan_;
   const ProcessGroups* groups_;
-  Communicator* world_;
-  AccountingAllocator* alloc_;
   const data::BatchSampler* sampler_;
   model::Dims dims_;
   model::TpContext tp_;
-  Schedule schedule_;
-  std::vector<ChunkInfo> chunks_;
+  RankProgram program_;
   ModelState state_;
-  float loss_scale_ = 0;
+  std::vector<ChunkLayers> chunks_;
+  Tensor dlosses_;                 // last stage: (BT) 1 / tokens of the global batch
+  Tensor losses_;                  // last stage: (m, BT) this step's per-token losses
+  std::map<Key, Tensor> targets_;  // last stage: the targets of a pass, until its head runs
   double global_tokens_ = 1;
-  double loss_sum_ = 0;
   std::map<Key, Saved> saved_;
-  std::map<Key, Buffer> received_forward_, received_backward_, to_send_forward_, to_send_backward_;
+  std::map<Key, Tensor> received_forward_, received_backward_, to_send_forward_, to_send_backward_;
   std::vector<PendingSend> sends_;
+  Tensor pass_grad_;               // backward pass: the gradient flowing down the chunk
+  Marks pass_tail_marks_;          // the current pass's last marks on its other streams
+  StepResult* result_ = nullptr;   // the step being run
 };
 
 }  // namespace strata::engine

@@ -1,4 +1,5 @@
-// Parameters, gradients and AdamW state under ZeRO stages 0-3 (see model_state.h).
+// Parameters, gradients and AdamW state under ZeRO stages 0-3 on any backend (see
+// model_state.h).
 #include "executor/engine/model_state.h"
 
 #include <fmt/format.h>
@@ -24,55 +25,92 @@ void timed(double& seconds, F&& f) {
   seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+std::int64_t element_bytes(DType t) { return dtype_bytes(t); }
+
 }  // namespace
 
-ModelState::ModelState(std::vector<UnitLayout> layouts, int zero_stage,
-                       const ProcessGroups& groups, std::uint64_t seed, AccountingAllocator& alloc,
-                       const OffloadPlan& offload, const OffloadOptions& options,
-                       std::int64_t micro_batches, bool sequence_parallel)
-    : zero_stage_(zero_stage),
+ModelState::ModelState(Backend& backend, std::vector<UnitLayout> layouts, const Plan& plan,
+                       const ProcessGroups& groups, std::uint64_t seed,
+                       const OffloadOptions& options, std::int64_t micro_batches)
+    : backend_(&backend),
       groups_(&groups),
-      alloc_(&alloc),
-      offload_(offload),
+      zero_stage_(plan.zero_stage),
+      offload_(plan.offload),
+      options_(options),
       micro_batches_(micro_batches),
-      sequence_parallel_(sequence_parallel) {
+      sequence_parallel_(plan.sequence_parallel) {
   if (offload_ != OffloadPlan{}) {
-    links_ = std::make_unique<OffloadLinks>(offload_, options, alloc);
-    if (params_off()) fetcher_ = std::make_unique<ParamFetcher>(*links_, alloc);
+    links_ = std::make_unique<OffloadLinks>(offload_, options, backend);
+    if (params_off()) fetcher_ = std::make_unique<ParamFetcher>(*links_, backend);
   }
   const std::int64_t d = groups.dims().dp;
-  const std::int64_t dp_rank = groups.coords().dp;
   units_.reserve(layouts.size());
   for (auto& layout : layouts) {
     ParamUnit u;
     u.layout = std::move(layout);
     u.padded = (u.layout.count + d - 1) / d * d;
     u.shard = u.padded / d;
-    const std::int64_t lo = zero_stage >= 3 ? dp_rank * u.shard : 0;
-    const std::int64_t n = zero_stage >= 3 ? u.shard : u.padded;
-    if (params_off()) {
-      u.host_params = alloc.allocate_floats(MemoryTier::kHost, n, "offload:params");
-      model::init_unit_range(u.layout, seed, u.host_params.f32(), lo, lo + n);
-    } else {
-      u.params = alloc.allocate_floats(MemoryTier::kDevice, n, "params");
-      model::init_unit_range(u.layout, seed, u.params.f32(), lo, lo + n);
-    }
-    if (zero_stage <= 1) u.grads = alloc.allocate_floats(MemoryTier::kDevice, u.padded, "gradients");
-    if (zero_stage >= 2 && !grads_off()) {
-      u.grad_shard = alloc.allocate_floats(MemoryTier::kDevice, u.shard, "gradients");
-    }
-    const std::int64_t opt_n = zero_stage >= 1 ? u.shard : u.padded;
-    if (!optimizer_off()) {
-      u.m = alloc.allocate_floats(MemoryTier::kDevice, opt_n, "optimizer");
-      u.v = alloc.allocate_floats(MemoryTier::kDevice, opt_n, "optimizer");
-    }
-    place_offloaded(u, dp_rank);
+    place(u, seed);
     index_[u.layout.name] = units_.size();
     units_.push_back(std::move(u));
   }
 }
 
-void ModelState::place_offloaded(ParamUnit& u, std::int64_t dp_rank) {
+Tensor ModelState::alloc(MemoryTier tier, DType dtype, std::int64_t n, const std::string& tag,
+                         bool zeroed) {
+  return backend_->allocate(tier, dtype, n, tag, zeroed);
+}
+
+std::int64_t ModelState::opt_offset(const ParamUnit& u) const {
+  return zero_stage_ == 1 || zero_stage_ == 2 ? groups_->coords().dp * u.shard : 0;
+}
+
+std::int32_t ModelState::index(const std::string& name) const {
+  const auto it = index_.find(name);
+  return it == index_.end() ? -1 : static_cast<std::int32_t>(it->second);
+}
+
+void ModelState::place(ParamUnit& u, std::uint64_t seed) {
+  const DType c = backend_->compute_dtype();
+  const std::int64_t dp_rank = groups_->coords().dp;
+  // The parameters this rank stores: everything, or its shard at stage 3.
+  const std::int64_t lo = zero_stage_ >= 3 ? dp_rank * u.shard : 0;
+  const std::int64_t n = zero_stage_ >= 3 ? u.shard : u.padded;
+  std::vector<float> init(static_cast<std::size_t>(n));
+  model::init_unit_range(u.layout, seed, init.data(), lo, lo + n);
+  if (params_off()) {
+    u.host_params = alloc(MemoryTier::kHost, DType::kF32, n, "offload:params");
+    cpu::copy(u.host_params.f32(), init.data(), n);
+  } else {
+    u.params = alloc(MemoryTier::kDevice, c, n, "params", /*zeroed=*/false);
+    if (own_master()) {
+      backend_->copy(u.params.data(), init.data(), n * 4, Stream::kCompute);
+    } else {
+      Tensor staging = alloc(MemoryTier::kDevice, DType::kF32, n, "dp_scratch", false);
+      backend_->copy(staging.data(), init.data(), n * 4, Stream::kCompute);
+      backend_->to_compute(u.params.data(), staging.f32(), n);
+    }
+  }
+  if (zero_stage_ <= 1) u.grads = alloc(MemoryTier::kDevice, DType::kF32, u.padded, "gradients");
+  if (zero_stage_ >= 2 && !grads_off()) {
+    u.grad_shard = alloc(MemoryTier::kDevice, DType::kF32, u.shard, "gradients");
+  }
+  const std::int64_t opt_n = opt_elements(u);
+  // The fp32 values of the optimizer's part (init starts at element `lo`, opt_offset's origin).
+  const std::int64_t part_lo = opt_offset(u);
+  const std::vector<float> part(init.begin() + part_lo, init.begin() + part_lo + opt_n);
+  if (!optimizer_off()) {
+    u.m = alloc(MemoryTier::kDevice, DType::kF32, opt_n, "optimizer");
+    u.v = alloc(MemoryTier::kDevice, DType::kF32, opt_n, "optimizer");
+    if (!own_master() && !params_off()) {
+      u.master = alloc(MemoryTier::kDevice, DType::kF32, opt_n, "master", false);
+      backend_->copy(u.master.data(), part.data(), opt_n * 4, Stream::kCompute);
+    }
+  }
+  place_offloaded(u, part);
+}
+
+void ModelState::place_offloaded(ParamUnit& u, const std::vector<float>& init_part) {
   if (!links_) return;
   const std::string& name = u.layout.name;
   if (params_off() && offload_.params == OffloadTier::kNvme) {
@@ -82,14 +120,14 @@ void ModelState::place_offloaded(ParamUnit& u, std::int64_t dp_rank) {
   }
   if (grads_off()) {
     if (offload_.gradients == OffloadTier::kCpu) {
-      u.host_grads = alloc_->allocate_floats(MemoryTier::kHost, u.shard, "offload:gradients");
+      u.host_grads = alloc(MemoryTier::kHost, DType::kF32, u.shard, "offload:gradients");
     } else {
       u.nvme_grads = "grads." + name;
       links_->store().create(u.nvme_grads, u.shard);
     }
   }
   if (!optimizer_off()) return;
-  const std::int64_t opt_n = zero_stage_ >= 1 ? u.shard : u.padded;
+  const std::int64_t opt_n = opt_elements(u);
   const bool nvme = offload_.optimizer == OffloadTier::kNvme;
   for (auto [host, nvme_name, prefix] :
        {std::tuple{&u.host_m, &u.nvme_m, "adam_m."}, std::tuple{&u.host_v, &u.nvme_v, "adam_v."}}) {
@@ -97,18 +135,17 @@ void ModelState::place_offloaded(ParamUnit& u, std::int64_t dp_rank) {
       *nvme_name = prefix + name;
       links_->store().create(*nvme_name, opt_n);
     } else {
-      *host = alloc_->allocate_floats(MemoryTier::kHost, opt_n, "offload:optimizer");
+      *host = alloc(MemoryTier::kHost, DType::kF32, opt_n, "offload:optimizer");
     }
   }
   // fp32 master params of the optimizer's part, unless the offloaded params are the master.
   if (params_off()) return;
-  const float* part = u.params.f32() + (zero_stage_ == 1 || zero_stage_ == 2 ? dp_rank * u.shard : 0);
   if (nvme) {
     u.nvme_master = "master." + name;
-    links_->store().create_from(u.nvme_master, part, opt_n);
+    links_->store().create_from(u.nvme_master, init_part.data(), opt_n);
   } else {
-    u.host_master = alloc_->allocate_floats(MemoryTier::kHost, opt_n, "offload:optimizer");
-    cpu::copy(u.host_master.f32(), part, opt_n);
+    u.host_master = alloc(MemoryTier::kHost, DType::kF32, opt_n, "offload:optimizer");
+    cpu::copy(u.host_master.f32(), init_part.data(), opt_n);
   }
 }
 
@@ -116,102 +153,144 @@ ShardSource ModelState::shard_source(const ParamUnit& u) const {
   return ShardSource{u.host_params.empty() ? nullptr : u.host_params.f32(), u.nvme_params, u.shard};
 }
 
-void ModelState::reset_times() {
-  times_ = {};
+void ModelState::reset_transfers() {
+  optimizer_transfer_s_ = 0;
   if (links_) links_->reset_bytes();
 }
 
-ParamUnit& ModelState::unit(const std::string& name) {
-  const auto it = index_.find(name);
-  if (it == index_.end()) throw std::out_of_range("ModelState: no unit " + name);
-  return units_[it->second];
-}
-
-const float* ModelState::acquire(const std::string& name) {
-  ParamUnit& u = unit(name);
-  if (zero_stage_ < 3) return u.params.f32();
-  if (u.acquired++ == 0) {
-    u.gathered = alloc_->allocate_floats(MemoryTier::kDevice, u.padded, "zero3_gather");
-    Buffer fetched;
-    const float* shard = u.params.f32();
-    if (params_off()) {
-      timed(times_.offload_s, [&] { fetched = fetcher_->take(name, shard_source(u)); });
-      shard = fetched.f32();
-    }
-    timed(times_.dp_comm_s, [&] { groups_->dp().all_gather(shard, u.gathered.f32(), u.shard); });
+const void* ModelState::weights(std::size_t u) const {
+  const ParamUnit& p = units_.at(u);
+  if (zero_stage_ < 3) return p.params.data();
+  if (p.gathers <= 0) {
+    throw std::logic_error("ModelState: weights of " + p.layout.name + " while not gathered");
   }
-  return u.gathered.f32();
+  return p.gathered.data();
 }
 
-void ModelState::prefetch(const std::string& name) {
-  if (!fetcher_) return;
-  ParamUnit& u = unit(name);
-  if (u.acquired > 0) return;
-  timed(times_.offload_s, [&] { fetcher_->prefetch(name, shard_source(u)); });
+float* ModelState::grads(std::size_t u) {
+  ParamUnit& p = units_.at(u);
+  if (p.grads.empty()) p.grads = alloc(MemoryTier::kDevice, DType::kF32, p.padded, "gradients");
+  return p.grads.f32();
 }
 
-void ModelState::layer_backward_done(const std::string& name) {
-  ParamUnit& u = unit(name);
-  if (!early_reduce(u)) return;
-  Buffer shard = alloc_->allocate_floats(MemoryTier::kDevice, u.shard, "dp_scratch");
-  timed(times_.dp_comm_s, [&] {
-    groups_->dp().reduce_scatter_sum(grads(name), shard.f32(), u.shard);
-    u.grads.reset();
-  });
-  timed(times_.offload_s, [&] { send_grad_shard_down(u, shard.f32(), micro_batches_); });
+void ModelState::begin_step() {
+  for (auto& u : units_) {
+    if (!u.grads.empty()) backend_->zero(u.grads.data(), DType::kF32, u.padded, Stream::kCompute);
+    u.grad_downs = 0;
+  }
 }
 
-void ModelState::send_grad_shard_down(ParamUnit& u, const float* shard,
-                                      std::int64_t downs_per_step) {
+void ModelState::fetch(std::size_t u) {
+  if (!fetcher_) throw std::logic_error("ModelState: fetch without offloaded parameters");
+  fetcher_->prefetch(units_.at(u).layout.name, shard_source(units_.at(u)));
+}
+
+void ModelState::gather(std::size_t u) {
+  ParamUnit& p = units_.at(u);
+  if (zero_stage_ < 3) throw std::logic_error("ModelState: gather below ZeRO-3");
+  if (p.gathers++ > 0) return;  // already gathered in this pass
+  const DType c = backend_->compute_dtype();
+  p.gathered = alloc(MemoryTier::kDevice, c, p.padded, "zero3_gather", false);
+  const void* shard = p.params.data();
+  Tensor up;
+  if (params_off()) {
+    Tensor fetched = fetcher_->take(p.layout.name, shard_source(p));
+    if (own_master()) {
+      up = std::move(fetched);
+    } else {
+      up = alloc(MemoryTier::kDevice, c, p.shard, "offload:param_fetch", false);
+      backend_->to_compute(up.data(), fetched.f32(), p.shard);
+    }
+    shard = up.data();
+  }
+  groups_->dp().all_gather(shard, p.gathered.data(), p.shard, c);
+  if (!up.empty()) backend_->release_after(std::move(up), Stream::kComm);
+}
+
+void ModelState::release(std::size_t u) {
+  ParamUnit& p = units_.at(u);
+  if (p.gathers <= 0) throw std::logic_error("ModelState: release without gather of " + p.layout.name);
+  if (--p.gathers == 0) p.gathered.reset();
+}
+
+void ModelState::sum_norm_grads(std::size_t u) {
+  // With SP each TP rank's LayerNorm gain/bias gradients cover only its token rows: summed
+  // over TP (Megatron does the same once per step) so every rank holds the full one.
+  static constexpr const char* kNorms[] = {"ln1_w", "ln1_b", "ln2_w", "ln2_b", "lnf_w", "lnf_b"};
+  ParamUnit& p = units_.at(u);
+  float* g = grads(u);
+  for (const auto& seg : p.layout.segments) {
+    for (const char* name : kNorms) {
+      if (seg.name == name) groups_->tp().all_reduce_sum(g + seg.offset, seg.count(), DType::kF32);
+    }
+  }
+}
+
+void ModelState::reduce_grads(std::size_t u) {
+  ParamUnit& p = units_.at(u);
+  float* g = grads(u);
+  if (zero_stage_ <= 1) {
+    groups_->dp().all_reduce_sum(g, p.padded, DType::kF32);
+    return;
+  }
+  if (grads_off()) {
+    p.grad_shard = alloc(MemoryTier::kDevice, DType::kF32, p.shard, "dp_scratch", false);
+  }
+  groups_->dp().reduce_scatter_sum(g, p.grad_shard.data(), p.shard, DType::kF32);
+  backend_->release_after(std::move(p.grads), Stream::kComm);
+}
+
+void ModelState::offload_grads(std::size_t u) {
+  ParamUnit& p = units_.at(u);
+  if (!grads_off() || p.grad_shard.empty()) {
+    throw std::logic_error("ModelState: offload_grads of " + p.layout.name + " with nothing reduced");
+  }
+  send_grad_shard_down(p);
+  p.grad_shard.reset();
+}
+
+void ModelState::send_grad_shard_down(ParamUnit& u) {
+  // Downs per step: one per micro-batch for layers without SP (program.h), else one.
+  const bool per_micro_batch = u.layout.kind == UnitKind::kLayer && !sequence_parallel_;
+  const std::int64_t downs_per_step = per_micro_batch ? micro_batches_ : 1;
   const bool first = u.grad_downs == 0;
   const bool last = ++u.grad_downs == downs_per_step;
   const std::int64_t n = u.shard;
+  const float* shard = u.grad_shard.f32();
   if (offload_.gradients == OffloadTier::kCpu) {
     if (first) {
       links_->device_to_host(u.host_grads.f32(), shard, n);
     } else {
-      Buffer down = alloc_->allocate_floats(MemoryTier::kHost, n, "offload:grad_staging");
+      Tensor down = alloc(MemoryTier::kHost, DType::kF32, n, "offload:grad_staging");
       links_->device_to_host(down.f32(), shard, n);
       cpu::accumulate(u.host_grads.f32(), down.f32(), n);
     }
     return;
   }
   // NVMe: accumulated in place (read, add, write); the norm's share taken once final.
-  Buffer down = alloc_->allocate_floats(MemoryTier::kHost, n, "offload:grad_staging");
+  Tensor down = alloc(MemoryTier::kHost, DType::kF32, n, "offload:grad_staging");
   links_->device_to_host(down.f32(), shard, n);
-  Buffer acc;
+  Tensor acc;
   if (!first) {
-    acc = alloc_->allocate_floats(MemoryTier::kHost, n, "offload:grad_staging");
+    acc = alloc(MemoryTier::kHost, DType::kF32, n, "offload:grad_staging");
     links_->nvme_to_host(u.nvme_grads, acc.f32(), n);
     cpu::accumulate(acc.f32(), down.f32(), n);
   }
   const float* total = first ? down.f32() : acc.f32();
-  if (last) u.grad_sq = local_sum_of_squares(u, total, groups_->coords().dp * u.shard);
+  if (last) u.grad_sq = local_sum_of_squares(u, total, groups_->coords().dp * u.shard, true);
   links_->host_to_nvme(u.nvme_grads, total, n);
 }
 
-void ModelState::release(const std::string& name) {
-  ParamUnit& u = unit(name);
-  if (zero_stage_ < 3) return;
-  if (u.acquired <= 0) throw std::logic_error("ModelState: release without acquire of " + name);
-  if (--u.acquired == 0) u.gathered.reset();
+void ModelState::tied_embedding_sum(std::size_t u) {
+  // The first stage's wte and the last stage's copy get the sum of both gradients.
+  ParamUnit& p = units_.at(u);
+  if (groups_->embedding() == nullptr) return;
+  const auto& wte = p.layout.segment("wte");
+  groups_->embedding()->all_reduce_sum(grads(u) + wte.offset, wte.count(), DType::kF32);
 }
 
-float* ModelState::grads(const std::string& name) {
-  ParamUnit& u = unit(name);
-  if (u.grads.empty()) u.grads = alloc_->allocate_floats(MemoryTier::kDevice, u.padded, "gradients");
-  return u.grads.f32();
-}
-
-void ModelState::zero_grads() {
-  for (auto& u : units_) {
-    if (!u.grads.empty()) cpu::zero(u.grads.f32(), u.padded);
-    u.grad_downs = 0;
-  }
-}
-
-double ModelState::local_sum_of_squares(const ParamUnit& u, const float* slice,
-                                        std::int64_t lo) const {
+double ModelState::local_sum_of_squares(const ParamUnit& u, const float* slice, std::int64_t lo,
+                                        bool on_host) const {
   // The tied copy equals the embedding's wte after the embedding-group sum: counted there.
   if (u.layout.kind == UnitKind::kTiedCopy) return 0.0;
   const bool tp_leader = groups_->coords().tp == 0;
@@ -221,211 +300,202 @@ double ModelState::local_sum_of_squares(const ParamUnit& u, const float* slice,
     if (s.tp_replicated && !tp_leader) continue;
     const std::int64_t a = std::max(lo, s.offset);
     const std::int64_t b = std::min(hi, s.offset + s.count());
-    if (a < b) sum += cpu::sum_of_squares(slice + (a - lo), b - a);
+    if (a >= b) continue;
+    sum += on_host ? cpu::sum_of_squares(slice + (a - lo), b - a)
+                   : backend_->sum_of_squares(slice + (a - lo), b - a);
   }
   return sum;
 }
 
-double ModelState::reduce_and_update(const OptimizerSpec& opt, int step, Communicator& world) {
-  const ParallelDims& dims = groups_->dims();
+double ModelState::grad_norm(const OptimizerSpec& opt) {
+  // Every rank sums its slices; the world sum counts each parameter once.
   const std::int64_t dp_rank = groups_->coords().dp;
-  // 1. Tied embedding: the first stage's wte and the last stage's copy get the sum of both
-  //    gradients (the same n on both sides: the wte shard).
-  timed(times_.dp_comm_s, [&] {
-    if (dims.pp > 1 && groups_->embedding() != nullptr) {
-      for (auto& u : units_) {
-        if (u.layout.kind != UnitKind::kEmbedding &&
-            u.layout.kind != UnitKind::kTiedCopy) {
-          continue;
-        }
-        const auto& wte = u.layout.segment("wte");
-        groups_->embedding()->all_reduce_sum(grads(u.layout.name) + wte.offset, wte.count());
-      }
-    }
-  });
-  // 2. Data parallel: all-reduce (stage 0/1) or reduce-scatter into the shard (2/3); offloaded
-  //    gradients of layers went down during the backwards already.
+  double sq = 0;
   for (auto& u : units_) {
-    if (early_reduce(u)) {
-      if (u.grad_downs != micro_batches_) {
-        throw std::logic_error(fmt::format("ModelState: {} sent {} gradient shards down, expected "
-                                           "one per micro-batch ({})",
-                                           u.layout.name, u.grad_downs, micro_batches_));
-      }
-      continue;
-    }
-    float* g = grads(u.layout.name);
-    if (zero_stage_ <= 1) {
-      timed(times_.dp_comm_s, [&] { groups_->dp().all_reduce_sum(g, u.padded); });
+    const std::int64_t lo = dp_rank * u.shard;
+    if (grads_off() && offload_.gradients == OffloadTier::kNvme) {
+      sq += u.grad_sq;  // taken when the shard was final (send_grad_shard_down)
     } else if (grads_off()) {
-      Buffer shard = alloc_->allocate_floats(MemoryTier::kDevice, u.shard, "dp_scratch");
-      timed(times_.dp_comm_s, [&] {
-        groups_->dp().reduce_scatter_sum(g, shard.f32(), u.shard);
-        u.grads.reset();
-      });
-      timed(times_.offload_s, [&] { send_grad_shard_down(u, shard.f32(), 1); });
+      sq += local_sum_of_squares(u, u.host_grads.f32(), lo, true);
+    } else if (zero_stage_ <= 1) {
+      sq += local_sum_of_squares(u, u.grads.f32() + lo, lo, false);
     } else {
-      timed(times_.dp_comm_s, [&] {
-        groups_->dp().reduce_scatter_sum(g, u.grad_shard.f32(), u.shard);
-        u.grads.reset();
-      });
+      sq += local_sum_of_squares(u, u.grad_shard.f32(), lo, false);
     }
   }
-  // 3. Global norm: every rank sums its slices, the world sum counts each parameter once.
-  double norm = 0;
-  timed(times_.optimizer_s, [&] {
-    double sq = 0;
-    for (auto& u : units_) {
-      if (grads_off() && offload_.gradients == OffloadTier::kNvme) {
-        sq += u.grad_sq;  // taken when the shard was final (send_grad_shard_down)
-      } else {
-        sq += local_sum_of_squares(u, grad_slice(u), dp_rank * u.shard);
-      }
-    }
-    world.all_reduce_sum(&sq, 1);
-    norm = std::sqrt(sq);
-  });
-  const float clip = cpu::clip_scale(norm, static_cast<float>(opt.grad_clip));
-  const cpu::AdamWParams hp{static_cast<float>(opt.lr), static_cast<float>(opt.beta1),
-                            static_cast<float>(opt.beta2), static_cast<float>(opt.eps),
-                            static_cast<float>(opt.weight_decay)};
-  // 4. AdamW on this rank's part, then (stage 1/2) the updated slices all-gathered.
-  for (auto& u : units_) {
-    update_unit(u, hp, step, clip);
-    if (zero_stage_ == 1 || zero_stage_ == 2) {
-      timed(times_.dp_comm_s, [&] {
-        Buffer mine = alloc_->allocate_floats(MemoryTier::kDevice, u.shard, "dp_scratch");
-        cpu::copy(mine.f32(), u.params.f32() + dp_rank * u.shard, u.shard);
-        groups_->dp().all_gather(mine.f32(), u.params.f32(), u.shard);
-      });
-    }
-  }
+  groups_->world().all_reduce_sum(&sq, 1);
+  const double norm = std::sqrt(sq);
+  clip_ = cpu::clip_scale(norm, static_cast<float>(opt.grad_clip));
   return norm;
 }
 
-float* ModelState::grad_slice(ParamUnit& u) {
-  // This rank's reduced gradient slice of the unit: [dp_rank * shard, +shard).
-  if (zero_stage_ <= 1) return u.grads.f32() + groups_->coords().dp * u.shard;
-  if (grads_off()) return u.host_grads.f32();  // cpu; nvme has no resident slice
-  return u.grad_shard.f32();
+void ModelState::optimizer_step(std::size_t u, const OptimizerSpec& opt, int step) {
+  const AdamWStep hp{static_cast<float>(opt.lr), static_cast<float>(opt.beta1),
+                     static_cast<float>(opt.beta2), static_cast<float>(opt.eps),
+                     static_cast<float>(opt.weight_decay), step};
+  if (optimizer_off()) {
+    update_on_cpu(units_.at(u), hp);
+  } else {
+    update_on_device(units_.at(u), hp);
+  }
 }
 
-void ModelState::update_unit(ParamUnit& u, const cpu::AdamWParams& hp, int step, float clip) {
-  if (optimizer_off()) {
-    update_on_cpu(u, hp, step, clip);
-    return;
-  }
-  const std::int64_t dp_rank = groups_->coords().dp;
-  if (zero_stage_ == 0) {
-    timed(times_.optimizer_s, [&] {
-      if (clip != 1.0f) cpu::scale(u.grads.f32(), u.padded, clip);
-      cpu::adamw_update(u.params.f32(), u.grads.f32(), u.m.f32(), u.v.f32(), u.padded, hp, step);
-    });
-    return;
-  }
-  const std::int64_t n = u.shard;
-  // Offloaded gradients / params come up for the device optimizer (params go back after).
-  Buffer g_up, p_up, staging;
+void ModelState::update_on_device(ParamUnit& u, const AdamWStep& hp) {
+  const std::int64_t n = opt_elements(u);
+  const std::int64_t off = opt_offset(u);
+  // The gradient part on the device (offloaded gradients come up first).
+  Tensor g_up, p_up;
   float* g = nullptr;
-  float* p = nullptr;
-  timed(times_.offload_s, [&] {
+  double up_s = 0;
+  timed(up_s, [&] {
     if (grads_off()) {
-      g_up = alloc_->allocate_floats(MemoryTier::kDevice, n, "offload:grad_fetch");
+      g_up = alloc(MemoryTier::kDevice, DType::kF32, n, "offload:grad_fetch", false);
       if (offload_.gradients == OffloadTier::kCpu) {
         links_->host_to_device(g_up.f32(), u.host_grads.f32(), n);
       } else {
-        staging = alloc_->allocate_floats(MemoryTier::kHost, n, "offload:grad_staging");
+        Tensor staging = alloc(MemoryTier::kHost, DType::kF32, n, "offload:grad_staging");
         links_->nvme_to_host(u.nvme_grads, staging.f32(), n);
         links_->host_to_device(g_up.f32(), staging.f32(), n);
       }
       g = g_up.f32();
     } else {
-      g = grad_slice(u);
+      g = zero_stage_ <= 1 ? u.grads.f32() + off : u.grad_shard.f32();
     }
-    if (params_off()) {
-      p_up = alloc_->allocate_floats(MemoryTier::kDevice, n, "offload:param_fetch");
+  });
+  // The fp32 master: the params themselves (fp32 compute), the kept master, or (offloaded
+  // params) the host shard brought up for the step and written back after.
+  float* master = nullptr;
+  void* copy = nullptr;
+  if (params_off()) {
+    timed(up_s, [&] {
+      p_up = alloc(MemoryTier::kDevice, DType::kF32, n, "offload:param_fetch", false);
       if (offload_.params == OffloadTier::kCpu) {
         links_->host_to_device(p_up.f32(), u.host_params.f32(), n);
       } else {
-        staging = alloc_->allocate_floats(MemoryTier::kHost, n, "offload:param_staging");
+        Tensor staging = alloc(MemoryTier::kHost, DType::kF32, n, "offload:param_staging");
         links_->nvme_to_host(u.nvme_params, staging.f32(), n);
         links_->host_to_device(p_up.f32(), staging.f32(), n);
       }
-      p = p_up.f32();
-    } else {
-      p = zero_stage_ >= 3 ? u.params.f32() : u.params.f32() + dp_rank * n;
-    }
-  });
-  timed(times_.optimizer_s, [&] {
-    if (clip != 1.0f) cpu::scale(g, n, clip);
-    cpu::adamw_update(p, g, u.m.f32(), u.v.f32(), n, hp, step);
-  });
-  if (!params_off()) return;
-  timed(times_.offload_s, [&] {
-    if (offload_.params == OffloadTier::kCpu) {
-      links_->device_to_host(u.host_params.f32(), p, n);
-    } else {
-      links_->device_to_host(staging.f32(), p, n);
-      links_->host_to_nvme(u.nvme_params, staging.f32(), n);
-    }
-  });
+    });
+    master = p_up.f32();
+  } else if (own_master()) {
+    master = u.params.f32() + off;
+  } else {
+    master = u.master.f32();
+    copy = u.params.at(off);
+  }
+  backend_->adamw(master, copy, g, u.m.f32(), u.v.f32(), n, hp, clip_);
+  if (params_off()) {
+    timed(up_s, [&] {
+      if (offload_.params == OffloadTier::kCpu) {
+        links_->device_to_host(u.host_params.f32(), master, n);
+      } else {
+        Tensor staging = alloc(MemoryTier::kHost, DType::kF32, n, "offload:param_staging");
+        links_->device_to_host(staging.f32(), master, n);
+        links_->host_to_nvme(u.nvme_params, staging.f32(), n);
+      }
+    });
+  }
+  optimizer_transfer_s_ += up_s;
 }
 
-void ModelState::update_on_cpu(ParamUnit& u, const cpu::AdamWParams& hp, int step, float clip) {
-  const std::int64_t dp_rank = groups_->coords().dp;
-  const std::int64_t n = zero_stage_ >= 1 ? u.shard : u.padded;
+void ModelState::update_on_cpu(ParamUnit& u, const AdamWStep& hp) {
+  const std::int64_t n = opt_elements(u);
+  const std::int64_t off = opt_offset(u);
+  double up_s = 0;
   // The gradient part in host memory (down from the device unless offloaded already).
-  Buffer staging;
+  Tensor staging;
   float* g = nullptr;
-  timed(times_.offload_s, [&] {
+  timed(up_s, [&] {
     if (grads_off() && offload_.gradients == OffloadTier::kCpu) {
       g = u.host_grads.f32();
       return;
     }
-    staging = alloc_->allocate_floats(MemoryTier::kHost, n, "offload:grad_staging");
+    staging = alloc(MemoryTier::kHost, DType::kF32, n, "offload:grad_staging");
     g = staging.f32();
     if (grads_off()) {
       links_->nvme_to_host(u.nvme_grads, g, n);
     } else {
-      links_->device_to_host(g, zero_stage_ == 0 ? u.grads.f32() : grad_slice(u), n);
+      links_->device_to_host(g, zero_stage_ <= 1 ? u.grads.f32() + off : u.grad_shard.f32(), n);
     }
   });
   offload::AdamState state;
   state.n = n;
-  const auto array = [](Buffer& host, const std::string& nvme_name) {
+  const auto array = [](Tensor& host, const std::string& nvme_name) {
     return host.empty() ? offload::StateArray::in_nvme(nvme_name)
                         : offload::StateArray::in_host(host.f32());
   };
   state.param = params_off() ? array(u.host_params, u.nvme_params) : array(u.host_master, u.nvme_master);
   state.m = array(u.host_m, u.nvme_m);
   state.v = array(u.host_v, u.nvme_v);
-  // The device copy of the part the optimizer owns (none when the params are offloaded).
-  float* device_part = nullptr;
-  if (!params_off()) {
-    device_part = u.params.f32() + (zero_stage_ == 1 || zero_stage_ == 2 ? dp_rank * u.shard : 0);
+  // The device copy of the part the optimizer owns (none when the params are offloaded),
+  // refreshed tile by tile.
+  void* device_part = params_off() ? nullptr : u.params.at(off);
+  Tensor tile_up;
+  if (device_part != nullptr && !own_master()) {
+    tile_up = alloc(MemoryTier::kDevice, DType::kF32, std::min(n, options_.adam_tile_floats),
+                    "offload:param_fetch", false);
   }
-  double up_s = 0;
-  timed(times_.optimizer_s, [&] {
-    if (clip != 1.0f) cpu::scale(g, n, clip);
-    offload::CpuAdamStream stream(state, links_->options().adam_tile_floats,
-                                  links_->has_store() ? &links_->store() : nullptr, alloc_);
-    stream.step(g, hp, step, [&](std::int64_t begin, std::int64_t end, const float* param) {
-      if (device_part != nullptr) timed(up_s, [&] { links_->host_to_device(device_part + begin, param, end - begin); });
-    });
-  });
+  const std::int64_t c_bytes = element_bytes(backend_->compute_dtype());
+  if (clip_ != 1.0f) cpu::scale(g, n, clip_);
+  offload::CpuAdamStream stream(state, options_.adam_tile_floats,
+                                links_->has_store() ? &links_->store() : nullptr,
+                                &backend_->accounting());
+  stream.step(g, kernels::cpu::AdamWParams{hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay},
+              hp.step, [&](std::int64_t begin, std::int64_t end, const float* param) {
+                if (device_part == nullptr) return;
+                timed(up_s, [&] {
+                  void* dst = static_cast<char*>(device_part) + begin * c_bytes;
+                  if (own_master()) {
+                    links_->host_to_device(static_cast<float*>(dst), param, end - begin);
+                  } else {
+                    links_->host_to_device(tile_up.f32(), param, end - begin);
+                    backend_->to_compute(dst, tile_up.f32(), end - begin);
+                  }
+                });
+              });
   // Logical NVMe bytes of the streamed step: each NVMe array read and written once.
   std::int64_t nvme_arrays = 0;
   for (const auto* a : {&state.param, &state.m, &state.v}) nvme_arrays += a->on_nvme() ? 1 : 0;
   links_->count_nvme(nvme_arrays * n * 4, nvme_arrays * n * 4);
-  times_.optimizer_s -= up_s;
-  times_.offload_s += up_s;
+  optimizer_transfer_s_ += up_s;
+}
+
+void ModelState::gather_params(std::size_t u) {
+  // ZeRO-1/2: every rank updated its slice of the compute copy; all-gather the slices.
+  ParamUnit& p = units_.at(u);
+  const DType c = backend_->compute_dtype();
+  Tensor mine = alloc(MemoryTier::kDevice, c, p.shard, "dp_scratch", false);
+  backend_->copy(mine.data(), p.params.at(groups_->coords().dp * p.shard), p.shard * element_bytes(c),
+                 Stream::kComm);
+  groups_->dp().all_gather(mine.data(), p.params.data(), p.shard, c);
+  backend_->release_after(std::move(mine), Stream::kComm);
 }
 
 std::vector<float> ModelState::full_params(const std::string& name) {
-  const float* p = acquire(name);
-  const ParamUnit& u = unit(name);
-  std::vector<float> out(p, p + u.layout.count);
-  release(name);
+  const std::size_t u = static_cast<std::size_t>(index(name));
+  ParamUnit& p = units_.at(u);
+  const DType c = backend_->compute_dtype();
+  std::vector<float> out(static_cast<std::size_t>(p.layout.count));
+  // The fp32 values: the compute copy when it is fp32, else the gathered master slices.
+  if (own_master()) {
+    if (zero_stage_ == 3 && params_off()) fetch(u);
+    if (zero_stage_ == 3) gather(u);
+    backend_->copy(out.data(), weights(u), p.layout.count * 4, Stream::kCompute);
+    if (zero_stage_ == 3) release(u);
+    return out;
+  }
+  Tensor full = alloc(MemoryTier::kDevice, DType::kF32, p.padded, "dp_scratch", false);
+  const float* part = u < units_.size() && !p.master.empty() ? p.master.f32() : nullptr;
+  if (part == nullptr) throw std::logic_error("ModelState::full_params: no device master of " + name);
+  if (zero_stage_ == 0) {
+    backend_->copy(full.data(), part, p.padded * 4, Stream::kCompute);
+  } else {
+    groups_->dp().all_gather(part, full.data(), p.shard, DType::kF32);
+  }
+  backend_->synchronize();
+  backend_->copy(out.data(), full.data(), p.layout.count * 4, Stream::kCompute);
+  (void)c;
   return out;
 }
 

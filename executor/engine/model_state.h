@@ -1,38 +1,39 @@
-// The model state of one rank under data parallelism and ZeRO (Rajbhandari et al. 2020):
-// every parameter unit (a flat fp32 buffer: one transformer layer, the embedding, the tied
-// wte copy, the final LayerNorm; see cost_model/param_layout.h) with its gradients and
-// AdamW moments, padded to a multiple of d and partitioned over the DP group by stage:
+// The model state of one rank under data parallelism and ZeRO (Rajbhandari et al. 2020),
+// on any Backend: every parameter unit (a flat buffer: one transformer layer, the
+// embedding, the tied wte copy, the final LayerNorm; cost_model/param_layout.h) with its
+// gradients and AdamW moments, padded to a multiple of d and partitioned over the DP group
+// by stage:
 //   0  everything full; gradients all-reduced, full update.
-//   1  + m, v hold this rank's 1/d slice; gradients all-reduced, the slice updated, the
-//        parameters all-gathered.
-//   2  + gradients reduce-scattered: after the step's backwards the full gradient buffer is
-//        reduce-scattered into this rank's shard and freed.
-//   3  + parameters partitioned: the rank stores its 1/d slice; acquire() all-gathers a
-//        unit's full parameters right before use, release() frees them.
-// With p > 1 the tied wte's gradient is first summed over the embedding group (first and last
-// stage), so both copies stay equal (Megatron). Optional global-norm clipping counts every
-// parameter once: TP-replicated tensors on TP rank 0 only, the tied copy not at all, each DP
-// rank its slice.
-// Every buffer goes through the AccountingAllocator (device tier), tagged "params",
-// "gradients", "optimizer", "zero3_gather", "dp_scratch".
+//   1  + the optimizer state (master, m, v) holds this rank's 1/d slice; gradients all-
+//        reduced, the slice updated, the parameters all-gathered (gather_params).
+//   2  + gradients reduce-scattered into the rank's shard (the full buffer lives from the
+//        unit's first gradient of the step to its reduction).
+//   3  + parameters partitioned: the rank stores its 1/d slice; gather() all-gathers a
+//        unit's full parameters, release() frees them.
+// Precision: parameters are held in the backend's compute dtype. On the CPU (fp32) they are
+// their own master; on CUDA (bf16) an fp32 master of the optimizer's part is kept beside
+// them and AdamW writes both. Gradients, moments and every offloaded tensor are fp32.
+//
+// The state decides nothing about WHEN: each public call is one Program op (cost_model/
+// program.h) and the engine calls it where the Program says. With p > 1 the tied wte's
+// gradient is summed over the embedding group (tied_embedding_sum). Optional global-norm
+// clipping counts every parameter once: TP-replicated tensors on TP rank 0 only, the tied
+// copy not at all, each DP rank its slice.
 // Offload (Plan::offload; ZeRO-Offload / ZeRO-Infinity), through OffloadLinks:
-//   params (ZeRO-3)  the shard lives on the host ("offload:params") or NVMe; acquire()
-//                    takes it up into a device buffer (prefetch() ahead of use), gathers,
-//                    frees it.
-//   gradients (ZeRO >= 2)  the reduced shard lives on the host ("offload:gradients") or NVMe.
-//                    A layer's gradients are reduce-scattered and sent down after each
-//                    micro-batch's backward of it (layer_backward_done(): the full gradient
-//                    then lives on the device for one layer's backward only), accumulated on
-//                    the host / in place on NVMe; the other units' once the step's tied-
-//                    embedding sum is done.
+//   params (ZeRO-3)  the fp32 shard lives on the host ("offload:params") or NVMe and is the
+//                    master; fetch() brings it up (to the compute dtype), gather() consumes
+//                    the fetched shard.
+//   gradients (ZeRO >= 2)  reduce_grads() reduce-scatters into a device shard that
+//                    offload_grads() sends down, accumulated on the host / in place on NVMe.
 //   optimizer        m, v (and a master copy of the params, unless the params are offloaded:
-//                    then their shard is the master) on the host ("offload:optimizer") or
-//                    NVMe; the step is the streamed CPU AdamW (executor/offload), gradients go
-//                    down before it and the updated params come up after each tile.
+//                    then their shard is the master) on the host or NVMe; the step is the
+//                    streamed CPU AdamW (executor/offload); the updated params come up tile
+//                    by tile.
 // Every transfer is counted per link (transfers()); cost_model's offload_transfer_bytes()
-// predicts the counts. Results equal the no-offload run's: the same kernels on the same
+// predicts the counts. Results equal the no-offload run's: the same AdamW on the same
 // values (offloaded gradients are summed over micro-batches in another order: ~1 ulp).
-// Deliberately not here: gradient buckets overlapped with backward, mixed precision.
+// Every tensor goes through the Backend's accounted allocator, tagged "params", "master",
+// "gradients", "optimizer", "zero3_gather", "dp_scratch", "offload:*".
 #pragma once
 
 #include <cstdint>
@@ -41,13 +42,13 @@
 #include <string>
 #include <vector>
 
+#include "cost_model/param_layout.h"
+#include "cost_model/plan.h"
 #include "cost_model/train_spec.h"
 #include "executor/comm/process_groups.h"
+#include "executor/engine/backend.h"
 #include "executor/engine/offload_params.h"
 #include "executor/engine/offload_tiers.h"
-#include "executor/memory/accounting_allocator.h"
-#include "cost_model/param_layout.h"
-#include "kernels/cpu/adamw.h"
 
 namespace strata::engine {
 
@@ -55,99 +56,97 @@ struct ParamUnit {
   UnitLayout layout;
   std::int64_t padded = 0;  // layout.count rounded up to a multiple of d
   std::int64_t shard = 0;   // padded / d
-  Buffer params;            // full (stage 0-2) or this rank's shard (stage 3)
-  Buffer gathered;          // stage 3: full parameters while acquired
-  int acquired = 0;         // stage 3: acquire() count
-  Buffer grads;             // full gradients (stage 2/3: only between first backward and reduce)
-  Buffer grad_shard;        // stage 2/3: this rank's reduced slice
-  Buffer m, v;              // full (stage 0) or shard (stage >= 1)
-  // Offloaded copies (see the header comment); host-tier buffers or NVMe tensor names.
-  Buffer host_params, host_grads, host_master, host_m, host_v;
+  Tensor params;            // compute dtype: full (stage 0-2) or this rank's shard (3)
+  Tensor master;            // fp32 optimizer part, when the params are not their own master
+  Tensor gathered;          // stage 3: full parameters between gather and release
+  int gathers = 0;          // stage 3: gather() count not yet released
+  Tensor fetched;           // offloaded params: the shard fetch() brought up
+  Tensor grads;             // fp32 full gradients (stage 2/3: first gradient to reduction)
+  Tensor grad_shard;        // stage 2/3: this rank's reduced slice (offloaded: on its way down)
+  Tensor m, v;              // fp32: full (stage 0) or shard (stage >= 1)
+  // Offloaded copies (host-tier fp32 tensors or NVMe tensor names).
+  Tensor host_params, host_grads, host_master, host_m, host_v;
   std::string nvme_params, nvme_grads, nvme_master, nvme_m, nvme_v;
-  int grad_downs = 0;        // gradient shards sent down this step
-  double grad_sq = 0;        // NVMe gradients: the shard's local sum of squares, once final
-};
-
-// Seconds spent in data-parallel / ZeRO collectives and in the optimizer, for the report.
-struct StateTimes {
-  double dp_comm_s = 0;     // gradient all-reduce / reduce-scatter, parameter all-gathers
-  double optimizer_s = 0;   // norm, clipping and AdamW
-  double offload_s = 0;     // transfers between memory tiers (offload plans)
+  int grad_downs = 0;       // gradient shards sent down this step
+  double grad_sq = 0;       // NVMe gradients: the shard's local sum of squares, once final
 };
 
 class ModelState {
  public:
   // Creates the units in `layouts` (order kept) and initialises the parameters from `seed`.
-  // offload / options: where the state lives (Plan::offload, checked by Plan::check: params
-  // need ZeRO-3, gradients ZeRO >= 2); micro_batches: backwards per layer per step. With
-  // sequence_parallel the engine sums LayerNorm gradients over TP at the end of the
-  // schedule, so offloaded layer gradients go down then, not after each backward.
-  ModelState(std::vector<UnitLayout> layouts, int zero_stage, const ProcessGroups& groups,
-             std::uint64_t seed, AccountingAllocator& alloc, const OffloadPlan& offload = {},
-             const OffloadOptions& options = {}, std::int64_t micro_batches = 1,
-             bool sequence_parallel = false);
+  // micro_batches: backwards per layer per step (offloaded gradients go down that often).
+  ModelState(Backend& backend, std::vector<UnitLayout> layouts, const Plan& plan,
+             const ProcessGroups& groups, std::uint64_t seed, const OffloadOptions& options,
+             std::int64_t micro_batches);
 
-  ParamUnit& unit(const std::string& name);
-  bool has(const std::string& name) const { return index_.count(name) != 0; }
-  const std::vector<ParamUnit>& units() const { return units_; }
+  std::size_t size() const { return units_.size(); }
+  ParamUnit& unit(std::size_t u) { return units_.at(u); }
+  const ParamUnit& unit(std::size_t u) const { return units_.at(u); }
+  std::int32_t index(const std::string& name) const;  // -1 when absent
 
-  // Full parameters of the unit, valid until the matching release().
-  const float* acquire(const std::string& name);
-  void release(const std::string& name);
-  // Offloaded ZeRO-3 params: starts bringing the unit's shard up for a later acquire() (a
-  // no-op otherwise, or while the unit is acquired).
-  void prefetch(const std::string& name);
-  int prefetch_depth() const { return links_ ? links_->options().prefetch_depth : 0; }
-  // The engine calls this after each backward of a transformer layer: with offloaded
-  // gradients the layer's gradient is reduce-scattered and its shard sent down now.
-  void layer_backward_done(const std::string& name);
-  // The unit's full gradient buffer (allocated zeroed on first use in a step at stage 2/3).
-  float* grads(const std::string& name);
+  // The unit's full parameters in the compute dtype: at stage 3 only between gather() and
+  // release().
+  const void* weights(std::size_t u) const;
+  // The unit's full fp32 gradient buffer (allocated zeroed on first use at stage 2/3).
+  float* grads(std::size_t u);
+  // Zeroes the persistent gradients (stage 0/1); at the start of a step.
+  void begin_step();
 
-  // Zeroes the persistent gradients (stage 0/1); call at the start of a step.
-  void zero_grads();
+  // The Program's state moves (program.h), one call per op.
+  void fetch(std::size_t u);
+  void gather(std::size_t u);
+  void release(std::size_t u);
+  void sum_norm_grads(std::size_t u);
+  void reduce_grads(std::size_t u);
+  void offload_grads(std::size_t u);
+  void tied_embedding_sum(std::size_t u);
+  // The global gradient norm (before clipping); keeps the clip factor for optimizer_step.
+  double grad_norm(const OptimizerSpec& opt);
+  void optimizer_step(std::size_t u, const OptimizerSpec& opt, int step);
+  void gather_params(std::size_t u);
 
-  // After the step's backwards: tied-embedding sum, DP reduction, optional clipping, AdamW
-  // (step is 1-based). Returns the global gradient norm (before clipping).
-  double reduce_and_update(const OptimizerSpec& opt, int step, Communicator& world);
-
-  const StateTimes& times() const { return times_; }
-  // Also restarts the transfer counters: call at the start of a step.
-  void reset_times();
-  // Bytes moved between tiers since reset_times() (empty without offload).
+  // Bytes moved between tiers since reset_transfers() (empty without offload), and the
+  // seconds of them spent inside optimizer_step (the report counts them as offload).
   TransferBytes transfers() const { return links_ ? links_->bytes() : TransferBytes{}; }
-  const OffloadPlan& offload() const { return offload_; }
+  double optimizer_transfer_s() const { return optimizer_transfer_s_; }
+  void reset_transfers();
+  int prefetch_distance() const { return options_.prefetch_depth; }
 
-  // Full parameters of a unit as the single-rank model would have them on this TP rank
-  // (gathered at stage 3): for tests. Collective over the DP group at stage 3.
+  // Full fp32 parameters of a unit as the single-rank model has them on this TP rank: for
+  // tests and checkpoints. Collective over the DP group at stage 3.
   std::vector<float> full_params(const std::string& name);
 
  private:
-  double local_sum_of_squares(const ParamUnit& u, const float* slice, std::int64_t lo) const;
   bool params_off() const { return zero_stage_ == 3 && offload_.params != OffloadTier::kNone; }
   bool grads_off() const { return zero_stage_ >= 2 && offload_.gradients != OffloadTier::kNone; }
   bool optimizer_off() const { return offload_.optimizer != OffloadTier::kNone; }
-  bool early_reduce(const ParamUnit& u) const {
-    return grads_off() && u.layout.kind == UnitKind::kLayer && !sequence_parallel_;
-  }
+  bool own_master() const { return backend_->compute_dtype() == DType::kF32; }
+  std::int64_t opt_elements(const ParamUnit& u) const { return zero_stage_ >= 1 ? u.shard : u.padded; }
+  // The first element of this rank's optimizer part in the unit (0 at stages 0 and 3).
+  std::int64_t opt_offset(const ParamUnit& u) const;
+  Tensor alloc(MemoryTier tier, DType dtype, std::int64_t n, const std::string& tag, bool zeroed = true);
+  void place(ParamUnit& u, std::uint64_t seed);
+  void place_offloaded(ParamUnit& u, const std::vector<float>& init_part);
   ShardSource shard_source(const ParamUnit& u) const;
-  float* grad_slice(ParamUnit& u);
-  void place_offloaded(ParamUnit& u, std::int64_t dp_rank);
-  void send_grad_shard_down(ParamUnit& u, const float* shard, std::int64_t downs_per_step);
-  void update_unit(ParamUnit& u, const kernels::cpu::AdamWParams& hp, int step, float clip);
-  void update_on_cpu(ParamUnit& u, const kernels::cpu::AdamWParams& hp, int step, float clip);
+  double local_sum_of_squares(const ParamUnit& u, const float* slice, std::int64_t lo,
+                              bool on_host) const;
+  void send_grad_shard_down(ParamUnit& u);
+  void update_on_device(ParamUnit& u, const AdamWStep& hp);
+  void update_on_cpu(ParamUnit& u, const AdamWStep& hp);
 
-  int zero_stage_;
+  Backend* backend_;
   const ProcessGroups* groups_;
-  AccountingAllocator* alloc_;
+  int zero_stage_;
+  OffloadPlan offload_;
+  OffloadOptions options_;
+  std::int64_t micro_batches_;
+  bool sequence_parallel_;
   std::vector<ParamUnit> units_;
   std::map<std::string, std::size_t> index_;
-  StateTimes times_;
-  OffloadPlan offload_;
-  std::int64_t micro_batches_ = 1;
-  bool sequence_parallel_ = false;
-  std::unique_ptr<OffloadLinks> links_;     // any offload
-  std::unique_ptr<ParamFetcher> fetcher_;   // offloaded params
+  std::unique_ptr<OffloadLinks> links_;    // any offload
+  std::unique_ptr<ParamFetcher> fetcher_;  // offloaded params
+  float clip_ = 1.0f;
+  double optimizer_transfer_s_ = 0;
 };
 
 }  // namespace strata::engine

@@ -14,21 +14,22 @@ ParamFetcher::~ParamFetcher() {
 
 ParamFetcher::InFlight ParamFetcher::start(const ShardSource& source) {
   InFlight f;
-  f.device = alloc_->allocate_floats(MemoryTier::kDevice, source.floats, "offload:param_fetch");
+  f.device = backend_->allocate(MemoryTier::kDevice, DType::kF32, source.floats,
+                                "offload:param_fetch", /*zeroed=*/false);
   if (source.host != nullptr) {
     links_->host_to_device(f.device.f32(), source.host, source.floats);
     return f;
   }
   // NVMe: whole 4 KiB blocks into aligned host staging (the file is padded to them).
   const std::int64_t bytes = offload::round_up_to_alignment(source.floats * 4);
-  f.staging_bytes = alloc_->reserve(MemoryTier::kHost, bytes, "offload:param_staging");
+  f.staging_bytes = backend_->accounting().reserve(MemoryTier::kHost, bytes, "offload:param_staging");
   f.staging = offload::AlignedBuffer(bytes);
   offload::NvmeStore& store = links_->store();
   f.ticket = store.engine().start_read(store.file(source.nvme_name), f.staging.data(), bytes, 0);
   return f;
 }
 
-Buffer ParamFetcher::finish(InFlight& f, const ShardSource& source) {
+Tensor ParamFetcher::finish(InFlight& f, const ShardSource& source) {
   if (source.host == nullptr) {
     links_->store().engine().wait(f.ticket);
     links_->count_nvme(source.floats * 4, 0);
@@ -42,7 +43,7 @@ void ParamFetcher::prefetch(const std::string& unit, const ShardSource& source) 
   in_flight_.emplace(unit, start(source));
 }
 
-Buffer ParamFetcher::take(const std::string& unit, const ShardSource& source) {
+Tensor ParamFetcher::take(const std::string& unit, const ShardSource& source) {
   const auto it = in_flight_.find(unit);
   if (it == in_flight_.end()) {
     InFlight f = start(source);

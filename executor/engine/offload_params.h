@@ -30,29 +30,29 @@ struct ShardSource {
 
 class ParamFetcher {
  public:
-  ParamFetcher(OffloadLinks& links, AccountingAllocator& alloc) : links_(&links), alloc_(&alloc) {}
+  ParamFetcher(OffloadLinks& links, Backend& backend) : links_(&links), backend_(&backend) {}
   ParamFetcher(const ParamFetcher&) = delete;
   ParamFetcher& operator=(const ParamFetcher&) = delete;
   ~ParamFetcher();  // waits for reads in flight before their staging is freed
 
   // Starts moving the unit's shard up; a no-op when it is already on its way.
   void prefetch(const std::string& unit, const ShardSource& source);
-  // The unit's shard in a device-tier buffer (the prefetched one, or fetched now).
-  Buffer take(const std::string& unit, const ShardSource& source);
+  // The unit's shard in a device-tier fp32 tensor (the prefetched one, or fetched now).
+  Tensor take(const std::string& unit, const ShardSource& source);
   bool pending(const std::string& unit) const { return in_flight_.count(unit) != 0; }
 
  private:
   struct InFlight {
-    Buffer device;
+    Tensor device;
     offload::AlignedBuffer staging;  // NVMe only
     Reservation staging_bytes;
     offload::IoEngine::Ticket ticket = 0;
   };
   InFlight start(const ShardSource& source);
-  Buffer finish(InFlight& f, const ShardSource& source);
+  Tensor finish(InFlight& f, const ShardSource& source);
 
   OffloadLinks* links_;
-  AccountingAllocator* alloc_;
+  Backend* backend_;
   std::map<std::string, InFlight> in_flight_;
 };
 

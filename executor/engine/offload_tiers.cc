@@ -6,7 +6,6 @@
 #include <stdexcept>
 
 #include "cost_model/errors.h"
-#include "kernels/cpu/elementwise.h"
 
 namespace strata::engine {
 namespace {
@@ -14,8 +13,8 @@ constexpr double kFloatBytes = 4;
 }  // namespace
 
 OffloadLinks::OffloadLinks(const OffloadPlan& plan, const OffloadOptions& options,
-                           AccountingAllocator& alloc)
-    : options_(options) {
+                           Backend& backend)
+    : options_(options), backend_(&backend) {
   if (options_.prefetch_depth < 1) {
     throw ConfigError(fmt::format("--prefetch-depth: value {}, expected >= 1",
                                   options_.prefetch_depth));
@@ -25,17 +24,17 @@ OffloadLinks::OffloadLinks(const OffloadPlan& plan, const OffloadOptions& option
   if (nvme) {
     offload::NvmeStoreOptions store_options;
     store_options.dir = options_.nvme_dir;
-    store_ = std::make_unique<offload::NvmeStore>(store_options, &alloc);
+    store_ = std::make_unique<offload::NvmeStore>(store_options, &backend.accounting());
   }
 }
 
 void OffloadLinks::host_to_device(float* dst, const float* src, std::int64_t n) {
-  kernels::cpu::copy(dst, src, n);
+  backend_->copy(dst, src, n * 4, Stream::kCopy);
   bytes_.host_to_device += static_cast<double>(n) * kFloatBytes;
 }
 
 void OffloadLinks::device_to_host(float* dst, const float* src, std::int64_t n) {
-  kernels::cpu::copy(dst, src, n);
+  backend_->copy(dst, src, n * 4, Stream::kCopy);
   bytes_.device_to_host += static_cast<double>(n) * kFloatBytes;
 }
 

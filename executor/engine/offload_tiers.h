@@ -2,9 +2,10 @@
 // et al. 2021) and their byte counters: the "copy stream" the model state moves its
 // offloaded tensors through.
 //
-//   device <-> host   on the CPU backend a memcpy between the device tier (the budgeted
-//                     allocator) and host-tier buffers; the CUDA backend would issue
-//                     cudaMemcpyAsync on a copy stream at the same call sites.
+//   device <-> host   Backend::copy on the copy stream (a memcpy on the CPU backend, a
+//                     cudaMemcpyAsync from/to pinned memory on CUDA), complete on return so
+//                     the host may read what came down. Offloaded state is fp32 on the host
+//                     and NVMe on every backend.
 //   host <-> nvme     whole tensors through the NvmeStore (io_uring, O_DIRECT), or the
 //                     tiles the streamed CPU AdamW moves (counted by the caller).
 //
@@ -24,6 +25,7 @@
 
 #include "cost_model/plan.h"
 #include "cost_model/step_report.h"
+#include "executor/engine/backend.h"
 #include "executor/memory/accounting_allocator.h"
 #include "executor/offload/nvme_store.h"
 
@@ -42,10 +44,10 @@ struct OffloadOptions {
 class OffloadLinks {
  public:
   // Opens the NvmeStore under options.nvme_dir when any tier of `plan` is nvme (SystemError
-  // naming the directory when it cannot be created). alloc must outlive this.
-  OffloadLinks(const OffloadPlan& plan, const OffloadOptions& options, AccountingAllocator& alloc);
+  // naming the directory when it cannot be created). backend must outlive this.
+  OffloadLinks(const OffloadPlan& plan, const OffloadOptions& options, Backend& backend);
 
-  // Device-tier dst <- host-tier src and back: n floats.
+  // Device-tier dst <- host-tier src and back: n fp32.
   void host_to_device(float* dst, const float* src, std::int64_t n);
   void device_to_host(float* dst, const float* src, std::int64_t n);
   // Whole NVMe tensors from / to host memory: n floats (the tensor's size).
@@ -64,6 +66,7 @@ class OffloadLinks {
 
  private:
   OffloadOptions options_;
+  Backend* backend_;
   std::unique_ptr<offload::NvmeStore> store_;
   TransferBytes bytes_;
 };

@@ -1,7 +1,7 @@
 // Builds one rank's training objects in dependency order (see rank_training.h).
 #include "executor/engine/rank_training.h"
 
-#include "executor/comm/communicator_factory.h"
+#include "executor/cpu/cpu_backend.h"
 
 namespace strata::engine {
 namespace {
@@ -9,23 +9,23 @@ ParallelDims dims_of(const Plan& plan) {
   return ParallelDims{static_cast<int>(plan.tp), static_cast<int>(plan.pp),
                       static_cast<int>(plan.dp)};
 }
-
-// The CPU backend's groups: MPI splits of the world (the factory is only needed while the
-// groups are made).
-ProcessGroups mpi_groups(const MpiCommunicator& world, const ParallelDims& dims) {
-  MpiCommunicatorFactory factory(world);
-  return ProcessGroups(factory, dims);
-}
 }  // namespace
+
+BackendMaker cpu_backend_maker() {
+  return [](AccountingAllocator& alloc, const MpiCommunicator& world) -> std::unique_ptr<Backend> {
+    return std::make_unique<cpu_backend::CpuBackend>(alloc, world);
+  };
+}
 
 RankTraining::RankTraining(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
                            MpiCommunicator& world, const TierBudgets& budgets,
                            const std::vector<std::uint8_t>& corpus,
-                           const OffloadOptions& offload)
+                           const OffloadOptions& offload, const BackendMaker& make_backend)
     : world_(&world),
-      groups_(mpi_groups(world, dims_of(plan))),
       alloc_(budgets),
+      backend_(make_backend(alloc_, world)),
+      groups_(backend_->communicators(), dims_of(plan)),
       sampler_(corpus, train.seed, model.seq_len),
-      engine_(model, train, plan, groups_, world, alloc_, sampler_, offload) {}
+      engine_(*backend_, model, train, plan, groups_, sampler_, offload) {}
 
 }  // namespace strata::engine

@@ -1,10 +1,14 @@
 // Everything one rank needs to train, built in the right order from the specs and the world
-// communicator: process groups, the accounting allocator (device tier = the model's memory
-// on the CPU backend, budgeted), the batch sampler and the engine. Shared by `strata run`
-// and the tests. Deliberately not here: loading files, launching ranks, reports.
+// communicator: the accounting allocator (device tier budgeted), the backend (made by a
+// BackendMaker: the CPU one here, the CUDA one in executor/cuda), the process groups over
+// the backend's communicators, the batch sampler and the engine. Shared by `strata run`
+// (both backends) and the tests. Deliberately not here: loading files, launching ranks,
+// reports.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "cost_model/model_spec.h"
@@ -13,27 +17,39 @@
 #include "executor/comm/mpi_communicator.h"
 #include "executor/comm/process_groups.h"
 #include "executor/data/batch.h"
+#include "executor/engine/backend.h"
 #include "executor/engine/engine.h"
 #include "executor/memory/accounting_allocator.h"
 
 namespace strata::engine {
+
+// Makes this rank's backend over its allocator and the MPI world (which bootstraps every
+// communicator). Both must outlive the backend.
+using BackendMaker =
+    std::function<std::unique_ptr<Backend>(AccountingAllocator& alloc, const MpiCommunicator& world)>;
+
+// The CPU backend: kernels/cpu, MPI communicators.
+BackendMaker cpu_backend_maker();
 
 class RankTraining {
  public:
   // Collective over world (size must be plan.world_size()). corpus must outlive this.
   RankTraining(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
                MpiCommunicator& world, const TierBudgets& budgets,
-               const std::vector<std::uint8_t>& corpus, const OffloadOptions& offload = {});
+               const std::vector<std::uint8_t>& corpus, const OffloadOptions& offload = {},
+               const BackendMaker& make_backend = cpu_backend_maker());
 
   ProcessGroups& groups() { return groups_; }
   AccountingAllocator& allocator() { return alloc_; }
+  Backend& backend() { return *backend_; }
   Engine& engine() { return engine_; }
   MpiCommunicator& world() { return *world_; }
 
  private:
   MpiCommunicator* world_;
-  ProcessGroups groups_;
   AccountingAllocator alloc_;
+  std::unique_ptr<Backend> backend_;
+  ProcessGroups groups_;
   data::BatchSampler sampler_;
   Engine engine_;
 };

@@ -3,218 +3,194 @@
 
 #include <string>
 
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/elementwise.h"
-#include "kernels/cpu/gelu.h"
-#include "kernels/cpu/gemm.h"
-#include "kernels/cpu/layernorm.h"
-
 namespace strata::model {
-namespace cpu = strata::kernels::cpu;
-
 namespace {
-Buffer act(AccountingAllocator& alloc, std::int64_t floats, const char* name) {
-  return alloc.allocate_floats(MemoryTier::kDevice, floats, std::string("act/") + name);
-}
-Buffer scratch(AccountingAllocator& alloc, std::int64_t floats, const char* tag) {
-  return alloc.allocate_floats(MemoryTier::kDevice, floats, tag);
-}
+
 constexpr const char* kForwardScratch = "forward_scratch";
 constexpr const char* kBackwardScratch = "backward_scratch";
 
+Tensor act(LayerOps& ops, std::int64_t n, const char* name) {
+  return ops.activations(n, std::string("act/") + name);
+}
+Tensor stat(LayerOps& ops, std::int64_t n, const char* name) {
+  return ops.floats(n, std::string("act/") + name);
+}
+
 // The full (BT, C) version of a row-sharded (R, C) tensor: with SP all-gathered into
 // `holder`, else the tensor itself.
-const float* gather_rows(const float* local, Buffer& holder, const Dims& d,
-                         AccountingAllocator& alloc, TpContext& tp, const char* tag) {
+const void* gather_rows(LayerOps& ops, const void* local, Tensor& holder, const Dims& d,
+                        TpContext& tp, const char* tag) {
   if (!d.sp) return local;
-  holder = scratch(alloc, d.act(), tag);
-  tp.all_gather(local, holder.f32(), d.act_local());
-  return holder.f32();
+  holder = ops.activations(d.act(), tag);
+  tp.all_gather(local, holder.data(), d.act_local());
+  return holder.data();
 }
 
-// A (BT, C) partial sum over TP (the output of a row-parallel GEMM) made complete on this
-// rank's rows: out (R, C). Without SP the product is computed in out and all-reduced; with
-// SP into a temporary and reduce-scattered. gemm(dst) writes the partial product to dst.
-template <class Gemm>
-void row_parallel_output(float* out, Gemm&& gemm, const Dims& d, AccountingAllocator& alloc,
-                         TpContext& tp, const char* tag) {
+// A (BT, C) partial sum over TP (a row-parallel GEMM's output) made complete on this rank's
+// rows: returned as `whole` (R, C). Without SP the sum is all-reduced in place; with SP it
+// is reduce-scattered into a new (R, C) tensor.
+Tensor complete_rows(LayerOps& ops, Tensor partial, const Dims& d, TpContext& tp,
+                     const char* tag) {
   if (!d.sp) {
-    gemm(out);
-    tp.all_reduce_sum(out, d.act());
-    return;
+    tp.all_reduce_sum(partial.data(), d.act());
+    return partial;
   }
-  Buffer partial = scratch(alloc, d.act(), tag);
-  gemm(partial.f32());
-  tp.reduce_scatter_sum(partial.f32(), out, d.act_local());
+  Tensor rows = ops.activations(d.act_local(), tag);
+  tp.reduce_scatter_sum(partial.data(), rows.data(), d.act_local());
+  return rows;
 }
 
-// The gradient at the input of a column-parallel linear: a (BT, C) partial sum over TP in
-// `full`, made complete on this rank's rows. Without SP all-reduced in place (returned);
-// with SP reduce-scattered into `holder` (returned).
-float* column_parallel_input_grad(Buffer& full, Buffer& holder, const Dims& d,
-                                  AccountingAllocator& alloc, TpContext& tp) {
-  if (!d.sp) {
-    tp.all_reduce_sum(full.f32(), d.act());
-    return full.f32();
-  }
-  holder = scratch(alloc, d.act_local(), kBackwardScratch);
-  tp.reduce_scatter_sum(full.f32(), holder.f32(), d.act_local());
-  full.reset();
-  return holder.f32();
+void attention_core_forward(LayerOps& ops, LayerActivations& a, const Dims& d) {
+  a.attn_stats = stat(ops, ops.attention_stats_floats(d.B, d.T, d.NHl), ops.attention_stats_name());
+  a.attn_out = act(ops, static_cast<std::int64_t>(d.BT()) * d.Cl, "attn_out");
+  ops.attention_forward(a.attn_out.data(), a.attn_stats.f32(), a.qkv.data(), d.B, d.T, d.Cl,
+                        d.NHl);
 }
 
-void attention_core_forward(LayerActivations& a, const Dims& d, AccountingAllocator& alloc) {
-  a.attn_probs = act(alloc, static_cast<std::int64_t>(d.B) * d.NHl * d.T * d.T, "attn_probs");
-  a.attn_out = act(alloc, static_cast<std::int64_t>(d.BT()) * d.Cl, "attn_out");
-  cpu::attention_forward(a.attn_out.f32(), a.attn_probs.f32(), a.qkv.f32(), d.B, d.T, d.Cl,
-                         d.NHl);
-}
 }  // namespace
 
-void add_bias(float* out, const float* bias, int rows, int cols) {
-#pragma omp parallel for
-  for (int r = 0; r < rows; ++r) {
-    float* row = out + static_cast<std::int64_t>(r) * cols;
-    for (int c = 0; c < cols; ++c) row[c] += bias[c];
-  }
-}
-
-void layer_forward(const LayerTensors<const float*>& w, const float* x, float* y,
-                   LayerActivations& a, const Dims& d, AccountingAllocator& alloc,
-                   TpContext& tp) {
+void layer_forward(LayerOps& ops, const LayerWeights& w, const void* x, void* y,
+                   LayerActivations& a, const Dims& d, TpContext& tp) {
   const int BT = d.BT();
   const int R = d.rows();
   const std::int64_t nl = d.act_local();
-  a.ln1_mean = act(alloc, R, "ln1_mean");
-  a.ln1_rstd = act(alloc, R, "ln1_rstd");
-  a.ln1_out = act(alloc, nl, "ln1_out");
-  cpu::layernorm_forward(a.ln1_out.f32(), a.ln1_mean.f32(), a.ln1_rstd.f32(), x, w.ln1_w,
-                         w.ln1_b, R, d.C);
-  a.qkv = act(alloc, static_cast<std::int64_t>(BT) * 3 * d.Cl, "qkv");
+  const bool split = d.t > 1;  // row-parallel biases are added after the TP sum
+  a.ln1_mean = stat(ops, R, "ln1_mean");
+  a.ln1_rstd = stat(ops, R, "ln1_rstd");
+  a.ln1_out = act(ops, nl, "ln1_out");
+  ops.layernorm_forward(a.ln1_out.data(), a.ln1_mean.f32(), a.ln1_rstd.f32(), x, w.ln1_w,
+                        w.ln1_b, R, d.C);
+  a.qkv = act(ops, static_cast<std::int64_t>(BT) * 3 * d.Cl, "qkv");
   {
-    Buffer held;
-    const float* in = gather_rows(a.ln1_out.f32(), held, d, alloc, tp, kForwardScratch);
-    cpu::matmul_forward(a.qkv.f32(), in, w.qkv_w, w.qkv_b, BT, d.C, 3 * d.Cl);
+    Tensor held;
+    const void* in = gather_rows(ops, a.ln1_out.data(), held, d, tp, kForwardScratch);
+    ops.matmul_forward(a.qkv.data(), in, w.qkv_w, w.qkv_b, BT, d.C, 3 * d.Cl);
   }
-  attention_core_forward(a, d, alloc);
+  attention_core_forward(ops, a, d);
   // Row-parallel projection: partial sums over the rank's heads, summed over TP, bias once.
-  a.ln2_in = act(alloc, nl, "ln2_in");
-  float* r = a.ln2_in.f32();
-  row_parallel_output(
-      r, [&](float* dst) { cpu::matmul_forward(dst, a.attn_out.f32(), w.proj_w, nullptr, BT, d.Cl, d.C); },
-      d, alloc, tp, kForwardScratch);
-  add_bias(r, w.proj_b, R, d.C);
-  cpu::residual_forward(r, r, x, nl);
-  a.ln2_mean = act(alloc, R, "ln2_mean");
-  a.ln2_rstd = act(alloc, R, "ln2_rstd");
-  a.ln2_out = act(alloc, nl, "ln2_out");
-  cpu::layernorm_forward(a.ln2_out.f32(), a.ln2_mean.f32(), a.ln2_rstd.f32(), r, w.ln2_w,
-                         w.ln2_b, R, d.C);
-  const std::int64_t nf = static_cast<std::int64_t>(BT) * d.Fl;
-  a.fc1_out = act(alloc, nf, "fc1_out");
   {
-    Buffer held;
-    const float* in = gather_rows(a.ln2_out.f32(), held, d, alloc, tp, kForwardScratch);
-    cpu::matmul_forward(a.fc1_out.f32(), in, w.fc_w, w.fc_b, BT, d.C, d.Fl);
+    Tensor proj = ops.activations(d.act(), kForwardScratch);
+    ops.matmul_forward(proj.data(), a.attn_out.data(), w.proj_w, split ? nullptr : w.proj_b, BT,
+                       d.Cl, d.C);
+    proj = complete_rows(ops, std::move(proj), d, tp, kForwardScratch);
+    a.ln2_in = act(ops, nl, "ln2_in");
+    a.ln2_mean = stat(ops, R, "ln2_mean");
+    a.ln2_rstd = stat(ops, R, "ln2_rstd");
+    a.ln2_out = act(ops, nl, "ln2_out");
+    ops.residual_layernorm_forward(a.ln2_in.data(), a.ln2_out.data(), a.ln2_mean.f32(),
+                                   a.ln2_rstd.f32(), x, proj.data(), split ? w.proj_b : nullptr,
+                                   w.ln2_w, w.ln2_b, R, d.C);
   }
-  a.gelu_out = act(alloc, nf, "gelu_out");
-  cpu::gelu_forward(a.gelu_out.f32(), a.fc1_out.f32(), nf);
+  const std::int64_t nf = static_cast<std::int64_t>(BT) * d.Fl;
+  a.fc1_out = act(ops, nf, "fc1_out");
+  a.gelu_out = act(ops, nf, "gelu_out");
+  {
+    Tensor held;
+    const void* in = gather_rows(ops, a.ln2_out.data(), held, d, tp, kForwardScratch);
+    ops.matmul_gelu_forward(a.gelu_out.data(), a.fc1_out.data(), in, w.fc_w, w.fc_b, BT, d.C,
+                            d.Fl);
+  }
   if (y == nullptr) return;  // recomputation: the output is already known
-  row_parallel_output(
-      y, [&](float* dst) { cpu::matmul_forward(dst, a.gelu_out.f32(), w.fc2_w, nullptr, BT, d.Fl, d.C); },
-      d, alloc, tp, kForwardScratch);
-  add_bias(y, w.fc2_b, R, d.C);
-  cpu::residual_forward(y, y, r, nl);
+  if (!split) {
+    ops.matmul_residual_forward(y, a.gelu_out.data(), w.fc2_w, w.fc2_b, a.ln2_in.data(), BT,
+                                d.Fl, d.C);
+    return;
+  }
+  Tensor partial = ops.activations(d.act(), kForwardScratch);
+  ops.matmul_forward(partial.data(), a.gelu_out.data(), w.fc2_w, nullptr, BT, d.Fl, d.C);
+  const Tensor whole = complete_rows(ops, std::move(partial), d, tp, kForwardScratch);
+  ops.bias_residual(y, whole.data(), w.fc2_b, a.ln2_in.data(), R, d.C);
 }
 
 void drop_activations(LayerActivations& a, Recompute recompute) {
   switch (recompute) {
     case Recompute::kNone: return;
     case Recompute::kSelective:
-      a.attn_probs.reset();
+      a.attn_stats.reset();
       a.attn_out.reset();
       return;
     case Recompute::kFull: a = {}; return;
   }
 }
 
-void recompute_activations(const LayerTensors<const float*>& w, const float* x,
+void recompute_activations(LayerOps& ops, const LayerWeights& w, const void* x,
                            LayerActivations& a, Recompute recompute, const Dims& d,
-                           AccountingAllocator& alloc, TpContext& tp) {
+                           TpContext& tp) {
   switch (recompute) {
     case Recompute::kNone: return;
-    case Recompute::kSelective: attention_core_forward(a, d, alloc); return;
-    case Recompute::kFull: layer_forward(w, x, nullptr, a, d, alloc, tp); return;
+    case Recompute::kSelective: attention_core_forward(ops, a, d); return;
+    case Recompute::kFull: layer_forward(ops, w, x, nullptr, a, d, tp); return;
   }
 }
 
-void layer_backward(const LayerTensors<const float*>& w, const LayerTensors<float*>& g,
-                    const float* x, const LayerActivations& a, const float* dy, float* dx,
-                    const Dims& d, AccountingAllocator& alloc, TpContext& tp) {
+void layer_backward(LayerOps& ops, const LayerWeights& w, const LayerGrads& g, const void* x,
+                    LayerActivations& a, void* dres, const Dims& d, TpContext& tp) {
   const int BT = d.BT();
   const int R = d.rows();
   const std::int64_t n = d.act();
-  const std::int64_t nl = d.act_local();
   const std::int64_t nf = static_cast<std::int64_t>(BT) * d.Fl;
-  // MLP: dr starts as the residual path's dy.
-  Buffer dr = scratch(alloc, nl, kBackwardScratch);
-  cpu::copy(dr.f32(), dy, nl);
+  // The input gradient of a column-parallel linear, computed as (BT, C) partial sums over
+  // TP into `full`, made complete on this rank's rows (all-reduce, or with SP
+  // reduce-scatter), then its LayerNorm's backward accumulated into dres.
+  const auto norm_backward = [&](Tensor full, float* dw, float* db, const void* inp,
+                                 const void* gain, const Tensor& mean, const Tensor& rstd) {
+    const Tensor rows = complete_rows(ops, std::move(full), d, tp, kBackwardScratch);
+    ops.layernorm_backward(dres, dw, db, rows.data(), inp, gain, mean.f32(), rstd.f32(), R, d.C);
+  };
   {
-    Buffer dgelu = scratch(alloc, nf, kBackwardScratch);
+    // MLP: dres holds dy. The replicated fc2 bias gets the same gradient on every TP rank
+    // (from the full dy).
+    Tensor dfc1 = ops.activations(nf, kBackwardScratch);
     {
-      // The replicated fc2 bias gets the same gradient on every TP rank (the full dy).
-      Buffer held;
-      const float* dy_full = gather_rows(dy, held, d, alloc, tp, kBackwardScratch);
-      cpu::matmul_backward(dgelu.f32(), g.fc2_w, g.fc2_b, dy_full, a.gelu_out.f32(), w.fc2_w,
-                           BT, d.Fl, d.C);
+      Tensor held;
+      const void* dy_full = gather_rows(ops, dres, held, d, tp, kBackwardScratch);
+      ops.matmul_gelu_backward(dfc1.data(), g.fc2_w, g.fc2_b, dy_full, a.gelu_out.data(),
+                               w.fc2_w, a.fc1_out.data(), BT, d.Fl, d.C);
     }
-    Buffer dfc1 = scratch(alloc, nf, kBackwardScratch);
-    cpu::gelu_backward(dfc1.f32(), a.fc1_out.f32(), dgelu.f32(), nf);
-    dgelu.reset();
-    Buffer dln2_full = scratch(alloc, n, kBackwardScratch);
+    a.gelu_out.reset();
+    a.fc1_out.reset();
+    Tensor dln2 = ops.activations(n, kBackwardScratch);
     {
-      Buffer held;
-      const float* in = gather_rows(a.ln2_out.f32(), held, d, alloc, tp, kBackwardScratch);
-      cpu::matmul_backward(dln2_full.f32(), g.fc_w, g.fc_b, dfc1.f32(), in, w.fc_w, BT, d.C,
-                           d.Fl);
+      Tensor held;
+      const void* in = gather_rows(ops, a.ln2_out.data(), held, d, tp, kBackwardScratch);
+      ops.matmul_backward(dln2.data(), g.fc_w, g.fc_b, dfc1.data(), in, w.fc_w, BT, d.C, d.Fl);
     }
     dfc1.reset();
-    Buffer dln2_rows;
-    const float* dln2 = column_parallel_input_grad(dln2_full, dln2_rows, d, alloc, tp);
-    cpu::layernorm_backward(dr.f32(), g.ln2_w, g.ln2_b, dln2, a.ln2_in.f32(), w.ln2_w,
-                            a.ln2_mean.f32(), a.ln2_rstd.f32(), R, d.C);
+    a.ln2_out.reset();
+    norm_backward(std::move(dln2), g.ln2_w, g.ln2_b, a.ln2_in.data(), w.ln2_w, a.ln2_mean,
+                  a.ln2_rstd);
   }
-  // Attention: dx starts as the residual path's dr.
-  cpu::copy(dx, dr.f32(), nl);
+  a.ln2_in.reset();
+  a.ln2_mean.reset();
+  a.ln2_rstd.reset();
   {
-    Buffer dattn = scratch(alloc, static_cast<std::int64_t>(BT) * d.Cl, kBackwardScratch);
+    // Attention: dres now holds d(r).
+    Tensor dattn = ops.activations(static_cast<std::int64_t>(BT) * d.Cl, kBackwardScratch);
     {
-      Buffer held;
-      const float* dr_full = gather_rows(dr.f32(), held, d, alloc, tp, kBackwardScratch);
-      cpu::matmul_backward(dattn.f32(), g.proj_w, g.proj_b, dr_full, a.attn_out.f32(),
-                           w.proj_w, BT, d.Cl, d.C);
+      Tensor held;
+      const void* dr_full = gather_rows(ops, dres, held, d, tp, kBackwardScratch);
+      ops.matmul_backward(dattn.data(), g.proj_w, g.proj_b, dr_full, a.attn_out.data(),
+                          w.proj_w, BT, d.Cl, d.C);
     }
-    dr.reset();
-    Buffer dqkv = scratch(alloc, static_cast<std::int64_t>(BT) * 3 * d.Cl, kBackwardScratch);
-    Buffer att_scratch = scratch(alloc, cpu::attention_backward_scratch_floats(d.B, d.T, d.NHl),
-                                 kBackwardScratch);
-    cpu::attention_backward(dqkv.f32(), att_scratch.f32(), dattn.f32(), a.qkv.f32(),
-                            a.attn_probs.f32(), d.B, d.T, d.Cl, d.NHl);
-    att_scratch.reset();
+    Tensor dqkv = ops.activations(static_cast<std::int64_t>(BT) * 3 * d.Cl, kBackwardScratch);
+    ops.attention_backward(dqkv.data(), dattn.data(), a.qkv.data(), a.attn_out.data(),
+                           a.attn_stats.f32(), d.B, d.T, d.Cl, d.NHl);
     dattn.reset();
-    Buffer dln1_full = scratch(alloc, n, kBackwardScratch);
+    a.attn_out.reset();
+    a.attn_stats.reset();
+    Tensor dln1 = ops.activations(n, kBackwardScratch);
     {
-      Buffer held;
-      const float* in = gather_rows(a.ln1_out.f32(), held, d, alloc, tp, kBackwardScratch);
-      cpu::matmul_backward(dln1_full.f32(), g.qkv_w, g.qkv_b, dqkv.f32(), in, w.qkv_w, BT, d.C,
-                           3 * d.Cl);
+      Tensor held;
+      const void* in = gather_rows(ops, a.ln1_out.data(), held, d, tp, kBackwardScratch);
+      ops.matmul_backward(dln1.data(), g.qkv_w, g.qkv_b, dqkv.data(), in, w.qkv_w, BT, d.C,
+                          3 * d.Cl);
     }
     dqkv.reset();
-    Buffer dln1_rows;
-    const float* dln1 = column_parallel_input_grad(dln1_full, dln1_rows, d, alloc, tp);
-    cpu::layernorm_backward(dx, g.ln1_w, g.ln1_b, dln1, x, w.ln1_w, a.ln1_mean.f32(),
-                            a.ln1_rstd.f32(), R, d.C);
+    a.qkv.reset();
+    a.ln1_out.reset();
+    norm_backward(std::move(dln1), g.ln1_w, g.ln1_b, x, w.ln1_w, a.ln1_mean, a.ln1_rstd);
   }
+  a = {};
 }
 
 }  // namespace strata::model

@@ -10,7 +10,8 @@
 namespace strata::model {
 
 Dims make_dims(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
-               std::int64_t tp_rank, bool sequence_parallel) {
+               std::int64_t tp_rank, bool sequence_parallel,
+               std::int64_t vocab_row_alignment) {
   Dims d;
   d.B = static_cast<int>(micro_batch);
   d.T = static_cast<int>(model.seq_len);
@@ -23,9 +24,10 @@ Dims make_dims(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp
   d.Cl = d.C / d.t;
   d.NHl = d.NH / d.t;
   d.Fl = d.F / d.t;
-  d.Vshard = static_cast<int>(vocab_shard_rows(model, tp));
-  d.v0 = d.Vshard * d.tp_rank;
-  d.Vvalid = std::clamp(d.V - d.v0, 0, d.Vshard);
+  d.Vshard = static_cast<int>(vocab_shard_rows(model, tp, vocab_row_alignment));
+  const int real_rows = static_cast<int>(vocab_shard_rows(model, tp));
+  d.v0 = real_rows * d.tp_rank;
+  d.Vvalid = std::clamp(d.V - d.v0, 0, real_rows);
   d.sp = sequence_parallel && tp > 1;
   if (d.sp) {
     if (const std::string why = sequence_parallel_violation(model, tp); !why.empty()) {
@@ -33,22 +35,6 @@ Dims make_dims(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp
     }
   }
   return d;
-}
-
-void TpContext::all_gather(const float* in, float* out, std::int64_t n) {
-  if (comm_->size() == 1) {
-    std::copy(in, in + n, out);
-    return;
-  }
-  timed([&] { comm_->all_gather(in, out, n); });
-}
-
-void TpContext::reduce_scatter_sum(const float* in, float* out, std::int64_t n) {
-  if (comm_->size() == 1) {
-    std::copy(in, in + n, out);
-    return;
-  }
-  timed([&] { comm_->reduce_scatter_sum(in, out, n); });
 }
 
 }  // namespace strata::model

@@ -9,6 +9,7 @@
 
 #include "cost_model/model_spec.h"
 #include "executor/comm/communicator.h"
+#include "kernels/dtype.h"
 
 namespace strata::model {
 
@@ -25,8 +26,8 @@ struct Dims {
   int Cl = 1;     // C / t (attention width on this rank)
   int NHl = 1;    // NH / t
   int Fl = 1;     // F / t
-  int Vshard = 1; // wte rows stored on this rank: ceil(V / t)
-  int v0 = 0;     // first vocabulary id of this rank's shard
+  int Vshard = 1; // wte rows stored on this rank: ceil(V / t), padded to the alignment
+  int v0 = 0;     // first vocabulary id of this rank's shard: tp_rank ceil(V / t)
   int Vvalid = 1; // real (non-padding) rows of the shard
   // Sequence parallelism (Korthikanti et al. 2022): outside the TP region (LayerNorms,
   // residuals, the pipeline messages) this rank holds token rows [tp_rank R, (tp_rank+1) R)
@@ -41,35 +42,53 @@ struct Dims {
 };
 
 // sequence_parallel: the rule of cost_model/partition.h (InfeasiblePlan otherwise).
+// vocab_row_alignment: the backend's wte shard padding (partition.h): Vshard = the padded
+// rows, Vvalid the real ones.
 Dims make_dims(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
-               std::int64_t tp_rank, bool sequence_parallel = false);
+               std::int64_t tp_rank, bool sequence_parallel = false,
+               std::int64_t vocab_row_alignment = 1);
 
-// The TP group and the seconds spent in its collectives (accumulated for the report).
+// The TP group and the seconds spent in its collectives (accumulated for the report; on a
+// backend whose collectives are asynchronous this is the time to issue them). Activations
+// move in the compute dtype given at construction; the loss statistics in fp32.
 class TpContext {
  public:
-  explicit TpContext(Communicator& comm) : comm_(&comm) {}
+  TpContext(Communicator& comm, DType activations) : comm_(&comm), dtype_(activations) {}
   int size() const { return comm_->size(); }
   int rank() const { return comm_->rank(); }
-  void all_reduce_sum(float* data, std::int64_t n) { timed([&] { comm_->all_reduce_sum(data, n); }); }
-  void all_reduce_max(float* data, std::int64_t n) { timed([&] { comm_->all_reduce_max(data, n); }); }
-  // in: (n) this rank's rows; out: (t, n) every rank's rows in rank order. A group of one
-  // copies.
-  void all_gather(const float* in, float* out, std::int64_t n);
-  // in: (t, n) partial sums; out: (n) = the sum over ranks of in's row block tp_rank. A
-  // group of one copies.
-  void reduce_scatter_sum(const float* in, float* out, std::int64_t n);
+  DType dtype() const { return dtype_; }
+  // Activations: in place, the sum over the group.
+  void all_reduce_sum(void* data, std::int64_t n) { timed([&] { comm_->all_reduce_sum(data, n, dtype_); }); }
+  // in: (n) this rank's rows; out: (t, n) every rank's rows in rank order.
+  void all_gather(const void* in, void* out, std::int64_t n) {
+    timed([&] { comm_->all_gather(in, out, n, dtype_); }, /*single_is_identity=*/false);
+  }
+  // in: (t, n) partial sums; out: (n) = the sum over ranks of in's row block tp_rank.
+  void reduce_scatter_sum(const void* in, void* out, std::int64_t n) {
+    timed([&] { comm_->reduce_scatter_sum(in, out, n, dtype_); }, /*single_is_identity=*/false);
+  }
+  // fp32 statistics (loss, LayerNorm gradients under sequence parallelism).
+  void all_reduce_sum_f32(float* data, std::int64_t n) {
+    timed([&] { comm_->all_reduce_sum(data, n, DType::kF32); });
+  }
+  void all_reduce_max_f32(float* data, std::int64_t n) {
+    timed([&] { comm_->all_reduce_max(data, n, DType::kF32); });
+  }
   double comm_seconds() const { return seconds_; }
   void reset_seconds() { seconds_ = 0; }
 
  private:
+  // A group of one has nothing to exchange: a sum or max over it is the input (a gather or
+  // scatter over it still copies in to out, which the communicator does).
   template <class F>
-  void timed(F&& f) {
-    if (comm_->size() == 1) return;  // a group of one: the sum is the input
+  void timed(F&& f, bool single_is_identity = true) {
+    if (single_is_identity && comm_->size() == 1) return;
     const auto t0 = std::chrono::steady_clock::now();
     f();
     seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   Communicator* comm_;
+  DType dtype_;
   double seconds_ = 0;
 };
 

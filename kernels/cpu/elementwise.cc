@@ -46,4 +46,16 @@ void copy(float* dst, const float* src, std::int64_t N) {
   for (std::int64_t i = 0; i < N; ++i) dst[i] = src[i];
 }
 
+void add_bias(float* out, const float* bias, int rows, int cols) {
+  detail::require_tensor("add_bias", "out", out);
+  detail::require_tensor("add_bias", "bias", bias);
+  detail::require_non_negative("add_bias", "rows", rows);
+  detail::require_non_negative("add_bias", "cols", cols);
+#pragma omp parallel for
+  for (int r = 0; r < rows; ++r) {
+    float* row = out + static_cast<std::int64_t>(r) * cols;
+    for (int c = 0; c < cols; ++c) row[c] += bias[c];
+  }
+}
+
 }  // namespace strata::kernels::cpu

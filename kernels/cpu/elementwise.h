@@ -22,4 +22,8 @@ void zero(float* x, std::int64_t N);
 // dst: (N) = src: (N); must not overlap.
 void copy(float* dst, const float* src, std::int64_t N);
 
+// out: (rows, cols) += bias: (cols) broadcast over rows (a row-parallel linear's bias, added
+// once after its TP sum).
+void add_bias(float* out, const float* bias, int rows, int cols);
+
 }  // namespace strata::kernels::cpu

@@ -58,3 +58,31 @@ if(STRATA_HAVE_CUDA)
     LIBS strata_executor_cuda
     LABELS gpu)
 endif()
+
+# The equivalence matrix on the CUDA backend: every process of a plan shares the one GPU
+# (--ranks-per-gpu, host-staged communicators), against the CPU single-rank losses within
+# bf16 tolerance. Up to 4 processes; exit code 77 (skipped) without a device.
+if(STRATA_HAVE_CUDA)
+  add_executable(cuda_engine_equivalence ${CMAKE_CURRENT_LIST_DIR}/engine_equivalence_main.cc)
+  target_link_libraries(cuda_engine_equivalence PRIVATE strata_executor_cuda strata_warnings)
+  target_compile_definitions(cuda_engine_equivalence PRIVATE
+    STRATA_SOURCE_DIR="${PROJECT_SOURCE_DIR}" STRATA_EQUIVALENCE_CUDA=1)
+  foreach(entry
+      "t2_1_1_1_1f1b_0_2_0" "t1_2_1_2_interleaved_0_1_0" "t1_4_1_2_interleaved_0_2_0"
+      "t1_1_2_1_1f1b_1_1_0" "t1_1_2_1_gpipe_2_4_0" "t1_1_2_1_1f1b_3_2_0" "t2_2_1_1_1f1b_0_1_0"
+      "t2_1_2_1_1f1b_3_1_0" "t1_2_2_2_interleaved_1_1_0" "t2_1_1_1_1f1b_0_2_0_none_sp"
+      "t2_2_1_1_1f1b_0_1_0_full_sp" "t1_2_2_2_interleaved_2_1_0_full")
+    string(SUBSTRING "${entry}" 1 -1 spec)
+    string(REPLACE "_" ";" args "${spec}")
+    list(GET args 0 t)
+    list(GET args 1 p)
+    list(GET args 2 d)
+    math(EXPR ranks "${t} * ${p} * ${d}")
+    add_test(NAME cuda_engine_equivalence_${entry}
+      COMMAND ${MPIEXEC_EXECUTABLE} -np ${ranks} --oversubscribe --bind-to none
+              --allow-run-as-root $<TARGET_FILE:cuda_engine_equivalence> ${args})
+    set_tests_properties(cuda_engine_equivalence_${entry} PROPERTIES
+      LABELS "gpu;mpi" PROCESSORS 2 TIMEOUT 300 SKIP_RETURN_CODE 77
+      FAIL_REGULAR_EXPRESSION "FAILED|over 1e-4")
+  endforeach()
+endif()

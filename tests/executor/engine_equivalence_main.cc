@@ -7,6 +7,11 @@
 // its pipeline stage (estimate_memory on the CPU cluster), within 5%; both are printed.
 // Its own main (not gtest_main): MPI is initialised once, rank 0 prints, and every rank exits
 // with rank 0's verdict.
+// Built a second time with STRATA_EQUIVALENCE_CUDA (cuda_engine_equivalence): the plan's
+// ranks then run the CUDA backend, every process sharing the one GPU (host-staged
+// communicators), against the CPU single-rank reference within bf16 tolerance; exit code 77
+// (skipped) without a GPU. Its memory check is left to the CPU matrix (the CUDA activation
+// convention differs).
 #include <mpi.h>
 
 #include <algorithm>
@@ -25,6 +30,11 @@
 #include "executor/engine/rank_training.h"
 #include "tests/executor/engine_test_support.h"
 
+#ifdef STRATA_EQUIVALENCE_CUDA
+#include "executor/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_check.h"
+#endif
+
 namespace {
 
 struct Trace {
@@ -34,13 +44,41 @@ struct Trace {
   std::vector<strata::TagUsage> tags;  // per-tag peaks, printed when the memory check fails
 };
 
-Trace train(const strata::Plan& plan, strata::MpiCommunicator& world, double clip, int steps) {
-  const strata::ModelSpec model = strata::testing_support::tiny_model();
+#ifdef STRATA_EQUIVALENCE_CUDA
+constexpr bool kCuda = true;
+// The CUDA attention kernel needs a head size of 64 or 128, and t = 2 two heads: the tiny
+// model twice as wide (hidden 128, 2 heads of 64).
+strata::ModelSpec equivalence_model() {
+  strata::ModelSpec model = strata::testing_support::tiny_model();
+  model.hidden = 128;
+  model.heads = 2;
+  model.ffn_hidden = 4 * model.hidden;
+  return model;
+}
+#else
+constexpr bool kCuda = false;
+strata::ModelSpec equivalence_model() { return strata::testing_support::tiny_model(); }
+#endif
+
+Trace train(const strata::Plan& plan, strata::MpiCommunicator& world, double clip, int steps,
+            bool on_gpu) {
+  const strata::ModelSpec model = equivalence_model();
   strata::TrainSpec train = strata::testing_support::tiny_train();
   train.optimizer.grad_clip = clip;
   plan.check_against_model(model, train, "equivalence plan");
   const auto corpus = strata::data::generated_corpus(train.seed, 1 << 18);
-  strata::engine::RankTraining rank(model, train, plan, world, strata::TierBudgets{}, corpus);
+  strata::engine::BackendMaker maker = strata::engine::cpu_backend_maker();
+#ifdef STRATA_EQUIVALENCE_CUDA
+  if (on_gpu) {
+    strata::cuda::CudaBackendOptions options;
+    options.ranks_per_gpu = world.size();
+    maker = strata::cuda::cuda_backend_maker(options);
+  }
+#else
+  (void)on_gpu;
+#endif
+  strata::engine::RankTraining rank(model, train, plan, world, strata::TierBudgets{}, corpus, {},
+                                    maker);
   Trace t;
   for (int s = 0; s < steps; ++s) {
     const auto r = rank.engine().step(s);
@@ -65,8 +103,7 @@ int check_memory(const strata::Plan& plan, const Trace& got, strata::MpiCommunic
   const auto cluster =
       strata::ClusterSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/clusters/local-cpu.json");
   strata::TrainSpec train = strata::testing_support::tiny_train();
-  const auto estimate =
-      strata::estimate_memory(strata::testing_support::tiny_model(), cluster, train, plan);
+  const auto estimate = strata::estimate_memory(equivalence_model(), cluster, train, plan);
   int failures = 0;
   double worst = 0;
   for (int r = 0; r < size; ++r) {
@@ -107,21 +144,34 @@ int run(int argc, char** argv, strata::MpiSession& session) {
   const double clip = std::atof(argv[8]);
   constexpr int kSteps = 5;
   auto world = session.world();
-  const Trace got = train(plan, *world, clip, kSteps);
+#ifdef STRATA_EQUIVALENCE_CUDA
+  if (!strata::kernels::cuda::cuda_device_available()) {
+    if (world->rank() == 0) {
+      std::printf("SKIPPED: %s\n", strata::kernels::cuda::cuda_unavailable_reason().c_str());
+    }
+    return 77;
+  }
+#endif
+  const Trace got = train(plan, *world, clip, kSteps, kCuda);
   int failures = 0;
   if (world->rank() == 0) {
     auto self = strata::MpiCommunicator::duplicate(MPI_COMM_SELF);
     const strata::Plan single = strata::testing_support::make_plan(
         1, 1, 1, 1, strata::ScheduleKind::kOneFOneB, 0, strata::testing_support::tiny_train().global_batch);
-    const Trace want = train(single, *self, clip, kSteps);
+    const Trace want = train(single, *self, clip, kSteps, /*on_gpu=*/false);
+    // fp32 CPU: 1e-4. bf16 on the GPU against the fp32 CPU: bf16 rounds every activation and
+    // weight copy to 8 mantissa bits (2^-9 = 2e-3 relative); over 5 Adam steps the losses stay
+    // within 2e-2 and the gradient norms within 5e-2.
+    const double loss_tol = kCuda ? 2e-2 : 1e-4;
+    const double norm_tol = kCuda ? 5e-2 : 1e-4;
     for (int s = 0; s < kSteps; ++s) {
       const double dl = std::abs(got.losses[s] - want.losses[s]) / std::abs(want.losses[s]);
       const double dn = std::abs(got.norms[s] - want.norms[s]) / std::abs(want.norms[s]);
-      const bool ok = dl <= 1e-4 && dn <= 1e-4;
+      const bool ok = dl <= loss_tol && dn <= norm_tol;
       failures += ok ? 0 : 1;
       std::printf("%s step %d: loss %.7f vs single-rank %.7f (rel %.1e), grad norm %.6f vs %.6f (rel %.1e)%s\n",
                   plan.label().c_str(), s, got.losses[s], want.losses[s], dl, got.norms[s],
-                  want.norms[s], dn, ok ? "" : "  <-- over 1e-4");
+                  want.norms[s], dn, ok ? "" : "  <-- over 1e-4 (bf16: 2e-2, 5e-2)");
     }
     // The run must also train: the loss moves between steps (5 AdamW steps at lr 1e-3).
     if (!(got.losses.back() < got.losses.front())) {
@@ -130,8 +180,8 @@ int run(int argc, char** argv, strata::MpiSession& session) {
     }
     std::printf("%s\n", failures == 0 ? "PASSED" : "FAILED");
   }
-  failures += check_memory(plan, got, *world);
-  world->broadcast(nullptr, 0, 0);  // keep ranks together until rank 0 is done
+  if (!kCuda) failures += check_memory(plan, got, *world);
+  world->barrier();  // keep ranks together until rank 0 is done
   double verdict = failures;
   world->all_reduce_sum(&verdict, 1);
   return verdict == 0 ? 0 : 1;

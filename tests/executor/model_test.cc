@@ -169,16 +169,16 @@ TEST(ModelGradients, WholeModelMatchesFiniteDifferences) {
   auto& eng = rank.engine();
   auto& state = eng.state();
   // Larger weights than GPT-2's init make every path's gradient visible above fp32 noise.
-  for (const auto& u : state.units()) {
-    auto& unit = state.unit(u.layout.name);
+  for (std::size_t u = 0; u < state.size(); ++u) {
+    auto& unit = state.unit(u);
     for (std::int64_t i = 0; i < unit.layout.count; ++i) {
       unit.params.f32()[i] += static_cast<float>(0.3 * model::normal_at(99, i + 1000 * unit.layout.count));
     }
   }
   eng.forward_backward(0);
   int checked = 0;
-  for (const auto& u : state.units()) {
-    auto& unit = state.unit(u.layout.name);
+  for (std::size_t u = 0; u < state.size(); ++u) {
+    auto& unit = state.unit(u);
     const std::vector<float> grads(unit.grads.f32(), unit.grads.f32() + unit.layout.count);
     for (const auto& seg : unit.layout.segments) {
       // A random unit direction: the step eps r stays small whatever the tensor's size.

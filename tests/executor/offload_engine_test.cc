@@ -67,7 +67,8 @@ RunResult run_plan(const ModelSpec& model, const TrainSpec& train, const Plan& p
   const auto corpus = data::generated_corpus(train.seed, 1 << 16);
   engine::RankTraining rank(model, train, plan, world, budgets, corpus, options);
   RunResult r;
-  for (const auto& u : rank.engine().state().units()) r.state_bytes += u.padded * 12;
+  const engine::ModelState& state = rank.engine().state();
+  for (std::size_t u = 0; u < state.size(); ++u) r.state_bytes += state.unit(u).padded * 12;
   for (int s = 0; s < steps; ++s) {
     const engine::StepResult step = rank.engine().step(s);
     r.losses.push_back(step.loss);

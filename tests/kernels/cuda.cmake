@@ -19,4 +19,17 @@ if(STRATA_HAVE_CUDA)
       ${CMAKE_CURRENT_LIST_DIR}/cuda_loss_optim_test.cc
     LIBS strata_kernels_cuda strata_kernels_cpu
     LABELS "gpu;kernels")
+
+  # One binary, two label sets: its argument checks (suite CudaVocabParallelLossArgs) run
+  # without a device and stay in `ctest -LE gpu`; its GPU cases are labelled gpu. Hence two
+  # filtered discoveries instead of strata_add_test's one.
+  add_executable(cuda_vocab_parallel_loss_test
+    ${CMAKE_CURRENT_LIST_DIR}/grad_check.cc
+    ${CMAKE_CURRENT_LIST_DIR}/cuda_vocab_parallel_loss_test.cc)
+  target_link_libraries(cuda_vocab_parallel_loss_test PRIVATE
+    strata_kernels_cuda strata_kernels_cpu GTest::gtest GTest::gtest_main strata_warnings)
+  gtest_discover_tests(cuda_vocab_parallel_loss_test DISCOVERY_TIMEOUT 60
+    TEST_FILTER "CudaVocabParallelLossArgs.*" PROPERTIES LABELS kernels)
+  gtest_discover_tests(cuda_vocab_parallel_loss_test DISCOVERY_TIMEOUT 60
+    TEST_FILTER "-CudaVocabParallelLossArgs.*" PROPERTIES LABELS "gpu;kernels")
 endif()

@@ -1,7 +1,9 @@
-// `strata run`: trains a model for real with a plan on the CPU backend, or on one GPU with the
-// CUDA backend (run_cuda.cc; chosen by --backend, else when a GPU is present). Everything is
-// validated BEFORE any rank starts (the plan against the model and the global batch, the
-// rank count against --max-ranks, the data file, the output directory), then the command
+// `strata run`: trains a model for real with a plan, on the CPU backend or on GPUs with the
+// CUDA backend (chosen by --backend, else CUDA when a GPU is present and the plan fits this
+// machine's GPUs). One run loop for both: each rank builds its backend (run_cuda.cc makes the
+// CUDA one), then the one engine replays the plan's Program. Everything is validated BEFORE
+// any rank starts (the plan against the model and the global batch, the rank count against
+// --max-ranks and the GPUs, the data file, the output directory), then the command
 // re-launches itself under mpirun with t*p*d ranks (one rank runs in-process). Rank 0
 // prints one progress line per step and writes DIR/report.json (a StepReport of kind
 // "measurement"), DIR/trace.json (Chrome trace of the last step, one process per rank) and
@@ -113,7 +115,7 @@ Validated validate(const RunOptions& o) {
   return v;
 }
 
-std::vector<std::string> relaunch_args(const RunOptions& o, const Validated& v) {
+std::vector<std::string> relaunch_args(const RunOptions& o, const Validated& v, Backend backend) {
   std::vector<std::string> args = {"run",       "--plan",    v.plan_path,
                                    "--model",   v.model_path, "--train",
                                    v.train_path, "--cluster", v.cluster_path,
@@ -124,7 +126,9 @@ std::vector<std::string> relaunch_args(const RunOptions& o, const Validated& v) 
                                    "--prefetch-depth", std::to_string(o.prefetch_depth),
                                    "--device-budget-mib", fmt::format("{}", o.device_budget_mib)};
   args.push_back("--backend");
-  args.push_back("cpu");  // the ranks were chosen for the CPU backend
+  args.push_back(to_string(backend));  // every rank runs the backend chosen here
+  args.push_back("--ranks-per-gpu");
+  args.push_back(std::to_string(o.ranks_per_gpu));
   if (!o.data.empty()) {
     args.push_back("--data");
     args.push_back(fs::absolute(o.data).string());
@@ -212,8 +216,10 @@ void update_profile(const std::string& path, const Validated& v, const StepRepor
 
 namespace {
 
-// One rank's training; rank 0 prints progress to `out` and writes the files.
-void train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, std::ostream& out) {
+// One rank's training, the same loop for every backend; rank 0 prints progress to `out` and
+// writes the files.
+void train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, Backend backend,
+                std::ostream& out) {
   if (world.size() != v.plan.world_size()) {
     throw InfeasiblePlan(fmt::format("{}: the plan needs {} ranks, mpirun started {}", v.plan_path,
                                      v.plan.world_size(), world.size()));
@@ -228,12 +234,16 @@ void train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world,
   engine::OffloadOptions offload;
   offload.nvme_dir = o.nvme_dir;
   offload.prefetch_depth = o.prefetch_depth;
-  engine::RankTraining rank(v.model, v.train, v.plan, world, budgets, corpus, offload);
+  const engine::BackendMaker make_backend =
+      backend == Backend::kCuda ? cuda_backend_maker(o) : engine::cpu_backend_maker();
+  engine::RankTraining rank(v.model, v.train, v.plan, world, budgets, corpus, offload,
+                            make_backend);
   const bool printer = world.rank() == 0;
   if (printer) {
-    out << fmt::format("strata run: {} on {} ranks, model {}, {} steps of {} sequences x {} "
-                       "tokens, data {}\n",
-                       v.plan.label(), v.plan.world_size(), v.model.name, v.train.steps,
+    out << fmt::format("strata run: {} on {} ranks ({} backend, {}), model {}, {} steps of {} "
+                       "sequences x {} tokens, data {}\n",
+                       v.plan.label(), v.plan.world_size(), to_string(backend),
+                       to_string(rank.backend().compute_dtype()), v.model.name, v.train.steps,
                        v.train.global_batch, v.model.seq_len, o.data.empty() ? "generated" : o.data);
   }
   std::vector<report::StepSample> samples;
@@ -281,36 +291,36 @@ void train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world,
 }
 
 int run_command(const RunOptions& o, std::ostream& out) {
-  // --backend wins; without it a GPU is used when present and the plan is one the CUDA
-  // backend runs (one rank, no offload), and the CPU backend otherwise. Chosen first, so a
-  // bad --backend leaves nothing behind (validate creates the output directory).
+  // --backend wins; without it a GPU is used when present and the plan fits this machine's
+  // GPUs, and the CPU backend otherwise. Chosen first, so a bad --backend leaves nothing
+  // behind (validate creates the output directory).
   Backend backend = choose_backend(o.backend, cuda_device_probe());
   const Validated v = validate(o);
-  if (!o.backend && backend == Backend::kCuda && !cuda_runs_plan(v)) {
-    out << fmt::format("backend cpu: a GPU is present, but the CUDA backend runs single-rank "
-                       "plans without offload in this version ({})\n", v.plan.label());
-    backend = Backend::kCpu;
-  }
   if (backend == Backend::kCuda) {
-    train_on_cuda(o, v, out);
-    return 0;
+    try {
+      check_cuda_run(o, v);
+    } catch (const ConfigError& e) {
+      if (o.backend) throw;  // asked for by name: the reason is the answer
+      out << fmt::format("backend cpu: a GPU is present, but {}\n", e.what());
+      backend = Backend::kCpu;
+    }
   }
   if (v.plan.world_size() > 1 && !running_under_mpirun()) {
     RelaunchOptions relaunch;
     relaunch.ranks = static_cast<int>(v.plan.world_size());
-    const int rc = relaunch_under_mpirun(relaunch, relaunch_args(o, v));
+    const int rc = relaunch_under_mpirun(relaunch, relaunch_args(o, v, backend));
     return rc;  // the ranks printed their own errors
   }
   MpiSession session(nullptr, nullptr);
   std::unique_ptr<MpiCommunicator> world = session.world();
   if (world->size() == 1) {
-    train_rank(o, v, *world, out);  // errors reach main's single catch point
+    train_rank(o, v, *world, backend, out);  // errors reach main's single catch point
     return 0;
   }
   // Several ranks: a rank that fails cannot unwind alone (its peers would wait forever in a
   // collective), so it prints its error once and aborts the whole job with exit code 2.
   try {
-    train_rank(o, v, *world, out);
+    train_rank(o, v, *world, backend, out);
   } catch (const std::exception& e) {
     std::cerr << fmt::format("strata: rank {}: {}\n", world->rank(), e.what()) << std::flush;
     MPI_Abort(MPI_COMM_WORLD, 2);
@@ -324,8 +334,8 @@ int run_command(const RunOptions& o, std::ostream& out) {
 void add_run_command(CLI::App& app, CommandContext& context) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* command = app.add_subcommand(
-      "run", "Train a model with a plan on the CPU backend (re-launched under mpirun for t*p*d "
-             "ranks) or on one GPU, and write a measured report and trace");
+      "run", "Train a model with a plan on the CPU backend or on GPUs (re-launched under mpirun "
+             "for t*p*d ranks), and write a measured report and trace");
   command->add_option("--plan", options->plan, "plan: a JSON file or a bundled name")->required();
   command->add_option("--model", options->model, "model: a JSON file or a bundled name")->required();
   command->add_option("--train", options->train, "training setup: a JSON file or a bundled name")
@@ -355,7 +365,10 @@ void add_run_command(CLI::App& app, CommandContext& context) {
       ->check(CLI::ExistingFile);
   command->add_option_function<std::string>(
       "--backend", [options](const std::string& b) { options->backend = b; },
-      "cpu or cuda (default: cuda when a GPU is present and the plan runs on one rank)");
+      "cpu or cuda (default: cuda when a GPU is present and the plan fits this machine's GPUs)");
+  command->add_option("--ranks-per-gpu", options->ranks_per_gpu,
+                      "CUDA: processes that may share one GPU (host-staged communicators; "
+                      "default 1: one GPU per rank, NCCL)");
   command->callback([options, &context] { context.exit_code = run_command(*options, *context.out); });
 }
 

@@ -1,5 +1,6 @@
-// What `strata run` shares between its backends (run.cc: options, validation, the CPU
-// ranks, the printed prediction and the profile update; run_cuda.cc: the CUDA backend).
+// What `strata run` shares between its two files: run.cc (options, validation, launching
+// the ranks, the one run loop for every backend, the printed prediction, the profile
+// update) and run_cuda.cc (the CUDA pieces, compiled only with the CUDA toolkit).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include "cost_model/plan.h"
 #include "cost_model/step_report.h"
 #include "cost_model/train_spec.h"
+#include "executor/engine/rank_training.h"
 #include "executor/runtime/backend_select.h"
 
 namespace strata::cli {
@@ -31,6 +33,7 @@ struct RunOptions {
   std::string update_profile;     // fold the measured step into this profile (see update_profile)
   std::string profile;            // the printed prediction uses this calibrated profile
   std::optional<std::string> backend;  // --backend cpu|cuda; unset: cuda when a GPU is found
+  int ranks_per_gpu = 1;          // CUDA: processes sharing one GPU (host-staged communicators)
 };
 
 // Everything a rank needs, loaded and checked before any rank starts.
@@ -51,13 +54,14 @@ void print_predicted(const Validated& v, const StepReport& rep, const std::strin
 void update_profile(const std::string& path, const Validated& v, const StepReport& measured,
                     std::ostream& out);
 
-// Trains on one GPU (the CUDA backend) and writes the same files as the CPU ranks. Throws
-// ConfigError when this binary was built without CUDA or the plan is not one it runs.
-void train_on_cuda(const RunOptions& o, const Validated& v, std::ostream& out);
+// The CUDA backend's checks before any rank starts: the model's shapes against the CUDA
+// kernels, bf16 training, and the plan's ranks against this machine's GPUs (ranks <= GPUs x
+// --ranks-per-gpu). ConfigError naming the field otherwise; also when this binary was built
+// without CUDA.
+void check_cuda_run(const RunOptions& o, const Validated& v);
 
-// Whether the CUDA backend can run this plan (one rank, no offload): the automatic choice
-// falls back to the CPU backend for the others.
-bool cuda_runs_plan(const Validated& v);
+// The BackendMaker of a CUDA rank (executor/cuda/cuda_backend.h).
+engine::BackendMaker cuda_backend_maker(const RunOptions& o);
 
 // The device probe of this binary: the CUDA runtime's when built with CUDA, else "none".
 DeviceProbeFn cuda_device_probe();

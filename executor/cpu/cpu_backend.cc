@@ -1,0 +1,56 @@
+// The CPU backend's primitives (see cpu_backend.h).
+#include "executor/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/adamw.h"
+#include "kernels/cpu/elementwise.h"
+
+namespace strata::cpu_backend {
+namespace cpu = strata::kernels::cpu;
+
+engine::Tensor CpuBackend::allocate(MemoryTier tier, DType dtype, std::int64_t n,
+                                    const std::string& tag, bool /*zeroed*/) {
+  // The accounting allocator always zero-fills.
+  return tensor_of(alloc_->allocate(tier, n * dtype_bytes(dtype), tag), dtype, tier);
+}
+
+void CpuBackend::zero(void* data, DType dtype, std::int64_t n, Stream) {
+  std::memset(data, 0, static_cast<std::size_t>(n * dtype_bytes(dtype)));
+}
+
+void CpuBackend::fill(float* data, float value, std::int64_t n) { std::fill(data, data + n, value); }
+
+double CpuBackend::sum_of_squares(const float* data, std::int64_t n) {
+  return cpu::sum_of_squares(data, n);
+}
+
+void CpuBackend::adamw(float* master, void* copy, float* grad, float* m, float* v,
+                       std::int64_t n, const engine::AdamWStep& hp, float grad_scale) {
+  if (grad_scale != 1.0f) cpu::scale(grad, n, grad_scale);
+  cpu::adamw_update(master, grad, m, v, n,
+                    cpu::AdamWParams{hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay}, hp.step);
+  if (copy != nullptr && copy != master) cpu::copy(static_cast<float*>(copy), master, n);
+}
+
+void CpuBackend::to_compute(void* dst, const float* src, std::int64_t n) {
+  if (dst != src) cpu::copy(static_cast<float*>(dst), src, n);
+}
+
+void CpuBackend::copy(void* dst, const void* src, std::int64_t bytes, Stream) {
+  std::memcpy(dst, src, static_cast<std::size_t>(bytes));
+}
+
+int CpuBackend::timestamp(Stream) {
+  stamps_.push_back(std::chrono::steady_clock::now());
+  return static_cast<int>(stamps_.size() - 1);
+}
+
+double CpuBackend::seconds_between(int origin, int mark) {
+  return std::chrono::duration<double>(stamps_.at(static_cast<std::size_t>(mark)) -
+                                       stamps_.at(static_cast<std::size_t>(origin)))
+      .count();
+}
+
+}  // namespace strata::cpu_backend

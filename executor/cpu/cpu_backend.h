@@ -1,0 +1,58 @@
+// The CPU backend (executor/engine/backend.h): kernels/cpu in fp32 on host memory that the
+// accounting allocator budgets as the device tier, MPI communicators, and no streams: every
+// call runs to completion in call order, so the engine's Program order is the execution
+// order and a stream mark is -1. Timestamps are the host's steady clock.
+// Deliberately not here: the model's math (cpu_layer_ops.h), MPI start-up (tools/).
+#pragma once
+
+#include <chrono>
+#include <vector>
+
+#include "executor/comm/communicator_factory.h"
+#include "executor/comm/mpi_communicator.h"
+#include "executor/cpu/cpu_layer_ops.h"
+#include "executor/engine/backend.h"
+
+namespace strata::cpu_backend {
+
+class CpuBackend final : public engine::Backend {
+ public:
+  // alloc and world must outlive the backend; the process groups are MPI splits of world.
+  CpuBackend(AccountingAllocator& alloc, const MpiCommunicator& world)
+      : alloc_(&alloc), comms_(world), ops_(alloc) {}
+
+  std::string_view name() const override { return "cpu"; }
+  DType compute_dtype() const override { return DType::kF32; }
+  std::int64_t vocab_row_alignment() const override { return 1; }
+  AccountingAllocator& accounting() override { return *alloc_; }
+
+  engine::Tensor allocate(MemoryTier tier, DType dtype, std::int64_t n, const std::string& tag,
+                          bool zeroed = true) override;
+  void release_after(engine::Tensor t, Stream) override { t.reset(); }
+  model::LayerOps& layer_ops() override { return ops_; }
+  CommunicatorFactory& communicators() override { return comms_; }
+
+  void zero(void* data, DType dtype, std::int64_t n, Stream) override;
+  void fill(float* data, float value, std::int64_t n) override;
+  double sum_of_squares(const float* data, std::int64_t n) override;
+  void adamw(float* master, void* copy, float* grad, float* m, float* v, std::int64_t n,
+             const engine::AdamWStep& hp, float grad_scale) override;
+  void to_compute(void* dst, const float* src, std::int64_t n) override;
+  void copy(void* dst, const void* src, std::int64_t bytes, Stream) override;
+
+  int record(Stream) override { return -1; }
+  void wait(Stream, int) override {}
+  void synchronize() override {}
+
+  int timestamp(Stream) override;
+  double seconds_between(int origin, int mark) override;
+  void clear_timestamps() override { stamps_.clear(); }
+
+ private:
+  AccountingAllocator* alloc_;
+  MpiCommunicatorFactory comms_;
+  CpuLayerOps ops_;
+  std::vector<std::chrono::steady_clock::time_point> stamps_;
+};
+
+}  // namespace strata::cpu_backend

@@ -1,0 +1,180 @@
+// The CPU backend's model kernels (see cpu_layer_ops.h).
+#include "executor/cpu/cpu_layer_ops.h"
+
+#include <stdexcept>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "executor/model/tp_context.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/gelu.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/layernorm.h"
+
+namespace strata::cpu_backend {
+namespace cpu = strata::kernels::cpu;
+
+namespace {
+
+class BufferStorage final : public Tensor::Storage {
+ public:
+  explicit BufferStorage(Buffer b) : buffer(std::move(b)) {}
+  Buffer buffer;
+};
+
+float* f(void* p) { return static_cast<float*>(p); }
+const float* f(const void* p) { return static_cast<const float*>(p); }
+
+}  // namespace
+
+Tensor tensor_of(Buffer buffer, DType dtype, MemoryTier tier) {
+  void* data = buffer.data();
+  const std::int64_t n = buffer.bytes() / dtype_bytes(dtype);
+  return Tensor(data, n, dtype, tier, std::make_unique<BufferStorage>(std::move(buffer)));
+}
+
+Tensor CpuLayerOps::activations(std::int64_t n, const std::string& tag) {
+  return tensor_of(alloc_->allocate_floats(MemoryTier::kDevice, n, tag), DType::kF32,
+                   MemoryTier::kDevice);
+}
+
+std::int64_t CpuLayerOps::attention_stats_floats(int B, int T, int NH) const {
+  // The materialised softmax: (B, NH, T, T).
+  return static_cast<std::int64_t>(B) * NH * T * T;
+}
+
+void CpuLayerOps::layernorm_forward(void* out, float* mean, float* rstd, const void* inp,
+                                    const void* w, const void* b, int rows, int C) {
+  cpu::layernorm_forward(f(out), mean, rstd, f(inp), f(w), f(b), rows, C);
+}
+
+void CpuLayerOps::residual_layernorm_forward(void* resid, void* out, float* mean, float* rstd,
+                                             const void* x, const void* y, const void* bias,
+                                             const void* w, const void* b, int rows, int C) {
+  bias_residual(resid, y, bias, x, rows, C);
+  cpu::layernorm_forward(f(out), mean, rstd, f(resid), f(w), f(b), rows, C);
+}
+
+void CpuLayerOps::layernorm_backward(void* dinp, float* dw, float* db, const void* dout,
+                                     const void* inp, const void* w, const float* mean,
+                                     const float* rstd, int rows, int C) {
+  cpu::layernorm_backward(f(dinp), dw, db, f(dout), f(inp), f(w), mean, rstd, rows, C);
+}
+
+void CpuLayerOps::matmul_forward(void* out, const void* inp, const void* w, const void* bias,
+                                 int BT, int C, int OC) {
+  cpu::matmul_forward(f(out), f(inp), f(w), f(bias), BT, C, OC);
+}
+
+void CpuLayerOps::matmul_gelu_forward(void* out, void* pre, const void* inp, const void* w,
+                                      const void* bias, int BT, int C, int OC) {
+  cpu::matmul_forward(f(pre), f(inp), f(w), f(bias), BT, C, OC);
+  cpu::gelu_forward(f(out), f(pre), static_cast<std::int64_t>(BT) * OC);
+}
+
+void CpuLayerOps::matmul_residual_forward(void* out, const void* inp, const void* w,
+                                          const void* bias, const void* residual, int BT, int C,
+                                          int OC) {
+  cpu::matmul_forward(f(out), f(inp), f(w), f(bias), BT, C, OC);
+  cpu::residual_forward(f(out), f(out), f(residual), static_cast<std::int64_t>(BT) * OC);
+}
+
+void CpuLayerOps::matmul_backward(void* dinp, float* dw, float* db, const void* dout,
+                                  const void* inp, const void* w, int BT, int C, int OC) {
+  // The kernel accumulates; the op overwrites.
+  if (dinp != nullptr) cpu::zero(f(dinp), static_cast<std::int64_t>(BT) * C);
+  cpu::matmul_backward(f(dinp), dw, db, f(dout), f(inp), f(w), BT, C, OC);
+}
+
+void CpuLayerOps::matmul_gelu_backward(void* dinp, float* dw, float* db, const void* dout,
+                                       const void* gelu_out, const void* w, const void* pre,
+                                       int BT, int C, int OC) {
+  const std::int64_t n = static_cast<std::int64_t>(BT) * C;
+  Buffer dgelu = alloc_->allocate_floats(MemoryTier::kDevice, n, "backward_scratch");
+  cpu::matmul_backward(dgelu.f32(), dw, db, f(dout), f(gelu_out), f(w), BT, C, OC);
+  cpu::zero(f(dinp), n);
+  cpu::gelu_backward(f(dinp), f(pre), dgelu.f32(), n);
+}
+
+void CpuLayerOps::attention_forward(void* out, float* stats, const void* qkv, int B, int T,
+                                    int C, int NH) {
+  cpu::attention_forward(f(out), stats, f(qkv), B, T, C, NH);
+}
+
+void CpuLayerOps::attention_backward(void* dqkv, const void* dout, const void* qkv,
+                                     const void* /*out*/, const float* stats, int B, int T, int C,
+                                     int NH) {
+  Buffer scratch = alloc_->allocate_floats(
+      MemoryTier::kDevice, cpu::attention_backward_scratch_floats(B, T, NH), "backward_scratch");
+  cpu::zero(f(dqkv), static_cast<std::int64_t>(B) * T * 3 * C);
+  cpu::attention_backward(f(dqkv), scratch.f32(), f(dout), f(qkv), stats, B, T, C, NH);
+}
+
+void CpuLayerOps::bias_residual(void* out, const void* y, const void* bias, const void* residual,
+                                int rows, int C) {
+  const std::int64_t n = static_cast<std::int64_t>(rows) * C;
+  if (out != y) cpu::copy(f(out), f(y), n);
+  if (bias != nullptr) add_bias(out, bias, rows, C);
+  cpu::residual_forward(f(out), f(out), f(residual), n);
+}
+
+void CpuLayerOps::add_bias(void* out, const void* bias, int rows, int C) {
+  cpu::add_bias(f(out), f(bias), rows, C);
+}
+
+void CpuLayerOps::copy(void* dst, const void* src, std::int64_t n) { cpu::copy(f(dst), f(src), n); }
+
+void CpuLayerOps::zero(void* dst, std::int64_t n) { cpu::zero(f(dst), n); }
+
+void CpuLayerOps::embedding_forward(void* out, const std::int32_t* tokens, const void* wte,
+                                    const void* wpe, int B, int T, int C, int v0, int v1) {
+  cpu::embedding_forward(f(out), tokens, f(wte), f(wpe), B, T, C, v0, v1);
+}
+
+void CpuLayerOps::embedding_backward(float* dwte, float* dwpe, const void* dout,
+                                     const std::int32_t* tokens, int B, int T, int C, int v0,
+                                     int v1) {
+  cpu::embedding_backward(dwte, dwpe, f(dout), tokens, B, T, C, v0, v1);
+}
+
+void CpuLayerOps::cross_entropy_forward_backward(float* losses, Tensor& logits,
+                                                 const float* dlosses,
+                                                 const std::int32_t* targets, int BT, int Vlocal,
+                                                 int ld, int v0, model::TpContext& tp) {
+  if (ld != Vlocal) {
+    throw std::logic_error(fmt::format("cpu cross-entropy: row stride {} != {} columns", ld, Vlocal));
+  }
+  // Vocab-parallel: the global row max, then the global sum of exp and the target's logit (0
+  // on ranks whose shard does not hold it), each summed over TP.
+  Buffer stats = alloc_->allocate_floats(MemoryTier::kDevice, 4 * static_cast<std::int64_t>(BT),
+                                         "head_scratch");
+  float* row_max = stats.f32();
+  float* row_sum = row_max + BT;
+  float* target_logit = row_sum + BT;  // contiguous with row_sum: one all-reduce for both
+  float* row_lse = target_logit + BT;
+  const float* z = logits.f32();
+  if (Vlocal > 0) {
+    cpu::vocab_parallel_row_max(row_max, z, BT, Vlocal);
+  } else {
+    for (int i = 0; i < BT; ++i) row_max[i] = -3.0e38f;
+  }
+  tp.all_reduce_max_f32(row_max, BT);
+  if (Vlocal > 0) {
+    cpu::vocab_parallel_sum_exp(row_sum, z, row_max, BT, Vlocal);
+    cpu::vocab_parallel_target_logit(target_logit, z, targets, BT, Vlocal, v0);
+  }
+  tp.all_reduce_sum_f32(row_sum, 2 * static_cast<std::int64_t>(BT));
+  cpu::vocab_parallel_loss(losses, row_lse, row_max, row_sum, target_logit, BT);
+  Tensor dlogits = activations(static_cast<std::int64_t>(BT) * Vlocal, "dlogits");
+  if (Vlocal > 0) {
+    cpu::vocab_parallel_cross_entropy_backward(dlogits.f32(), dlosses, z, row_lse, targets, BT,
+                                               Vlocal, v0);
+  }
+  logits = std::move(dlogits);
+}
+
+}  // namespace strata::cpu_backend

@@ -1,0 +1,212 @@
+// The CUDA backend's primitives (see cuda_backend.h).
+#include "executor/cuda/cuda_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cost_model/errors.h"
+#include "cost_model/partition.h"
+#include "executor/cuda/communicator_factories.h"
+#include "executor/cuda/pinned_host_buffer.h"
+#include "executor/cuda/system_error.h"
+#include "kernels/cuda/adamw.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/elementwise.h"
+
+namespace strata::cuda {
+namespace kc = kernels::cuda;
+
+namespace {
+
+class PinnedStorage final : public engine::Tensor::Storage {
+ public:
+  explicit PinnedStorage(PinnedHostBuffer b) : buffer(std::move(b)) {}
+  PinnedHostBuffer buffer;
+};
+
+bool on_host(const void* p) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+    cudaGetLastError();  // plain pageable memory on older runtimes: host
+    return true;
+  }
+  return attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged;
+}
+
+}  // namespace
+
+int local_rank_from_environment() {
+  const char* value = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  return value == nullptr ? 0 : std::atoi(value);
+}
+
+CudaBackend::CudaBackend(AccountingAllocator& alloc, const MpiCommunicator& world,
+                         int local_rank, const CudaBackendOptions& options)
+    : alloc_(&alloc), host_(world) {
+  as_system_error([&] {
+    int devices = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&devices));
+    if (devices < 1) throw SystemError("cuda backend: cudaGetDeviceCount found no device");
+    device_ = local_rank % devices;
+    CUDA_CHECK(cudaSetDevice(device_));
+    compute_ = kc::Stream::create();
+    comm_ = kc::Stream::create();
+    copy_ = kc::Stream::create();
+    p2p_ = kc::Stream::create();
+    norm_ = kc::DeviceBuffer((1 + kc::kSumOfSquaresScratchDoubles) * sizeof(double));
+  });
+  pool_ = std::make_unique<DevicePool>(alloc, compute_.get());
+  ops_ = std::make_unique<CudaLayerOps>(*pool_, compute_.get());
+  GroupStreams streams;
+  streams.world = comm_.get();
+  streams.tp = compute_.get();
+  streams.dp = comm_.get();
+  streams.pp = p2p_.get();
+  streams.model = comm_.get();
+  streams.embedding = comm_.get();
+  if (options.ranks_per_gpu > 1) {
+    comms_ = std::make_unique<HostStagedCommunicatorFactory>(host_, streams);
+  } else {
+#ifdef STRATA_HAVE_NCCL
+    comms_ = std::make_unique<NcclCommunicatorFactory>(host_, streams);
+#else
+    comms_ = std::make_unique<HostStagedCommunicatorFactory>(host_, streams);
+#endif
+  }
+}
+
+CudaBackend::~CudaBackend() {
+  // Work in flight may still read memory the pool is about to free.
+  cudaDeviceSynchronize();
+}
+
+std::int64_t CudaBackend::vocab_row_alignment() const { return strata::vocab_row_alignment(strata::Backend::kCuda); }
+
+cudaStream_t CudaBackend::stream_of(Stream s) const {
+  switch (s) {
+    case Stream::kCompute:
+    case Stream::kHost: return compute_.get();
+    case Stream::kComm: return comm_.get();
+    case Stream::kCopy: return copy_.get();
+    case Stream::kP2p: return p2p_.get();
+  }
+  return compute_.get();
+}
+
+engine::Tensor CudaBackend::allocate(MemoryTier tier, DType dtype, std::int64_t n,
+                                     const std::string& tag, bool zeroed) {
+  const std::int64_t bytes = n * dtype_bytes(dtype);
+  if (tier == MemoryTier::kDevice) {
+    DeviceBlock block = zeroed ? pool_->allocate(bytes, tag) : pool_->allocate_uninitialized(bytes, tag);
+    return tensor_of(std::move(block), dtype);
+  }
+  if (tier != MemoryTier::kHost) {
+    throw std::invalid_argument("cuda backend: the nvme tier holds no memory (use the NvmeStore)");
+  }
+  PinnedHostBuffer buffer = PinnedHostBuffer::allocate(*alloc_, bytes, tag);
+  if (zeroed && bytes > 0) std::memset(buffer.data(), 0, static_cast<std::size_t>(bytes));
+  void* data = buffer.data();
+  return engine::Tensor(data, n, dtype, MemoryTier::kHost,
+                        std::make_unique<PinnedStorage>(std::move(buffer)));
+}
+
+void CudaBackend::release_after(engine::Tensor t, Stream stream) {
+  if (t.tier() == MemoryTier::kDevice && stream_of(stream) != compute_.get()) {
+    wait(Stream::kCompute, record(stream));
+  }
+  t.reset();
+}
+
+void CudaBackend::zero(void* data, DType dtype, std::int64_t n, Stream stream) {
+  as_system_error([&] {
+    CUDA_CHECK(cudaMemsetAsync(data, 0, static_cast<std::size_t>(n * dtype_bytes(dtype)),
+                               stream_of(stream)));
+  });
+}
+
+void CudaBackend::fill(float* data, float value, std::int64_t n) {
+  const std::vector<float> host(static_cast<std::size_t>(n), value);
+  as_system_error([&] {
+    CUDA_CHECK(cudaMemcpyAsync(data, host.data(), host.size() * sizeof(float),
+                               cudaMemcpyHostToDevice, compute_.get()));
+    CUDA_CHECK(cudaStreamSynchronize(compute_.get()));
+  });
+}
+
+double CudaBackend::sum_of_squares(const float* data, std::int64_t n) {
+  double result = 0;
+  as_system_error([&] {
+    double* sum = norm_.as<double>();
+    CUDA_CHECK(cudaMemsetAsync(sum, 0, sizeof(double), compute_.get()));
+    kc::sum_of_squares(sum, sum + 1, data, n, compute_.get());
+    CUDA_CHECK(cudaMemcpyAsync(&result, sum, sizeof(double), cudaMemcpyDeviceToHost, compute_.get()));
+    CUDA_CHECK(cudaStreamSynchronize(compute_.get()));
+  });
+  return result;
+}
+
+void CudaBackend::adamw(float* master, void* copy, float* grad, float* m, float* v,
+                        std::int64_t n, const engine::AdamWStep& hp, float grad_scale) {
+  const kc::AdamWTensor tensor{master, grad, m, v, static_cast<kc::bf16*>(copy), n};
+  kc::adamw_update({tensor}, kc::AdamWParams{hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay},
+                   hp.step, grad_scale, compute_.get());
+}
+
+void CudaBackend::to_compute(void* dst, const float* src, std::int64_t n) {
+  kc::cast_to_bf16(static_cast<kc::bf16*>(dst), src, n, compute_.get());
+}
+
+void CudaBackend::copy(void* dst, const void* src, std::int64_t bytes, Stream stream) {
+  const bool host_side = on_host(dst) || on_host(src);
+  as_system_error([&] {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault,
+                               stream_of(stream)));
+    // The host reads (or reuses) host memory on return.
+    if (host_side) CUDA_CHECK(cudaStreamSynchronize(stream_of(stream)));
+  });
+}
+
+cudaEvent_t CudaBackend::event(int mark) const {
+  return events_.at(static_cast<std::size_t>(mark)).get();
+}
+
+int CudaBackend::record(Stream stream) {
+  as_system_error([&] {
+    if (next_event_ == static_cast<int>(events_.size())) {
+      events_.push_back(kc::Event::create(/*timing=*/true));
+    }
+    events_[static_cast<std::size_t>(next_event_)].record(stream_of(stream));
+  });
+  return next_event_++;
+}
+
+void CudaBackend::wait(Stream waiter, int mark) {
+  if (mark < 0) return;
+  as_system_error([&] { CUDA_CHECK(cudaStreamWaitEvent(stream_of(waiter), event(mark), 0)); });
+}
+
+void CudaBackend::synchronize() {
+  as_system_error([&] {
+    for (cudaStream_t s : {compute_.get(), comm_.get(), copy_.get(), p2p_.get()}) {
+      CUDA_CHECK(cudaStreamSynchronize(s));
+    }
+  });
+}
+
+double CudaBackend::seconds_between(int origin, int mark) {
+  float ms = 0;
+  as_system_error([&] { CUDA_CHECK(cudaEventElapsedTime(&ms, event(origin), event(mark))); });
+  return static_cast<double>(ms) * 1e-3;
+}
+
+engine::BackendMaker cuda_backend_maker(const CudaBackendOptions& options) {
+  return [options](AccountingAllocator& alloc,
+                   const MpiCommunicator& world) -> std::unique_ptr<engine::Backend> {
+    return std::make_unique<CudaBackend>(alloc, world, local_rank_from_environment(), options);
+  };
+}
+
+}  // namespace strata::cuda

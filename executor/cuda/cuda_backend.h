@@ -1,0 +1,98 @@
+// The CUDA backend (executor/engine/backend.h): one GPU per process (or one GPU shared by
+// several processes, --ranks-per-gpu), bf16 mixed precision through kernels/cuda, device
+// memory from the accounted DevicePool, pinned host memory for the host tier, and one CUDA
+// stream per Program stream (compute, comm, copy, p2p; the host stream's marks are the
+// compute stream's). The communicators are NCCL's, bootstrapped over MPI, with the TP group
+// on the compute stream (its collectives sit between dependent kernels), DP / world /
+// embedding groups on the comm stream and the pipeline group on the p2p stream; or, when
+// processes share a GPU, host-staged communicators over MPI on the same streams.
+//
+// Ordering: record()/wait() are CUDA events; release_after() of memory used on another
+// stream makes the compute stream wait for that stream first (the pool hands memory out in
+// compute-stream order), which keeps every reuse safe at the price of that wait.
+// Deliberately not here: the model's math (cuda_layer_ops.h), choosing the device for a
+// rank beyond `local rank mod devices` (the launcher checks the counts).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "executor/comm/communicator_factory.h"
+#include "executor/cuda/cuda_layer_ops.h"
+#include "executor/cuda/device_pool.h"
+#include "executor/engine/backend.h"
+#include "executor/engine/rank_training.h"
+#include "kernels/cuda/cuda_resources.h"
+
+namespace strata::cuda {
+
+struct CudaBackendOptions {
+  // Processes that share one GPU (host-staged communicators instead of NCCL when > 1).
+  int ranks_per_gpu = 1;
+};
+
+class CudaBackend final : public engine::Backend {
+ public:
+  // Selects the device (local rank mod device count), creates the streams, the pool and the
+  // communicator factory, bootstrapped over MPI groups of `world` (which must outlive the
+  // backend).
+  CudaBackend(AccountingAllocator& alloc, const MpiCommunicator& world, int local_rank,
+              const CudaBackendOptions& options);
+  ~CudaBackend() override;
+
+  std::string_view name() const override { return "cuda"; }
+  DType compute_dtype() const override { return DType::kBF16; }
+  std::int64_t vocab_row_alignment() const override;
+  AccountingAllocator& accounting() override { return *alloc_; }
+
+  engine::Tensor allocate(MemoryTier tier, DType dtype, std::int64_t n, const std::string& tag,
+                          bool zeroed = true) override;
+  void release_after(engine::Tensor t, Stream stream) override;
+  model::LayerOps& layer_ops() override { return *ops_; }
+  CommunicatorFactory& communicators() override { return *comms_; }
+
+  void zero(void* data, DType dtype, std::int64_t n, Stream stream) override;
+  void fill(float* data, float value, std::int64_t n) override;
+  double sum_of_squares(const float* data, std::int64_t n) override;
+  void adamw(float* master, void* copy, float* grad, float* m, float* v, std::int64_t n,
+             const engine::AdamWStep& hp, float grad_scale) override;
+  void to_compute(void* dst, const float* src, std::int64_t n) override;
+  void copy(void* dst, const void* src, std::int64_t bytes, Stream stream) override;
+
+  int record(Stream stream) override;
+  void wait(Stream waiter, int mark) override;
+  void synchronize() override;
+
+  int timestamp(Stream stream) override { return record(stream); }
+  double seconds_between(int origin, int mark) override;
+  void clear_timestamps() override { next_event_ = 0; }
+
+  int device() const { return device_; }
+  DevicePoolStats pool_stats() const { return pool_->stats(); }
+
+ private:
+  cudaStream_t stream_of(Stream s) const;
+  cudaEvent_t event(int mark) const;
+
+  AccountingAllocator* alloc_;
+  MpiCommunicatorFactory host_;  // bootstraps the device communicators
+  int device_ = 0;
+  kernels::cuda::Stream compute_, comm_, copy_, p2p_;
+  std::unique_ptr<DevicePool> pool_;
+  std::unique_ptr<CudaLayerOps> ops_;
+  std::unique_ptr<CommunicatorFactory> comms_;
+  std::vector<kernels::cuda::Event> events_;  // reused every step (clear_timestamps)
+  int next_event_ = 0;
+  kernels::cuda::DeviceBuffer norm_;          // sum_of_squares: result + partials
+};
+
+// The BackendMaker of `strata run --backend cuda` (rank_training.h): the device of local rank
+// `local_rank` (from the launcher's environment), NCCL or host-staged communicators.
+engine::BackendMaker cuda_backend_maker(const CudaBackendOptions& options);
+
+// The launcher's local rank of this process (OMPI_COMM_WORLD_LOCAL_RANK), 0 outside mpirun.
+int local_rank_from_environment();
+
+}  // namespace strata::cuda

@@ -1,0 +1,186 @@
+// The CUDA backend's model kernels (see cuda_layer_ops.h).
+#include "executor/cuda/cuda_layer_ops.h"
+
+#include <utility>
+
+#include "executor/cuda/system_error.h"
+#include "executor/model/tp_context.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/gelu.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/layernorm.h"
+#include "kernels/cuda/vocab_parallel_loss.h"
+
+namespace strata::cuda {
+namespace kc = kernels::cuda;
+using kc::bf16;
+
+namespace {
+
+class BlockStorage final : public Tensor::Storage {
+ public:
+  explicit BlockStorage(DeviceBlock b) : block(std::move(b)) {}
+  DeviceBlock block;
+};
+
+bf16* h(void* p) { return static_cast<bf16*>(p); }
+const bf16* h(const void* p) { return static_cast<const bf16*>(p); }
+
+}  // namespace
+
+Tensor tensor_of(DeviceBlock block, DType dtype) {
+  void* data = block.data();
+  const std::int64_t n = block.bytes() / dtype_bytes(dtype);
+  return Tensor(data, n, dtype, MemoryTier::kDevice, std::make_unique<BlockStorage>(std::move(block)));
+}
+
+CudaLayerOps::CudaLayerOps(DevicePool& pool, cudaStream_t stream)
+    : pool_(&pool), stream_(stream), lt_(as_system_error([] { return kc::CublasLtHandle::create(); })) {}
+
+Tensor CudaLayerOps::activations(std::int64_t n, const std::string& tag) {
+  return tensor_of(pool_->allocate_uninitialized(n * 2, tag), DType::kBF16);
+}
+
+Tensor CudaLayerOps::floats(std::int64_t n, const std::string& tag) {
+  return tensor_of(pool_->allocate_uninitialized(n * 4, tag), DType::kF32);
+}
+
+std::int64_t CudaLayerOps::attention_stats_floats(int B, int T, int NH) const {
+  // Flash attention keeps one log-sum-exp per (batch, head, query).
+  return static_cast<std::int64_t>(B) * NH * T;
+}
+
+void CudaLayerOps::layernorm_forward(void* out, float* mean, float* rstd, const void* inp,
+                                     const void* w, const void* b, int rows, int C) {
+  kc::layernorm_forward(h(out), mean, rstd, h(inp), h(w), h(b), rows, C, stream_);
+}
+
+void CudaLayerOps::residual_layernorm_forward(void* resid, void* out, float* mean, float* rstd,
+                                              const void* x, const void* y, const void* bias,
+                                              const void* w, const void* b, int rows, int C) {
+  const void* sum_with = y;
+  if (bias != nullptr) {  // (y + bias) first, as the CPU backend rounds it
+    if (resid != y) copy(resid, y, static_cast<std::int64_t>(rows) * C);
+    kc::add_bias(h(resid), h(bias), rows, C, stream_);
+    sum_with = resid;
+  }
+  kc::fused_residual_layernorm_forward(h(resid), h(out), mean, rstd, h(x), h(sum_with), h(w),
+                                       h(b), rows, C, stream_);
+}
+
+void CudaLayerOps::layernorm_backward(void* dinp, float* dw, float* db, const void* dout,
+                                      const void* inp, const void* w, const float* mean,
+                                      const float* rstd, int rows, int C) {
+  Tensor scratch = floats(kc::layernorm_backward_scratch_floats(rows, C), "backward_scratch");
+  kc::layernorm_backward(h(dinp), dw, db, h(dout), h(inp), h(w), mean, rstd, rows, C,
+                         scratch.f32(), stream_);
+}
+
+void CudaLayerOps::matmul_forward(void* out, const void* inp, const void* w, const void* bias,
+                                  int BT, int C, int OC) {
+  kc::matmul_forward(h(out), h(inp), h(w), h(bias), BT, C, OC, lt_, stream_);
+}
+
+void CudaLayerOps::matmul_gelu_forward(void* out, void* pre, const void* inp, const void* w,
+                                       const void* bias, int BT, int C, int OC) {
+  kc::matmul_forward(h(out), h(inp), h(w), h(bias), BT, C, OC, lt_, stream_,
+                     kc::GemmActivation::kGelu, h(pre));
+}
+
+void CudaLayerOps::matmul_residual_forward(void* out, const void* inp, const void* w,
+                                           const void* bias, const void* residual, int BT, int C,
+                                           int OC) {
+  kc::matmul_forward_residual(h(out), h(inp), h(w), h(bias), h(residual), BT, C, OC, lt_, stream_);
+}
+
+void CudaLayerOps::matmul_backward(void* dinp, float* dw, float* db, const void* dout,
+                                   const void* inp, const void* w, int BT, int C, int OC) {
+  kc::matmul_backward(h(dinp), dw, db, h(dout), h(inp), h(w), BT, C, OC, lt_, stream_,
+                      /*overwrite_dinp=*/true);
+}
+
+void CudaLayerOps::matmul_gelu_backward(void* dinp, float* dw, float* db, const void* dout,
+                                        const void* gelu_out, const void* w, const void* pre,
+                                        int BT, int C, int OC) {
+  kc::matmul_backward_dgelu(h(dinp), dw, db, h(dout), h(gelu_out), h(w), h(pre), BT, C, OC, lt_,
+                            stream_);
+}
+
+void CudaLayerOps::attention_forward(void* out, float* stats, const void* qkv, int B, int T,
+                                     int C, int NH) {
+  kc::attention_forward(h(out), stats, h(qkv), B, T, C, NH, stream_);
+}
+
+void CudaLayerOps::attention_backward(void* dqkv, const void* dout, const void* qkv,
+                                      const void* out, const float* stats, int B, int T, int C,
+                                      int NH) {
+  Tensor scratch = floats(kc::attention_backward_scratch_floats(B, T, NH), "backward_scratch");
+  kc::attention_backward(h(dqkv), scratch.f32(), h(dout), h(qkv), h(out), stats, B, T, C, NH,
+                         stream_, /*overwrite=*/true);
+}
+
+void CudaLayerOps::bias_residual(void* out, const void* y, const void* bias, const void* residual,
+                                 int rows, int C) {
+  const std::int64_t n = static_cast<std::int64_t>(rows) * C;
+  if (out != y) copy(out, y, n);
+  if (bias != nullptr) kc::add_bias(h(out), h(bias), rows, C, stream_);
+  kc::residual_forward(h(out), h(out), h(residual), n, stream_);
+}
+
+void CudaLayerOps::add_bias(void* out, const void* bias, int rows, int C) {
+  kc::add_bias(h(out), h(bias), rows, C, stream_);
+}
+
+void CudaLayerOps::copy(void* dst, const void* src, std::int64_t n) {
+  as_system_error([&] {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<std::size_t>(n) * 2, cudaMemcpyDeviceToDevice,
+                               stream_));
+  });
+}
+
+void CudaLayerOps::zero(void* dst, std::int64_t n) {
+  as_system_error([&] { CUDA_CHECK(cudaMemsetAsync(dst, 0, static_cast<std::size_t>(n) * 2, stream_)); });
+}
+
+void CudaLayerOps::embedding_forward(void* out, const std::int32_t* tokens, const void* wte,
+                                     const void* wpe, int B, int T, int C, int v0, int v1) {
+  kc::embedding_forward(h(out), tokens, h(wte), h(wpe), B, T, C, v0, v1, stream_);
+}
+
+void CudaLayerOps::embedding_backward(float* dwte, float* dwpe, const void* dout,
+                                      const std::int32_t* tokens, int B, int T, int C, int v0,
+                                      int v1) {
+  kc::embedding_backward(dwte, dwpe, h(dout), tokens, B, T, C, v0, v1, stream_);
+}
+
+void CudaLayerOps::cross_entropy_forward_backward(float* losses, Tensor& logits,
+                                                  const float* dlosses,
+                                                  const std::int32_t* targets, int BT, int Vlocal,
+                                                  int ld, int v0, model::TpContext& tp) {
+  Tensor stats = floats(4 * static_cast<std::int64_t>(BT), "head_scratch");
+  float* row_max = stats.f32();
+  float* row_sum = row_max + BT;
+  float* target_logit = row_sum + BT;  // contiguous with row_sum: one all-reduce for both
+  float* row_lse = target_logit + BT;
+  if (tp.size() == 1) {
+    // The whole vocabulary on this rank: one pass over the logits, loss and gradient.
+    kc::cross_entropy_forward_backward(losses, row_max, row_lse, logits.as<bf16>(), dlosses,
+                                       targets, BT, Vlocal, stream_, ld);
+    return;
+  }
+  kc::vocab_parallel_row_max(row_max, logits.as<bf16>(), BT, Vlocal, ld, stream_);
+  tp.all_reduce_max_f32(row_max, BT);
+  kc::vocab_parallel_sum_exp(row_sum, logits.as<bf16>(), row_max, BT, Vlocal, ld, stream_);
+  kc::vocab_parallel_target_logit(target_logit, logits.as<bf16>(), targets, BT, Vlocal, ld, v0,
+                                  stream_);
+  tp.all_reduce_sum_f32(row_sum, 2 * static_cast<std::int64_t>(BT));
+  kc::vocab_parallel_loss(losses, row_lse, row_max, row_sum, target_logit, BT, stream_);
+  kc::vocab_parallel_cross_entropy_backward(logits.as<bf16>(), dlosses, row_lse, targets, BT,
+                                            Vlocal, ld, v0, stream_);
+}
+
+}  // namespace strata::cuda

@@ -1,0 +1,89 @@
+// Backend: what the one engine (engine.h) needs from the hardware it replays a Program on.
+// Two implementations: the CPU backend (executor/cpu: kernels/cpu in fp32, MPI, host
+// memory under the device budget) and the CUDA backend (executor/cuda: kernels/cuda in bf16
+// mixed precision, NCCL or host-staged communicators, the device pool, pinned host memory,
+// compute / comm / copy / p2p streams). Pipeline, ZeRO, TP/SP, recomputation, offload and
+// the optimizer are written once in the engine over this interface; a backend only says
+// HOW each primitive runs, never WHEN (the Program says when).
+//
+// Streams: every call that issues device work names the Program stream it belongs to, or is
+// on the compute stream. record() marks what has been issued on a stream so far; wait()
+// makes a stream wait for such a mark. The CPU backend runs everything synchronously in
+// call order, so its marks are -1 and its waits are no-ops.
+// Memory: allocate() is accounted (AccountingAllocator tags) on every backend, so peaks
+// compare with the memory model the same way. Device memory is ordered on the compute
+// stream: memory that work on another stream may still read is handed to release_after().
+// Deliberately not here: the model's math (model/layer_ops.h, through layer_ops()), the
+// order of anything (the Program), files and reports.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "cost_model/program.h"
+#include "executor/comm/communicator_factory.h"
+#include "executor/engine/tensor.h"
+#include "executor/memory/accounting_allocator.h"
+#include "executor/model/layer_ops.h"
+#include "kernels/dtype.h"
+
+namespace strata::engine {
+
+// AdamW hyper-parameters of one step (1-based), as the kernels take them.
+struct AdamWStep {
+  float lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
+  int step = 1;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string_view name() const = 0;  // "cpu" | "cuda"
+  // Activations and the compute copy of the weights: fp32 on the CPU, bf16 on CUDA. When it
+  // is fp32 the parameters are their own fp32 master; otherwise a master copy is kept.
+  virtual DType compute_dtype() const = 0;
+  virtual std::int64_t vocab_row_alignment() const = 0;  // partition.h
+  virtual AccountingAllocator& accounting() = 0;
+
+  // n elements on `tier` (device: the budgeted device memory; host: host memory, pinned on
+  // CUDA), zero-filled when `zeroed`. Throws OutOfMemory over budget.
+  virtual Tensor allocate(MemoryTier tier, DType dtype, std::int64_t n, const std::string& tag,
+                          bool zeroed = true) = 0;
+  // Frees `t` once the work issued on `stream` so far is done with it.
+  virtual void release_after(Tensor t, Stream stream) = 0;
+
+  virtual model::LayerOps& layer_ops() = 0;  // on the compute stream
+  virtual CommunicatorFactory& communicators() = 0;
+
+  // Model-state kernels on device-tier memory, on `stream`.
+  virtual void zero(void* data, DType dtype, std::int64_t n, Stream stream) = 0;
+  virtual void fill(float* data, float value, std::int64_t n) = 0;  // compute stream
+  // The sum of squares of n fp32 (a fixed-order reduction: the same bits on every run).
+  // Waits for the compute stream.
+  virtual double sum_of_squares(const float* data, std::int64_t n) = 0;
+  // AdamW on n fp32 master parameters with their gradients (times grad_scale: the clip
+  // factor) and moments; when `copy` is not null it receives the updated parameters in the
+  // compute dtype (in the same pass). The gradients may be scaled in place.
+  virtual void adamw(float* master, void* copy, float* grad, float* m, float* v, std::int64_t n,
+                     const AdamWStep& hp, float grad_scale) = 0;
+  // dst (compute dtype) = src (fp32), on the compute stream. A copy when the compute dtype is
+  // fp32.
+  virtual void to_compute(void* dst, const float* src, std::int64_t n) = 0;
+
+  // Bytes between any two tiers' memory. Synchronous with the host when either side is host
+  // memory (the host may read or reuse it on return); otherwise ordered on `stream`.
+  virtual void copy(void* dst, const void* src, std::int64_t bytes, Stream stream) = 0;
+
+  virtual int record(Stream stream) = 0;
+  virtual void wait(Stream waiter, int mark) = 0;
+  virtual void synchronize() = 0;  // every stream done
+
+  // Op timing: a mark whose time is read after synchronize(), in seconds since `origin`.
+  virtual int timestamp(Stream stream) = 0;
+  virtual double seconds_between(int origin, int mark) = 0;
+  virtual void clear_timestamps() = 0;
+};
+
+}  // namespace strata::engine

@@ -129,7 +129,7 @@ template <class T>
 inline constexpr bool kAlwaysFalse = false;
 // The DType of a pointer's element type, for the pointer-typed overloads.
 template <class T>
-constexpr DType dtype_of() {
+constexpr DType pointer_dtype() {
   if constexpr (std::is_same_v<T, float>) return DType::kF32;
   else if constexpr (std::is_same_v<T, double>) return DType::kF64;
   else if constexpr (std::is_same_v<T, std::int64_t>) return DType::kI64;
@@ -182,38 +182,67 @@ class Communicator {
 
   // ---- pointer-typed overloads: the DType comes from the pointer ----
 
+  // The signatures the interface had before it was typed, kept as plain functions so every
+  // call that compiled then resolves as it did (`broadcast(nullptr, 0, root)` included: a
+  // template cannot deduce from nullptr). For float they are preferred over the templates.
+  void all_reduce_sum(float* data, std::int64_t n) { all_reduce_sum(data, n, DType::kF32); }
+  void all_reduce_sum(double* data, std::int64_t n) { all_reduce_sum(data, n, DType::kF64); }
+  void all_reduce_sum(std::int64_t* data, std::int64_t n) {
+    all_reduce_sum(data, n, DType::kI64);
+  }
+  void all_reduce_max(float* data, std::int64_t n) { all_reduce_max(data, n, DType::kF32); }
+  void all_reduce_max(double* data, std::int64_t n) { all_reduce_max(data, n, DType::kF64); }
+  void reduce_scatter_sum(const float* in, float* out, std::int64_t n) {
+    reduce_scatter_sum(in, out, n, DType::kF32);
+  }
+  void all_gather(const float* in, float* out, std::int64_t n) {
+    all_gather(in, out, n, DType::kF32);
+  }
+  void broadcast(float* data, std::int64_t n, int root) { broadcast(data, n, DType::kF32, root); }
+  Request send(const float* data, std::int64_t n, int peer, int tag) {
+    return send(data, n, DType::kF32, peer, tag);
+  }
+  void recv(float* data, std::int64_t n, int peer, int tag) {
+    recv(data, n, DType::kF32, peer, tag);
+  }
+  Request irecv(float* data, std::int64_t n, int peer, int tag) {
+    return irecv(data, n, DType::kF32, peer, tag);
+  }
+
+  // Every other element type with a DType (bf16 as Bf16Bits, i32 for data movement, ...).
   template <ReducibleElement T>
   void all_reduce_sum(T* data, std::int64_t n) {
-    all_reduce_sum(static_cast<void*>(data), n, detail::dtype_of<T>());
+    all_reduce_sum(static_cast<void*>(data), n, detail::pointer_dtype<T>());
   }
   template <ReducibleElement T>
   void all_reduce_max(T* data, std::int64_t n) {
-    all_reduce_max(static_cast<void*>(data), n, detail::dtype_of<T>());
+    all_reduce_max(static_cast<void*>(data), n, detail::pointer_dtype<T>());
   }
   template <ReducibleElement T>
   void reduce_scatter_sum(const T* in, T* out, std::int64_t n) {
     reduce_scatter_sum(static_cast<const void*>(in), static_cast<void*>(out), n,
-                       detail::dtype_of<T>());
+                       detail::pointer_dtype<T>());
   }
   template <MovableElement T>
   void all_gather(const T* in, T* out, std::int64_t n) {
-    all_gather(static_cast<const void*>(in), static_cast<void*>(out), n, detail::dtype_of<T>());
+    all_gather(static_cast<const void*>(in), static_cast<void*>(out), n,
+               detail::pointer_dtype<T>());
   }
   template <MovableElement T>
   void broadcast(T* data, std::int64_t n, int root) {
-    broadcast(static_cast<void*>(data), n, detail::dtype_of<T>(), root);
+    broadcast(static_cast<void*>(data), n, detail::pointer_dtype<T>(), root);
   }
   template <MovableElement T>
   Request send(const T* data, std::int64_t n, int peer, int tag) {
-    return send(static_cast<const void*>(data), n, detail::dtype_of<T>(), peer, tag);
+    return send(static_cast<const void*>(data), n, detail::pointer_dtype<T>(), peer, tag);
   }
   template <MovableElement T>
   void recv(T* data, std::int64_t n, int peer, int tag) {
-    recv(static_cast<void*>(data), n, detail::dtype_of<T>(), peer, tag);
+    recv(static_cast<void*>(data), n, detail::pointer_dtype<T>(), peer, tag);
   }
   template <MovableElement T>
   Request irecv(T* data, std::int64_t n, int peer, int tag) {
-    return irecv(static_cast<void*>(data), n, detail::dtype_of<T>(), peer, tag);
+    return irecv(static_cast<void*>(data), n, detail::pointer_dtype<T>(), peer, tag);
   }
 };
 

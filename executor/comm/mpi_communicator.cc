@@ -90,7 +90,7 @@ void deterministic_all_reduce_sum(MPI_Comm comm, int rank, int size, T* data, st
   if (size == 1 || n == 0) {
     return;
   }
-  const MPI_Datatype type = mpi_type(detail::dtype_of<T>());
+  const MPI_Datatype type = mpi_type(detail::pointer_dtype<T>());
   std::vector<int> counts(static_cast<size_t>(size));
   std::vector<int> displs(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) {
@@ -125,7 +125,7 @@ void deterministic_reduce_scatter_sum(MPI_Comm comm, int size, const T* in, T* o
     std::memcpy(out, in, static_cast<std::size_t>(count) * sizeof(T));  // unchanged, bit for bit
     return;
   }
-  const MPI_Datatype type = mpi_type(detail::dtype_of<T>());
+  const MPI_Datatype type = mpi_type(detail::pointer_dtype<T>());
   // copies: (size, n), row r = rank r's block for me.
   std::vector<T> copies(static_cast<size_t>(count) * static_cast<size_t>(size));
   MPI_CHECK(MPI_Alltoall(in, count, type, copies.data(), count, type, comm));

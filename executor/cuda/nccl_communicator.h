@@ -88,7 +88,7 @@ class NcclCommunicator final : public Communicator {
   void send_recv(const void* send_data, void* recv_data, std::int64_t n, DType dtype, int peer);
   template <MovableElement T>
   void send_recv(const T* send_data, T* recv_data, std::int64_t n, int peer) {
-    send_recv(send_data, recv_data, n, detail::dtype_of<T>(), peer);
+    send_recv(send_data, recv_data, n, detail::pointer_dtype<T>(), peer);
   }
   // Every rank has reached the barrier and this rank's stream has drained.
   void barrier() override;

@@ -1,8 +1,9 @@
 // MpiCommunicator, MpiCommunicatorFactory and ProcessGroups under mpirun (registered in
 // runtime.cmake as `mpirun -np 4` and `-np 8`; the typed cases are in
-// runtime_comm_typed_mpi_test.cc, linked into the same binary). Every rank runs every test; rank 0 prints gtest's usual
-// output, other ranks print only their failures, prefixed with their rank, and the process
-// exit code is the OR over ranks, so a failure on any rank fails the ctest test.
+// runtime_comm_typed_mpi_test.cc, linked into the same binary). Every rank runs every test;
+// rank 0 prints gtest's usual output, other ranks print only their failures, prefixed with
+// their rank, and the process exit code is the OR over ranks, so a failure on any rank fails
+// the ctest test.
 // Tests use EXPECT (not ASSERT) before collectives so every rank still joins them.
 //
 // Inputs are small integers, so sums are exact and each expected value is a closed form
@@ -243,7 +244,8 @@ TEST_F(Comm, FactorySplitsByColourOrdersByKeyAndSkipsNoGroup) {
   for (int q = first + s / 2 - 1; q >= first; --q) descending.push_back(q);
   expect_group(*half, w, descending, "descending half");
   // Rank 0 alone joins no group; the others form one.
-  std::unique_ptr<Communicator> rest = factory.split(GroupKind::kEmbedding, w == 0 ? kNoGroup : 7, w);
+  std::unique_ptr<Communicator> rest =
+      factory.split(GroupKind::kEmbedding, w == 0 ? kNoGroup : 7, w);
   EXPECT_EQ(rest == nullptr, w == 0);
   if (rest) {
     std::vector<int> others;

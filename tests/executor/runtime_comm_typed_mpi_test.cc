@@ -140,8 +140,8 @@ TEST_F(TypedComm, TypedF32SumEqualsThePointerOverload) {
 
 TEST_F(TypedComm, AllGatherBf16AndF32) {
   // Row q of the output is rank q's input.
-  const std::vector<Bf16Bits> in = {bf16(static_cast<float>(r)), bf16(-0.5f * static_cast<float>(r)),
-                                    bf16(3.0f)};
+  const std::vector<Bf16Bits> in = {bf16(static_cast<float>(r)),
+                                    bf16(-0.5f * static_cast<float>(r)), bf16(3.0f)};
   std::vector<Bf16Bits> out(static_cast<std::size_t>(3 * s));
   world->all_gather(in.data(), out.data(), 3);
   const std::vector<float> fin = {10.0f * static_cast<float>(r), 0.25f};

@@ -23,7 +23,6 @@
 #include "executor/cuda/cuda_layer_ops.h"
 #include "executor/cuda/device_pool.h"
 #include "executor/engine/backend.h"
-#include "executor/engine/rank_training.h"
 #include "kernels/cuda/cuda_resources.h"
 
 namespace strata::cuda {

@@ -18,6 +18,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -27,6 +29,10 @@
 #include "executor/memory/accounting_allocator.h"
 #include "executor/model/layer_ops.h"
 #include "kernels/dtype.h"
+
+namespace strata {
+class MpiCommunicator;
+}
 
 namespace strata::engine {
 
@@ -85,5 +91,13 @@ class Backend {
   virtual double seconds_between(int origin, int mark) = 0;
   virtual void clear_timestamps() = 0;
 };
+
+class Backend;
+
+// Makes a rank's backend over its allocator and the MPI world (which bootstraps every
+// communicator: MPI's own on the CPU, NCCL's or host-staged ones on CUDA). Both must outlive
+// the backend. rank_training.h has the CPU one, executor/cuda the CUDA one.
+using BackendMaker =
+    std::function<std::unique_ptr<Backend>(AccountingAllocator& alloc, const MpiCommunicator& world)>;
 
 }  // namespace strata::engine

@@ -23,11 +23,6 @@
 
 namespace strata::engine {
 
-// Makes this rank's backend over its allocator and the MPI world (which bootstraps every
-// communicator). Both must outlive the backend.
-using BackendMaker =
-    std::function<std::unique_ptr<Backend>(AccountingAllocator& alloc, const MpiCommunicator& world)>;
-
 // The CPU backend: kernels/cpu, MPI communicators.
 BackendMaker cpu_backend_maker();
 

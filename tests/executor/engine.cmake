@@ -74,3 +74,8 @@ strata_add_test(executor_data_test
 strata_add_test(cuda_reference_cpu_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_reference_cpu_test.cc
   LIBS strata_executor)
+
+# The measured trace of a step is the Program's ops in the Program's order (one process).
+strata_add_test(executor_engine_trace_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_trace_test.cc
+  LIBS strata_executor)

@@ -29,6 +29,7 @@
 #include "executor/data/corpus.h"
 #include "executor/engine/rank_training.h"
 #include "tests/executor/engine_test_support.h"
+#include "tests/executor/program_trace.h"
 
 #ifdef STRATA_EQUIVALENCE_CUDA
 #include "executor/cuda/cuda_backend.h"
@@ -42,6 +43,7 @@ struct Trace {
   std::int64_t peak_device_bytes = 0;  // this rank's measured peak
   std::int64_t pp_rank = 0;
   std::vector<strata::TagUsage> tags;  // per-tag peaks, printed when the memory check fails
+  bool ran_the_program = true;  // every step's trace was the rank's Program, op for op
 };
 
 #ifdef STRATA_EQUIVALENCE_CUDA
@@ -80,10 +82,12 @@ Trace train(const strata::Plan& plan, strata::MpiCommunicator& world, double cli
   strata::engine::RankTraining rank(model, train, plan, world, strata::TierBudgets{}, corpus, {},
                                     maker);
   Trace t;
+  const auto want = strata::testing_support::program_order(rank.engine().program());
   for (int s = 0; s < steps; ++s) {
     const auto r = rank.engine().step(s);
     t.losses.push_back(r.loss);
     t.norms.push_back(r.grad_norm);
+    if (strata::testing_support::measured_order(r.events) != want) t.ran_the_program = false;
   }
   t.peak_device_bytes = rank.allocator().peak_bytes().device;
   t.pp_rank = rank.groups().coords().pp;
@@ -181,6 +185,10 @@ int run(int argc, char** argv, strata::MpiSession& session) {
     std::printf("%s\n", failures == 0 ? "PASSED" : "FAILED");
   }
   if (!kCuda) failures += check_memory(plan, got, *world);
+  if (!got.ran_the_program) {
+    std::printf("rank %d: the measured ops are not the Program's: FAILED\n", world->rank());
+    ++failures;
+  }
   world->barrier();  // keep ranks together until rank 0 is done
   double verdict = failures;
   world->all_reduce_sum(&verdict, 1);

@@ -19,7 +19,9 @@ namespace strata {
 
 class MpiCommunicator;
 
-enum class GroupKind { kWorld, kTp, kDp, kPp, kModel, kEmbedding };
+// kPpSend / kPpRecv: one side of a one-way pipeline link (process_groups.h), so that a
+// factory can give each link a stream of its own.
+enum class GroupKind { kWorld, kTp, kDp, kPp, kModel, kEmbedding, kPpSend, kPpRecv };
 
 // The color of a rank that joins no group in split().
 inline constexpr int kNoGroup = -1;

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <stdexcept>
+
 #include "cost_model/errors.h"
 
 namespace strata {
@@ -114,6 +116,29 @@ ProcessGroups::ProcessGroups(CommunicatorFactory& factory, const ParallelDims& d
   const bool in_embedding = c.pp == 0 || c.pp == dims.pp - 1;
   embedding_ = factory.split(GroupKind::kEmbedding,
                              in_embedding ? c.dp * dims.tp + c.tp : kNoGroup, world_rank_);
+  if (dims.pp == 1) return;
+  // One split per link: pipeline `line` (a (tp, dp) pair), link from sender a to receiver
+  // (a +- 1) mod p. Every rank takes part in every split (MPI_Comm_split is collective).
+  const int line = c.dp * dims.tp + c.tp;
+  const int p = dims.pp;
+  for (const bool forward : {true, false}) {
+    for (int a = 0; a < p; ++a) {
+      const int receiver = forward ? (a + 1) % p : (a - 1 + p) % p;
+      const bool sends = c.pp == a;
+      const bool receives = c.pp == receiver;
+      const int color = sends || receives ? line * p + a : kNoGroup;
+      const GroupKind kind = sends ? GroupKind::kPpSend : GroupKind::kPpRecv;
+      std::unique_ptr<Communicator> link = factory.split(kind, color, sends ? 0 : 1);
+      if (sends) links_[static_cast<int>(forward ? PipeLink::kForwardOut : PipeLink::kBackwardOut)] = std::move(link);
+      if (receives) links_[static_cast<int>(forward ? PipeLink::kForwardIn : PipeLink::kBackwardIn)] = std::move(link);
+    }
+  }
+}
+
+Communicator& ProcessGroups::link(PipeLink which) const {
+  const auto& l = links_[static_cast<int>(which)];
+  if (!l) throw std::logic_error("process groups: no pipeline link (pp = 1)");
+  return *l;
 }
 
 }  // namespace strata

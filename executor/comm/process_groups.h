@@ -49,10 +49,17 @@ std::vector<int> model_group_ranks(int world_rank, const ParallelDims& dims);
 // Empty for a rank on a middle pipeline stage.
 std::vector<int> embedding_group_ranks(int world_rank, const ParallelDims& dims);
 
+// The four one-way pipeline links of a rank (pp > 1): forward activations travel from pp
+// rank r to (r + 1) mod p, gradients from r to (r - 1) mod p, each over a two-rank group of
+// its own in which the sender is group rank 0 and only sends, the receiver rank 1 and only
+// receives, in the Program's order. A rendezvous send (NCCL's) then blocks nothing but its
+// own link, so the Program's order stays deadlock-free as with MPI's buffered sends.
+enum class PipeLink { kForwardOut, kForwardIn, kBackwardOut, kBackwardIn };
+
 class ProcessGroups {
  public:
   // Collective over the factory's world: every world rank calls it, and it makes the groups
-  // in one fixed order (world, tp, dp, pp, model, embedding). factory.world_size() must
+  // in one fixed order (world, tp, dp, pp, model, embedding, the pipeline links). factory.world_size() must
   // equal dims.world_size() (InfeasiblePlan otherwise). The factory is used only here.
   ProcessGroups(CommunicatorFactory& factory, const ParallelDims& dims);
 
@@ -70,12 +77,15 @@ class ProcessGroups {
   Communicator& model() const { return *model_; }
   // nullptr on middle pipeline stages.
   Communicator* embedding() const { return embedding_.get(); }
+  // pp > 1 only (std::logic_error otherwise): the link's sender is group rank 0.
+  Communicator& link(PipeLink which) const;
 
  private:
   ParallelDims dims_;
   RankCoords coords_;
   int world_rank_ = 0;
   std::unique_ptr<Communicator> world_, tp_, dp_, pp_, model_, embedding_;
+  std::unique_ptr<Communicator> links_[4];  // by PipeLink
 };
 
 }  // namespace strata

@@ -43,6 +43,7 @@ class CpuBackend final : public engine::Backend {
   int record(Stream) override { return -1; }
   void wait(Stream, int) override {}
   void synchronize() override {}
+  void host_wait(Stream) override {}
 
   int timestamp(Stream) override;
   double seconds_between(int origin, int mark) override;

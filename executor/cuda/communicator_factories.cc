@@ -3,6 +3,7 @@
 #include "executor/cuda/communicator_factories.h"
 
 #include <stdexcept>
+#include <string>
 
 #include "executor/cuda/host_staged_communicator.h"
 #ifdef STRATA_HAVE_NCCL
@@ -11,8 +12,16 @@
 
 namespace strata::cuda {
 
-cudaStream_t GroupStreams::of(GroupKind kind) const {
+cudaStream_t GroupStreams::of(GroupKind kind, int index) const {
+  const auto link = [index](const std::vector<cudaStream_t>& streams) {
+    if (index < 0 || index >= static_cast<int>(streams.size())) {
+      throw std::invalid_argument("GroupStreams::of: no stream for pipeline link " + std::to_string(index));
+    }
+    return streams[static_cast<std::size_t>(index)];
+  };
   switch (kind) {
+    case GroupKind::kPpSend: return link(pipe_send);
+    case GroupKind::kPpRecv: return link(pipe_recv);
     case GroupKind::kWorld: return world;
     case GroupKind::kTp: return tp;
     case GroupKind::kDp: return dp;
@@ -23,22 +32,26 @@ cudaStream_t GroupStreams::of(GroupKind kind) const {
   throw std::invalid_argument("GroupStreams::of: unknown GroupKind");
 }
 
+cudaStream_t LinkStreamCounter::next(const GroupStreams& streams, GroupKind kind) {
+  if (kind == GroupKind::kPpSend) return streams.of(kind, sends_++);
+  if (kind == GroupKind::kPpRecv) return streams.of(kind, recvs_++);
+  return streams.of(kind);
+}
+
 std::unique_ptr<Communicator> HostStagedCommunicatorFactory::split(GroupKind kind, int color,
                                                                    int key) {
-  const cudaStream_t stream = streams_.of(kind);  // before the collective: a bad kind fails alone
   std::unique_ptr<Communicator> host = host_->split(kind, color, key);
   if (!host) return nullptr;
-  return std::make_unique<HostStagedCommunicator>(std::move(host), stream);
+  return std::make_unique<HostStagedCommunicator>(std::move(host), next_stream(kind));
 }
 
 #ifdef STRATA_HAVE_NCCL
 std::unique_ptr<Communicator> NcclCommunicatorFactory::split(GroupKind kind, int color,
                                                              int key) {
-  const cudaStream_t stream = streams_.of(kind);
   const std::unique_ptr<Communicator> host = host_->split(kind, color, key);
   if (!host) return nullptr;
   // The host group carries only the unique id; it is freed when this returns.
-  return NcclCommunicator::create(*host, stream);
+  return NcclCommunicator::create(*host, next_stream(kind));
 }
 #endif
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include <cuda_runtime.h>
 
@@ -27,12 +28,28 @@ struct GroupStreams {
   cudaStream_t pp = nullptr;
   cudaStream_t model = nullptr;
   cudaStream_t embedding = nullptr;
+  // Pipeline links: the streams of the links this rank sends on and receives on. Each link
+  // needs a stream of its own (a rendezvous send blocks its stream until the peer receives),
+  // so a GPU factory hands out pipe_send[i] / pipe_recv[i] to its i-th link of that kind.
+  std::vector<cudaStream_t> pipe_send, pipe_recv;
 
   // Every kind on one stream (e.g. RankStreams::comm()).
   static GroupStreams all(cudaStream_t stream) {
-    return GroupStreams{stream, stream, stream, stream, stream, stream};
+    return GroupStreams{stream, stream, stream, stream, stream, stream, {stream, stream},
+                        {stream, stream}};
   }
-  cudaStream_t of(GroupKind kind) const;
+  // The stream of the `index`-th group of `kind` this rank joins (index matters for links).
+  cudaStream_t of(GroupKind kind, int index = 0) const;
+};
+
+// Which stream the next group of a kind gets: the i-th pipeline link of a kind this rank
+// joins gets pipe_send[i] / pipe_recv[i]; every other kind its one stream.
+class LinkStreamCounter {
+ public:
+  cudaStream_t next(const GroupStreams& streams, GroupKind kind);
+
+ private:
+  int sends_ = 0, recvs_ = 0;
 };
 
 class HostStagedCommunicatorFactory final : public CommunicatorFactory {
@@ -45,8 +62,10 @@ class HostStagedCommunicatorFactory final : public CommunicatorFactory {
   std::unique_ptr<Communicator> split(GroupKind kind, int color, int key) override;
 
  private:
+  cudaStream_t next_stream(GroupKind kind) { return links_.next(streams_, kind); }
   CommunicatorFactory* host_;
   GroupStreams streams_;
+  LinkStreamCounter links_;
 };
 
 #ifdef STRATA_HAVE_NCCL
@@ -61,8 +80,10 @@ class NcclCommunicatorFactory final : public CommunicatorFactory {
   std::unique_ptr<Communicator> split(GroupKind kind, int color, int key) override;
 
  private:
+  cudaStream_t next_stream(GroupKind kind) { return links_.next(streams_, kind); }
   CommunicatorFactory* host_;
   GroupStreams streams_;
+  LinkStreamCounter links_;
 };
 #endif
 

@@ -56,6 +56,7 @@ CudaBackend::CudaBackend(AccountingAllocator& alloc, const MpiCommunicator& worl
     comm_ = kc::Stream::create();
     copy_ = kc::Stream::create();
     p2p_ = kc::Stream::create();
+    for (auto& link : links_) link = kc::Stream::create();
     norm_ = kc::DeviceBuffer((1 + kc::kSumOfSquaresScratchDoubles) * sizeof(double));
   });
   pool_ = std::make_unique<DevicePool>(alloc, compute_.get());
@@ -67,6 +68,8 @@ CudaBackend::CudaBackend(AccountingAllocator& alloc, const MpiCommunicator& worl
   streams.pp = p2p_.get();
   streams.model = comm_.get();
   streams.embedding = comm_.get();
+  streams.pipe_send = {links_[0].get(), links_[1].get()};
+  streams.pipe_recv = {links_[2].get(), links_[3].get()};
   if (options.ranks_per_gpu > 1) {
     comms_ = std::make_unique<HostStagedCommunicatorFactory>(host_, streams);
   } else {
@@ -190,10 +193,15 @@ void CudaBackend::wait(Stream waiter, int mark) {
 
 void CudaBackend::synchronize() {
   as_system_error([&] {
-    for (cudaStream_t s : {compute_.get(), comm_.get(), copy_.get(), p2p_.get()}) {
+    for (cudaStream_t s : {compute_.get(), comm_.get(), copy_.get(), p2p_.get(), links_[0].get(),
+                           links_[1].get(), links_[2].get(), links_[3].get()}) {
       CUDA_CHECK(cudaStreamSynchronize(s));
     }
   });
+}
+
+void CudaBackend::host_wait(Stream stream) {
+  as_system_error([&] { CUDA_CHECK(cudaStreamSynchronize(stream_of(stream))); });
 }
 
 double CudaBackend::seconds_between(int origin, int mark) {

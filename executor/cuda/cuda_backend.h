@@ -63,6 +63,7 @@ class CudaBackend final : public engine::Backend {
   int record(Stream stream) override;
   void wait(Stream waiter, int mark) override;
   void synchronize() override;
+  void host_wait(Stream stream) override;
 
   int timestamp(Stream stream) override { return record(stream); }
   double seconds_between(int origin, int mark) override;
@@ -79,6 +80,7 @@ class CudaBackend final : public engine::Backend {
   MpiCommunicatorFactory host_;  // bootstraps the device communicators
   int device_ = 0;
   kernels::cuda::Stream compute_, comm_, copy_, p2p_;
+  kernels::cuda::Stream links_[4];  // the pipeline links' streams (process_groups.h)
   std::unique_ptr<DevicePool> pool_;
   std::unique_ptr<CudaLayerOps> ops_;
   std::unique_ptr<CommunicatorFactory> comms_;

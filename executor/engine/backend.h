@@ -85,6 +85,7 @@ class Backend {
   virtual int record(Stream stream) = 0;
   virtual void wait(Stream waiter, int mark) = 0;
   virtual void synchronize() = 0;  // every stream done
+  virtual void host_wait(Stream stream) = 0;  // the host waits for one stream
 
   // Op timing: a mark whose time is read after synchronize(), in seconds since `origin`.
   virtual int timestamp(Stream stream) = 0;

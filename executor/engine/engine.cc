@@ -39,13 +39,14 @@ std::int64_t stream_tid(std::int64_t pp_rank, Stream stream) {
 }
 
 Engine::Engine(Backend& backend, const ModelSpec& model, const TrainSpec& train, const Plan& plan,
-               const ProcessGroups& groups, const data::BatchSampler& sampler,
-               const OffloadOptions& offload_options)
+               const ProcessGroups& groups, Communicator& host_world,
+               const data::BatchSampler& sampler, const OffloadOptions& offload_options)
     : backend_(&backend),
       model_(model),
       train_(train),
       plan_(plan),
       groups_(&groups),
+      host_world_(&host_world),
       sampler_(&sampler),
       dims_(model::make_dims(model, plan.micro_batch, plan.tp, groups.coords().tp,
                              plan.sequence_parallel, backend.vocab_row_alignment())),
@@ -56,7 +57,7 @@ Engine::Engine(Backend& backend, const ModelSpec& model, const TrainSpec& train,
       state_(backend,
              rank_unit_layouts(model, plan, groups.coords().pp, groups.coords().tp,
                                backend.vocab_row_alignment()),
-             plan, groups, train.seed, offload_options, plan.micro_batches(train)) {
+             plan, groups, host_world, train.seed, offload_options, plan.micro_batches(train)) {
   for (std::int64_t c = 0; c < plan.virtual_stages; ++c) {
     chunks_.push_back(chunk_layers(model, plan, groups.coords().pp, c));
   }
@@ -192,33 +193,54 @@ void Engine::message(const ProgramOp& op) {
   const DType c = backend_->compute_dtype();
   const Key key{op.micro_batch, op.chunk};
   const std::int64_t vstage = chunks_[static_cast<std::size_t>(op.chunk)].vstage;
-  Communicator& pp = groups_->pp();
+  const bool forward = op.kind == Kind::kRecvForward || op.kind == Kind::kSendForward;
+  // With one pipeline rank (interleaved chunks) a message goes to this rank itself: the
+  // tensor is handed over (the send always comes first: the schedule is deadlock-free).
+  const bool to_self = op.peer == groups_->coords().pp;
   switch (op.kind) {
-    case Kind::kRecvForward: {
-      Tensor b = ops.activations(n, "act/ln1_in");
-      pp.recv(b.data(), n, c, op.peer, tag(op.micro_batch, vstage, 0));
-      received_forward_[key] = std::move(b);
-      return;
-    }
+    case Kind::kRecvForward:
     case Kind::kRecvBackward: {
-      Tensor b = ops.activations(n, "pipeline_recv");
-      pp.recv(b.data(), n, c, op.peer, tag(op.micro_batch, vstage, 1));
-      received_backward_[key] = std::move(b);
+      auto& received = forward ? received_forward_ : received_backward_;
+      if (to_self) {
+        auto& handed = forward ? handed_forward_ : handed_backward_;
+        const auto it = handed.find(key);
+        if (it == handed.end()) {
+          throw std::logic_error(fmt::format("engine: {} of ({}, {}) before its send",
+                                             to_string(op.kind), op.micro_batch, op.chunk));
+        }
+        received[key] = std::move(it->second);
+        handed.erase(it);
+        return;
+      }
+      Tensor b = ops.activations(n, forward ? "act/ln1_in" : "pipeline_recv");
+      Communicator& link = groups_->link(forward ? PipeLink::kForwardIn : PipeLink::kBackwardIn);
+      link.recv(b.data(), n, c, /*peer=*/0, tag(op.micro_batch, vstage, forward ? 0 : 1));
+      received[key] = std::move(b);
       return;
     }
     case Kind::kSendForward:
     case Kind::kSendBackward: {
-      const bool fwd = op.kind == Kind::kSendForward;
-      auto& pending = fwd ? to_send_forward_ : to_send_backward_;
+      auto& pending = forward ? to_send_forward_ : to_send_backward_;
       const auto it = pending.find(key);
       if (it == pending.end()) {
         throw std::logic_error(fmt::format("engine: {} of ({}, {}) before it was computed",
                                            to_string(op.kind), op.micro_batch, op.chunk));
       }
+      const std::int64_t receiver = forward ? vstage + 1 : vstage - 1;
+      const std::int64_t receiver_chunk = receiver / plan_.pp;
+      if (to_self) {
+        auto& handed = forward ? handed_forward_ : handed_backward_;
+        handed[{op.micro_batch, receiver_chunk}] = std::move(it->second);
+        pending.erase(it);
+        return;
+      }
       PendingSend send{std::move(it->second), {}};
       pending.erase(it);
-      const std::int64_t receiver = fwd ? vstage + 1 : vstage - 1;
-      send.request = pp.send(send.buffer.data(), n, c, op.peer, tag(op.micro_batch, receiver, fwd ? 0 : 1));
+      // The link's stream is not the compute stream: the activation must be complete first.
+      backend_->host_wait(Stream::kCompute);
+      Communicator& link = groups_->link(forward ? PipeLink::kForwardOut : PipeLink::kBackwardOut);
+      send.request = link.send(send.buffer.data(), n, c, /*peer=*/1,
+                               tag(op.micro_batch, receiver, forward ? 0 : 1));
       sends_.push_back(std::move(send));
       return;
     }
@@ -381,7 +403,7 @@ double Engine::global_loss() {
     backend_->copy(host.data(), losses_.data(), losses_.bytes(), Stream::kCompute);
     for (float l : host) loss += l;
   }
-  groups_->world().all_reduce_sum(&loss, 1);
+  host_world_->all_reduce_sum(&loss, 1);
   return loss / global_tokens_;
 }
 
@@ -407,7 +429,8 @@ void Engine::finish_sends(std::vector<OpRecord>& records) {
   rec.unit = "wait_sends";
   records.push_back(rec);
   if (!saved_.empty() || !received_forward_.empty() || !received_backward_.empty() ||
-      !to_send_forward_.empty() || !to_send_backward_.empty() || !targets_.empty()) {
+      !to_send_forward_.empty() || !to_send_backward_.empty() || !targets_.empty() ||
+      !handed_forward_.empty() || !handed_backward_.empty()) {
     throw std::logic_error("engine: the Program left activations or messages behind");
   }
 }
@@ -428,7 +451,7 @@ StepResult Engine::step(std::int64_t step) {
   StepResult result;
   result_ = &result;
   std::vector<OpRecord> records;
-  groups_->world().barrier();  // a common origin for every rank's trace and step time
+  host_world_->barrier();  // a common origin for every rank's trace and step time
   const auto t_start = std::chrono::steady_clock::now();
   begin_step();
   const int origin = backend_->timestamp(Stream::kCompute);

@@ -58,9 +58,11 @@ std::int64_t stream_tid(std::int64_t pp_rank, Stream stream);
 class Engine {
  public:
   // Collective over the world (all ranks construct it together). The plan must have passed
-  // Plan::check_against_model; backend, groups and sampler must outlive the engine.
+  // Plan::check_against_model; backend, groups, host_world and sampler must outlive the
+  // engine. host_world: the world over host memory (MPI), for the step's scalars (loss,
+  // gradient norm) and its starting barrier, whatever the backend's device communicators.
   Engine(Backend& backend, const ModelSpec& model, const TrainSpec& train, const Plan& plan,
-         const ProcessGroups& groups, const data::BatchSampler& sampler,
+         const ProcessGroups& groups, Communicator& host_world, const data::BatchSampler& sampler,
          const OffloadOptions& offload_options = {});
 
   // Step `step` (0-based: the data of step k, AdamW's step k + 1). Collective.
@@ -124,6 +126,7 @@ class Engine {
   TrainSpec train_;
   Plan plan_;
   const ProcessGroups* groups_;
+  Communicator* host_world_;
   const data::BatchSampler* sampler_;
   model::Dims dims_;
   model::TpContext tp_;
@@ -136,6 +139,7 @@ class Engine {
   double global_tokens_ = 1;
   std::map<Key, Saved> saved_;
   std::map<Key, Tensor> received_forward_, received_backward_, to_send_forward_, to_send_backward_;
+  std::map<Key, Tensor> handed_forward_, handed_backward_;  // p = 1: messages to this rank
   std::vector<PendingSend> sends_;
   Tensor pass_grad_;               // backward pass: the gradient flowing down the chunk
   Marks pass_tail_marks_;          // the current pass's last marks on its other streams

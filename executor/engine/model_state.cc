@@ -30,10 +30,12 @@ std::int64_t element_bytes(DType t) { return dtype_bytes(t); }
 }  // namespace
 
 ModelState::ModelState(Backend& backend, std::vector<UnitLayout> layouts, const Plan& plan,
-                       const ProcessGroups& groups, std::uint64_t seed,
-                       const OffloadOptions& options, std::int64_t micro_batches)
+                       const ProcessGroups& groups, Communicator& host_world,
+                       std::uint64_t seed, const OffloadOptions& options,
+                       std::int64_t micro_batches)
     : backend_(&backend),
       groups_(&groups),
+      host_world_(&host_world),
       zero_stage_(plan.zero_stage),
       offload_(plan.offload),
       options_(options),
@@ -323,7 +325,7 @@ double ModelState::grad_norm(const OptimizerSpec& opt) {
       sq += local_sum_of_squares(u, u.grad_shard.f32(), lo, false);
     }
   }
-  groups_->world().all_reduce_sum(&sq, 1);
+  host_world_->all_reduce_sum(&sq, 1);
   const double norm = std::sqrt(sq);
   clip_ = cpu::clip_scale(norm, static_cast<float>(opt.grad_clip));
   return norm;

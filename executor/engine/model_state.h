@@ -75,9 +75,10 @@ class ModelState {
  public:
   // Creates the units in `layouts` (order kept) and initialises the parameters from `seed`.
   // micro_batches: backwards per layer per step (offloaded gradients go down that often).
+  // host_world: the world over host memory, for the gradient norm's scalar sum.
   ModelState(Backend& backend, std::vector<UnitLayout> layouts, const Plan& plan,
-             const ProcessGroups& groups, std::uint64_t seed, const OffloadOptions& options,
-             std::int64_t micro_batches);
+             const ProcessGroups& groups, Communicator& host_world, std::uint64_t seed,
+             const OffloadOptions& options, std::int64_t micro_batches);
 
   std::size_t size() const { return units_.size(); }
   ParamUnit& unit(std::size_t u) { return units_.at(u); }
@@ -136,6 +137,7 @@ class ModelState {
 
   Backend* backend_;
   const ProcessGroups* groups_;
+  Communicator* host_world_;
   int zero_stage_;
   OffloadPlan offload_;
   OffloadOptions options_;

@@ -29,11 +29,15 @@ OffloadLinks::OffloadLinks(const OffloadPlan& plan, const OffloadOptions& option
 }
 
 void OffloadLinks::host_to_device(float* dst, const float* src, std::int64_t n) {
+  // The device side may still be read (or written) by compute work issued before: order
+  // the copy after it (a no-op on the synchronous CPU backend).
+  backend_->wait(Stream::kCopy, backend_->record(Stream::kCompute));
   backend_->copy(dst, src, n * 4, Stream::kCopy);
   bytes_.host_to_device += static_cast<double>(n) * kFloatBytes;
 }
 
 void OffloadLinks::device_to_host(float* dst, const float* src, std::int64_t n) {
+  backend_->wait(Stream::kCopy, backend_->record(Stream::kCompute));
   backend_->copy(dst, src, n * 4, Stream::kCopy);
   bytes_.device_to_host += static_cast<double>(n) * kFloatBytes;
 }

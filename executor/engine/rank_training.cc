@@ -26,6 +26,6 @@ RankTraining::RankTraining(const ModelSpec& model, const TrainSpec& train, const
       backend_(make_backend(alloc_, world)),
       groups_(backend_->communicators(), dims_of(plan)),
       sampler_(corpus, train.seed, model.seq_len),
-      engine_(*backend_, model, train, plan, groups_, sampler_, offload) {}
+      engine_(*backend_, model, train, plan, groups_, world, sampler_, offload) {}
 
 }  // namespace strata::engine

@@ -12,6 +12,7 @@
 
 #include "cost_model/errors.h"
 #include "cost_model/memory_model.h"
+#include "cost_model/partition.h"
 #include "cost_model/units.h"
 
 namespace strata {
@@ -392,7 +393,8 @@ void fill_prediction_memory(const MemoryEstimate& estimate, const Plan& plan,
   report.per_rank.reserve(estimate.stages.size());
   for (const auto& stage : estimate.stages) {
     report.per_rank.push_back(
-        RankMemory{stage.pp_rank * plan.tp * plan.dp, stage.pp_rank, stage.total});
+        RankMemory{world_rank_of({0, 0, static_cast<int>(stage.pp_rank)}, parallel_dims(plan)),
+                   stage.pp_rank, stage.total});
   }
 }
 

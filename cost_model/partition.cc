@@ -6,6 +6,51 @@
 #include "cost_model/errors.h"
 
 namespace strata {
+namespace {
+
+void check_dims(const ParallelDims& dims) {
+  if (dims.tp < 1 || dims.pp < 1 || dims.dp < 1) {
+    throw InfeasiblePlan(fmt::format(
+        "rank layout: parallel degrees must be >= 1, got tp={} pp={} dp={}", dims.tp,
+        dims.pp, dims.dp));
+  }
+}
+
+void check_rank(int world_rank, const ParallelDims& dims) {
+  check_dims(dims);
+  if (world_rank < 0 || world_rank >= dims.world_size()) {
+    throw InfeasiblePlan(fmt::format(
+        "rank layout: world rank {} is outside 0..{} (tp*pp*dp = {}*{}*{})", world_rank,
+        dims.world_size() - 1, dims.tp, dims.pp, dims.dp));
+  }
+}
+
+}  // namespace
+
+RankCoords rank_coords(int world_rank, const ParallelDims& dims) {
+  check_rank(world_rank, dims);
+  RankCoords c;
+  c.tp = world_rank % dims.tp;
+  c.dp = (world_rank / dims.tp) % dims.dp;
+  c.pp = world_rank / (dims.tp * dims.dp);
+  return c;
+}
+
+int world_rank_of(const RankCoords& c, const ParallelDims& dims) {
+  check_dims(dims);
+  if (c.tp < 0 || c.tp >= dims.tp || c.dp < 0 || c.dp >= dims.dp || c.pp < 0 ||
+      c.pp >= dims.pp) {
+    throw InfeasiblePlan(fmt::format(
+        "rank layout: coordinates (tp={}, dp={}, pp={}) are outside tp<{} dp<{} pp<{}", c.tp,
+        c.dp, c.pp, dims.tp, dims.dp, dims.pp));
+  }
+  return c.pp * (dims.tp * dims.dp) + c.dp * dims.tp + c.tp;
+}
+
+ParallelDims parallel_dims(const Plan& plan) {
+  return ParallelDims{static_cast<int>(plan.tp), static_cast<int>(plan.pp), static_cast<int>(plan.dp)};
+}
+
 
 std::string tensor_parallel_violation(const ModelSpec& model, std::int64_t tp) {
   if (tp < 1) return fmt::format("tp = {}, expected >= 1", tp);

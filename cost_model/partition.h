@@ -9,7 +9,9 @@
 //   - the parameter units a pipeline rank holds and in which order (the embedding, its
 //     layers chunk by chunk, the tied wte copy of the last stage when p > 1, the final
 //     LayerNorm), each with its layout (cost_model/param_layout.h).
-// Deliberately not here: the rank order of t x p x d ranks (executor/comm/process_groups.h),
+//   - the rank order of t x p x d ranks (Megatron's): tensor-parallel rank fastest, then
+//     data-parallel, then pipeline: world_rank = pp_rank (t d) + dp_rank t + tp_rank.
+// Deliberately not here: the communicators of each group (executor/comm/process_groups.h),
 // parameter counts (param_layout.h), the schedule (schedule.h).
 #pragma once
 
@@ -32,6 +34,27 @@ std::string tensor_parallel_violation(const ModelSpec& model, std::int64_t tp);
 std::string sequence_parallel_violation(const ModelSpec& model, std::int64_t tp);
 // Every model chunk holds the same number of layers: layers % (p v) == 0.
 std::string pipeline_violation(const ModelSpec& model, std::int64_t pp, std::int64_t v);
+
+struct ParallelDims {
+  int tp = 1;
+  int pp = 1;
+  int dp = 1;
+  int world_size() const { return tp * pp * dp; }
+};
+
+struct RankCoords {
+  int tp = 0;
+  int dp = 0;
+  int pp = 0;
+  bool operator==(const RankCoords&) const = default;
+};
+
+// Megatron's rank order (above). Throw InfeasiblePlan if a degree is < 1 or the rank is outside 0..t*p*d-1.
+RankCoords rank_coords(int world_rank, const ParallelDims& dims);
+int world_rank_of(const RankCoords& coords, const ParallelDims& dims);
+
+// The degrees of a plan.
+ParallelDims parallel_dims(const Plan& plan);
 
 inline std::int64_t virtual_stage_of(std::int64_t pp, std::int64_t pp_rank, std::int64_t chunk) {
   return chunk * pp + pp_rank;

@@ -1,4 +1,4 @@
-// Megatron-order rank coordinates and the communicators of each parallel group, made by a
+// The member lists and the communicators of each parallel group, made by a
 // CommunicatorFactory (see process_groups.h for the group definitions).
 #include "executor/comm/process_groups.h"
 
@@ -9,47 +9,6 @@
 #include "cost_model/errors.h"
 
 namespace strata {
-namespace {
-
-void check_dims(const ParallelDims& dims) {
-  if (dims.tp < 1 || dims.pp < 1 || dims.dp < 1) {
-    throw InfeasiblePlan(fmt::format(
-        "process groups: parallel degrees must be >= 1, got tp={} pp={} dp={}", dims.tp,
-        dims.pp, dims.dp));
-  }
-}
-
-void check_rank(int world_rank, const ParallelDims& dims) {
-  check_dims(dims);
-  if (world_rank < 0 || world_rank >= dims.world_size()) {
-    throw InfeasiblePlan(fmt::format(
-        "process groups: world rank {} is outside 0..{} (tp*pp*dp = {}*{}*{})", world_rank,
-        dims.world_size() - 1, dims.tp, dims.pp, dims.dp));
-  }
-}
-
-}  // namespace
-
-RankCoords rank_coords(int world_rank, const ParallelDims& dims) {
-  check_rank(world_rank, dims);
-  RankCoords c;
-  c.tp = world_rank % dims.tp;
-  c.dp = (world_rank / dims.tp) % dims.dp;
-  c.pp = world_rank / (dims.tp * dims.dp);
-  return c;
-}
-
-int world_rank_of(const RankCoords& c, const ParallelDims& dims) {
-  check_dims(dims);
-  if (c.tp < 0 || c.tp >= dims.tp || c.dp < 0 || c.dp >= dims.dp || c.pp < 0 ||
-      c.pp >= dims.pp) {
-    throw InfeasiblePlan(fmt::format(
-        "process groups: coordinates (tp={}, dp={}, pp={}) are outside tp<{} dp<{} pp<{}", c.tp,
-        c.dp, c.pp, dims.tp, dims.dp, dims.pp));
-  }
-  return c.pp * (dims.tp * dims.dp) + c.dp * dims.tp + c.tp;
-}
-
 std::vector<int> tp_group_ranks(int world_rank, const ParallelDims& dims) {
   RankCoords c = rank_coords(world_rank, dims);
   std::vector<int> ranks;
@@ -97,7 +56,7 @@ std::vector<int> embedding_group_ranks(int world_rank, const ParallelDims& dims)
 
 ProcessGroups::ProcessGroups(CommunicatorFactory& factory, const ParallelDims& dims)
     : dims_(dims) {
-  check_dims(dims);
+  (void)rank_coords(0, dims);  // checks the degrees
   if (factory.world_size() != dims.world_size()) {
     throw InfeasiblePlan(fmt::format(
         "process groups: the plan needs tp*pp*dp = {}*{}*{} = {} ranks but the world has {}",

@@ -1,5 +1,5 @@
-// Process groups of a t x p x d plan in Megatron's rank order: tensor-parallel rank fastest,
-// then data-parallel, then pipeline:  world_rank = pp_rank * (t*d) + dp_rank * t + tp_rank.
+// Process groups of a t x p x d plan in Megatron's rank order (cost_model/partition.h:
+// rank_coords): tensor-parallel rank fastest, then data-parallel, then pipeline.
 // The coordinate functions are pure (testable without MPI); ProcessGroups builds one
 // communicator per group through a CommunicatorFactory (MPI, NCCL or host-staged).
 //
@@ -19,28 +19,11 @@
 #include <memory>
 #include <vector>
 
+#include "cost_model/partition.h"
 #include "executor/comm/communicator.h"
 #include "executor/comm/communicator_factory.h"
 
 namespace strata {
-
-struct ParallelDims {
-  int tp = 1;
-  int pp = 1;
-  int dp = 1;
-  int world_size() const { return tp * pp * dp; }
-};
-
-struct RankCoords {
-  int tp = 0;
-  int dp = 0;
-  int pp = 0;
-  bool operator==(const RankCoords&) const = default;
-};
-
-// Throw InfeasiblePlan if a degree is < 1 or the rank is outside 0..t*p*d-1.
-RankCoords rank_coords(int world_rank, const ParallelDims& dims);
-int world_rank_of(const RankCoords& coords, const ParallelDims& dims);
 
 std::vector<int> tp_group_ranks(int world_rank, const ParallelDims& dims);
 std::vector<int> dp_group_ranks(int world_rank, const ParallelDims& dims);

@@ -4,13 +4,6 @@
 #include "executor/cpu/cpu_backend.h"
 
 namespace strata::engine {
-namespace {
-ParallelDims dims_of(const Plan& plan) {
-  return ParallelDims{static_cast<int>(plan.tp), static_cast<int>(plan.pp),
-                      static_cast<int>(plan.dp)};
-}
-}  // namespace
-
 BackendMaker cpu_backend_maker() {
   return [](AccountingAllocator& alloc, const MpiCommunicator& world) -> std::unique_ptr<Backend> {
     return std::make_unique<cpu_backend::CpuBackend>(alloc, world);
@@ -24,7 +17,7 @@ RankTraining::RankTraining(const ModelSpec& model, const TrainSpec& train, const
     : world_(&world),
       alloc_(budgets),
       backend_(make_backend(alloc_, world)),
-      groups_(backend_->communicators(), dims_of(plan)),
+      groups_(backend_->communicators(), parallel_dims(plan)),
       sampler_(corpus, train.seed, model.seq_len),
       engine_(*backend_, model, train, plan, groups_, world, sampler_, offload) {}
 

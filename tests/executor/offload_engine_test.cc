@@ -103,7 +103,7 @@ void check_plan(const Plan& plan, MpiCommunicator& world, const fs::path& nvme) 
   plain.offload = {};
   const RunResult want = run_plan(model, train, plain, world, kSteps, {}, options);
   const RunResult got = run_plan(model, train, plan, world, kSteps, {}, options);
-  const std::int64_t pp_rank = world.rank() / (plan.tp * plan.dp);  // Megatron rank order
+  const std::int64_t pp_rank = rank_coords(world.rank(), parallel_dims(plan)).pp;
   const TransferBytes predicted = offload_transfer_bytes(model, plan, train, pp_rank);
   const ClusterSpec cluster =
       ClusterSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/clusters/local-cpu.json");

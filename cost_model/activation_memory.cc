@@ -222,7 +222,7 @@ std::vector<ActivationTensor> head_working_tensors(const ModelSpec& model,
   std::vector<ActivationTensor> list{
       tensor("lnf_out", d.s * d.b * d.h, c),      // gathered to every token row for the logits
       tensor("logits", logits, kFp32Bytes),
-      tensor("head_stats", 5 * d.s * d.b, kFp32Bytes),  // row max, sum, target, loss, lse
+      tensor("head_stats", 4 * d.s * d.b, kFp32Bytes),  // row max, sum, target, lse
       tensor("dlogits", logits, kFp32Bytes)};
   if (sequence_parallel && d.t > 1) {
     list.push_back(tensor("lnf_dout_full", d.s * d.b * d.h, c));  // before its reduce-scatter
@@ -230,32 +230,51 @@ std::vector<ActivationTensor> head_working_tensors(const ModelSpec& model,
   return list;
 }
 
-double layer_backward_working_bytes(const ModelSpec& model, std::int64_t micro_batch,
-                                    std::int64_t tp, bool sequence_parallel, int compute_bytes) {
+double layer_backward_peak_bytes(const ModelSpec& model, std::int64_t micro_batch,
+                                 std::int64_t tp, bool sequence_parallel,
+                                 ActivationConvention convention, int compute_bytes) {
   const Dims d = dims_of(model, micro_batch, tp, sequence_parallel);
   check_compute_bytes(compute_bytes);
   const bool sp = sequence_parallel && d.t > 1;
-  const double n = static_cast<double>(d.s * d.b * d.h);   // a full (B T, C) tensor
-  const double nl = static_cast<double>(d.S * d.b * d.h);  // this rank's rows of it
-  const double nf = static_cast<double>(d.s * d.b * d.f / d.t);
-  const double na = static_cast<double>(d.s * d.b * d.h / d.t);
-  const double scr = static_cast<double>(d.b * d.a / d.t * d.s);  // attention backward scratch
+  const bool cpu = convention == ActivationConvention::kCpuExecutor;
+  const double c = compute_bytes;
+  const double n = static_cast<double>(d.s * d.b * d.h) * c;   // a full (B T, C) tensor
+  const double nl = static_cast<double>(d.S * d.b * d.h) * c;  // this rank's rows of it
+  const double nf = static_cast<double>(d.s * d.b * d.f / d.t) * c;
+  const double na = static_cast<double>(d.s * d.b * d.h / d.t) * c;
+  const double scratch = static_cast<double>(d.b * d.a / d.t * d.s) * kFp32Bytes;  // attention
   const double g = sp ? n : 0.0;  // an all-gathered (B T, C) copy, SP only
-  // Live at once, in elements, step by step through layer_backward (gpt_layer.cc); dy and
-  // dx (this rank's rows) throughout, dr until the projection's backward:
+  // The layer's saved tensors (recomputed ones included: they are rebuilt first) besides its
+  // input, and which of them layer_backward frees after each phase.
+  const auto saved = layer_activation_tensors(model, micro_batch, tp, sequence_parallel,
+                                              convention, compute_bytes);
+  const auto bytes_of = [&](std::initializer_list<const char*> names) {
+    double total = 0;
+    for (const auto& t : saved) {
+      for (const char* name : names) total += t.name == name ? t.bytes() : 0.0;
+    }
+    return total;
+  };
+  const double all = sum_bytes(saved) - bytes_of({"ln1_in"});
+  const double after_mlp_out = all - bytes_of({"fc1_out", "gelu_out"});
+  const double after_fc1 = after_mlp_out - bytes_of({"ln2_out"});
+  const double after_ln2 = after_fc1 - bytes_of({"ln2_in", "ln2_mean", "ln2_rstd"});
+  const double after_core = after_ln2 - bytes_of({"attn_out", "attn_probs", "attn_lse"});
+  const double after_qkv = after_core - bytes_of({"qkv", "ln1_out"});
+  // gpt_layer.cc's layer_backward phase by phase (the gradient flowing through, dres, is
+  // the engine's and not counted here):
   const double phases[] = {
-      3 * nl + nf + g,           // dr, dgelu, gathered dy for fc2's backward
-      3 * nl + 2 * nf,           // dr, dgelu, dfc1
-      3 * nl + nf + n + g,       // dr, dfc1, dln2 (full), gathered ln2_out
-      (sp ? 4 * nl + n : 3 * nl + n),  // dr, dln2 (full) and its reduce-scattered rows
-      3 * nl + na + g,           // dr, dattn, gathered dr for proj's backward
-      2 * nl + 4 * na + scr,     // dattn, dqkv, attention scratch
-      2 * nl + 3 * na + n + g,   // dqkv, dln1 (full), gathered ln1_out
-      (sp ? 3 * nl + n : 2 * nl + n),  // dln1 (full) and its rows
+      all + nf + (cpu ? nf : 0.0) + g,  // fc2: dfc1, (CPU: its dgelu scratch), gathered dy
+      after_mlp_out + nf + n + g,       // fc1: dfc1, dln2 (full), gathered ln2_out
+      after_fc1 + n + (sp ? nl : 0.0),  // ln2: dln2 (full) and its reduce-scattered rows
+      after_ln2 + na + g,               // proj: dattn, gathered dres
+      after_ln2 + 4 * na + scratch,     // attention: dattn, dqkv, its scratch
+      after_core + 3 * na + n + g,      // qkv: dqkv, dln1 (full), gathered ln1_out
+      after_qkv + n + (sp ? nl : 0.0),  // ln1: dln1 (full) and its rows
   };
   double peak = 0;
   for (double p : phases) peak = std::max(peak, p);
-  return peak * compute_bytes;
+  return peak;
 }
 
 std::vector<ActivationTensor> logits_tensors(const ModelSpec& model, std::int64_t micro_batch,

@@ -13,6 +13,8 @@
 #include "cost_model/errors.h"
 #include "cost_model/memory_model.h"
 #include "cost_model/partition.h"
+#include "cost_model/program.h"
+#include "cost_model/program_memory.h"
 #include "cost_model/units.h"
 
 namespace strata {
@@ -63,117 +65,72 @@ std::int64_t pipeline_messages(ScheduleKind kind, std::int64_t pp, std::int64_t 
 // the 4 MiB scratch of the bias-gradient reduction (kernels/cuda/cuda_resources.h).
 constexpr double kCudaWorkspaceBytes = (32 + 4) * units::kMiB;
 
-// ---- the CPU executor's peak ------------------------------------------------------------
-// What executor/engine allocates on pipeline rank r, moment by moment (fp32 everywhere).
-// Units: the embedding (rank 0), the layers, the tied wte copy (rank p-1, p > 1), the final
-// LayerNorm (rank p-1), each a flat buffer padded to a multiple of d. Persistent: params
-// (ZeRO-3: the 1/d shard), gradients (ZeRO 0/1: full; 2/3: the shard) and AdamW's m, v
-// (ZeRO >= 1: the shard). During the step, at ZeRO 2/3, a unit's full gradient buffer lives
-// from its first gradient to the reduce-scatter after the last backward. Saved activations
-// per in-flight (micro-batch, chunk); sends complete at the step's end, so every message
-// sent so far is live. The peak is the largest of these moments:
-//   backward  a layer's backward (its working set, its recomputed tensors, ZeRO-3's current
-//             and prefetched layer) at the first backward (j = 0: every in-flight activation,
-//             only the first gradient buffers) and at the last steady-state one (j = F - K:
-//             still K in flight, every forward sent; GPipe: j = 1);
-//   head      the last rank's head forward at the same two moments;
-//   optimizer persistent state plus every ZeRO-2/3 full gradient buffer (or ZeRO-1/2's
-//             all-gather scratch, one shard).
-struct CpuExecutorTerms {
-  double kept_layer = 0;       // saved bytes per layer per micro-batch (after recompute)
-  double recompute = 0;        // one layer's recomputed tensors during its backward
-  double head_saved = 0;       // head tensors per in-flight last-chunk micro-batch
-  double backward_working = 0; // layer_backward_working_bytes
-  double head_working = 0;     // head_working_tensors
-  double message = 0;          // one pipeline message (this rank's token rows)
-};
-
 std::int64_t padded(std::int64_t n, std::int64_t d) { return (n + d - 1) / d * d; }
 
-void cpu_executor_peak(const ModelSpec& model, const Plan& plan, std::int64_t m,
-                       const CpuExecutorTerms& t, StageMemory& stage) {
+// ---- the executor's peak: its Program walked op by op (program_memory.h) ----------------
+// The byte sizes of what strata's executor allocates on pipeline rank r (executor/engine,
+// executor/model), for the walk. Units: the flat buffers of rank_unit_layouts, padded to a
+// multiple of d. Persistent: params in the compute dtype (ZeRO-3: the 1/d shard; offloaded:
+// none on the device), their fp32 master when the compute dtype is not fp32, gradients
+// (ZeRO 0/1: full; 2/3: the reduced shard; offloaded: none) and AdamW's m, v (ZeRO >= 1:
+// the shard; offloaded: none).
+ExecutorMemoryTerms executor_terms(const ModelSpec& model, const TrainSpec& train,
+                                   const Plan& plan, const RankProgram& rank,
+                                   ActivationConvention convention, StageMemory& stage) {
   constexpr double kF = 4;  // fp32 bytes
-  const std::int64_t p = plan.pp, v = plan.virtual_stages, d = plan.dp, r = stage.pp_rank;
+  const double c = train.compute_bytes();
+  const std::int64_t d = plan.dp;
   const int z = plan.zero_stage;
-  const bool first = r == 0, last = r == p - 1;
-  const double layer = static_cast<double>(padded(layer_params_per_tp_rank(model, plan.tp), d));
-  const double embedding =
-      first ? static_cast<double>(padded(embedding_params_per_tp_rank(model, plan.tp), d)) : 0;
-  const double tied =
-      (last && p > 1) ? static_cast<double>(padded(tied_copy_params_per_tp_rank(model, plan.tp), d)) : 0;
-  const double final_norm = last ? static_cast<double>(padded(final_norm_params(model), d)) : 0;
-  const std::int64_t layers_per_chunk = model.layers / (p * v);
-  const double layers = static_cast<double>(layers_per_chunk * v);
-  const double full = layers * layer + embedding + tied + final_norm;  // padded elements
-  const double wte_unit = last ? (p > 1 ? tied : embedding) : 0;
-
-  stage.params.device = kF * (z >= 3 ? full / d : full);
-  const double persistent_grads = kF * (z >= 2 ? full / d : full);
-  stage.optimizer.device = 2 * kF * (z >= 1 ? full / d : full);
-  const double persistent = stage.params.device + persistent_grads + stage.optimizer.device;
-
-  const std::int64_t F = m * v;
-  const std::int64_t K = stage.in_flight;
-  const auto fwd_of = [&](std::int64_t n, std::int64_t c) { return forwards_of_chunk(n, p, v, c); };
-  // Backwards run the chunks in reverse order (the last chunk's group first).
-  const auto bwd_of = [&](std::int64_t n, std::int64_t c) { return forwards_of_chunk(n, p, v, v - 1 - c); };
-  std::vector<std::int64_t> moments{0};
-  const std::int64_t j1 = plan.schedule == ScheduleKind::kGpipe ? 1 : F - K;
-  if (j1 > 0 && j1 < F) moments.push_back(j1);
-
-  double best = -1;
-  const auto consider = [&](const char* moment, double acts, double working, double step_grads,
-                            double buffers, double head_bytes) {
-    const double total = persistent + acts + working + step_grads + buffers;
-    if (total <= best) return;
-    best = total;
-    stage.peak_moment = moment;
-    stage.activations.device = acts + working;
-    stage.working_bytes = working;
-    stage.step_gradient_bytes = step_grads;
-    stage.gradients.device = persistent_grads + step_grads;
-    stage.buffers.device = buffers;
-    stage.embedding_head_bytes = head_bytes;
-  };
-  for (const std::int64_t j : moments) {
-    const std::int64_t forwards = plan.schedule == ScheduleKind::kGpipe ? F : std::min(K + j, F);
-    const std::int64_t in_flight = forwards - j;
-    const std::int64_t head_in_flight = last ? fwd_of(forwards, v - 1) - bwd_of(j, v - 1) : 0;
-    const double head_bytes = static_cast<double>(head_in_flight) * t.head_saved;
-    const double acts =
-        static_cast<double>(in_flight * layers_per_chunk) * t.kept_layer + head_bytes;
-    std::int64_t messages = 0;
-    for (std::int64_t c = 0; c < v; ++c) {
-      const std::int64_t vstage = c * p + r;
-      if (vstage != p * v - 1) messages += fwd_of(forwards, c);
-      if (vstage != 0) messages += bwd_of(j, c);
-    }
-    const double sends = static_cast<double>(messages) * t.message;
-    // ZeRO-2/3 full gradient buffers allocated by this moment (padded elements).
-    double touched = wte_unit;
-    if (j == 0) {
-      touched += final_norm + layer;  // the head's, and the first layer's backward
-    } else {
-      touched += final_norm;
-      for (std::int64_t c = 0; c < v; ++c) {
-        if (bwd_of(j + 1, c) >= 1) touched += static_cast<double>(layers_per_chunk) * layer;
-      }
-      if (first && p > 1 && bwd_of(j, 0) >= 1) touched += embedding;
-    }
-    const double step_grads = z >= 2 ? kF * touched : 0;
-    const double gathered = z >= 3 ? kF * (layers_per_chunk >= 2 ? 2 : 1) * layer : 0;
-    consider("backward", acts, t.backward_working + t.recompute, step_grads, sends + gathered,
-             head_bytes);
-    if (last) {
-      const double head_grads = z >= 2 ? kF * (j == 0 ? wte_unit : touched - layer) : 0;
-      const double head_gathered = z >= 3 ? kF * (wte_unit + final_norm) : 0;
-      consider("head", acts, t.head_working, head_grads, sends + head_gathered, head_bytes);
-    }
+  const bool params_off = z == 3 && plan.offload.params != OffloadTier::kNone;
+  const bool grads_off = z >= 2 && plan.offload.gradients != OffloadTier::kNone;
+  const bool optimizer_off = plan.offload.optimizer != OffloadTier::kNone;
+  const bool own_master = train.compute_bytes() == 4;
+  const bool sp = plan.sequence_parallel && plan.tp > 1;
+  ExecutorMemoryTerms t;
+  double largest_shard = 0;
+  for (const ProgramUnit& u : rank.units) {
+    const double full = static_cast<double>(padded(u.params, d));
+    const double shard = full / static_cast<double>(d);
+    const double opt = z >= 1 ? shard : full;
+    const double params = params_off ? 0 : (z >= 3 ? shard : full) * c;
+    const double master = (!own_master && !optimizer_off && !params_off) ? opt * kF : 0;
+    const double grads = z <= 1 ? full * kF : (grads_off ? 0 : shard * kF);
+    const double moments = optimizer_off ? 0 : 2 * opt * kF;
+    stage.params.device += params + master;
+    stage.gradients.device += grads;
+    stage.optimizer.device += moments;
+    t.unit_grads.push_back(full * kF);
+    t.unit_shard.push_back(shard * kF);
+    t.unit_gather.push_back(full * c);
+    t.unit_fetch.push_back(shard * kF);
+    largest_shard = std::max(largest_shard, shard);
   }
-  double largest_unit = std::max({layer, embedding, tied, final_norm});
-  const double end_extra = z >= 2 ? kF * full : (z == 1 ? kF * largest_unit / d : 0);
-  consider("optimizer", 0, 0, z >= 2 ? end_extra : 0, z == 1 ? end_extra : 0, 0);
-  stage.total.device = best;
+  t.persistent = stage.params.device + stage.gradients.device + stage.optimizer.device;
+  t.transient_grads = z >= 2;
+  t.offloaded_grads = grads_off;
+  const std::int64_t rows = (sp ? model.seq_len / plan.tp : model.seq_len) * plan.micro_batch;
+  const double tokens = static_cast<double>(model.seq_len * plan.micro_batch);
+  t.message = static_cast<double>(rows * model.hidden) * c;
+  t.tokens = tokens * 4;  // int32 ids
+  bool last = false;
+  for (const ProgramUnit& u : rank.units) last = last || u.kind == UnitKind::kFinalNorm;
+  if (last) t.losses = (static_cast<double>(plan.micro_batches(train)) + 1) * tokens * kF;
+  const auto layer = layer_activation_tensors(model, plan.micro_batch, plan.tp, sp, convention,
+                                              train.compute_bytes());
+  t.layer_saved = sum_bytes(apply_recompute(layer, plan.recompute)) - t.message;  // less ln1_in
+  t.layer_backward_peak = layer_backward_peak_bytes(model, plan.micro_batch, plan.tp, sp,
+                                                    convention, train.compute_bytes());
+  t.head_saved = sum_bytes(head_activation_tensors(model, plan.micro_batch, plan.tp, sp, convention,
+                                                   train.compute_bytes())) -
+                 t.message;  // less lnf_in
+  t.head_working =
+      sum_bytes(head_working_tensors(model, plan.micro_batch, plan.tp, sp, train.compute_bytes()));
+  t.embedding_working = sp ? tokens * static_cast<double>(model.hidden) * c : 0;
+  // The tail: ZeRO-1/2's all-gather copies this rank's slice (dp_scratch); offloaded
+  // gradients come up for an optimizer on the device.
+  if (z == 1 || z == 2) t.optimizer_working = largest_shard * c;
+  if (grads_off && !optimizer_off) t.optimizer_working = largest_shard * kF;
+  return t;
 }
 
 }  // namespace
@@ -303,20 +260,9 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluste
                                ? options.workspace_bytes
                                : (cluster.backend == Backend::kCuda ? kCudaWorkspaceBytes : 0.0);
 
-  const bool executor_peak =
-      convention == ActivationConvention::kCpuExecutor && plan.offload == OffloadPlan{};
-  CpuExecutorTerms cpu_terms;
-  if (executor_peak) {
-    const bool sp = plan.sequence_parallel && plan.tp > 1;
-    cpu_terms.kept_layer = kept_layer_bytes;
-    cpu_terms.recompute = recompute_working;
-    cpu_terms.head_saved = head_bytes;
-    cpu_terms.backward_working =
-        layer_backward_working_bytes(model, plan.micro_batch, plan.tp, sp, c);
-    cpu_terms.head_working =
-        sum_bytes(head_working_tensors(model, plan.micro_batch, plan.tp, sp, c));
-    cpu_terms.message = message_bytes;
-  }
+  // strata's CPU executor is predicted by walking its Program (program_memory.h). The
+  // planner prices GPU clusters by the closed forms below, which stay O(pp) per plan.
+  const bool executor_peak = convention == ActivationConvention::kCpuExecutor;
 
   MemoryEstimate estimate;
   estimate.stages.reserve(static_cast<std::size_t>(p));
@@ -371,10 +317,24 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluste
     stage.total = stage.params + stage.gradients + stage.optimizer + stage.activations +
                   stage.buffers;
     if (executor_peak) {
-      // Replaces the conservative sum's device terms by the executor's peak moment.
+      // Replaces the conservative sum's device terms by the walk's peak.
+      const RankProgram program = make_rank_program(model, train, plan, r);
+      StageMemory walked = stage;
+      walked.params.device = walked.gradients.device = walked.optimizer.device = 0;
+      const ExecutorMemoryTerms terms =
+          executor_terms(model, train, plan, program, convention, walked);
+      const ProgramMemoryPeak peak = walk_program_memory(program, terms);
+      stage.params.device = walked.params.device;
+      stage.gradients.device = walked.gradients.device + peak.step_gradients_at_peak;
+      stage.optimizer.device = walked.optimizer.device;
+      stage.activations.device = peak.activations_at_peak;
+      stage.step_gradient_bytes = peak.step_gradients_at_peak;
       stage.grad_bucket_bytes = 0;  // gradients are reduced in place
       stage.pipeline_buffer_bytes = 0;
-      cpu_executor_peak(model, plan, m, cpu_terms, stage);
+      stage.zero3_gather_bytes = 0;  // in the walk's activations
+      stage.buffers.device = 0;
+      stage.peak_moment = peak.peak_at;
+      stage.total.device = peak.peak_bytes;
     }
 
     if (stage.total.device > estimate.worst.device) estimate.worst_pp_rank = r;

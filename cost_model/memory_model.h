@@ -190,11 +190,12 @@ std::vector<ActivationTensor> head_working_tensors(const ModelSpec& model,
                                                    std::int64_t micro_batch, std::int64_t tp,
                                                    bool sequence_parallel, int compute_bytes);
 
-// Peak bytes of the temporaries of one layer's backward on the CPU executor (gpt_layer.cc's
-// layer_backward, phase by phase), including the gradients at its output (dy) and input
-// (dx); the layer's saved tensors are not included.
-double layer_backward_working_bytes(const ModelSpec& model, std::int64_t micro_batch,
-                                    std::int64_t tp, bool sequence_parallel, int compute_bytes);
+// Peak bytes during one layer's backward on an executor convention (gpt_layer.cc's
+// layer_backward, phase by phase): its working set plus its saved (and recomputed) tensors
+// that are still held, besides its input and the gradient flowing through it.
+double layer_backward_peak_bytes(const ModelSpec& model, std::int64_t micro_batch,
+                                 std::int64_t tp, bool sequence_parallel,
+                                 ActivationConvention convention, int compute_bytes);
 
 // Chunk-micro-batches whose forward activations pipeline rank r holds at its peak
 // (closed form, O(1)); m = micro-batches per pipeline per step, v = chunks per rank:

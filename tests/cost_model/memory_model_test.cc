@@ -305,27 +305,28 @@ TEST(InFlight, ClosedFormsMatchGeneratedSchedules) {
 // ---- the tiny model worked by hand -------------------------------------------------------
 
 // tiny, CPU backend (fp32, compute 4 bytes), t 1, p 2, d 1, b 2, 1F1B, ZeRO 0, no recompute,
-// global batch 8 -> m = 8 / (1 * 2) = 4 micro-batches. The CPU executor's peak moments
-// (memory_model.h):
+// global batch 8 -> m = 8 / (1 * 2) = 4 micro-batches. The CPU executor is predicted by
+// walking each rank's Program (program_memory.h); by hand:
 //   layer params 12 h^2 + 13 h = 49152 + 832 = 49984.
 //   stage 0: 4 layers 199936 + embedding V h + s h = 16384 + 4096 -> 220416 params.
 //   stage 1: 4 layers 199936 + tied output embedding 16384 + final LN 128 -> 216448 params.
 //   fp32 ZeRO 0: 4 + 4 + 8 bytes: stage 0 params 881664, grads 881664, optimizer 1763328
-//                (3526656); stage 1: 865792, 865792, 1731584 (3463168).
-//   per-layer activations 164352 elements * 4 = 657408 B (see ExecutorConventionsTinyModel).
-//   one pipeline message s b h = 8192 elements = 32768 B.
-//   a layer's backward working set (layer_backward_working_bytes), n = s b h = 8192,
-//     nf = s b f = 32768: the largest phase is dy, dx, dr, dgelu, dfc1 = 3 n + 2 nf = 90112
-//     elements = 360448 B.
-//   in flight: rank 0 K = min(2 - 0, 4) = 2, rank 1: 1; moments j = 0 and F - K.
-//   rank 0 at j = 4 - 2 = 2: 2 x 4 layers x 657408 = 5259264 saved, all 4 forwards sent
-//     (131072 B, completed only at the step's end) -> 3526656 + 5259264 + 360448 + 131072
-//     = 9277440 (at j = 0 only 2 sends: 65536 less).
-//   rank 1 at j = 4 - 1 = 3: 1 x 4 x 657408 = 2629632 + the head's saved lnf_in, lnf_dout
-//     (8192 each) and mean, rstd (128 each) = 16640 elements = 66560 B; 3 gradient sends
-//     98304 B; the backward's working set 360448 beats the head's (lnf_out 8192 + logits and
-//     dlogits s b V = 32768 each + stats 5 s b = 640 = 74368 elements = 297472 B)
-//     -> 3463168 + 2696192 + 360448 + 98304 = 6618112.
+//                (P0 = 3526656); stage 1: 865792, 865792, 1731584 (3463168), plus the losses
+//                and their scale (m + 1) s b 4 = 2560 B: P1 = 3465728.
+//   one message (a layer's output, s b h) 8192 elements = 32768 B; token ids 128 x 4 = 512 B.
+//   a layer's saved tensors 164352 elements = 657408 B (ExecutorConventionsTinyModel), less
+//     its input: 624640 B. Its backward (layer_backward_peak_bytes) peaks in fc2's backward:
+//     all 624640 saved + dfc1 and its dgelu scratch, s b f = 32768 elements each: 886784 B,
+//     i.e. 262144 B above the saved tensors it frees.
+//   A forward on rank 0: ids 512 + the embedding's output 32768 + 4 x (624640 + 32768)
+//     = 2662912 B, of which the last layer's output is the message sent on (kept until the
+//     pipeline's end). 1F1B rank 0: F0 F1 B0 F2 B1 F3 B2 B3. Before B2: P0 + mb 3's forward
+//     2662912 + three sent outputs 98304 + the received gradient 32768 = 6320640 + P0;
+//     its first layer's backward adds 262144: 9212928, the peak (B0 and B1 hold fewer sends).
+//   Rank 1 (F0 B0 F1 B1 ...): before mb 3's head, P1 + 3 sent gradients 98304 + the received
+//     input 32768 + ids 512 + 4 layers 2629632 + the head's saved mean, rstd, lnf_dout 33792
+//     = 6260736; the head's working set (lnf_out 8192 + logits and their gradient s b V =
+//     32768 each + 4 s b statistics = 74240 elements = 296960 B) on top: 6557696.
 TEST(EstimateMemory, TinyModelByHand) {
   Plan plan;
   plan.tp = 1;
@@ -347,18 +348,14 @@ TEST(EstimateMemory, TinyModelByHand) {
   EXPECT_EQ(s0.in_flight, 2);
   EXPECT_EQ(s1.in_flight, 1);
   EXPECT_DOUBLE_EQ(s0.layer_activation_bytes, 657408);
-  EXPECT_EQ(s0.peak_moment, "backward");
-  EXPECT_DOUBLE_EQ(s0.working_bytes, 360448);
-  EXPECT_DOUBLE_EQ(s0.activations.device, 5259264 + 360448);
-  EXPECT_DOUBLE_EQ(s0.buffers.device, 131072);
-  EXPECT_DOUBLE_EQ(s1.embedding_head_bytes, 66560);
-  EXPECT_DOUBLE_EQ(s1.activations.device, 2629632 + 66560 + 360448);
-  EXPECT_DOUBLE_EQ(s1.buffers.device, 98304);
-  EXPECT_DOUBLE_EQ(s0.total.device, 9277440);
-  EXPECT_DOUBLE_EQ(s1.total.device, 6618112);
+  EXPECT_EQ(s0.peak_moment, "backward mb=2 chunk=0: compute layer3");
+  EXPECT_EQ(s1.peak_moment, "forward mb=3 chunk=0: compute final_norm");
+  EXPECT_DOUBLE_EQ(s0.activations.device, 9212928 - 3526656);
+  EXPECT_DOUBLE_EQ(s0.total.device, 9212928);
+  EXPECT_DOUBLE_EQ(s1.total.device, 6557696);
   EXPECT_DOUBLE_EQ(s0.total.host, 0);
   EXPECT_EQ(e.worst_pp_rank, 0);
-  EXPECT_DOUBLE_EQ(e.worst.device, 9277440);
+  EXPECT_DOUBLE_EQ(e.worst.device, 9212928);
 
   // The Prediction's memory fields: worst per tier and one RankMemory per stage.
   StepReport report;
@@ -367,31 +364,43 @@ TEST(EstimateMemory, TinyModelByHand) {
   ASSERT_EQ(report.per_rank.size(), 2u);
   EXPECT_EQ(report.per_rank[1].pp_rank, 1);
   EXPECT_EQ(report.per_rank[1].rank, 1);  // Megatron order: pp_rank * tp * dp
-  EXPECT_DOUBLE_EQ(report.per_rank[1].peak_bytes.device, 6618112);
+  EXPECT_DOUBLE_EQ(report.per_rank[1].peak_bytes.device, 6557696);
 }
 
-TEST(EstimateMemory, RecomputeAddsOneLayerWorkingSet) {
-  // Same tiny plan, full recompute: each in-flight chunk keeps 4 layer inputs (8192 * 4 B
-  // each) and one layer's dropped tensors (657408 - 32768 = 624640 B) are live in its
-  // backward beside the working set (360448 B, TinyModelByHand).
-  // rank 0: 32768 * 4 * 2 + 624640 + 360448 = 1247232.
+TEST(EstimateMemory, FullRecomputeKeepsOnlyLayerInputs) {
+  // Same tiny plan, full recompute: a forward keeps only the layers' outputs (their next
+  // layer's inputs): ids 512 + 5 x 32768 = 164352 B; a layer's backward rebuilds its
+  // 624640 B and works on top (886784 B in all, TinyModelByHand). 1F1B rank 0 runs
+  // F0 F1 B0 F2 B1 F3 B2 B3.
   Plan plan;
   plan.pp = 2;
   plan.micro_batch = 2;
   plan.recompute = Recompute::kFull;
   const MemoryEstimate e =
       estimate_memory(tiny(), cluster(Backend::kCpu), train(8, Precision::kFp32), plan);
+  // The closed-form term stays: one layer's dropped tensors, 657408 - 32768.
   EXPECT_DOUBLE_EQ(e.stages[0].recompute_working_bytes, 624640);
-  EXPECT_DOUBLE_EQ(e.stages[0].activations.device, 1247232);
+  // Walk: F0 F1 hold 2 x 164352; recv 32768; B0's first layer +886784 -> 1248256. After B0:
+  // mb 1's 164352 + 1 send 32768 = 197120; F2 +164352, recv +32768 = 394240; B1 +886784 ->
+  // 1281024. After B1: 229888; F3, recv -> 427008; B2 -> 1313792 (the peak); B3: 1182208.
+  EXPECT_DOUBLE_EQ(e.stages[0].activations.device, 1313792);
 }
 
-TEST(EstimateMemory, ZeroTwoCountsTheFullGradientBuffersAtTheOptimizerStep) {
+TEST(EstimateMemory, ZeroTwoHoldsAUnitsFullGradientFromItsFirstTouchToItsReduction) {
   // tiny, t 1, p 1, d 2, b 4, GPipe, ZeRO 2: m = 8 / (2 * 4) = 1. Units padded to even
   // sizes (already even): 8 layers x 49984 + embedding 20480 + final LN 128 = 420480
   // elements. Persistent fp32: params 4 x 420480 = 1681920, gradient shard 4 x 210240 =
-  // 840960, m and v shards 8 x 210240 = 1681920 -> 4204800. Saved activations of the one
-  // micro-batch at b = 4: 8 layers x 2 x 657408 = 10518528, far above the 1681920 B of
-  // full gradient buffers the optimizer step holds: the peak is a backward.
+  // 840960, m and v shards 8 x 210240 = 1681920, losses (1 + 1) x 256 x 4 = 2048.
+  // At b = 4 everything per micro-batch doubles (TinyModelByHand's b = 2): a message 65536,
+  // a layer 1314816 with its input, its backward peak 1773568 (524288 above what it frees).
+  // The walk: 4204800 + losses 2048 = 4206848; + ids and targets 2048 = 4208896; + the
+  // embedding's output 65536 = 4274432; + 8 layers 10518528 = 14792960; the head touches the
+  // tied wte's full gradient (4 x 20480 = 81920) -> 14874880 and keeps 67584 -> 14942464;
+  // the targets go -> 14941440. The backward: the final LN's gradient (512) and the gradient
+  // flowing down (65536) -> 15007488; the head's saved tensors and lnf_in go -> 14874368; the
+  // final LN is reduced at once (m = 1: the last micro-batch) -> 14873856; layer 7 touches its
+  // gradient (4 x 49984 = 199936) -> 15073792 and its backward adds 524288: 15598080, the
+  // peak, holding the embedding's and layer 7's full gradients: 81920 + 199936 = 281856.
   Plan plan;
   plan.dp = 2;
   plan.micro_batch = 4;
@@ -402,13 +411,10 @@ TEST(EstimateMemory, ZeroTwoCountsTheFullGradientBuffersAtTheOptimizerStep) {
   const StageMemory& s = e.stages[0];
   EXPECT_DOUBLE_EQ(s.params.device, 1681920);
   EXPECT_DOUBLE_EQ(s.optimizer.device, 1681920);
-  EXPECT_EQ(s.peak_moment, "backward");
-  // At the first backward (j = 0) the full gradient buffers of the embedding (the tied wte
-  // at p = 1, touched by the head's forward), the final LN and the first layer are live:
-  // 4 x (20480 + 128 + 49984) = 282368 B.
-  EXPECT_DOUBLE_EQ(s.step_gradient_bytes, 282368);
-  EXPECT_DOUBLE_EQ(s.gradients.device, 840960 + 282368);
-  EXPECT_GT(s.total.device, 4204800 + 10518528);
+  EXPECT_EQ(s.peak_moment, "backward mb=0 chunk=0: compute layer7");
+  EXPECT_DOUBLE_EQ(s.step_gradient_bytes, 281856);
+  EXPECT_DOUBLE_EQ(s.gradients.device, 840960 + 281856);
+  EXPECT_DOUBLE_EQ(s.total.device, 15598080);
 }
 
 TEST(EstimateMemory, PublishedConventionOnSeventyFiveBillionShape) {

@@ -413,6 +413,7 @@ void Engine::begin_step() {
   state_.begin_step();
   backend_->clear_timestamps();
   if (!dlosses_.empty()) {
+    losses_.reset();  // last step's, before this step's (not both at once)
     losses_ = backend_->allocate(MemoryTier::kDevice, DType::kF32,
                                  plan_.micro_batches(train_) * dims_.BT(), "losses");
   }

@@ -5,6 +5,9 @@ strata_add_test(schedule_test
 strata_add_test(simulator_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/simulator_test.cc
   LIBS strata_schedule)
+strata_add_test(program_simulator_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/program_simulator_test.cc
+  LIBS strata_schedule)
 strata_add_test(chrome_trace_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/chrome_trace_test.cc
   LIBS strata_schedule)

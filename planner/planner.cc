@@ -1,5 +1,7 @@
 // The plan search (see planner.h): walks the generators of generators.h, scores plans with
-// predict(), counts why plans are dropped, keeps the best top_k and the closest misfit.
+// predict() through the search's PredictionCache (each pipeline shape's skeleton built once,
+// each plan's distinct ranks replayed: the same Predictions, cost_model.h), counts why plans
+// are dropped, keeps the best top_k and the closest misfit.
 //
 // Pruning (off with PlannerOptions::exhaustive). Two facts of the cost model let the search
 // skip plans that cannot win, for the same plan otherwise:
@@ -37,7 +39,7 @@ class Search {
     ++result_.scored;
     ScoredPlan scored{plan, {}};
     try {
-      scored.prediction = predict(model_, cluster_, train_, plan, options_.profile);
+      scored.prediction = predict(model_, cluster_, train_, plan, options_.profile, {}, cache_);
     } catch (const InfeasiblePlan&) {
       ++result_.dropped[drop_reason::kPlanCheck];
       return false;
@@ -80,6 +82,7 @@ class Search {
   const TrainSpec& train_;
   const PlannerOptions& options_;
   PlanSearchResult& result_;
+  PredictionCache cache_;
 };
 
 // All memory variants (offload x recompute) of one plan whose other fields are set.

@@ -1,5 +1,5 @@
 // Chrome trace-event JSON: building, writing, reading back and merging traces, and turning
-// a simulated timeline into events. Knows nothing of how the executor measures its events.
+// a replayed Program into events. Knows nothing of how the executor measures its events.
 #include "cost_model/chrome_trace.h"
 
 #include <algorithm>
@@ -9,8 +9,7 @@
 #include <fmt/format.h>
 
 #include "cost_model/errors.h"
-#include "cost_model/schedule.h"
-#include "cost_model/simulator.h"
+#include "cost_model/program_simulator.h"
 #include "cost_model/units.h"
 
 namespace strata {
@@ -119,34 +118,56 @@ std::string op_category(const std::string& op_name) {
   return "tail";
 }
 
-std::vector<TraceEvent> simulation_trace_events(const SimulationResult& result, std::int64_t pid) {
+std::vector<TraceEvent> program_trace_events(const Program& program,
+                                             const ProgramTimeline& timeline, std::int64_t pid) {
   std::vector<TraceEvent> events;
-  for (const auto& rank_ops : result.timeline) {
-    for (const SimulatedOp& op : rank_ops) {
+  for (std::size_t r = 0; r < timeline.ranks.size(); ++r) {
+    const RankProgram& rank = program.ranks.at(r);
+    const auto pp_rank = static_cast<std::int64_t>(r);
+    const auto unit_name = [&](std::int32_t u) {
+      return rank.units.at(static_cast<std::size_t>(u)).name;
+    };
+    for (const TimedOp& t : timeline.ranks[r]) {
+      const ProgramOp& step = rank.ops.at(static_cast<std::size_t>(t.op));
+      const bool in_body = t.body_op >= 0;
+      const ProgramOp& op =
+          in_body ? rank.bodies.at(static_cast<std::size_t>(step.body)).ops.at(static_cast<std::size_t>(t.body_op))
+                  : step;
       TraceEvent e;
-      e.name = op.name;
-      e.category = op.is_tail ? "tail" : op_category(op.name);
+      e.name = to_string(op.kind);
       e.pid = pid;
-      e.tid = e.category == "p2p" ? p2p_tid(op.pp_rank) : compute_tid(op.pp_rank);
-      e.start_s = op.start_s;
-      e.duration_s = op.end_s - op.start_s;
-      e.args = op.is_tail ? Json::object()
-                          : Json{{"micro_batch", op.op.micro_batch}, {"chunk", op.op.chunk}};
+      e.tid = stream_tid(pp_rank, op.stream);
+      e.start_s = t.start_s;
+      e.duration_s = t.end_s - t.start_s;
+      if (t.op >= rank.tail_begin) {
+        e.category = "tail";
+        e.args = op.unit >= 0 ? Json{{"unit", unit_name(op.unit)}} : Json::object();
+      } else if (!in_body) {
+        e.category = op.is_pass() ? "compute" : "p2p";
+        e.args = Json{{"micro_batch", step.micro_batch}, {"chunk", step.chunk}};
+      } else {
+        e.category = op.kind == ProgramOpKind::kCompute ? "compute" : "state";
+        e.args = Json{{"micro_batch", step.micro_batch}, {"chunk", step.chunk}, {"unit", unit_name(op.unit)}};
+        if (op.kind == ProgramOpKind::kCompute) {
+          static constexpr const char* kParts[] = {"none", "embedding", "layer", "head"};
+          e.args["part"] = kParts[static_cast<int>(op.part)];
+        }
+      }
       events.push_back(std::move(e));
     }
   }
   return events;
 }
 
-ChromeTrace simulation_trace(const SimulationResult& result, std::int64_t pid,
-                             const std::string& process_name) {
+ChromeTrace program_trace(const Program& program, const ProgramTimeline& timeline,
+                          std::int64_t pid, const std::string& process_name) {
   ChromeTrace trace;
-  trace.events = simulation_trace_events(result, pid);
+  trace.events = program_trace_events(program, timeline, pid);
   trace.process_names[pid] = process_name;
-  for (std::size_t r = 0; r < result.timeline.size(); ++r) {
-    const auto rank = static_cast<std::int64_t>(r);
-    trace.thread_names[{pid, compute_tid(rank)}] = fmt::format("pp_rank {} compute", rank);
-    trace.thread_names[{pid, p2p_tid(rank)}] = fmt::format("pp_rank {} p2p", rank);
+  for (const TraceEvent& e : trace.events) {
+    const std::int64_t pp_rank = e.tid / kStreamCount;
+    const auto stream = static_cast<Stream>(e.tid % kStreamCount);
+    trace.thread_names[{pid, e.tid}] = fmt::format("pp_rank {} {}", pp_rank, to_string(stream));
   }
   return trace;
 }

@@ -1,13 +1,21 @@
-// predict() and stage_op_times(): compose the time model's primitives (time_model.h) into
-// per-rank op times and a step time, and the memory model into the Prediction's memory.
-// predict() evaluates only the distinct pipeline ranks (the first, one middle, the last):
-// middle ranks are identical, and the planner calls it for every candidate.
+// predict() and stage_op_times(): the plan's Program priced op by op (op_costs.h) and
+// replayed (program_simulator.h); the memory model fills the Prediction's memory.
+//
+// Two ways to the same replay. Without a cache: make_program, every rank priced on its own.
+// With a PredictionCache (the planner): the pipeline skeleton of the shape, built once, and
+// the plan's distinct ranks only, taken from the Program of a pipeline of min(p, 3) ranks
+// with the same chunks (each chunk L/(p v) layers, the same v) and the fewest micro-batches
+// a schedule allows. Its rank 0 has the ops of the real rank 0, its last rank those of rank
+// p - 1, and its middle rank those of every middle rank: a rank's ops depend on its chunks'
+// layer counts and on whether it holds virtual stage 0 or the last one (partition.h), never
+// on which layers they are, and a body never depends on m. Both ways feed the same
+// PricedRanks into the same replay, so the results are bitwise equal (tested).
 #include "cost_model/cost_model.h"
 
 #include <algorithm>
-#include <array>
 
 #include "cost_model/memory_model.h"
+#include "cost_model/op_costs.h"
 #include "cost_model/time_model.h"
 #include "cost_model/units.h"
 
@@ -29,58 +37,220 @@ LayerKernels kernels_for(const ClusterSpec& cluster, const CostModelOptions& opt
   return kernels;
 }
 
-// One pipeline rank, summed over its chunks, per micro-batch.
-struct RankSums {
-  std::int64_t pp_rank = 0;
-  double work_s = 0;  // W: forward + backward + sends of all chunks, one micro-batch
-  double compute_forward_s = 0, compute_backward_s = 0, recompute_s = 0;
-  double tp_s = 0, zero3_s = 0, offload_s = 0, p2p_s = 0;
-  double params = 0;
-  TailWork tail;
-  double tail_s() const { return tail.dp_exposed_s + tail.offload_exposed_s + tail.optimizer_s; }
-};
-
-RankSums rank_sums(const TimeContext& ctx, std::int64_t pp_rank, const P2pTransfer& p2p,
-                   std::vector<ChunkOpTimes>* chunks_out) {
-  const Plan& plan = *ctx.plan;
-  RankSums r;
-  r.pp_rank = pp_rank;
-  for (std::int64_t c = 0; c < plan.virtual_stages; ++c) {
-    const ChunkWork w = chunk_work(ctx, pp_rank, c);
-    r.compute_forward_s += w.compute_forward_s;
-    r.compute_backward_s += w.compute_backward_s;
-    r.recompute_s += w.recompute_s;
-    r.tp_s += w.tp_forward_s + w.tp_backward_s;
-    r.zero3_s += w.zero3_forward_s + w.zero3_backward_s;
-    r.offload_s += w.offload_forward_s + w.offload_backward_s;
-    r.p2p_s += w.sends * p2p.total_s();
-    r.params += w.params;
-    if (chunks_out != nullptr) {
-      ChunkOpTimes op;
-      op.compute_forward_s = w.compute_forward_s;
-      op.compute_backward_s = w.compute_backward_s;
-      op.recompute_s = w.recompute_s;
-      op.comm_forward_s = w.tp_forward_s + w.zero3_forward_s + w.offload_forward_s;
-      op.comm_backward_s = w.tp_backward_s + w.zero3_backward_s + w.offload_backward_s;
-      op.forward_s = w.forward_s();
-      op.backward_s = w.backward_s();
-      chunks_out->push_back(op);
-    }
-  }
-  r.work_s = r.compute_forward_s + r.compute_backward_s + r.recompute_s + r.tp_s + r.zero3_s +
-             r.offload_s + r.p2p_s;
-  // The DP reduction and gradient offload hide behind the last micro-batch's backward.
-  r.tail = tail_work(ctx, pp_rank, r.params, r.compute_backward_s + r.recompute_s);
-  return r;
-}
-
 MemoryModelOptions memory_options(const CostModelOptions& options) {
   MemoryModelOptions memory;
   memory.published_activations = options.published;
   return memory;
 }
 
+// The plan's distinct ranks (see the file comment) and which of them each rank is.
+RankClasses make_rank_classes(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
+                              const ProgramOptions& options) {
+  const std::int64_t p = plan.pp;
+  const std::int64_t small_p = std::min<std::int64_t>(p, 3);
+  ModelSpec small_model = model;
+  small_model.layers = small_p * plan.virtual_stages * (model.layers / (p * plan.virtual_stages));
+  Plan small_plan = plan;
+  small_plan.pp = small_p;
+  // The fewest micro-batches: 1, or p for the interleaved schedule (m % p == 0).
+  const std::int64_t small_m = plan.schedule == ScheduleKind::kInterleaved ? small_p : 1;
+  TrainSpec small_train = train;
+  small_train.global_batch = small_m * plan.dp * plan.micro_batch;
+  RankClasses classes;
+  for (std::int64_t r = 0; r < small_p; ++r) {
+    classes.programs.push_back(make_rank_program(small_model, small_train, small_plan, r, options));
+  }
+  for (std::int64_t r = 0; r < p; ++r) {
+    classes.class_of.push_back(static_cast<std::int32_t>(r == 0 ? 0 : (r == p - 1 ? small_p - 1 : 1)));
+  }
+  return classes;
+}
+
+enum class Replay { kParts, kStepTime, kBound };
+
+// The replay of `plan` through the cache: its step figures (parts when asked), or only a
+// lower bound of its step time.
+StepSimulation simulate_cached(const ModelSpec& model, const ClusterSpec& cluster,
+                               const TrainSpec& train, const Plan& plan, const Profile* profile,
+                               const CostModelOptions& options, PredictionCache& cache,
+                               Replay what) {
+  const TimeContext ctx =
+      make_time_context(model, cluster, train, plan, profile, kernels_for(cluster, options));
+  const TimeModelCosts costs(ctx);
+  const SimulationMode mode = simulation_mode(cluster.backend);
+  const RankClasses& classes = cache.rank_classes(model, train, plan, program_options(options));
+  std::vector<PricedRank> priced;
+  priced.reserve(classes.programs.size());
+  for (const RankProgram& rank : classes.programs) priced.push_back(price_rank(rank, costs, mode));
+  StepSimulation sim;
+  if (what == Replay::kBound) {
+    sim.pipeline_s = pipeline_lower_bound(ctx.micro_batches, priced, classes.class_of, mode);
+  } else {
+    const PipelineSkeleton& skeleton =
+        cache.skeleton(plan.schedule, plan.pp, plan.virtual_stages, ctx.micro_batches);
+    if (what == Replay::kParts) return simulate_step(skeleton, priced, classes.class_of, mode);
+    // The step time alone: simulate_step's pipeline_s + the longest tail, the same doubles.
+    sim.pipeline_s = cache.pipeline_end(skeleton, priced, classes.class_of, mode);
+  }
+  double tail = 0;
+  for (std::int32_t c : classes.class_of) tail = std::max(tail, priced[static_cast<std::size_t>(c)].tail_s);
+  sim.step_s = sim.pipeline_s + tail;
+  return sim;
+}
+
+void fill_time(const StepSimulation& sim, Prediction& p) {
+  p.step_time_s = sim.step_s;
+  p.parts = sim.parts;
+  p.bubble_fraction = sim.parts.bubble_s / sim.step_s;
+}
+
+Prediction predict_with(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
+                        const Plan& plan, const Profile* profile, const CostModelOptions& options,
+                        PredictionCache* cache) {
+  plan.check(model, cluster, train);
+  Prediction p = predict_memory(model, cluster, train, plan, options);
+  if (cache != nullptr) {
+    fill_time(simulate_cached(model, cluster, train, plan, profile, options, *cache, Replay::kParts),
+              p);
+  } else {
+    const TimeContext ctx =
+        make_time_context(model, cluster, train, plan, profile, kernels_for(cluster, options));
+    const TimeModelCosts costs(ctx);
+    const SimulationMode mode = simulation_mode(cluster.backend);
+    const Program program = make_program(model, train, plan, program_options(options));
+    const PipelineSkeleton skeleton = pipeline_skeleton(program);
+    std::vector<PricedRank> priced;
+    std::vector<std::int32_t> class_of;
+    priced.reserve(program.ranks.size());
+    for (const RankProgram& rank : program.ranks) {
+      class_of.push_back(static_cast<std::int32_t>(priced.size()));
+      priced.push_back(price_rank(rank, costs, mode));
+    }
+    fill_time(simulate_step(skeleton, priced, class_of, mode), p);
+  }
+  fill_throughput(model, cluster, train, plan, p);
+  return p;
+}
+
 }  // namespace
+
+ProgramOptions program_options(const CostModelOptions& options) {
+  ProgramOptions program;
+  program.recompute_regathers = options.published;
+  return program;
+}
+
+const PipelineSkeleton& PredictionCache::skeleton(ScheduleKind kind, std::int64_t pp,
+                                                  std::int64_t v, std::int64_t m) {
+  const std::array<std::int64_t, 4> key{static_cast<std::int64_t>(kind), pp, v, m};
+  auto it = skeletons_.find(key);
+  if (it == skeletons_.end()) it = skeletons_.emplace(key, pipeline_skeleton(kind, pp, v, m)).first;
+  return it->second;
+}
+
+const RankClasses& PredictionCache::rank_classes(const ModelSpec& model, const TrainSpec& train,
+                                                 const Plan& plan, const ProgramOptions& options) {
+  // Everything make_rank_classes' Programs depend on (not d, b or m: the micro-batches of
+  // the small pipeline are the fewest its schedule allows).
+  const std::vector<std::int64_t> key{
+      model.layers, model.hidden, model.heads, model.seq_len, model.vocab, model.ffn_hidden,
+      plan.tp, plan.pp, plan.virtual_stages, static_cast<std::int64_t>(plan.schedule),
+      plan.zero_stage, static_cast<std::int64_t>(plan.offload.optimizer),
+      static_cast<std::int64_t>(plan.offload.gradients),
+      static_cast<std::int64_t>(plan.offload.params), static_cast<std::int64_t>(plan.recompute),
+      plan.sequence_parallel ? 1 : 0, options.prefetch_distance, options.recompute_regathers ? 1 : 0};
+  auto it = classes_.find(key);
+  if (it == classes_.end()) {
+    it = classes_.emplace(key, make_rank_classes(model, train, plan, options)).first;
+  }
+  return it->second;
+}
+
+double PredictionCache::pipeline_end(const PipelineSkeleton& skeleton,
+                                     const std::vector<PricedRank>& ranks,
+                                     const std::vector<std::int32_t>& class_of,
+                                     SimulationMode mode) {
+  const std::array<std::int64_t, 4> shape{static_cast<std::int64_t>(skeleton.kind), skeleton.pp,
+                                          skeleton.virtual_stages, skeleton.micro_batches};
+  std::string key(reinterpret_cast<const char*>(shape.data()), sizeof(shape));
+  key.append(reinterpret_cast<const char*>(class_of.data()), class_of.size() * sizeof(std::int32_t));
+  key += replay_key(ranks, mode);
+  const auto it = ends_.find(key);
+  if (it != ends_.end()) {
+    ++replay_hits_;
+    return it->second;
+  }
+  ++replays_;
+  const double end = replay_pipeline(skeleton, ranks, class_of, mode, scratch_);
+  ends_.emplace(std::move(key), end);
+  return end;
+}
+
+void fill_throughput(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
+                     const Plan& plan, Prediction& p) {
+  const double tokens = static_cast<double>(train.global_batch * model.seq_len);
+  const double gpus = static_cast<double>(plan.world_size());
+  p.tokens_per_s = tokens / p.step_time_s;
+  p.tflops_per_gpu = megatron_model_flops(model, train.global_batch) / p.step_time_s / gpus /
+                     units::kTera;
+  const double peak = device_rates(cluster, train, nullptr).peak_flops;
+  p.mfu = model_flops_without_recompute(model, train.global_batch) / p.step_time_s / gpus / peak;
+}
+
+Prediction predict_memory(const ModelSpec& model, const ClusterSpec& cluster,
+                          const TrainSpec& train, const Plan& plan,
+                          const CostModelOptions& options) {
+  Prediction p;
+  p.kind = "prediction";
+  p.plan_label = plan.label();
+  // The offload bytes the offload ops are priced from, per link the most any pipeline rank
+  // moves, as the executor reports its worst rank: offload_transfer_bytes for fp32 training,
+  // compute-precision parameters and gradients otherwise. Empty without offload.
+  if (!(plan.offload == OffloadPlan{})) {
+    const double element_bytes = device_rates(cluster, train, nullptr).element_bytes;
+    // The first, a middle and the last rank: the middle ranks move the same bytes.
+    for (const std::int64_t r : {std::int64_t{0}, std::min<std::int64_t>(1, plan.pp - 1), plan.pp - 1}) {
+      const TransferBytes t = offload_traffic(model, plan, train, r, element_bytes);
+      p.transfers.device_to_host = std::max(p.transfers.device_to_host, t.device_to_host);
+      p.transfers.host_to_device = std::max(p.transfers.host_to_device, t.host_to_device);
+      p.transfers.host_to_nvme = std::max(p.transfers.host_to_nvme, t.host_to_nvme);
+      p.transfers.nvme_to_host = std::max(p.transfers.nvme_to_host, t.nvme_to_host);
+    }
+  }
+  fill_prediction_memory(estimate_memory(model, cluster, train, plan, memory_options(options)),
+                         plan, p);
+  return p;
+}
+
+double predict_step_time(const ModelSpec& model, const ClusterSpec& cluster,
+                         const TrainSpec& train, const Plan& plan, const Profile* profile,
+                         const CostModelOptions& options, PredictionCache& cache) {
+  return simulate_cached(model, cluster, train, plan, profile, options, cache, Replay::kStepTime)
+      .step_s;
+}
+
+double predict_step_time_bound(const ModelSpec& model, const ClusterSpec& cluster,
+                               const TrainSpec& train, const Plan& plan, const Profile* profile,
+                               const CostModelOptions& options, PredictionCache& cache) {
+  return simulate_cached(model, cluster, train, plan, profile, options, cache, Replay::kBound)
+      .step_s;
+}
+
+Prediction predict(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
+                   const Plan& plan, const Profile* profile, const CostModelOptions& options) {
+  return predict_with(model, cluster, train, plan, profile, options, nullptr);
+}
+
+Prediction predict(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
+                   const Plan& plan, const Profile* profile, const CostModelOptions& options,
+                   PredictionCache& cache) {
+  return predict_with(model, cluster, train, plan, profile, options, &cache);
+}
+
+Prediction predict(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
+                   const Plan& plan, const Profile* profile) {
+  return predict(model, cluster, train, plan, profile, CostModelOptions{});
+}
 
 StageOpTimes stage_op_times(const ModelSpec& model, const ClusterSpec& cluster,
                             const TrainSpec& train, const Plan& plan, const Profile* profile,
@@ -88,101 +258,12 @@ StageOpTimes stage_op_times(const ModelSpec& model, const ClusterSpec& cluster,
   plan.check(model, cluster, train);
   const TimeContext ctx =
       make_time_context(model, cluster, train, plan, profile, kernels_for(cluster, options));
-  const P2pTransfer p2p = p2p_transfer(ctx);
+  const TimeModelCosts costs(ctx);
   StageOpTimes times;
-  times.p2p_s = p2p.total_s();
-  times.micro_batches = ctx.micro_batches;
-  times.ranks.reserve(static_cast<std::size_t>(plan.pp));
-  for (std::int64_t r = 0; r < plan.pp; ++r) {
-    RankOpTimes rank;
-    rank.pp_rank = r;
-    rank.chunks.reserve(static_cast<std::size_t>(plan.virtual_stages));
-    const RankSums sums = rank_sums(ctx, r, p2p, &rank.chunks);
-    rank.dp_sync_s = sums.tail.dp_exposed_s;
-    rank.offload_s = sums.tail.offload_exposed_s;
-    rank.optimizer_s = sums.tail.optimizer_s;
-    times.ranks.push_back(std::move(rank));
-  }
+  times.mode = simulation_mode(cluster.backend);
+  times.program = make_program(model, train, plan, program_options(options));
+  times.timeline = simulate_program(times.program, costs, times.mode);
   return times;
-}
-
-StageOpTimes stage_op_times(const ModelSpec& model, const ClusterSpec& cluster,
-                            const TrainSpec& train, const Plan& plan, const Profile* profile) {
-  return stage_op_times(model, cluster, train, plan, profile, CostModelOptions{});
-}
-
-Prediction predict(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
-                   const Plan& plan, const Profile* profile, const CostModelOptions& options) {
-  plan.check(model, cluster, train);
-  const TimeContext ctx =
-      make_time_context(model, cluster, train, plan, profile, kernels_for(cluster, options));
-  const P2pTransfer p2p = p2p_transfer(ctx);
-
-  // Distinct ranks: 0 (embedding), p-1 (head), and 1 standing for every middle rank.
-  std::array<std::int64_t, 3> distinct{0, plan.pp - 1, plan.pp > 2 ? 1 : 0};
-  std::array<RankSums, 3> sums;
-  for (std::size_t i = 0; i < distinct.size(); ++i) sums[i] = rank_sums(ctx, distinct[i], p2p, nullptr);
-  // The slowest rank paces the pipeline; the longest tail ends the step. Ties: lowest rank.
-  const auto by_work = [](const RankSums& a, const RankSums& b) {
-    return a.work_s < b.work_s || (a.work_s == b.work_s && a.pp_rank > b.pp_rank);
-  };
-  const auto by_tail = [](const RankSums& a, const RankSums& b) {
-    return a.tail_s() < b.tail_s() || (a.tail_s() == b.tail_s() && a.pp_rank > b.pp_rank);
-  };
-  const RankSums& slowest = *std::max_element(sums.begin(), sums.end(), by_work);
-  const RankSums& last = *std::max_element(sums.begin(), sums.end(), by_tail);
-
-  const double m = static_cast<double>(ctx.micro_batches);
-  const PipelineTime pipe = pipeline_time(ctx.micro_batches, plan.pp, plan.virtual_stages,
-                                          slowest.work_s);
-  Prediction p;
-  p.kind = "prediction";
-  p.plan_label = plan.label();
-  StepTimeParts& parts = p.parts;
-  parts.forward_s = m * slowest.compute_forward_s;
-  parts.backward_s = m * slowest.compute_backward_s;
-  parts.recompute_s = m * slowest.recompute_s;
-  parts.tp_comm_s = m * slowest.tp_s;
-  parts.pp_comm_s = m * slowest.p2p_s;
-  parts.dp_comm_s = m * slowest.zero3_s + last.tail.dp_exposed_s;
-  parts.offload_s = m * slowest.offload_s + last.tail.offload_exposed_s;
-  parts.optimizer_s = last.tail.optimizer_s;
-  parts.bubble_s = pipe.bubble_s;
-  p.step_time_s = pipe.total_s() + last.tail_s();
-
-  const double tokens = static_cast<double>(train.global_batch * model.seq_len);
-  p.tokens_per_s = tokens / p.step_time_s;
-  const double model_flops_per_s_per_gpu = megatron_model_flops(model, train.global_batch) /
-                                           p.step_time_s /
-                                           static_cast<double>(plan.world_size());
-  p.tflops_per_gpu = model_flops_per_s_per_gpu / units::kTera;
-  p.mfu = model_flops_without_recompute(model, train.global_batch) / p.step_time_s /
-          static_cast<double>(plan.world_size()) / ctx.rates.peak_flops;
-  p.bubble_fraction = parts.bubble_s / p.step_time_s;
-
-  // The offload bytes the offload times above are priced from (offload_traffic), per link the
-  // most any pipeline rank moves, as the executor reports its worst rank: equal to
-  // offload_transfer_bytes for fp32 training, compute-precision parameters and gradients
-  // otherwise. Empty (not written to JSON) without offload.
-  if (!(plan.offload == OffloadPlan{})) {
-    for (std::int64_t r = 0; r < plan.pp; ++r) {
-      const TransferBytes t =
-          offload_traffic(model, plan, train, r, ctx.rates.element_bytes).total();
-      p.transfers.device_to_host = std::max(p.transfers.device_to_host, t.device_to_host);
-      p.transfers.host_to_device = std::max(p.transfers.host_to_device, t.host_to_device);
-      p.transfers.host_to_nvme = std::max(p.transfers.host_to_nvme, t.host_to_nvme);
-      p.transfers.nvme_to_host = std::max(p.transfers.nvme_to_host, t.nvme_to_host);
-    }
-  }
-
-  fill_prediction_memory(estimate_memory(model, cluster, train, plan, memory_options(options)),
-                         plan, p);
-  return p;
-}
-
-Prediction predict(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
-                   const Plan& plan, const Profile* profile) {
-  return predict(model, cluster, train, plan, profile, CostModelOptions{});
 }
 
 }  // namespace strata

@@ -1,86 +1,132 @@
-// The cost model's front door: predict() turns (model, cluster, train, plan[, profile]) into
-// a Prediction (step time and its parts, throughput, memory per tier), and stage_op_times()
-// gives the per-op durations that `strata simulate` replays over a generated Schedule.
+// The cost model's front door: predict() turns (model, cluster, train, plan[, profile]) into a
+// Prediction (step time and its parts, throughput, memory per tier), and stage_op_times()
+// gives every op's start and end for `strata simulate`.
 //
-// predict() is analytic and cheap (no schedule generation, no per-op allocation): the planner
-// calls it for thousands of candidates. Its pipeline term is the closed form that the
-// simulator reproduces for uniform stages: (m + (p-1)/v) chunk-rounds of the slowest rank.
-// Deliberately not here: the primitives themselves (compute_model.h, collectives.h,
-// time_model.h), the memory model (memory_model.h), schedules (schedule.h).
+// The time half of predict() IS the simulation of the plan's Program (program.h): every op
+// priced alone by the time model (op_costs.h) and replayed by program_simulator.h, in
+// streams on the CUDA backend and serially on the CPU backend (simulation_mode). The
+// pipeline bubble, the in-flight micro-batches, what a prefetch or an overlapped reduction
+// hides: nothing of it is a formula here, it is what the replay gives (the closed forms are
+// tests of it). The Prediction's parts are the exposed time on the critical rank
+// (program_simulator.h), so they add up to the step time and compare with a RunReport's.
+//
+// The planner prices tens of thousands of plans: it passes a PredictionCache, which keeps
+// each pipeline shape's skeleton and replays the plan's distinct ranks only (the first, one
+// middle, the last: every middle rank has the same ops and costs), so that a prediction
+// costs the pipeline's step ops and no Program generation. The numbers are bitwise those of
+// predict() without a cache (tests/cost_model/cost_model_test.cc).
+// Deliberately not here: the primitives (compute_model.h, collectives.h, time_model.h), op
+// prices (op_costs.h), the replay (program_simulator.h), the memory model (memory_model.h).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cost_model/cluster_spec.h"
 #include "cost_model/model_spec.h"
 #include "cost_model/plan.h"
 #include "cost_model/profile.h"
+#include "cost_model/program.h"
+#include "cost_model/program_simulator.h"
 #include "cost_model/step_report.h"
 #include "cost_model/train_spec.h"
 
 namespace strata {
 
-// Durations of one (micro-batch, chunk) on one pipeline rank, in seconds.
-struct ChunkOpTimes {
-  // Forward of one micro-batch through this chunk's layers (plus the embedding on virtual
-  // stage 0, the final LayerNorm + logits + loss on the last virtual stage), including the
-  // exposed tensor-parallel collectives and, under ZeRO-3, the exposed parameter gathers.
-  double forward_s = 0;
-  // Backward of the same, including recomputation (full: one extra forward; selective: the
-  // attention core) and its TP collectives.
-  double backward_s = 0;
-  // The parts, for traces and reports: forward_s = compute_forward_s + comm_forward_s,
-  // backward_s = compute_backward_s + recompute_s + comm_backward_s.
-  double compute_forward_s = 0;
-  double compute_backward_s = 0;
-  double recompute_s = 0;
-  double comm_forward_s = 0;   // TP (+ ZeRO-3 gather) exposed in forward
-  double comm_backward_s = 0;  // TP (+ ZeRO-3 gather/reduce-scatter) exposed in backward/recompute
-};
-
-// Per pipeline rank: its chunks and the tail tasks that run once per step after its last
-// backward.
-struct RankOpTimes {
-  std::int64_t pp_rank = 0;
-  std::vector<ChunkOpTimes> chunks;  // [v], local chunk index
-  double dp_sync_s = 0;    // exposed DP gradient reduction / ZeRO collectives at step end
-  double offload_s = 0;    // exposed PCIe / NVMe transfers at step end
-  double optimizer_s = 0;  // optimizer step (device, or CPU under optimizer offload)
-  double tail_s() const { return dp_sync_s + offload_s + optimizer_s; }
-};
-
-struct StageOpTimes {
-  std::vector<RankOpTimes> ranks;  // [p]
-  // One activation (or its gradient) sent between adjacent pipeline ranks: s*b*h elements
-  // (/t with Megatron's scatter/gather across nodes), over the link the two ranks share.
-  double p2p_s = 0;
-  std::int64_t micro_batches = 0;  // m per pipeline per step
-};
-
 // Which conventions the prediction follows. The default models strata's own executor on the
 // cluster's backend (CUDA: flash attention, no dropout; CPU: materialized attention, no
-// dropout). `published` models the published Megatron-LM runs instead: materialized
-// attention with dropout, and the memory model's published (Korthikanti) activations.
+// dropout, recomputation up to the GeLU output). `published` models the published
+// Megatron-LM / DeepSpeed runs instead: materialized attention with dropout, the memory
+// model's published (Korthikanti) activations, and a recomputed forward that is a pass of its
+// own, so ZeRO-3 gathers a layer again for it (ProgramOptions::recompute_regathers).
 struct CostModelOptions {
   bool published = false;
 };
+ProgramOptions program_options(const CostModelOptions& options);
 
-// Analytic prediction of one training step. Throws InfeasiblePlan if plan.check() fails.
+// The distinct ranks of a plan's Program (see cost_model.cc): the Programs of the first, a
+// middle and the last rank, and which of them each pipeline rank is.
+struct RankClasses {
+  std::vector<RankProgram> programs;   // [class]
+  std::vector<std::int32_t> class_of;  // [pp_rank]
+};
+
+// Work shared by the predictions of many plans, each piece keyed by exactly what it depends
+// on: each pipeline shape's skeleton (schedule, p, v, m); each rank-class Program (the
+// model's shape, t, min(p, 3), v, the schedule kind, ZeRO stage, offload, recomputation,
+// sequence parallelism, the Program's options); each pipeline replay's end (the skeleton and
+// the bytes of every duration the replay reads: replay_key). Owned by the caller (the
+// planner: one per search), not thread-safe.
+class PredictionCache {
+ public:
+  const PipelineSkeleton& skeleton(ScheduleKind kind, std::int64_t pp, std::int64_t v,
+                                   std::int64_t m);
+  const RankClasses& rank_classes(const ModelSpec& model, const TrainSpec& train,
+                                  const Plan& plan, const ProgramOptions& options);
+  // The pipeline's end of a replay, replayed only when these inputs are new.
+  double pipeline_end(const PipelineSkeleton& skeleton, const std::vector<PricedRank>& ranks,
+                      const std::vector<std::int32_t>& class_of, SimulationMode mode);
+
+  std::size_t shapes() const { return skeletons_.size(); }
+  std::size_t replays() const { return replays_; }        // replayed
+  std::size_t replay_hits() const { return replay_hits_; }  // answered from the cache
+
+ private:
+  std::map<std::array<std::int64_t, 4>, PipelineSkeleton> skeletons_;
+  std::map<std::vector<std::int64_t>, RankClasses> classes_;
+  std::unordered_map<std::string, double> ends_;
+  ReplayScratch scratch_;
+  std::size_t replays_ = 0, replay_hits_ = 0;
+};
+
+// The prediction of one training step. Throws InfeasiblePlan if plan.check() fails.
 // With a Profile, measured GEMM/elementwise/collective rates replace the default curves.
 Prediction predict(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
                    const Plan& plan, const Profile* profile = nullptr);
-
-// Per-op durations for the simulator (same model as predict()). Throws InfeasiblePlan.
-StageOpTimes stage_op_times(const ModelSpec& model, const ClusterSpec& cluster,
-                            const TrainSpec& train, const Plan& plan,
-                            const Profile* profile = nullptr);
-
-// The same with explicit conventions.
 Prediction predict(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
                    const Plan& plan, const Profile* profile, const CostModelOptions& options);
+// The same through a cache (bitwise the same Prediction).
+Prediction predict(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
+                   const Plan& plan, const Profile* profile, const CostModelOptions& options,
+                   PredictionCache& cache);
+
+// The two halves of predict(), for the planner, which prices the time of the plans that
+// fit only. Memory: the kind, label, memory per tier and rank and offload bytes. Step time:
+// predict()'s step_time_s, the very same number, without its parts (cheaper: no timeline).
+// Neither checks the plan: predict() does (plan.check first).
+Prediction predict_memory(const ModelSpec& model, const ClusterSpec& cluster,
+                          const TrainSpec& train, const Plan& plan,
+                          const CostModelOptions& options = {});
+double predict_step_time(const ModelSpec& model, const ClusterSpec& cluster,
+                         const TrainSpec& train, const Plan& plan, const Profile* profile,
+                         const CostModelOptions& options, PredictionCache& cache);
+// A lower bound of that step time without replaying the pipeline (pipeline_lower_bound +
+// the longest tail): a planner may skip the plans whose bound is already slower than the
+// plans it keeps.
+double predict_step_time_bound(const ModelSpec& model, const ClusterSpec& cluster,
+                               const TrainSpec& train, const Plan& plan, const Profile* profile,
+                               const CostModelOptions& options, PredictionCache& cache);
+// The throughput fields of a prediction from its step time: tokens/s, TFLOP/s per GPU (Megatron's
+// F), MFU (model FLOPs without recomputation over the train precision's peak).
+void fill_throughput(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
+                     const Plan& plan, Prediction& prediction);
+
+// The plan's Program replayed op by op (`strata simulate`): the Program, how it was run,
+// and every op's start and end with the step's figures (those of predict()). Throws
+// InfeasiblePlan.
+struct StageOpTimes {
+  Program program;
+  SimulationMode mode = SimulationMode::kStreams;
+  ProgramTimeline timeline;
+};
 StageOpTimes stage_op_times(const ModelSpec& model, const ClusterSpec& cluster,
-                            const TrainSpec& train, const Plan& plan, const Profile* profile,
-                            const CostModelOptions& options);
+                            const TrainSpec& train, const Plan& plan,
+                            const Profile* profile = nullptr,
+                            const CostModelOptions& options = {});
 
 }  // namespace strata

@@ -1,5 +1,17 @@
 // The plan search (see planner.h): walks the generators of generators.h, scores plans with
-// predict(), counts why plans are dropped, keeps the best top_k and the closest misfit.
+// the cost model, counts why plans are dropped, keeps the best top_k and the closest misfit.
+//
+// Scoring, cheapest first, every number exactly predict()'s. The memory half of the
+// prediction (predict_memory) decides whether a plan fits. A plan that fits is ranked by
+// predict()'s step time, the replay of its Program (predict_step_time, through the search's
+// PredictionCache). Replays are skipped where they cannot change the result: the fitting
+// plans are taken in the order of a lower bound of their step time (predict_step_time_bound:
+// every rank's compute with the pipeline's fill and drain), and once the top k are full the
+// search stops at the first plan whose bound is already slower than the k-th: every later
+// plan's true step time is at least its bound, so none of them could rank (exact, like
+// scoring every plan; PlannerOptions::replay_all replays them all). The plans kept in the
+// result (the top k, the closest misfit) get their full Prediction at the end, through the
+// same cache: predict() gives the same figures for any of them (tested).
 //
 // Pruning (off with PlannerOptions::exhaustive). Two facts of the cost model let the search
 // skip plans that cannot win, for the same plan otherwise:
@@ -37,7 +49,8 @@ class Search {
     ++result_.scored;
     ScoredPlan scored{plan, {}};
     try {
-      scored.prediction = predict(model_, cluster_, train_, plan, options_.profile);
+      plan.check(model_, cluster_, train_);
+      scored.prediction = predict_memory(model_, cluster_, train_, plan);
     } catch (const InfeasiblePlan&) {
       ++result_.dropped[drop_reason::kPlanCheck];
       return false;
@@ -52,11 +65,52 @@ class Search {
       return false;
     }
     ++result_.fitting;
-    keep_top(std::move(scored));
+    const double bound =
+        options_.exhaustive || options_.replay_all
+            ? 0.0
+            : predict_step_time_bound(model_, cluster_, train_, plan, options_.profile, {}, cache_);
+    fitting_.push_back({std::move(scored), bound});
     return true;
   }
 
+  // Ranks the fitting plans (see the file comment), then gives the kept plans their full
+  // Predictions (the same step times: what they were ranked by).
+  void finish() {
+    std::stable_sort(fitting_.begin(), fitting_.end(),
+                     [](const Candidate& a, const Candidate& b) {
+                       return a.bound_s < b.bound_s ||
+                              (a.bound_s == b.bound_s && plan_less(a.scored.plan, b.scored.plan));
+                     });
+    const auto k = static_cast<std::size_t>(std::max<std::int64_t>(options_.top_k, 0));
+    const double tokens = static_cast<double>(train_.global_batch * model_.seq_len);
+    for (Candidate& c : fitting_) {
+      // tokens / step <= tokens / bound < the k-th's tokens/s: this plan and every later one
+      // would rank after the k-th.
+      if (k == 0 || (result_.top.size() == k &&
+                     tokens / c.bound_s < result_.top.back().prediction.tokens_per_s)) {
+        break;
+      }
+      Prediction& p = c.scored.prediction;
+      p.step_time_s = predict_step_time(model_, cluster_, train_, c.scored.plan, options_.profile,
+                                        {}, cache_);
+      fill_throughput(model_, cluster_, train_, c.scored.plan, p);
+      keep_top(std::move(c.scored));
+    }
+    fitting_.clear();
+    for (ScoredPlan& kept : result_.top) kept.prediction = full_prediction(kept.plan);
+    if (result_.closest) result_.closest->prediction = full_prediction(result_.closest->plan);
+  }
+
  private:
+  struct Candidate {
+    ScoredPlan scored;  // its memory; its step time once replayed
+    double bound_s = 0;
+  };
+
+  Prediction full_prediction(const Plan& plan) {
+    return predict(model_, cluster_, train_, plan, options_.profile, {}, cache_);
+  }
+
   void keep_top(ScoredPlan scored) {
     auto& top = result_.top;
     const auto k = static_cast<std::size_t>(std::max<std::int64_t>(options_.top_k, 0));
@@ -80,6 +134,8 @@ class Search {
   const TrainSpec& train_;
   const PlannerOptions& options_;
   PlanSearchResult& result_;
+  PredictionCache cache_;
+  std::vector<Candidate> fitting_;
 };
 
 // All memory variants (offload x recompute) of one plan whose other fields are set.
@@ -176,6 +232,7 @@ PlanSearchResult search_plans(const ModelSpec& model, const ClusterSpec& cluster
   for_each_base_plan(model, cluster, train, result.gpus, options.allow_tp_across_nodes,
                      options.max_virtual_stages, options.max_micro_batch, result.dropped,
                      [&](const Plan& plan) { search_memory_variants(plan, options, search, result); });
+  search.finish();
 
   // The reason that dropped the most plans (the first in key order on ties).
   std::int64_t most = 0;

@@ -30,8 +30,12 @@ struct PlannerOptions {
   std::int64_t max_virtual_stages = 8; // largest v tried for the interleaved schedule
   const Profile* profile = nullptr;    // calibrated rates for predict(); not owned
   // Score every generated plan instead of skipping the ones a faster fitting variant
-  // dominates (see planner.cc); for tests of the pruning, far slower on large clusters.
+  // dominates (see planner.cc); implies replay_all. For tests of the pruning, far slower on
+  // large clusters.
   bool exhaustive = false;
+  // Replay every plan that fits instead of stopping at the first whose step-time bound is
+  // already slower than the k-th best (see planner.cc): the same result, slower; for tests.
+  bool replay_all = false;
 };
 
 struct ScoredPlan {

@@ -34,10 +34,6 @@ bool is_offload(Kind k) { return k == Kind::kFetch || k == Kind::kOffloadGrads; 
 
 }  // namespace
 
-std::int64_t stream_tid(std::int64_t pp_rank, Stream stream) {
-  return pp_rank * kStreamCount + static_cast<std::int64_t>(stream);
-}
-
 Engine::Engine(Backend& backend, const ModelSpec& model, const TrainSpec& train, const Plan& plan,
                const ProcessGroups& groups, Communicator& host_world,
                const data::BatchSampler& sampler, const OffloadOptions& offload_options)

@@ -52,9 +52,6 @@ struct StepResult {
   TransferBytes transfers;         // offload plans: bytes per link in this step
 };
 
-// Trace thread of a pipeline rank's stream: pp_rank * kStreamCount + stream.
-std::int64_t stream_tid(std::int64_t pp_rank, Stream stream);
-
 class Engine {
  public:
   // Collective over the world (all ranks construct it together). The plan must have passed

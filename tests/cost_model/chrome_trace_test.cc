@@ -1,5 +1,5 @@
 // Tests of the Chrome trace writer: field names and units of the trace-event format,
-// deterministic ordering, round trips through JSON and a file, simulation events and the
+// deterministic ordering, round trips through JSON and a file, a replayed Program's events and the
 // merge used by `strata compare --trace`.
 #include "cost_model/chrome_trace.h"
 
@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "cost_model/errors.h"
-#include "cost_model/simulator.h"
+#include "cost_model/program_simulator.h"
 
 namespace strata {
 namespace {
@@ -110,41 +110,90 @@ TEST(ChromeTrace, MalformedTraceIsAConfigError) {
   }
 }
 
-TEST(ChromeTrace, SimulationEvents) {
-  // GPipe p=2 m=1, f=1 s, b=2 s, free transfers: rank 0 runs F0 SF0 RB0 B0, rank 1
-  // RF0 F0 B0 SB0: 8 events. Compute on tid 2r, p2p on tid 2r + 1.
-  const SimulationResult r = simulate(make_schedule(ScheduleKind::kGpipe, 2, 1, 1),
-                                      uniform_durations(1.0, 2.0));
-  const ChromeTrace t = simulation_trace(r, 7, "simulated");
-  ASSERT_EQ(t.events.size(), 8u);
+// A layer's forward 1 s, its backward 2 s, everything else free.
+struct LayerCosts final : OpCosts {
+  StepTimeParts compute(const RankProgram&, Part part, std::int32_t, bool forward) const override {
+    StepTimeParts t;
+    if (part == Part::kLayer) (forward ? t.forward_s : t.backward_s) = forward ? 1.0 : 2.0;
+    return t;
+  }
+  StepTimeParts state_move(const RankProgram&, ProgramOpKind, std::int32_t) const override { return {}; }
+  StepTimeParts transfer(const RankProgram&, ProgramOpKind, std::int32_t) const override { return {}; }
+  StepTimeParts tail(const RankProgram&, const ProgramOp&) const override { return {}; }
+};
+
+TEST(ChromeTrace, ProgramEventsOneThreadPerStream) {
+  // GPipe p = 2, m = 1, a layer a rank: every op of the Program is an event (passes and
+  // messages, each pass's body ops, the tail), on thread kStreamCount * pp_rank + stream.
+  ModelSpec model;
+  model.name = "m";
+  model.layers = 2;
+  model.hidden = 64;
+  model.heads = 4;
+  model.ffn_hidden = 256;
+  model.seq_len = 64;
+  model.vocab = 256;
+  TrainSpec train;
+  train.global_batch = 1;
+  Plan plan;
+  plan.pp = 2;
+  plan.schedule = ScheduleKind::kGpipe;
+  const Program program = make_program(model, train, plan);
+  const ProgramTimeline timeline = simulate_program(program, LayerCosts{}, SimulationMode::kStreams);
+  const ChromeTrace t = program_trace(program, timeline, 7, "simulated");
+  std::size_t ops = 0;
+  for (const RankProgram& rank : program.ranks) {
+    ops += rank.ops.size();
+    for (const ProgramOp& op : rank.ops) {
+      if (op.is_pass()) ops += rank.bodies[static_cast<std::size_t>(op.body)].ops.size();
+    }
+  }
+  ASSERT_EQ(t.events.size(), ops);
   EXPECT_EQ(t.process_names.at(7), "simulated");
-  EXPECT_EQ(t.thread_names.at({7, 3}), "pp_rank 1 p2p");
-  int compute = 0, p2p = 0;
+  EXPECT_EQ(t.thread_names.at({7, stream_tid(1, Stream::kP2p)}), "pp_rank 1 p2p");
+  EXPECT_EQ(t.thread_names.at({7, stream_tid(0, Stream::kComm)}), "pp_rank 0 comm");
+  EXPECT_EQ(stream_tid(1, Stream::kP2p), 8);  // 5 * 1 + 3
+  int passes = 0, messages = 0, steps = 0, moves = 0, tail = 0;
   for (const TraceEvent& e : t.events) {
     EXPECT_EQ(e.pid, 7);
-    if (e.category == "compute") {
-      ++compute;
-      EXPECT_EQ(e.tid % 2, 0);
+    if (e.name == "forward" || e.name == "backward") {
+      ++passes;
+      EXPECT_EQ(e.category, "compute");
+      EXPECT_EQ(e.tid % kStreamCount, 0);
+      EXPECT_EQ(e.args, (Json{{"micro_batch", 0}, {"chunk", 0}}));
+    } else if (e.category == "p2p") {
+      ++messages;
+      EXPECT_EQ(e.tid % kStreamCount, 3);
+    } else if (e.name == "compute") {
+      ++steps;
+      EXPECT_EQ(e.args.at("micro_batch"), 0);
+      EXPECT_TRUE(e.args.contains("part") && e.args.contains("unit"));
+    } else if (e.category == "state") {
+      ++moves;  // the last backward's reductions (d = 1: free, still ops of the Program)
+      EXPECT_EQ(e.name, "reduce_grads");
+      EXPECT_EQ(e.tid % kStreamCount, 1);
     } else {
-      ++p2p;
-      EXPECT_EQ(e.category, "p2p");
-      EXPECT_EQ(e.tid % 2, 1);
+      ++tail;
+      EXPECT_EQ(e.category, "tail");
     }
-    EXPECT_EQ(e.args, (Json{{"micro_batch", 0}, {"chunk", 0}}));
   }
-  EXPECT_EQ(compute, 4);  // F and B on each rank
-  EXPECT_EQ(p2p, 4);
-  // Rank 1's backward: after its forward [1,2], so [2,4] -> ts 2e6 us, dur 2e6 us.
+  EXPECT_EQ(passes, 4);    // F and B on each rank
+  EXPECT_EQ(messages, 4);  // SF0, RB0 on rank 0; RF0, SB0 on rank 1
+  EXPECT_EQ(steps, 8);     // rank 0: embedding, layer0 each way; rank 1: layer1, head each way
+  EXPECT_GT(moves, 0);
+  EXPECT_GT(tail, 0);
+  // Rank 1's backward pass runs after its forward [1,2]: [2,4] -> ts 2e6 us, dur 2e6 us; its
+  // layer's backward step inside it, [2,4] too (the head's backward costs nothing).
   const Json j = chrome_trace_json(t);
-  bool found = false;
+  int found = 0;
   for (const Json& e : j.at("traceEvents")) {
-    if (e.at("ph") == "X" && e.at("name") == "backward" && e.at("tid") == 2) {
-      found = true;
+    if (e.at("ph") == "X" && e.at("tid") == stream_tid(1, Stream::kCompute) &&
+        e.at("dur").get<double>() == 2e6) {
+      ++found;
       EXPECT_DOUBLE_EQ(e.at("ts").get<double>(), 2e6);
-      EXPECT_DOUBLE_EQ(e.at("dur").get<double>(), 2e6);
     }
   }
-  EXPECT_TRUE(found);
+  EXPECT_EQ(found, 2);
 }
 
 TEST(ChromeTrace, MergeGivesOneProcessPerTrace) {

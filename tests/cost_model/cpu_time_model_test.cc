@@ -5,7 +5,9 @@
 
 #include "cost_model/cluster_spec.h"
 #include "cost_model/compute_model.h"
+#include "cost_model/cost_model.h"
 #include "cost_model/model_spec.h"
+#include "cost_model/op_costs.h"
 #include "cost_model/plan.h"
 #include "cost_model/time_model.h"
 #include "cost_model/train_spec.h"
@@ -151,7 +153,7 @@ TEST(CpuRecompute, FullRecomputationStopsBeforeFc2) {
               f.time_s() - f.fc2.time_s() - memory_bound_time(81920.0, rates), 1e-15);
   EXPECT_LT(f.full_recompute_s(kernels), 0.9 * f.time_s());  // fc2 is a quarter of the GEMM FLOPs
 
-  // A plan's chunk: 8 layers, each priced so.
+  // A plan's layer: its backward step recomputes so (op_costs.h).
   const ModelSpec model = tiny();
   const TrainSpec tiny_train =
       TrainSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/train/tiny.json");
@@ -159,28 +161,38 @@ TEST(CpuRecompute, FullRecomputationStopsBeforeFc2) {
   plan.recompute = Recompute::kFull;
   const TimeContext ctx = make_time_context(model, cpu, tiny_train, plan, nullptr, kernels);
   const LayerForward at_plan = layer_forward(model, plan.micro_batch, 1, false, kernels, ctx.rates);
-  EXPECT_NEAR(chunk_work(ctx, 0, 0).recompute_s, 8 * at_plan.full_recompute_s(kernels), 1e-15);
+  const Program program = make_program(model, tiny_train, plan);
+  const RankProgram& rank = program.ranks[0];
+  EXPECT_NEAR(TimeModelCosts(ctx).compute(rank, Part::kLayer, rank.unit_index("layer3"), false).recompute_s,
+              at_plan.full_recompute_s(kernels), 1e-15);
 }
 
-TEST(CpuComm, OneExposedReductionPerStepAfterTheLastBackward) {
+TEST(CpuComm, EveryCollectiveIsExposedOncePerUnitAndStep) {
+  // The CPU backend runs every op of a rank on one clock (SimulationMode::kSerial), so
+  // nothing hides: tiny-dp2 at ZeRO 2 reduce-scatters each unit once a step (the last
+  // micro-batch's backward, the embedding in the tail; not m = 4 times: its gradients stay
+  // on the device), all-gathers it after its optimizer step, and all-reduces the norm, every
+  // fp32 byte exposed: the embedding 20,480 parameters, 8 layers of 49,984, the final norm
+  // 128, over the 2 ranks (one node: stride 1).
   const ModelSpec model = tiny();
   const ClusterSpec cpu = local_cpu();
   const TrainSpec train =
       TrainSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/train/tiny.json");
   Plan plan = Plan::load(std::string(STRATA_SOURCE_DIR) + "/configs/plans/tiny-dp2.json");
   plan.zero_stage = 2;
-  const TimeContext ctx = make_time_context(model, cpu, train, plan, nullptr, LayerKernels{});
-  ASSERT_TRUE(ctx.serial_comm);
-  const double params = 4e5;
-  // A long backward window hides nothing on the CPU backend: one reduce-scatter of the
-  // 4 x 4e5 gradient bytes (not m = 4 of them) plus the parameters' all-gather, all exposed.
-  const TailWork tail = tail_work(ctx, 0, params, 10.0);
-  const double rs = group_collective_time(cpu, nullptr, CollectiveOp::kReduceScatter,
-                                          4.0 * params, 2, 1).total_s();
-  const double ag = group_collective_time(cpu, nullptr, CollectiveOp::kAllGather, 4.0 * params,
-                                          2, 1).total_s();
-  EXPECT_DOUBLE_EQ(tail.dp_reduce_s, rs);
-  EXPECT_DOUBLE_EQ(tail.dp_exposed_s, rs + ag);
+  ASSERT_EQ(simulation_mode(cpu.backend), SimulationMode::kSerial);
+  const auto both = [&](double params) {
+    return group_collective_time(cpu, nullptr, CollectiveOp::kReduceScatter, 4.0 * params, 2, 1)
+               .total_s() +
+           group_collective_time(cpu, nullptr, CollectiveOp::kAllGather, 4.0 * params, 2, 1)
+               .total_s();
+  };
+  const double norm =
+      group_collective_time(cpu, nullptr, CollectiveOp::kAllReduce, 4.0, 2, 1).total_s();
+  const Prediction p = predict(model, cpu, train, plan);
+  EXPECT_NEAR(p.parts.dp_comm_s, both(20480) + 8 * both(49984) + both(128) + norm,
+              1e-12 * p.parts.dp_comm_s);
+  EXPECT_NEAR(p.parts.sum(), p.step_time_s, 1e-12 * p.step_time_s);
 }
 
 }  // namespace

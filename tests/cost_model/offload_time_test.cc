@@ -1,6 +1,7 @@
-// The offload terms of the time model are the offload bytes (offload_traffic, the bytes
-// offload_transfer_bytes reports and the executor measures) over the link rates, and
-// predict() carries those bytes as its "transfers" (per link, the worst pipeline rank).
+// The offload ops of the Program are priced from the offload bytes (unit_offload_bytes, whose
+// sum over a step is offload_traffic: the bytes offload_transfer_bytes reports and the
+// executor measures) over the link rates, and predict() carries those bytes as its
+// "transfers" (per link, the worst pipeline rank).
 // Model: configs/models/tiny.json (per TP rank a layer has 49,984 parameters, the embedding
 // 20,480, the tied wte copy 16,384, the final norm 128: offload_bytes_test.cc), fp32 training
 // (configs/train/tiny.json, 8 sequences a step), so 4 bytes per element on every link.
@@ -11,6 +12,7 @@
 #include "cost_model/cluster_spec.h"
 #include "cost_model/cost_model.h"
 #include "cost_model/model_spec.h"
+#include "cost_model/op_costs.h"
 #include "cost_model/plan.h"
 #include "cost_model/time_model.h"
 #include "cost_model/train_spec.h"
@@ -30,8 +32,17 @@ constexpr double kPcie = 25e9;
 constexpr double kNvmeRead = 24e9 / 2;   // the node's NVMe shared by the plan's 2 GPUs
 constexpr double kNvmeWrite = 12e9 / 2;
 
+// The offload seconds of a rank's tail: its optimizer steps' and gradient offloads'.
+double tail_offload_s(const TimeModelCosts& costs, const RankProgram& rank) {
+  double s = 0;
+  for (std::size_t i = static_cast<std::size_t>(rank.tail_begin); i < rank.ops.size(); ++i) {
+    s += costs.tail(rank, rank.ops[i]).offload_s;
+  }
+  return s;
+}
+
 // Optimizer state on NVMe at ZeRO 0, two pipeline stages (d = 1, m = 8).
-TEST(OffloadTime, OptimizerOnNvmeTailIsBytesOverRates) {
+TEST(OffloadTime, OptimizerOnNvmeStepsAreBytesOverRates) {
   const ModelSpec model = tiny();
   const ClusterSpec cluster = selene();
   const TrainSpec train = tiny_train();
@@ -41,19 +52,18 @@ TEST(OffloadTime, OptimizerOnNvmeTailIsBytesOverRates) {
   plan.offload.optimizer = OffloadTier::kNvme;
   const TimeContext ctx = make_time_context(model, cluster, train, plan, nullptr, LayerKernels{});
   ASSERT_EQ(ctx.ranks_per_node, 2);
+  const TimeModelCosts costs(ctx);
+  const Program program = make_program(model, train, plan);
   // Rank 1: 4 layers + the tied wte copy + the final norm = 216,448 parameters x 4 bytes =
-  // 865,792 bytes. Gradients down once, updated params up once; master params, m and v each
-  // read and written once on NVMe: 3 x 865,792 each way.
+  // 865,792 bytes. Its optimizer steps send the gradients down once and bring the updated
+  // params up once (34.6 us each way); master params, m and v are each read and written once
+  // on NVMe (3 x 865,792 each way, 649 us), pipelined with the CPU step, of which only the
+  // excess is exposed. Each unit's step is exposed the same way, so the sums add up.
   const double part = 216448 * 4.0;
-  const TailWork tail = tail_work(ctx, 1, 216448, 1.0);
-  EXPECT_DOUBLE_EQ(tail.d2h_s, part / kPcie);                     // 34.6 us
-  EXPECT_DOUBLE_EQ(tail.h2d_s, part / kPcie);
-  EXPECT_DOUBLE_EQ(tail.nvme_s, 3 * part / kNvmeWrite + 3 * part / kNvmeRead);  // 649 us
-  // Pipelined with the CPU step: only the NVMe I/O's excess over it is exposed, plus the
-  // params' copy up; the gradients' copy down hides in the 1 s window but for its last
-  // bucket, which is larger than the whole 866 kB, so it is exposed whole.
-  EXPECT_DOUBLE_EQ(tail.offload_exposed_s,
-                   tail.d2h_s + std::max(tail.nvme_s - tail.cpu_step_s, 0.0) + tail.h2d_s);
+  const double nvme = 3 * part / kNvmeWrite + 3 * part / kNvmeRead;
+  const double cpu = cpu_optimizer_s(ctx, 216448);
+  EXPECT_NEAR(tail_offload_s(costs, program.ranks[1]), 2 * part / kPcie + (nvme - cpu), 1e-12);
+  EXPECT_GT(nvme, cpu);
 
   // predict()'s transfers: per link the worst rank, here rank 0 (4 layers + the 20,480-
   // parameter embedding = 220,416 parameters), equal to offload_transfer_bytes of that rank.
@@ -66,7 +76,7 @@ TEST(OffloadTime, OptimizerOnNvmeTailIsBytesOverRates) {
 
 // ZeRO-3 with the parameters on NVMe, the optimizer on the device, full recompute, d = 2, b = 2: m = 8 /
 // (2 x 2) = 2 micro-batches.
-TEST(OffloadTime, Zero3ParamsOnNvmeFetchAndTailAreBytesOverRates) {
+TEST(OffloadTime, Zero3ParamsOnNvmeFetchesAndTailAreBytesOverRates) {
   const ModelSpec model = tiny();
   const ClusterSpec cluster = selene();
   const TrainSpec train = tiny_train();
@@ -78,31 +88,24 @@ TEST(OffloadTime, Zero3ParamsOnNvmeFetchAndTailAreBytesOverRates) {
   plan.recompute = Recompute::kFull;
   const TimeContext ctx = make_time_context(model, cluster, train, plan, nullptr, LayerKernels{});
   ASSERT_EQ(ctx.micro_batches, 2);
+  const TimeModelCosts costs(ctx);
+  const Program program = make_program(model, train, plan);
+  const RankProgram& rank = program.ranks[0];
   // Shards (d = 2): a layer 24,992, the embedding 10,240, the norm 64: 8 x 24,992 + 10,304 =
   // 210,240 parameters, 840,960 bytes. Gathers per step: 2m = 4 of each unit (p = 1: the
   // embedding is also the head's wte), so 4 x 840,960 = 3,363,840 bytes up from NVMe and over
-  // PCIe; one pass of the one chunk (2m v = 4 passes) fetches a quarter: 840,960 bytes.
+  // PCIe, one unit's shard per fetch: read from NVMe, then copied up (the times add).
   const double shard_bytes = 210240 * 4.0;
   const TransferBytes all = offload_transfer_bytes(model, plan, train, 0);
   EXPECT_EQ(all.nvme_to_host, 4 * shard_bytes + shard_bytes);  // + the device optimizer's read
-  const ChunkWork w = chunk_work(ctx, 0, 0);
-  EXPECT_EQ(w.fetch_pass.host_to_device, shard_bytes);
-  EXPECT_EQ(w.fetch_pass.nvme_to_host, shard_bytes);
-  // Read from NVMe, then copied up: the times add. 33.6 us + 70.1 us.
-  EXPECT_DOUBLE_EQ(w.zero3.fetch_pass_s, shard_bytes / kPcie + shard_bytes / kNvmeRead);
-  // Full recompute gathers twice over the DP group but reuses the backward's fetched shard:
-  // one fetch per pass (offload_transfer_bytes counts 2m fetches a layer, not 3m).
-  ASSERT_EQ(w.zero3.backward_gathers, 2);
-  EXPECT_DOUBLE_EQ(w.zero3.backward_comm_s,
-                   2 * w.zero3.gather_pass_s + w.zero3.fetch_pass_s + w.zero3.reduce_scatter_s);
+  const double layer_shard = 24992 * 4.0;
+  EXPECT_DOUBLE_EQ(costs.state_move(rank, ProgramOpKind::kFetch, rank.unit_index("layer3")).offload_s,
+                   layer_shard / kPcie + layer_shard / kNvmeRead);  // 4.0 + 8.3 us
 
-  // The device optimizer's round trip: every shard down and up once over PCIe, written to and
-  // read from NVMe once.
-  const TailWork tail = tail_work(ctx, 0, w.params, 1.0);
-  EXPECT_DOUBLE_EQ(tail.d2h_s, shard_bytes / kPcie);
-  EXPECT_DOUBLE_EQ(tail.h2d_s, shard_bytes / kPcie);
-  EXPECT_DOUBLE_EQ(tail.nvme_s, shard_bytes / kNvmeWrite + shard_bytes / kNvmeRead);
-  EXPECT_EQ(tail.cpu_step_s, 0.0);
+  // The device optimizer's round trip, in its steps: every shard down and up once over PCIe,
+  // written to and read from NVMe once.
+  EXPECT_NEAR(tail_offload_s(costs, rank),
+              2 * shard_bytes / kPcie + shard_bytes / kNvmeWrite + shard_bytes / kNvmeRead, 1e-12);
 
   const Prediction p = predict(model, cluster, train, plan, nullptr);
   EXPECT_EQ(p.transfers, all);  // one pipeline rank

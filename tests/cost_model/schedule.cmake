@@ -1,9 +1,10 @@
-# Schedule generator, task-graph simulator and Chrome trace writer (library strata_schedule).
+# Schedule and Program generators, the Program simulator and the Chrome trace writer
+# (library strata_schedule).
 strata_add_test(schedule_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/schedule_test.cc
   LIBS strata_schedule strata_memory_model)
-strata_add_test(simulator_test
-  SOURCES ${CMAKE_CURRENT_LIST_DIR}/simulator_test.cc
+strata_add_test(program_simulator_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/program_simulator_test.cc
   LIBS strata_schedule)
 strata_add_test(chrome_trace_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/chrome_trace_test.cc

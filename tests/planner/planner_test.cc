@@ -1,6 +1,7 @@
 // The plan search: candidate counts worked by hand, pruning that never loses the best plan,
-// ranking order, the infeasible report (top reason, closest plan), determinism, and the
-// memory-fit arithmetic.
+// ranking order, the infeasible report (top reason, closest plan), determinism, the ranked
+// figures exactly predict()'s, skipped replays that change nothing, and the memory-fit
+// arithmetic.
 #include "planner/planner.h"
 
 #include <limits>
@@ -142,6 +143,46 @@ TEST(PlanSearch, TwoRunsAreIdentical) {
   for (std::size_t i = 0; i < a.top.size(); ++i) {
     EXPECT_EQ(a.top[i].plan, b.top[i].plan);
     EXPECT_EQ(a.top[i].prediction.to_json().dump(), b.top[i].prediction.to_json().dump());
+  }
+}
+
+TEST(PlanSearch, RankedFiguresArePredictsExactly) {
+  // The search scores through its PredictionCache, memory first, and ranks by the replayed
+  // step time; every kept plan's Prediction (and the closest misfit's) is bitwise what
+  // predict() gives that plan on its own.
+  for (double device_gib : {80.0, 0.004, 64.0 / (1024 * 1024)}) {
+    const ClusterSpec cluster = small_cluster(device_gib);
+    PlannerOptions options;
+    options.top_k = 10;
+    const PlanSearchResult result = search_plans(small_model(), cluster, small_train(), options);
+    std::vector<ScoredPlan> kept = result.top;
+    if (result.closest) kept.push_back(*result.closest);
+    ASSERT_FALSE(kept.empty());
+    for (const ScoredPlan& s : kept) {
+      EXPECT_EQ(s.prediction.to_json().dump(),
+                predict(small_model(), cluster, small_train(), s.plan).to_json().dump())
+          << s.plan.label();
+    }
+  }
+}
+
+TEST(PlanSearch, SkippingReplaysByTheBoundKeepsTheSameTopK) {
+  // Replays skipped because a plan's lower bound is slower than the k-th best change nothing.
+  for (double device_gib : {80.0, 0.004, 0.003}) {
+    for (std::int64_t k : {1, 5, 30}) {
+      const ClusterSpec cluster = small_cluster(device_gib);
+      PlannerOptions options;
+      options.top_k = k;
+      const PlanSearchResult bounded = search_plans(small_model(), cluster, small_train(), options);
+      options.replay_all = true;
+      const PlanSearchResult all = search_plans(small_model(), cluster, small_train(), options);
+      EXPECT_EQ(bounded.fitting, all.fitting);
+      ASSERT_EQ(bounded.top.size(), all.top.size()) << device_gib << " k=" << k;
+      for (std::size_t i = 0; i < all.top.size(); ++i) {
+        EXPECT_EQ(bounded.top[i].plan, all.top[i].plan) << device_gib << " k=" << k << " #" << i;
+        EXPECT_EQ(bounded.top[i].prediction.to_json().dump(), all.top[i].prediction.to_json().dump());
+      }
+    }
   }
 }
 

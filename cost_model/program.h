@@ -40,16 +40,19 @@
 //
 // Streams and order: every op runs on one of the rank's streams (Stream below). The CPU
 // backend runs every op in list order on one thread, each a blocking call, so list order is
-// the whole truth there. The CUDA backend and the simulator follow three rules:
+// the whole truth there. The CUDA backend and the simulator follow these rules:
 //   1. an op starts after the op before it on the same stream (of the same list, or of the
-//      pass whose body it is in, for body ops);
+//      pass whose body it is in, for body ops); an op on another stream than compute also
+//      starts after every compute-stream op issued before it (the executor hands device
+//      memory out in compute-stream order), which is what keeps a gather or a fetch a bounded
+//      number of compute steps ahead;
 //   2. it starts after the ops its `after` names (indices into the same list, always
-//      earlier); a pass named in `after` stands for the pass with all its body ops;
+//      earlier); a pass named there stands for its compute-stream ops (what a send sends is
+//      computed there; the pass's reductions may still be running);
 //   3. the tail's first op starts when every pass of the step, with all its body ops, is
 //      complete (the tail is the step's end: nothing of it overlaps the pipeline).
 // A body op starts no earlier than its pass starts. Receives block their stream until the
 // matching send's data has arrived.
-//
 // Deliberately not here: durations (the time model and the simulator price ops), the bytes
 // of each op (memory_model.h), the loss sum (metrics, not training), anything inside a
 // compute step (the TP collectives of a layer are part of its compute).

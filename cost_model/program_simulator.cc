@@ -55,8 +55,11 @@ BodyResponse body_response(const PassBody& body, const std::vector<double>& op_s
   std::vector<Gains> end(body.ops.size());
   for (std::size_t i = 0; i < body.ops.size(); ++i) {
     const ProgramOp& op = body.ops[i];
-    Gains& lane = lanes[static_cast<std::size_t>(body_lane(op))];
+    const int l = body_lane(op);
+    Gains& lane = lanes[static_cast<std::size_t>(l)];
     Gains at = max_of(start, lane);
+    // Rule 1: an op off the compute stream also waits for the compute issued before it.
+    if (l != 0) at = max_of(at, lanes[0]);
     for (std::int32_t a : op.after) {
       if (a >= 0) at = max_of(at, end[static_cast<std::size_t>(a)]);
     }
@@ -265,13 +268,14 @@ double replay(const PipelineSkeleton& skeleton, const std::vector<PricedRank>& r
         c[0] = respond(gain[BodyResponse::kComputeEnd], start, comm, copy);
         c[1] = respond(gain[BodyResponse::kCommFree], start, comm, copy);
         c[2] = respond(gain[BodyResponse::kCopyFree], start, comm, copy);
-        done[g] = respond(gain[BodyResponse::kAllEnd], start, comm, copy);  // rule 2
-        barrier = std::max(barrier, done[g]);
+        done[g] = c[0];  // rule 2: what waits for a pass waits for its compute
+        barrier = std::max(barrier, respond(gain[BodyResponse::kAllEnd], start, comm, copy));
         if constexpr (kRecord) record(g, start, c[0], comm, copy);
       }
     } else {
       double& stream = kSerial ? c[0] : c[3];
-      const double start = std::max(stream, ready);
+      // Rule 1: off the compute stream, after the compute issued before.
+      const double start = std::max({stream, ready, kSerial ? 0.0 : c[0]});
       const auto slot = static_cast<std::size_t>(op.message);
       if (is_send(op.kind)) {
         stream = start + pr.transfer_s[static_cast<std::size_t>(op.chunk)]
@@ -459,6 +463,10 @@ PricedRank price_rank(const RankProgram& rank, const OpCosts& costs, SimulationM
       start = clock;
     } else {
       start = free[static_cast<std::size_t>(op.stream)];
+      // Rule 1: off the compute stream, after the compute issued before.
+      if (op.stream != Stream::kCompute) {
+        start = std::max(start, free[static_cast<std::size_t>(Stream::kCompute)]);
+      }
       for (std::int32_t a : op.after) {
         if (a < rank.tail_begin) continue;  // -1, or the pipeline: ended before the tail
         start = std::max(start, priced.tail_end_s[static_cast<std::size_t>(a - rank.tail_begin)]);
@@ -484,8 +492,10 @@ void expand_body(const PricedBody& body, SimulationMode mode, double start, doub
   for (std::size_t i = 0; i < ops.size(); ++i) {
     double at = clock;
     if (mode == SimulationMode::kStreams) {
-      double& lane = lanes[static_cast<std::size_t>(body_lane(ops[i]))];
+      const int l = body_lane(ops[i]);
+      double& lane = lanes[static_cast<std::size_t>(l)];
       at = std::max(start, lane);
+      if (l != 0) at = std::max(at, lanes[0]);  // rule 1: after the compute issued before
       for (std::int32_t a : ops[i].after) {
         if (a >= 0) at = std::max(at, times[static_cast<std::size_t>(a)][1]);
       }

@@ -343,13 +343,13 @@ void Engine::run_pipeline(std::int64_t step, std::vector<OpRecord>& records) {
     }
     const PassBody& body = program_.bodies[static_cast<std::size_t>(op.body)];
     const bool forward = op.kind == Kind::kForward;
-    std::vector<std::pair<Stream, int>> marks;
-    marks = issue(op, done, {}, records, false, -1, -1, [&] {
+    // Waiting for a pass means waiting for its compute stream (program.h, rule 2): the
+    // mark issue() records on it once the whole body has been issued.
+    done.push_back(issue(op, done, {}, records, false, -1, -1, [&] {
       begin_pass(op, step);
       // The body: every op after the pass's start (its compute-stream position).
-      const std::vector<std::pair<Stream, int>> floor{{Stream::kCompute, backend_->record(Stream::kCompute)}};
+      const Marks floor{{Stream::kCompute, backend_->record(Stream::kCompute)}};
       MarkList body_done;
-      std::map<Stream, int> last_on;
       for (const ProgramOp& b : body.ops) {
         body_done.push_back(issue(b, body_done, floor, records, true, op.micro_batch, op.chunk, [&] {
           if (b.kind == Kind::kCompute) {
@@ -358,17 +358,9 @@ void Engine::run_pipeline(std::int64_t step, std::vector<OpRecord>& records) {
             state_move(b, step, *result_);
           }
         }));
-        last_on[b.stream] = body_done.back().front().second;
       }
       end_pass(op);
-      for (const auto& [stream, mark] : last_on) {
-        if (stream != Stream::kCompute) pass_tail_marks_.push_back({stream, mark});
-      }
-    });
-    // Waiting for a pass means waiting for every stream its body used.
-    marks.insert(marks.end(), pass_tail_marks_.begin(), pass_tail_marks_.end());
-    pass_tail_marks_.clear();
-    done.push_back(std::move(marks));
+    }));
   }
 }
 

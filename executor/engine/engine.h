@@ -139,7 +139,6 @@ class Engine {
   std::map<Key, Tensor> handed_forward_, handed_backward_;  // p = 1: messages to this rank
   std::vector<PendingSend> sends_;
   Tensor pass_grad_;               // backward pass: the gradient flowing down the chunk
-  Marks pass_tail_marks_;          // the current pass's last marks on its other streams
   StepResult* result_ = nullptr;   // the step being run
 };
 

@@ -141,11 +141,12 @@ TEST(ProgramSimulator, OneFOneBTwoRanksFourMicroBatchesByHand) {
     EXPECT_DOUBLE_EQ(find(program, t, 0, Kind::kBackward, 0, 0).start_s, 4.0);
     EXPECT_DOUBLE_EQ(find(program, t, 1, Kind::kForward, 2, 0).start_s, 7.0);
     EXPECT_DOUBLE_EQ(find(program, t, 0, Kind::kBackward, 3, 0).start_s, 13.0);
-    // Rank 0's receive of B3's gradient ends when rank 1 sends it (13). On one clock it is
-    // issued when B2 ends (12); on streams when its p2p stream is free, after the receive of
-    // B2's gradient (10).
+    // Rank 0's receive of B3's gradient ends when rank 1 sends it (13). It is issued after
+    // B2 (program order), and starts when B2 ends (12): on one clock because everything is
+    // in order, on streams because an op off the compute stream waits for the compute issued
+    // before it (program.h, rule 1).
     const TimedOp& recv = find(program, t, 0, Kind::kRecvBackward, 3, 0);
-    EXPECT_DOUBLE_EQ(recv.start_s, mode == SimulationMode::kSerial ? 12.0 : 10.0);
+    EXPECT_DOUBLE_EQ(recv.start_s, 12.0);
     EXPECT_DOUBLE_EQ(recv.end_s, 13.0);
     // Each rank computes m (f + b) = 12. Free tails: rank 0 is critical (the lowest of
     // equal ends); its idle 15 - 12 = 3 is the bubble, 3/12 = (p - 1)/m of its compute.
@@ -277,18 +278,23 @@ TEST(ProgramSimulator, TheTailStartsAfterTheWholePipeline) {
   EXPECT_DOUBLE_EQ(t.step.parts.sum(), 18.0);
 }
 
-TEST(ProgramSimulator, ASendWaitsForItsPassesReductions) {
+TEST(ProgramSimulator, ASendWaitsForItsPassesComputeNotItsReductions) {
   // Rule 2. 1F1B p = 2, d = 2, ZeRO 0, m = 1: the only backward reduces (0.5 a layer).
-  // Rank 1: F [1,2], B [2,4], its layer reduced [4,4.5]: the send of the input gradient
-  // waits for it (4.5), so rank 0's backward runs [4.5,6.5] and its reduction [6.5,7].
+  // Rank 1: F [1,2], B [2,4], its layer reduced [4,4.5] on the comm stream. The send of the
+  // input gradient waits only for the backward's compute (4), so rank 0's backward runs
+  // [4,6] and its reduction [6,6.5]; on one clock the send comes after the reduction (4.5)
+  // and rank 0's backward and reduction end at 4.5 + 2 + 0.5 = 7.
   TestCosts costs;
   costs.reduce = 0.5;
   const Program program =
       make_program(model_of(2), train_of(2), plan_of(ScheduleKind::kOneFOneB, 2, 1, 2));
   const ProgramTimeline t = simulate_program(program, costs, SimulationMode::kStreams);
-  EXPECT_DOUBLE_EQ(find(program, t, 1, Kind::kSendBackward, 0, 0).start_s, 4.5);
-  EXPECT_DOUBLE_EQ(find(program, t, 0, Kind::kBackward, 0, 0).start_s, 4.5);
-  EXPECT_DOUBLE_EQ(t.step.pipeline_s, 7.0);
+  EXPECT_DOUBLE_EQ(find(program, t, 1, Kind::kSendBackward, 0, 0).start_s, 4.0);
+  EXPECT_DOUBLE_EQ(find(program, t, 0, Kind::kBackward, 0, 0).start_s, 4.0);
+  EXPECT_DOUBLE_EQ(t.step.pipeline_s, 6.5);
+  const ProgramTimeline serial = simulate_program(program, costs, SimulationMode::kSerial);
+  EXPECT_DOUBLE_EQ(find(program, serial, 1, Kind::kSendBackward, 0, 0).start_s, 4.5);
+  EXPECT_DOUBLE_EQ(serial.step.pipeline_s, 7.0);
 }
 
 TEST(ProgramSimulator, AReductionThatFitsUnderTheBackwardIsHiddenButForItsLastUnit) {
@@ -314,9 +320,9 @@ TEST(ProgramSimulator, AReductionThatFitsUnderTheBackwardIsHiddenButForItsLastUn
 
 TEST(ProgramSimulator, PrefetchedGathersHideBehindComputeButTheFirst) {
   // p = 1, d = 2, ZeRO 3, 4 layers, m = 1, forward f = 1. The forward body gathers each
-  // layer one compute step ahead in list order; nothing but the comm stream's order holds a
-  // gather back, so they run back to back from the pass start: layer k's gather ends at
-  // (k + 1) g. Layer k computes from max(the previous compute's end, (k + 1) g):
+  // layer one compute step ahead in list order: layer k + 1's gather is issued before layer
+  // k computes, so it waits for the comm stream and for layer k - 1's compute (program.h,
+  // rule 1). Layer k computes from max(the previous compute's end, its gather's end):
   //   g = 0.5 < f: only the first gather is exposed, the forward takes g + 4 f = 4.5;
   //   g = 2 > f:   the gathers pace it, 4 g + f = 9.
   // On one clock the forward is 4 (g + f): 6 and 12.

@@ -170,7 +170,9 @@ ProgramOp step_op(Kind kind, Stream stream, std::int32_t unit) {
   return op;
 }
 
-Kind step_kind(OpKind kind) {
+}  // namespace
+
+ProgramOpKind program_kind(OpKind kind) {
   switch (kind) {
     case OpKind::kForward: return Kind::kForward;
     case OpKind::kBackward: return Kind::kBackward;
@@ -181,8 +183,6 @@ Kind step_kind(OpKind kind) {
   }
   return Kind::kForward;
 }
-
-}  // namespace
 
 std::string to_string(Stream stream) {
   switch (stream) {
@@ -301,7 +301,7 @@ RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train, co
   std::int32_t last_recv = -1, last_pass = -1;
   for (const PipelineOp& p : schedule.ops[static_cast<std::size_t>(pp_rank)]) {
     ProgramOp op;
-    op.kind = step_kind(p.kind);
+    op.kind = program_kind(p.kind);
     op.micro_batch = static_cast<std::int32_t>(p.micro_batch);
     op.chunk = static_cast<std::int32_t>(p.chunk);
     op.peer = static_cast<std::int32_t>(p.peer);

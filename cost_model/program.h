@@ -110,6 +110,10 @@ inline constexpr int kProgramOpKindCount = 17;
 // "tied_embedding_sum", "grad_norm", "optimizer_step", "gather_params".
 std::string to_string(ProgramOpKind kind);
 
+// The Program's kind of a schedule op (make_schedule's pipeline ops are the Program's step
+// ops).
+ProgramOpKind program_kind(OpKind kind);
+
 // What a compute step computes. Its unit: the embedding, the layer, and for the head the
 // final LayerNorm (the head also reads the wte of the embedding or of the tied copy).
 enum class Part : std::uint8_t { kNone, kEmbedding, kLayer, kHead };

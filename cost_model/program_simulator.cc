@@ -292,18 +292,6 @@ double replay(const PipelineSkeleton& skeleton, const std::vector<PricedRank>& r
   return barrier;
 }
 
-Kind step_kind(OpKind kind) {
-  switch (kind) {
-    case OpKind::kForward: return Kind::kForward;
-    case OpKind::kBackward: return Kind::kBackward;
-    case OpKind::kRecvForward: return Kind::kRecvForward;
-    case OpKind::kSendForward: return Kind::kSendForward;
-    case OpKind::kRecvBackward: return Kind::kRecvBackward;
-    case OpKind::kSendBackward: return Kind::kSendBackward;
-  }
-  return Kind::kForward;
-}
-
 std::int8_t pass_variant(Kind kind, std::int64_t micro_batch, std::int64_t m) {
   if (kind == Kind::kForward) return 0;
   if (kind == Kind::kBackward) return micro_batch == m - 1 ? 2 : 1;
@@ -560,7 +548,7 @@ PipelineSkeleton pipeline_skeleton(ScheduleKind kind, std::int64_t pp, std::int6
     std::int32_t last_recv = -1, last_pass = -1;
     for (const PipelineOp& p : rank_ops) {
       PipelineStep step;
-      step.kind = step_kind(p.kind);
+      step.kind = program_kind(p.kind);
       step.micro_batch = static_cast<std::int32_t>(p.micro_batch);
       step.chunk = static_cast<std::int32_t>(p.chunk);
       step.variant = pass_variant(step.kind, p.micro_batch, m);

@@ -18,30 +18,16 @@
 #include <gtest/gtest.h>
 
 #include "cost_model/errors.h"
+#include "tests/cost_model/program_test_util.h"
 
 namespace strata {
 namespace {
 
 using Kind = ProgramOpKind;
 
+using testing::train_of;
 // A model with `layers` layers; its shape only matters to the Program (which units exist).
-ModelSpec model_of(std::int64_t layers) {
-  ModelSpec m;
-  m.name = "test";
-  m.layers = layers;
-  m.hidden = 64;
-  m.heads = 4;
-  m.ffn_hidden = 256;
-  m.seq_len = 64;
-  m.vocab = 256;
-  return m;
-}
-
-TrainSpec train_of(std::int64_t global_batch) {
-  TrainSpec t;
-  t.global_batch = global_batch;
-  return t;
-}
+ModelSpec model_of(std::int64_t layers) { return testing::small_gpt(layers); }
 
 Plan plan_of(ScheduleKind kind, std::int64_t p, std::int64_t v, std::int64_t d = 1, int zero = 0) {
   Plan plan;

@@ -12,27 +12,13 @@
 #include <vector>
 
 #include "cost_model/errors.h"
+#include "tests/cost_model/program_test_util.h"
 
 namespace strata {
 namespace {
 
-ModelSpec tiny_model() {
-  ModelSpec m;
-  m.name = "tiny";
-  m.layers = 8;
-  m.hidden = 64;
-  m.heads = 4;
-  m.ffn_hidden = 256;
-  m.seq_len = 64;
-  m.vocab = 256;
-  return m;
-}
-
-TrainSpec train_of(std::int64_t global_batch) {
-  TrainSpec t;
-  t.global_batch = global_batch;
-  return t;
-}
+using testing::train_of;
+ModelSpec tiny_model() { return testing::small_gpt(8); }
 
 Plan plan_of(std::int64_t t, std::int64_t p, std::int64_t d, std::int64_t v, ScheduleKind kind,
              int zero, std::int64_t b = 1) {

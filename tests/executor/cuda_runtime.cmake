@@ -71,7 +71,8 @@ if(STRATA_HAVE_CUDA)
       "t2_1_1_1_1f1b_0_2_0" "t1_2_1_2_interleaved_0_1_0" "t1_4_1_2_interleaved_0_2_0"
       "t1_1_2_1_1f1b_1_1_0" "t1_1_2_1_gpipe_2_4_0" "t1_1_2_1_1f1b_3_2_0" "t2_2_1_1_1f1b_0_1_0"
       "t2_1_2_1_1f1b_3_1_0" "t1_2_2_2_interleaved_1_1_0" "t2_1_1_1_1f1b_0_2_0_none_sp"
-      "t2_2_1_1_1f1b_0_1_0_full_sp" "t1_2_2_2_interleaved_2_1_0_full")
+      "t2_2_1_1_1f1b_0_1_0_full_sp" "t1_2_2_2_interleaved_2_1_0_full"
+      "t1_1_2_1_1f1b_3_2_0_none_nosp_cpu" "t1_2_1_1_1f1b_2_1_0_none_nosp_cpu")
     string(SUBSTRING "${entry}" 1 -1 spec)
     string(REPLACE "_" ";" args "${spec}")
     list(GET args 0 t)

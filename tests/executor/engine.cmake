@@ -8,8 +8,9 @@ strata_add_test(executor_model_test
 # gpipe, 1f1b, interleaved; micro-batch 1,2,4) and the combinations that interact (TP with
 # PP and the tied embedding, ZeRO with PP, interleaving with DP, clipping's global norm over
 # TP, PP and DP), up to 8 ranks; sequence parallelism and recomputation (full, selective)
-# with TP, PP, ZeRO and interleaving. Each entry: t p d v schedule zero micro_batch
-# grad_clip [recompute [sp]].
+# with TP, PP, ZeRO and interleaving; offload of the optimizer state, gradients and
+# parameters to host memory and NVMe. Each entry: t p d v schedule zero micro_batch grad_clip
+# [recompute [sp|nosp [offload tier]]].
 add_executable(executor_engine_equivalence ${CMAKE_CURRENT_LIST_DIR}/engine_equivalence_main.cc)
 target_link_libraries(executor_engine_equivalence PRIVATE strata_executor strata_warnings)
 target_compile_definitions(executor_engine_equivalence PRIVATE
@@ -40,7 +41,12 @@ set(strata_equivalence_plans
   "t2_2_1_1_1f1b_0_1_0_full_sp"
   "t2_1_2_1_gpipe_3_1_0_selective_sp"
   "t1_2_2_2_interleaved_2_1_0_full"
-  "t1_2_1_1_gpipe_1_2_0.05_selective")
+  "t1_2_1_1_gpipe_1_2_0.05_selective"
+  # Offload (optional field after sp: the tier of every state the ZeRO stage lets go).
+  "t1_1_2_1_1f1b_3_2_0_none_nosp_cpu"
+  "t1_2_2_1_1f1b_2_1_0.05_full_nosp_nvme"
+  "t2_1_1_1_gpipe_1_2_0_none_nosp_cpu"
+  "t1_1_2_1_1f1b_3_1_0_selective_nosp_nvme")
 foreach(entry IN LISTS strata_equivalence_plans)
   string(SUBSTRING "${entry}" 1 -1 spec)
   string(REPLACE "_" ";" args "${spec}")
@@ -79,3 +85,4 @@ strata_add_test(cuda_reference_cpu_test
 strata_add_test(executor_engine_trace_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_trace_test.cc
   LIBS strata_executor)
+target_compile_definitions(executor_engine_trace_test PRIVATE STRATA_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

@@ -79,8 +79,11 @@ Trace train(const strata::Plan& plan, strata::MpiCommunicator& world, double cli
 #else
   (void)on_gpu;
 #endif
-  strata::engine::RankTraining rank(model, train, plan, world, strata::TierBudgets{}, corpus, {},
-                                    maker);
+  strata::engine::OffloadOptions offload;
+  offload.nvme_dir = "/tmp";  // offload to NVMe: the run directory goes there
+  offload.adam_tile_floats = 4096;  // several tiles per unit: the streamed CPU AdamW
+  strata::engine::RankTraining rank(model, train, plan, world, strata::TierBudgets{}, corpus,
+                                    offload, maker);
   Trace t;
   const auto want = strata::testing_support::program_order(rank.engine().program());
   for (int s = 0; s < steps; ++s) {
@@ -134,9 +137,9 @@ int check_memory(const strata::Plan& plan, const Trace& got, strata::MpiCommunic
 }
 
 int run(int argc, char** argv, strata::MpiSession& session) {
-  if (argc < 9 || argc > 11) {
+  if (argc < 9 || argc > 12) {
     std::fprintf(stderr,
-                 "usage: %s t p d v schedule zero micro_batch grad_clip [recompute [sp|nosp]]\n",
+                 "usage: %s t p d v schedule zero micro_batch grad_clip [recompute [sp|nosp [offload]]]\n",
                  argv[0]);
     return 2;
   }
@@ -145,6 +148,14 @@ int run(int argc, char** argv, strata::MpiSession& session) {
       strata::schedule_kind_from_string(argv[5]), std::atoi(argv[6]), std::atoll(argv[7]));
   if (argc > 9) plan.recompute = strata::recompute_from_string(argv[9]);
   if (argc > 10) plan.sequence_parallel = std::string(argv[10]) == "sp";
+  if (argc > 11) {
+    // Offload every model state the ZeRO stage lets go to that tier (plan.cc's rules:
+    // gradients need ZeRO >= 2, parameters ZeRO-3).
+    const strata::OffloadTier tier = strata::offload_tier_from_string(argv[11]);
+    plan.offload.optimizer = tier;
+    if (plan.zero_stage >= 2) plan.offload.gradients = tier;
+    if (plan.zero_stage == 3) plan.offload.params = tier;
+  }
   const double clip = std::atof(argv[8]);
   constexpr int kSteps = 5;
   auto world = session.world();

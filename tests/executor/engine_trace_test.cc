@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "cost_model/chrome_trace.h"
+#include "cost_model/cost_model.h"
 #include "cost_model/program.h"
 #include "executor/comm/mpi_communicator.h"
 #include "executor/data/corpus.h"
@@ -19,6 +21,10 @@
 
 namespace strata::testing_support {
 namespace {
+
+ClusterSpec cpu_cluster() {
+  return ClusterSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/clusters/local-cpu.json");
+}
 
 class EngineTrace : public ::testing::TestWithParam<Plan> {};
 
@@ -43,6 +49,11 @@ TEST_P(EngineTrace, MeasuredOpsAreTheProgramsOpsInItsOrder) {
       EXPECT_EQ(got[i].chunk, want[i].chunk) << plan.label() << " op " << i;
       EXPECT_EQ(got[i].unit, want[i].unit) << plan.label() << " op " << i;
     }
+    // The simulator's trace of the same plan's Program names the same ops in the same order.
+    const StageOpTimes simulated = stage_op_times(model, cpu_cluster(), train, plan);
+    const std::vector<TracedOp> replayed =
+        measured_order(program_trace_events(simulated.program, simulated.timeline, 0));
+    EXPECT_EQ(replayed, want) << plan.label();
     // Every op was timed: starts never go backwards on the one CPU thread.
     for (std::size_t i = 1; i < result.events.size(); ++i) {
       EXPECT_GE(result.events[i].start_s, result.events[i - 1].start_s) << i;

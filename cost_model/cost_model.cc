@@ -75,7 +75,8 @@ StepSimulation simulate_cached(const ModelSpec& model, const ClusterSpec& cluste
                                const CostModelOptions& options, PredictionCache& cache,
                                Replay what) {
   const TimeContext ctx =
-      make_time_context(model, cluster, train, plan, profile, kernels_for(cluster, options));
+      make_time_context(model, cluster, train, plan, profile, kernels_for(cluster, options),
+                        options.node_ranks);
   const TimeModelCosts costs(ctx);
   const SimulationMode mode = simulation_mode(cluster.backend);
   const RankClasses& classes = cache.rank_classes(model, train, plan, program_options(options));
@@ -114,7 +115,8 @@ Prediction predict_with(const ModelSpec& model, const ClusterSpec& cluster, cons
               p);
   } else {
     const TimeContext ctx =
-        make_time_context(model, cluster, train, plan, profile, kernels_for(cluster, options));
+        make_time_context(model, cluster, train, plan, profile, kernels_for(cluster, options),
+                        options.node_ranks);
     const TimeModelCosts costs(ctx);
     const SimulationMode mode = simulation_mode(cluster.backend);
     const Program program = make_program(model, train, plan, program_options(options));
@@ -257,7 +259,8 @@ StageOpTimes stage_op_times(const ModelSpec& model, const ClusterSpec& cluster,
                             const CostModelOptions& options) {
   plan.check(model, cluster, train);
   const TimeContext ctx =
-      make_time_context(model, cluster, train, plan, profile, kernels_for(cluster, options));
+      make_time_context(model, cluster, train, plan, profile, kernels_for(cluster, options),
+                        options.node_ranks);
   const TimeModelCosts costs(ctx);
   StageOpTimes times;
   times.mode = simulation_mode(cluster.backend);

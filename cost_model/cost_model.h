@@ -46,6 +46,9 @@ namespace strata {
 // own, so ZeRO-3 gathers a layer again for it (ProgramOptions::recompute_regathers).
 struct CostModelOptions {
   bool published = false;
+  // Ranks busy on a node at once when other work shares it (strata select prices a job on
+  // one device while the other devices run other jobs); 0: the plan's own ranks.
+  std::int64_t node_ranks = 0;
 };
 ProgramOptions program_options(const CostModelOptions& options);
 

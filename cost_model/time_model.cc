@@ -63,7 +63,7 @@ double per_gpu_share(double node_rate, std::int64_t ranks_per_node) {
 
 TimeContext make_time_context(const ModelSpec& model, const ClusterSpec& cluster,
                               const TrainSpec& train, const Plan& plan, const Profile* profile,
-                              const LayerKernels& kernels) {
+                              const LayerKernels& kernels, std::int64_t node_ranks) {
   TimeContext ctx;
   ctx.model = &model;
   ctx.cluster = &cluster;
@@ -72,7 +72,7 @@ TimeContext make_time_context(const ModelSpec& model, const ClusterSpec& cluster
   ctx.profile = profile;
   ctx.kernels = kernels;
   ctx.micro_batches = plan.micro_batches(train);
-  ctx.ranks_per_node = plan_ranks_per_node(plan, cluster);
+  ctx.ranks_per_node = std::max(plan_ranks_per_node(plan, cluster), node_ranks);
   ctx.rates = device_rates(cluster, train, profile, ctx.ranks_per_node);
   const double busy = static_cast<double>(ctx.ranks_per_node) *
                      static_cast<double>(std::max<std::int64_t>(

@@ -45,9 +45,11 @@ struct TimeContext {
   std::int64_t micro_batches = 0;  // m
   std::int64_t ranks_per_node = 1;  // GPUs of this plan sharing a node's host and NVMe
 };
+// node_ranks: ranks busy on a node at once, when other work shares the node with this plan
+// (strata select runs other jobs on the other devices); 0: the plan's own ranks.
 TimeContext make_time_context(const ModelSpec& model, const ClusterSpec& cluster,
                               const TrainSpec& train, const Plan& plan, const Profile* profile,
-                              const LayerKernels& kernels);
+                              const LayerKernels& kernels, std::int64_t node_ranks = 0);
 
 // Tensor-parallel collectives of one layer for one micro-batch (Megatron: f and g operators):
 // forward 2 all-reduces of s b h elements (or, with sequence parallel, an all-gather before and

@@ -50,7 +50,7 @@ class Search {
     ScoredPlan scored{plan, {}};
     try {
       plan.check(model_, cluster_, train_);
-      scored.prediction = predict_memory(model_, cluster_, train_, plan);
+      scored.prediction = predict_memory(model_, cluster_, train_, plan, options_.cost);
     } catch (const InfeasiblePlan&) {
       ++result_.dropped[drop_reason::kPlanCheck];
       return false;
@@ -68,7 +68,7 @@ class Search {
     const double bound =
         options_.exhaustive || options_.replay_all
             ? 0.0
-            : predict_step_time_bound(model_, cluster_, train_, plan, options_.profile, {}, cache_);
+            : predict_step_time_bound(model_, cluster_, train_, plan, options_.profile, options_.cost, cache_);
     fitting_.push_back({std::move(scored), bound});
     return true;
   }
@@ -92,7 +92,7 @@ class Search {
       }
       Prediction& p = c.scored.prediction;
       p.step_time_s = predict_step_time(model_, cluster_, train_, c.scored.plan, options_.profile,
-                                        {}, cache_);
+                                        options_.cost, cache_);
       fill_throughput(model_, cluster_, train_, c.scored.plan, p);
       keep_top(std::move(c.scored));
     }
@@ -108,7 +108,7 @@ class Search {
   };
 
   Prediction full_prediction(const Plan& plan) {
-    return predict(model_, cluster_, train_, plan, options_.profile, {}, cache_);
+    return predict(model_, cluster_, train_, plan, options_.profile, options_.cost, cache_);
   }
 
   void keep_top(ScoredPlan scored) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cost_model/cluster_spec.h"
+#include "cost_model/cost_model.h"
 #include "cost_model/model_spec.h"
 #include "cost_model/plan.h"
 #include "cost_model/profile.h"
@@ -29,6 +30,7 @@ struct PlannerOptions {
   std::int64_t max_micro_batch = 16;   // largest micro-batch tried (sequences)
   std::int64_t max_virtual_stages = 8; // largest v tried for the interleaved schedule
   const Profile* profile = nullptr;    // calibrated rates for predict(); not owned
+  CostModelOptions cost;               // conventions and sharing (strata select: node_ranks)
   // Score every generated plan instead of skipping the ones a faster fitting variant
   // dominates (see planner.cc); implies replay_all. For tests of the pruning, far slower on
   // large clusters.

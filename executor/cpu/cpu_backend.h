@@ -9,17 +9,17 @@
 #include <vector>
 
 #include "executor/comm/communicator_factory.h"
-#include "executor/comm/mpi_communicator.h"
 #include "executor/cpu/cpu_layer_ops.h"
 #include "executor/engine/backend.h"
 
 namespace strata::cpu_backend {
 
-class CpuBackend final : public engine::Backend {
+class CpuBackend : public engine::Backend {
  public:
-  // alloc and world must outlive the backend; the process groups are MPI splits of world.
-  CpuBackend(AccountingAllocator& alloc, const MpiCommunicator& world)
-      : alloc_(&alloc), comms_(world), ops_(alloc) {}
+  // alloc and comms must outlive the backend: MPI splits of a world of processes, or
+  // LocalCommunicators among the threads of one process (strata select).
+  CpuBackend(AccountingAllocator& alloc, CommunicatorFactory& comms)
+      : alloc_(&alloc), comms_(&comms), ops_(alloc) {}
 
   std::string_view name() const override { return "cpu"; }
   DType compute_dtype() const override { return DType::kF32; }
@@ -30,7 +30,7 @@ class CpuBackend final : public engine::Backend {
                           bool zeroed = true) override;
   void release_after(engine::Tensor t, Stream) override { t.reset(); }
   model::LayerOps& layer_ops() override { return ops_; }
-  CommunicatorFactory& communicators() override { return comms_; }
+  CommunicatorFactory& communicators() override { return *comms_; }
 
   void zero(void* data, DType dtype, std::int64_t n, Stream) override;
   void fill(float* data, float value, std::int64_t n) override;
@@ -51,7 +51,7 @@ class CpuBackend final : public engine::Backend {
 
  private:
   AccountingAllocator* alloc_;
-  MpiCommunicatorFactory comms_;
+  CommunicatorFactory* comms_;
   CpuLayerOps ops_;
   std::vector<std::chrono::steady_clock::time_point> stamps_;
 };

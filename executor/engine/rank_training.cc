@@ -4,9 +4,21 @@
 #include "executor/cpu/cpu_backend.h"
 
 namespace strata::engine {
+namespace {
+// The CPU backend with the MPI factory it bootstraps its groups from.
+class MpiCpuBackend final : public cpu_backend::CpuBackend {
+ public:
+  MpiCpuBackend(AccountingAllocator& alloc, std::unique_ptr<MpiCommunicatorFactory> comms)
+      : CpuBackend(alloc, *comms), comms_(std::move(comms)) {}
+
+ private:
+  std::unique_ptr<MpiCommunicatorFactory> comms_;
+};
+}  // namespace
+
 BackendMaker cpu_backend_maker() {
   return [](AccountingAllocator& alloc, const MpiCommunicator& world) -> std::unique_ptr<Backend> {
-    return std::make_unique<cpu_backend::CpuBackend>(alloc, world);
+    return std::make_unique<MpiCpuBackend>(alloc, std::make_unique<MpiCommunicatorFactory>(world));
   };
 }
 

@@ -9,3 +9,6 @@ strata_add_test(planner_search_test
 strata_add_test(planner_megatron_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/megatron_test.cc
   LIBS strata_planner)
+strata_add_test(planner_select_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/select_test.cc
+  LIBS strata_planner)

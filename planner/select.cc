@@ -282,22 +282,6 @@ SelectSchedule sequential_schedule(const std::vector<Job>& jobs, const std::vect
 
 }  // namespace
 
-std::string to_string(SelectPolicy policy) {
-  switch (policy) {
-    case SelectPolicy::kStrata: return "strata";
-    case SelectPolicy::kLrtf: return "lrtf";
-    case SelectPolicy::kSequential: return "sequential";
-  }
-  return "unknown";
-}
-
-SelectPolicy select_policy_from_string(const std::string& s) {
-  if (s == "strata") return SelectPolicy::kStrata;
-  if (s == "lrtf") return SelectPolicy::kLrtf;
-  if (s == "sequential") return SelectPolicy::kSequential;
-  throw ConfigError(fmt::format("--policy: value '{}', expected strata, lrtf or sequential", s));
-}
-
 std::vector<JobWays> job_ways(const std::vector<Job>& jobs, const ClusterSpec& cluster,
                               const SelectOptions& options) {
   if (options.devices < 1 || options.devices > cluster.total_gpus()) {
@@ -346,9 +330,11 @@ std::vector<JobWays> job_ways(const std::vector<Job>& jobs, const ClusterSpec& c
     std::stable_sort(jw.ways.begin(), jw.ways.end(),
                      [](const JobWay& a, const JobWay& b) { return a.duration_s < b.duration_s; });
     if (jw.ways.empty()) {
-      throw InfeasiblePlan(fmt::format("job '{}' fits no way on {} device(s) of {} with {} of "
-                                       "device memory each", job.name, options.devices,
-                                       cluster.name, budgeted.device.memory_bytes));
+      throw InfeasiblePlan(fmt::format("job '{}' fits no way on {} device(s) of {} with {:.4g} "
+                                       "MiB of device memory each (not spilled to host memory, "
+                                       "nor on 1..{} devices)", job.name, options.devices,
+                                       cluster.name, budgeted.device.memory_bytes / 1048576.0,
+                                       options.devices));
     }
     out.push_back(std::move(jw));
   }

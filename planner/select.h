@@ -25,14 +25,11 @@
 #include "cost_model/cluster_spec.h"
 #include "cost_model/plan.h"
 #include "cost_model/profile.h"
+#include "cost_model/select_schedule.h"
 #include "cost_model/step_report.h"
 #include "cost_model/workload.h"
 
 namespace strata {
-
-enum class SelectPolicy { kStrata, kLrtf, kSequential };
-std::string to_string(SelectPolicy policy);
-SelectPolicy select_policy_from_string(const std::string& s);  // ConfigError
 
 // One way to run a job: a plan on `devices` devices, priced.
 struct JobWay {
@@ -59,25 +56,6 @@ struct SelectOptions {
 // The ways of every job. Throws InfeasiblePlan naming the first job that fits no way.
 std::vector<JobWays> job_ways(const std::vector<Job>& jobs, const ClusterSpec& cluster,
                               const SelectOptions& options);
-
-// One piece of a schedule: steps [first_step, first_step + steps) of a job with its way, on
-// `devices` (device indices, rank order), predicted from start_s to end_s.
-struct ScheduleSlice {
-  std::size_t job = 0;
-  std::vector<std::int64_t> devices;
-  std::int64_t first_step = 0;
-  std::int64_t steps = 0;
-  double start_s = 0;
-  double end_s = 0;
-};
-
-struct SelectSchedule {
-  SelectPolicy policy = SelectPolicy::kStrata;
-  std::vector<std::size_t> way_of_job;  // index into job_ways()[job].ways
-  std::vector<ScheduleSlice> slices;    // by start time, then device
-  double makespan_s = 0;
-  double lower_bound_s = 0;
-};
 
 // Throws InfeasiblePlan when a policy has no way for a job (lrtf: no spilled way; sequential:
 // no way on all D devices).

@@ -24,6 +24,7 @@
 
 #include "executor/comm/communicator.h"
 #include "executor/comm/communicator_factory.h"
+#include "executor/comm/spin_barrier.h"
 
 namespace strata {
 
@@ -56,7 +57,7 @@ class LocalGroup {
   };
   int size_;
   std::vector<Slot> slots_;
-  std::barrier<> barrier_;
+  SpinBarrier barrier_;
   std::mutex mail_mutex_;
   std::condition_variable mail_ready_;
   std::map<std::tuple<int, int, int>, std::deque<std::vector<unsigned char>>> mail_;

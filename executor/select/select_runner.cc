@@ -1,0 +1,201 @@
+// Runs a multi-model schedule on D device workers of one process (see select_runner.h).
+#include "executor/select/select_runner.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "cost_model/errors.h"
+#include "cost_model/partition.h"
+#include "executor/comm/local_communicator.h"
+#include "executor/comm/process_groups.h"
+#include "executor/cpu/cpu_backend.h"
+#include "executor/data/batch.h"
+#include "executor/data/corpus.h"
+#include "executor/engine/engine.h"
+#include "kernels/cpu/gemm.h"
+
+namespace strata::select {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One rank of a job: everything `strata run` builds for a rank, over a LocalWorld.
+struct RankState {
+  std::unique_ptr<CommunicatorFactory> factory;
+  std::unique_ptr<AccountingAllocator> alloc;
+  std::unique_ptr<cpu_backend::CpuBackend> backend;
+  std::unique_ptr<ProcessGroups> groups;
+  std::unique_ptr<data::BatchSampler> sampler;
+  std::unique_ptr<engine::Engine> engine;
+};
+
+struct JobState {
+  const std::vector<std::uint8_t>* corpus = nullptr;  // shared by the jobs of one seed
+  std::unique_ptr<LocalWorld> world;
+  std::vector<RankState> ranks;
+  std::int64_t next_step = 0;  // steps done; a slice starts when it equals its first step
+  std::mutex mutex;
+  std::condition_variable advanced;
+};
+
+class Runner {
+ public:
+  Runner(const std::vector<Job>& jobs, const std::vector<Plan>& plans,
+         const SelectSchedule& schedule, std::int64_t devices, const ClusterSpec& cluster,
+         const RunOptions& options)
+      : jobs_(jobs), plans_(plans), schedule_(schedule), devices_(devices), options_(options),
+        states_(jobs.size()) {
+    budgets_ = TierBudgets::per_rank(cluster, devices);
+    if (options.device_budget_bytes > 0) {
+      budgets_.device_bytes = static_cast<std::int64_t>(options.device_budget_bytes);
+    }
+    run_.jobs.resize(jobs.size());
+    run_.device_busy_s.assign(static_cast<std::size_t>(devices), 0.0);
+    for (std::size_t j = 0; j < jobs.size(); ++j) {
+      states_[j] = std::make_unique<JobState>();
+      run_.jobs[j].losses.resize(static_cast<std::size_t>(jobs[j].train.steps));
+      run_.jobs[j].step_s.resize(static_cast<std::size_t>(jobs[j].train.steps));
+      // The data is read once before the clock starts, as Hydra loads a dataset once for all
+      // its models: a grid's jobs share a seed, so they share the corpus.
+      auto& corpus = corpora_[jobs[j].train.seed];
+      if (corpus.empty()) corpus = data::generated_corpus(jobs[j].train.seed, data::kGeneratedCorpusBytes);
+      states_[j]->corpus = &corpus;
+    }
+  }
+
+  SelectRun run() {
+    // Each worker runs one thread of kernels: D workers share the node's cores.
+    kernels::cpu::set_blas_threads(1);
+    origin_ = Clock::now();
+    std::vector<std::thread> workers;
+    for (std::int64_t d = 0; d < devices_; ++d) workers.emplace_back([this, d] { work(d); });
+    for (auto& w : workers) w.join();
+    if (error_) std::rethrow_exception(error_);
+    for (const JobRun& j : run_.jobs) run_.makespan_s = std::max(run_.makespan_s, j.end_s);
+    return std::move(run_);
+  }
+
+ private:
+  double now_s() const { return std::chrono::duration<double>(Clock::now() - origin_).count(); }
+
+  void work(std::int64_t device) {
+    omp_set_num_threads(1);
+    try {
+      for (const ScheduleSlice& slice : schedule_.slices) {
+        const auto at = std::find(slice.devices.begin(), slice.devices.end(), device);
+        if (at == slice.devices.end()) continue;
+        run_slice(slice, static_cast<int>(at - slice.devices.begin()), device);
+      }
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(run_mutex_);
+      if (!error_) error_ = std::current_exception();
+      // The job's other ranks wait in a collective that will never complete: nothing can
+      // unwind them, so the process must end (the tool prints the error and exits).
+      if (options_.fatal) options_.fatal(error_);
+      std::terminate();  // see RunOptions::fatal
+    }
+  }
+
+  void build_rank(std::size_t j, int rank) {
+    JobState& s = *states_[j];
+    RankState& r = s.ranks[static_cast<std::size_t>(rank)];
+    r.factory = s.world->factory(rank);
+    r.alloc = std::make_unique<AccountingAllocator>(budgets_);
+    r.backend = std::make_unique<cpu_backend::CpuBackend>(*r.alloc, *r.factory);
+    r.groups = std::make_unique<ProcessGroups>(*r.factory, parallel_dims(plans_[j]));
+    r.sampler = std::make_unique<data::BatchSampler>(*s.corpus, jobs_[j].train.seed,
+                                                     jobs_[j].model.seq_len);
+    r.engine = std::make_unique<engine::Engine>(*r.backend, jobs_[j].model, jobs_[j].train,
+                                                plans_[j], *r.groups, r.groups->world(),
+                                                *r.sampler);
+  }
+
+  void run_slice(const ScheduleSlice& slice, int rank, std::int64_t device) {
+    JobState& s = *states_[slice.job];
+    const auto world = static_cast<int>(plans_[slice.job].world_size());
+    if (static_cast<int>(slice.devices.size()) != world) {
+      throw std::logic_error(fmt::format("select: job '{}' has a slice on {} devices for a plan "
+                                         "of {} ranks", jobs_[slice.job].name,
+                                         slice.devices.size(), world));
+    }
+    {
+      // The job's earlier steps run first (they start earlier, on whatever devices).
+      std::unique_lock<std::mutex> lock(s.mutex);
+      s.advanced.wait(lock, [&] { return s.next_step == slice.first_step; });
+      if (!s.world) {
+        s.world = std::make_unique<LocalWorld>(world);
+        s.ranks.resize(static_cast<std::size_t>(world));
+      }
+    }
+    // Its ranks are built by their threads together, at the job's first slice.
+    if (!s.ranks[static_cast<std::size_t>(rank)].engine) build_rank(slice.job, rank);
+    JobRun& out = run_.jobs[slice.job];
+    const double start = now_s();
+    for (std::int64_t k = 0; k < slice.steps; ++k) {
+      const std::int64_t step = slice.first_step + k;
+      const double t0 = now_s();
+      const engine::StepResult r = s.ranks[static_cast<std::size_t>(rank)].engine->step(step);
+      if (rank != 0) continue;
+      const double t1 = now_s();
+      out.losses[static_cast<std::size_t>(step)] = r.loss;
+      out.step_s[static_cast<std::size_t>(step)] = r.step_s;
+      if (out.start_s < 0) out.start_s = t0;
+      out.end_s = t1;
+      if (options_.progress) {
+        const std::int64_t left = jobs_[slice.job].train.steps - step - 1;
+        options_.progress({slice.job, step + 1, r.loss, r.step_s, static_cast<double>(left) * r.step_s, t1});
+      }
+    }
+    const double end = now_s();
+    {
+      const std::lock_guard<std::mutex> lock(run_mutex_);
+      run_.slices.push_back({slice.job, device, slice.first_step, slice.steps, start, end});
+      run_.device_busy_s[static_cast<std::size_t>(device)] += end - start;
+      out.peak_device_bytes = std::max(
+          out.peak_device_bytes,
+          static_cast<double>(s.ranks[static_cast<std::size_t>(rank)].alloc->peak_bytes().device));
+    }
+    if (rank == 0) {
+      {
+        const std::lock_guard<std::mutex> lock(s.mutex);
+        s.next_step = slice.first_step + slice.steps;
+      }
+      s.advanced.notify_all();
+    }
+  }
+
+  const std::vector<Job>& jobs_;
+  const std::vector<Plan>& plans_;
+  const SelectSchedule& schedule_;
+  std::int64_t devices_;
+  RunOptions options_;
+  TierBudgets budgets_;
+  std::map<std::uint64_t, std::vector<std::uint8_t>> corpora_;  // by seed
+  std::vector<std::unique_ptr<JobState>> states_;
+  Clock::time_point origin_;
+  std::mutex run_mutex_;
+  SelectRun run_;
+  std::exception_ptr error_;
+};
+
+}  // namespace
+
+SelectRun run_schedule(const std::vector<Job>& jobs, const std::vector<Plan>& plans,
+                       const SelectSchedule& schedule, std::int64_t devices,
+                       const ClusterSpec& cluster, const RunOptions& options) {
+  if (plans.size() != jobs.size()) throw std::logic_error("run_schedule: one plan per job");
+  for (std::size_t j = 0; j < jobs.size(); ++j) plans[j].check_against_model(jobs[j].model, jobs[j].train);
+  return Runner(jobs, plans, schedule, devices, cluster, options).run();
+}
+
+}  // namespace strata::select

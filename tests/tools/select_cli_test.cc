@@ -1,0 +1,175 @@
+// `strata select` end to end through the binary: a select run computes exactly what each of
+// its jobs computes alone under `strata run` (the schedule changes where and when, never
+// what), and bad workloads are refused before anything runs.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "cost_model/json_reader.h"
+
+namespace strata {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+// One BLAS/OpenMP thread everywhere: `strata select` gives each device worker one, and a
+// `strata run` at another thread count may sum a GEMM in another order.
+Result run_strata(const fs::path& dir, const std::string& args) {
+  const std::string command = "cd '" + dir.string() + "' && OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 '" +
+                              std::string(STRATA_BINARY) + "' " + args + " 2>&1";
+  Result r;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  std::array<char, 4096> buffer;
+  while (fgets(buffer.data(), buffer.size(), pipe) != nullptr) r.output += buffer.data();
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+Json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  return Json::parse(in);
+}
+
+class SelectCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("strata_select_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  void write(const std::string& name, const std::string& text) { std::ofstream(dir_ / name) << text; }
+  fs::path dir_;
+};
+
+// Two tiny models x two learning rates, plus a second batch size: five jobs, three steps each.
+// 8 MiB per device does not hold a tiny-wide job's state with its activations on one device,
+// so its ways offload (the budget the README's select figures use).
+const char* kWorkload = R"({
+  "name": "bit-for-bit",
+  "jobs": [
+    {"name": "tiny", "model": "tiny", "train": "tiny", "steps": 3,
+     "grid": {"lr": [0.001, 0.0003], "global_batch": [8]}},
+    {"name": "wide", "model": "tiny-wide", "train": "tiny", "steps": 3,
+     "grid": {"lr": [0.001, 0.0003], "global_batch": [8, 16]}}
+  ]
+})";
+
+// Every job of the report, trained alone by `strata run` with the same model, training
+// setup, plan and budget, loses exactly what it lost in the select run: the same doubles,
+// step by step (JSON keeps a double's every bit).
+void expect_jobs_match_strata_run(const fs::path& dir, const Json& report, const std::string& tag) {
+  int checked = 0;
+  for (const Json& job : report.at("jobs")) {
+    const std::string stem = tag + std::to_string(checked++);
+    std::ofstream(dir / (stem + "_model.json")) << job.at("model_spec").dump(2);
+    std::ofstream(dir / (stem + "_train.json")) << job.at("train_spec").dump(2);
+    std::ofstream(dir / (stem + "_plan.json")) << job.at("plan").dump(2);
+    const Result alone = run_strata(
+        dir, "run --model " + stem + "_model.json --train " + stem + "_train.json --plan " + stem +
+                 "_plan.json --device-budget-mib 8 --out " + stem + "_run");
+    ASSERT_EQ(alone.exit_code, 0) << job.at("name") << "\n" << alone.output;
+    const Json run = read_json(dir / (stem + "_run") / "report.json");
+    const auto select_losses = job.at("losses").get<std::vector<double>>();
+    const auto run_losses = run.at("losses").get<std::vector<double>>();
+    ASSERT_EQ(select_losses.size(), 3u) << job.at("name");
+    ASSERT_EQ(run_losses.size(), select_losses.size()) << job.at("name");
+    for (std::size_t s = 0; s < run_losses.size(); ++s) {
+      EXPECT_EQ(select_losses[s], run_losses[s]) << job.at("name") << " step " << s;
+    }
+  }
+  EXPECT_EQ(checked, 6);
+}
+
+TEST_F(SelectCli, EveryPolicyComputesWhatEachJobComputesAlone) {
+  write("w.json", kWorkload);
+  // strata: jobs side by side and on both devices; lrtf: every job spilled, its steps hopping
+  // between the two devices' workers; sequential: each job on both devices.
+  for (const std::string policy : {"strata", "lrtf", "sequential"}) {
+    const Result r = run_strata(dir_, "select --workload w.json --gpus 2 --device-budget-mib 8 "
+                                      "--policy " + policy + " --out sel_" + policy);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const Json report = read_json(dir_ / ("sel_" + policy) / "select_report.json");
+    expect_jobs_match_strata_run(dir_, report, policy);
+  }
+}
+
+TEST_F(SelectCli, TheReportHasALeaderboardAndOneTraceTrackPerDevice) {
+  write("w.json", kWorkload);
+  const Result r = run_strata(dir_, "select --workload w.json --gpus 2 --out sel");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Json report = read_json(dir_ / "sel" / "select_report.json");
+  // The leaderboard: every job once, by final loss, ascending.
+  const Json& board = report.at("leaderboard");
+  ASSERT_EQ(board.size(), 6u);
+  for (std::size_t i = 1; i < board.size(); ++i) {
+    EXPECT_LE(board[i - 1].at("final_loss").get<double>(), board[i].at("final_loss").get<double>());
+  }
+  // The measured makespan is the last job's end; utilisation is a fraction per device.
+  double last_end = 0;
+  for (const Json& job : report.at("jobs")) last_end = std::max(last_end, job.at("measured_end_s").get<double>());
+  EXPECT_DOUBLE_EQ(report.at("measured_makespan_s").get<double>(), last_end);
+  ASSERT_EQ(report.at("device_utilisation").size(), 2u);
+  for (const Json& u : report.at("device_utilisation")) {
+    EXPECT_GT(u.get<double>(), 0.0);
+    EXPECT_LE(u.get<double>(), 1.0);
+  }
+  // The trace: slices on tracks 0 and 1 only, each named by a job of the workload.
+  const Json trace = read_json(dir_ / "sel" / "trace.json");
+  std::set<std::int64_t> tracks;
+  for (const Json& e : trace.at("traceEvents")) {
+    if (e.at("ph") != "X") continue;
+    tracks.insert(e.at("tid").get<std::int64_t>());
+    EXPECT_NE(r.output.find(e.at("name").get<std::string>()), std::string::npos) << e.dump();
+  }
+  EXPECT_EQ(tracks, (std::set<std::int64_t>{0, 1}));
+}
+
+TEST_F(SelectCli, AnUnknownKeyIsExit2NamingFileAndKey) {
+  write("w.json", R"({"name": "w", "jobs": [{"name": "a", "model": "tiny", "train": "tiny",
+                      "steps": 2, "lr": 0.1}]})");
+  const Result r = run_strata(dir_, "select --workload w.json --out sel");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("w.json"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("lr"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "sel"));
+}
+
+TEST_F(SelectCli, AnEmptyGridIsExit2NamingTheKey) {
+  write("w.json", R"({"name": "w", "jobs": [{"name": "a", "model": "tiny", "train": "tiny",
+                      "steps": 2, "grid": {"lr": []}}]})");
+  const Result r = run_strata(dir_, "select --workload w.json --out sel");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("w.json"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("grid.lr"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "sel"));
+}
+
+TEST_F(SelectCli, AJobThatFitsNoWayIsExit3NamingIt) {
+  // 64 KiB per device: a tiny job's parameters alone are ~0.4 M floats (1.6 MB), and even the
+  // spilled way keeps one layer's parameters and one micro-batch's activations on the device.
+  write("w.json", R"({"name": "w", "jobs": [{"name": "too-big", "model": "tiny", "train": "tiny",
+                      "steps": 2}]})");
+  const Result r = run_strata(dir_, "select --workload w.json --device-budget-mib 0.0625 --out sel");
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_NE(r.output.find("too-big"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "sel"));
+}
+
+}  // namespace
+}  // namespace strata

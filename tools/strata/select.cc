@@ -1,0 +1,280 @@
+// `strata select`: trains a workload's jobs together on D devices (model selection, as Hydra
+// and Saturn do). Loads and expands the workload, prices every job's ways and schedules them
+// under a policy (planner/select.h), prints the plan table with the predicted makespan and
+// its lower bound, then (unless --plan-only) runs the schedule on the CPU backend's device
+// workers (executor/select), printing each job's progress, and writes DIR/select_report.json
+// (per-job losses and final loss as a leaderboard, measured makespan beside the predicted,
+// per-device utilisation) and DIR/trace.json (one track per device, slices named by job).
+// Every input is checked before anything runs: a bad workload is exit 2, a job that fits no
+// way exit 3 naming the job.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <ostream>
+
+#include <fmt/format.h>
+
+#include "cost_model/chrome_trace.h"
+#include "cost_model/errors.h"
+#include "cost_model/json_reader.h"
+#include "cost_model/workload.h"
+#include "executor/report/run_report.h"
+#include "executor/select/select_runner.h"
+#include "planner/select.h"
+#include "tools/strata/commands.h"
+#include "tools/strata/inputs.h"
+
+namespace strata::cli {
+namespace fs = std::filesystem;
+namespace {
+
+struct SelectOptionsCli {
+  std::string workload;
+  std::string cluster = "local-cpu";
+  std::int64_t gpus = 2;
+  std::string policy = "strata";
+  bool plan_only = false;
+  std::string out = "strata-select";
+  double device_budget_mib = 0;
+  std::string profile;
+};
+
+// A workload's reference: a bundled name, or a path (relative to the workload's directory).
+std::string resolve_ref(const std::string& kind, const std::string& ref, const fs::path& base,
+                        const std::string& field) {
+  const bool path_like = ref.find('/') != std::string::npos || fs::path(ref).extension() == ".json";
+  if (path_like && fs::path(ref).is_relative() && fs::exists(base / ref)) return (base / ref).string();
+  return resolve_config(kind, ref, field);
+}
+
+std::string seconds(double s) { return fmt::format("{:.2f}", s); }
+
+void print_plan(std::ostream& out, const std::vector<Job>& jobs, const std::vector<JobWays>& ways,
+                const SelectSchedule& s) {
+  out << fmt::format("{:>3}  {:<28} {:<44} {:>7} {:>8} {:>8} {:>9}\n", "#", "job", "way",
+                     "devices", "start_s", "end_s", "tokens/s");
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    const JobWay& w = ways[j].ways[s.way_of_job[j]];
+    double start = 1e300, end = 0;
+    for (const ScheduleSlice& slice : s.slices) {
+      if (slice.job != j) continue;
+      start = std::min(start, slice.start_s);
+      end = std::max(end, slice.end_s);
+    }
+    out << fmt::format("{:>3}  {:<28} {:<44} {:>7} {:>8} {:>8} {:>9.0f}\n", j + 1, jobs[j].name,
+                       w.plan.label() + (w.spilled ? " spilled" : ""), w.devices, seconds(start),
+                       seconds(end), w.prediction.tokens_per_s);
+  }
+  out << fmt::format("predicted makespan {} s (lower bound {} s), policy {}\n",
+                     seconds(s.makespan_s), seconds(s.lower_bound_s), to_string(s.policy));
+}
+
+Json report_json(const std::vector<Job>& jobs, const std::vector<JobWays>& ways,
+                 const SelectSchedule& s, const select::SelectRun& run,
+                 const SelectOptionsCli& o) {
+  Json j;
+  j["workload"] = o.workload;
+  j["cluster"] = o.cluster;
+  j["devices"] = o.gpus;
+  j["policy"] = to_string(s.policy);
+  j["predicted_makespan_s"] = s.makespan_s;
+  j["lower_bound_s"] = s.lower_bound_s;
+  j["measured_makespan_s"] = run.makespan_s;
+  j["jobs"] = Json::array();
+  std::vector<std::size_t> order(jobs.size());
+  std::iota(order.begin(), order.end(), 0);
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const JobWay& w = ways[i].ways[s.way_of_job[i]];
+    const select::JobRun& r = run.jobs[i];
+    j["jobs"].push_back({{"name", jobs[i].name},
+                         {"model", jobs[i].model_ref},
+                         {"model_spec", jobs[i].model.to_json()},
+                         {"train_spec", jobs[i].train.to_json()},
+                         {"plan", w.plan.to_json()},
+                         {"devices", w.devices},
+                         {"spilled", w.spilled},
+                         {"predicted_step_s", w.step_s},
+                         {"measured_start_s", r.start_s},
+                         {"measured_end_s", r.end_s},
+                         {"measured_step_s", report::median(r.step_s)},
+                         {"step_s", r.step_s},
+                         {"losses", r.losses},
+                         {"final_loss", r.losses.empty() ? 0.0 : r.losses.back()},
+                         {"peak_device_bytes", r.peak_device_bytes}});
+  }
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return run.jobs[a].losses.back() < run.jobs[b].losses.back();
+  });
+  j["leaderboard"] = Json::array();
+  for (std::size_t i : order) {
+    j["leaderboard"].push_back({{"job", jobs[i].name}, {"final_loss", run.jobs[i].losses.back()}});
+  }
+  j["device_utilisation"] = Json::array();
+  for (std::size_t d = 0; d < run.device_busy_s.size(); ++d) {
+    j["device_utilisation"].push_back(run.makespan_s > 0 ? run.device_busy_s[d] / run.makespan_s : 0.0);
+  }
+  j["predicted_slices"] = Json::array();
+  for (const ScheduleSlice& slice : s.slices) {
+    j["predicted_slices"].push_back({{"job", jobs[slice.job].name}, {"devices", slice.devices},
+                                     {"first_step", slice.first_step}, {"steps", slice.steps},
+                                     {"start_s", slice.start_s}, {"end_s", slice.end_s}});
+  }
+  return j;
+}
+
+ChromeTrace device_trace(const std::vector<Job>& jobs, const select::SelectRun& run,
+                         std::int64_t devices) {
+  std::vector<TraceEvent> events;
+  for (const select::MeasuredSlice& s : run.slices) {
+    TraceEvent e;
+    e.name = jobs[s.job].name;
+    e.category = "select";
+    e.pid = 0;
+    e.tid = s.device;
+    e.start_s = s.start_s;
+    e.duration_s = s.end_s - s.start_s;
+    e.args = Json{{"first_step", s.first_step}, {"steps", s.steps}};
+    events.push_back(std::move(e));
+  }
+  std::map<ThreadKey, std::string> threads;
+  for (std::int64_t d = 0; d < devices; ++d) threads[{0, d}] = fmt::format("device {}", d);
+  return ChromeTrace{std::move(events), {{0, "strata select"}}, std::move(threads)};
+}
+
+int select_command(const SelectOptionsCli& o, std::ostream& out) {
+  const SelectPolicy policy = select_policy_from_string(o.policy);
+  const std::string workload_path = resolve_config("workloads", o.workload, "--workload");
+  const WorkloadSpec spec = WorkloadSpec::load(workload_path);
+  const fs::path base = fs::path(workload_path).parent_path();
+  WorkloadResolver resolve;
+  resolve.model = [&](const std::string& ref, const std::string& field) {
+    return ModelSpec::load(resolve_ref("models", ref, base, workload_path + ": " + field));
+  };
+  resolve.train = [&](const std::string& ref, const std::string& field) {
+    return TrainSpec::load(resolve_ref("train", ref, base, workload_path + ": " + field));
+  };
+  const std::vector<Job> jobs = expand(spec, resolve, workload_path);
+  const ClusterSpec cluster = ClusterSpec::load(resolve_config("clusters", o.cluster, "--cluster"));
+  std::optional<Profile> profile;
+  if (!o.profile.empty()) {
+    if (!fs::is_regular_file(o.profile)) {
+      throw ConfigError(fmt::format("--profile: file '{}' does not exist", o.profile));
+    }
+    profile = Profile::load(o.profile);
+  }
+  if (!(o.device_budget_mib >= 0) || o.device_budget_mib > 1e9) {
+    throw ConfigError(fmt::format("--device-budget-mib: value {}, expected a positive number of "
+                                  "MiB (or 0: the cluster's device memory)", o.device_budget_mib));
+  }
+  if (!o.plan_only && cluster.backend != Backend::kCpu) {
+    throw ConfigError(fmt::format("--cluster {}: strata select runs workloads on the CPU backend "
+                                  "in this version; use --plan-only for a GPU cluster",
+                                  cluster.name));
+  }
+  SelectOptions options;
+  options.devices = o.gpus;
+  options.device_budget_bytes = o.device_budget_mib * 1024.0 * 1024.0;
+  options.profile = profile ? &*profile : nullptr;
+  std::vector<JobWays> ways;
+  try {
+    ways = job_ways(jobs, cluster, options);
+  } catch (const InfeasiblePlan& e) {
+    out << fmt::format("strata select: {}\n", e.what());
+    return kExitDoesNotFit;
+  }
+  SelectSchedule schedule;
+  try {
+    schedule = schedule_jobs(jobs, ways, o.gpus, policy);
+  } catch (const InfeasiblePlan& e) {
+    out << fmt::format("strata select: {}\n", e.what());
+    return kExitDoesNotFit;
+  }
+  out << fmt::format("strata select: workload {} ({} jobs) on {} device(s) of {}{}\n", spec.name,
+                     jobs.size(), o.gpus, cluster.name,
+                     o.device_budget_mib > 0 ? fmt::format(", {} MiB per device", o.device_budget_mib)
+                                             : std::string());
+  print_plan(out, jobs, ways, schedule);
+  if (o.plan_only) return 0;
+
+  std::error_code ec;
+  fs::create_directories(o.out, ec);
+  if (ec || !fs::is_directory(o.out)) {
+    throw ConfigError(fmt::format("--out: cannot create directory '{}': {}", o.out, ec.message()));
+  }
+  std::vector<Plan> plans;
+  for (std::size_t j = 0; j < jobs.size(); ++j) plans.push_back(ways[j].ways[schedule.way_of_job[j]].plan);
+  select::RunOptions run_options;
+  run_options.device_budget_bytes = options.device_budget_bytes;
+  std::mutex print;
+  // The workload's ETA: the predicted makespan at the pace measured so far (measured over
+  // predicted step seconds of every step reported), less the time gone.
+  double measured_steps_s = 0, predicted_steps_s = 0;
+  run_options.progress = [&](const select::Progress& p) {
+    const std::lock_guard<std::mutex> lock(print);
+    measured_steps_s += p.step_s;
+    predicted_steps_s += ways[p.job].ways[schedule.way_of_job[p.job]].step_s;
+    const double pace = predicted_steps_s > 0 ? measured_steps_s / predicted_steps_s : 1.0;
+    const double left = std::max(0.0, schedule.makespan_s * pace - p.elapsed_s);
+    out << fmt::format("[{:<26}] step {:>4}/{}  loss {:.4f}  job ETA {:.1f} s  workload {:.1f} s "
+                       "in, ~{:.1f} s left\n", jobs[p.job].name, p.step, jobs[p.job].train.steps,
+                       p.loss, p.job_eta_s, p.elapsed_s, left)
+        << std::flush;
+  };
+  run_options.fatal = [&](std::exception_ptr e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      std::cerr << "strata select: " << x.what() << "\n" << std::flush;
+    }
+    std::fflush(nullptr);
+    std::_Exit(2);
+  };
+  const select::SelectRun run = run_schedule(jobs, plans, schedule, o.gpus, cluster, run_options);
+
+  const Json report = report_json(jobs, ways, schedule, run, o);
+  write_json_file((fs::path(o.out) / "select_report.json").string(), report);
+  write_chrome_trace((fs::path(o.out) / "trace.json").string(), device_trace(jobs, run, o.gpus));
+  out << "leaderboard (final loss):\n";
+  int place = 1;
+  for (const Json& row : report["leaderboard"]) {
+    out << fmt::format("{:>3}  {:<28} {:.4f}\n", place++, row["job"].get<std::string>(),
+                       row["final_loss"].get<double>());
+  }
+  const double err = (schedule.makespan_s - run.makespan_s) / run.makespan_s;
+  std::string utilisation;
+  for (std::size_t d = 0; d < run.device_busy_s.size(); ++d) {
+    utilisation += fmt::format("{}device {} {}", d ? ", " : "", d,
+                               percent(run.device_busy_s[d] / run.makespan_s));
+  }
+  out << fmt::format("makespan measured {} s, predicted {} s ({:+.1f}%), lower bound {} s; {}\n",
+                     seconds(run.makespan_s), seconds(schedule.makespan_s), 100 * err,
+                     seconds(schedule.lower_bound_s), utilisation);
+  out << fmt::format("wrote {}/select_report.json, trace.json\n", o.out);
+  return 0;
+}
+
+}  // namespace
+
+void add_select_command(CLI::App& app, CommandContext& context) {
+  auto options = std::make_shared<SelectOptionsCli>();
+  CLI::App* command = app.add_subcommand(
+      "select", "Train a workload's jobs together on D devices (model selection: Hydra, Saturn), "
+                "scheduled by a policy whose makespan is predicted, then measured");
+  command->add_option("--workload", options->workload, "workload: a JSON file or a bundled name")
+      ->required();
+  command->add_option("--cluster", options->cluster, "cluster (default local-cpu)");
+  command->add_option("--gpus", options->gpus, "devices to use (default 2)");
+  command->add_option("--policy", options->policy, "strata, lrtf or sequential (default strata)");
+  command->add_flag("--plan-only", options->plan_only, "print the schedule, run nothing");
+  command->add_option("--out", options->out, "directory for select_report.json and trace.json");
+  command->add_option("--device-budget-mib", options->device_budget_mib,
+                      "each device's memory budget in MiB (default: the cluster's)");
+  command->add_option("--profile", options->profile, "calibrated profile (strata calibrate)");
+  command->callback([options, &context] { context.exit_code = select_command(*options, *context.out); });
+}
+
+}  // namespace strata::cli

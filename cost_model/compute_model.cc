@@ -375,3 +375,16 @@ double embedding_forward_s(const ModelSpec& model, std::int64_t micro_batch,
 }
 
 }  // namespace strata
+
+namespace strata {
+
+LayerKernels layer_kernels(const KernelConventions& conventions) {
+  LayerKernels k;
+  k.attention = conventions.attention;
+  k.dropout = conventions.dropout;
+  k.separate_bias = conventions.separate_bias;
+  k.recompute_skips_output = conventions.recompute == RecomputeScope::kToGeluOutput;
+  return k;
+}
+
+}  // namespace strata

@@ -51,6 +51,7 @@
 #include <cstdint>
 
 #include "cost_model/cluster_spec.h"
+#include "cost_model/conventions.h"
 #include "cost_model/model_spec.h"
 #include "cost_model/plan.h"
 #include "cost_model/profile.h"
@@ -116,13 +117,6 @@ GemmTime gemm_time(double m, double n, double k, double batch, const DeviceRates
 // bytes / achievable bandwidth.
 double memory_bound_time(double bytes, const DeviceRates& rates);
 
-// How attention is computed, which decides its memory traffic.
-enum class AttentionKernel {
-  kMaterialized,  // scores and probabilities written to HBM, fused scale-mask-softmax
-                  // (Megatron 2021; strata's CPU backend)
-  kFlash,         // fused flash attention: no s x s tensor in HBM (strata's CUDA backend)
-};
-
 // The kernels a run uses: the published Megatron runs use materialized attention with
 // dropout (p = 0.1) on the probabilities and after the projections; strata's executor trains
 // without dropout.
@@ -139,6 +133,8 @@ struct LayerKernels {
   // checkpointing and strata's CUDA engine rerun the whole layer.
   bool recompute_skips_output = false;
 };
+// The layer's kernels under a set of conventions (conventions.h).
+LayerKernels layer_kernels(const KernelConventions& conventions);
 
 // Forward of one transformer layer for one micro-batch (b sequences) on one TP rank.
 struct LayerForward {

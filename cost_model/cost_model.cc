@@ -22,24 +22,10 @@
 namespace strata {
 namespace {
 
-LayerKernels kernels_for(const ClusterSpec& cluster, const CostModelOptions& options) {
-  LayerKernels kernels;
-  if (options.published) {
-    kernels.attention = AttentionKernel::kMaterialized;
-    kernels.dropout = true;
-  } else {
-    kernels.attention = cluster.backend == Backend::kCuda ? AttentionKernel::kFlash
-                                                          : AttentionKernel::kMaterialized;
-    kernels.dropout = false;
-    kernels.separate_bias = cluster.backend == Backend::kCpu;
-    kernels.recompute_skips_output = cluster.backend == Backend::kCpu;
-  }
-  return kernels;
-}
-
-MemoryModelOptions memory_options(const CostModelOptions& options) {
+MemoryModelOptions memory_options(const KernelConventions& conventions, const Profile* profile) {
   MemoryModelOptions memory;
-  memory.published_activations = options.published;
+  memory.published_activations = conventions.activations == ActivationAccounting::kPublished;
+  if (profile != nullptr) memory.headroom = profile->headroom;
   return memory;
 }
 
@@ -75,11 +61,11 @@ StepSimulation simulate_cached(const ModelSpec& model, const ClusterSpec& cluste
                                const CostModelOptions& options, PredictionCache& cache,
                                Replay what) {
   const TimeContext ctx =
-      make_time_context(model, cluster, train, plan, profile, kernels_for(cluster, options),
+      make_time_context(model, cluster, train, plan, profile, layer_kernels(conventions_for(cluster, profile, options)),
                         options.node_ranks);
   const TimeModelCosts costs(ctx);
   const SimulationMode mode = simulation_mode(cluster.backend);
-  const RankClasses& classes = cache.rank_classes(model, train, plan, program_options(options));
+  const RankClasses& classes = cache.rank_classes(model, train, plan, program_options(conventions_for(cluster, profile, options)));
   std::vector<PricedRank> priced;
   priced.reserve(classes.programs.size());
   for (const RankProgram& rank : classes.programs) priced.push_back(price_rank(rank, costs, mode));
@@ -109,17 +95,17 @@ Prediction predict_with(const ModelSpec& model, const ClusterSpec& cluster, cons
                         const Plan& plan, const Profile* profile, const CostModelOptions& options,
                         PredictionCache* cache) {
   plan.check(model, cluster, train);
-  Prediction p = predict_memory(model, cluster, train, plan, options);
+  Prediction p = predict_memory(model, cluster, train, plan, profile, options);
   if (cache != nullptr) {
     fill_time(simulate_cached(model, cluster, train, plan, profile, options, *cache, Replay::kParts),
               p);
   } else {
     const TimeContext ctx =
-        make_time_context(model, cluster, train, plan, profile, kernels_for(cluster, options),
+        make_time_context(model, cluster, train, plan, profile, layer_kernels(conventions_for(cluster, profile, options)),
                         options.node_ranks);
     const TimeModelCosts costs(ctx);
     const SimulationMode mode = simulation_mode(cluster.backend);
-    const Program program = make_program(model, train, plan, program_options(options));
+    const Program program = make_program(model, train, plan, program_options(conventions_for(cluster, profile, options)));
     const PipelineSkeleton skeleton = pipeline_skeleton(program);
     std::vector<PricedRank> priced;
     std::vector<std::int32_t> class_of;
@@ -136,9 +122,16 @@ Prediction predict_with(const ModelSpec& model, const ClusterSpec& cluster, cons
 
 }  // namespace
 
-ProgramOptions program_options(const CostModelOptions& options) {
+KernelConventions conventions_for(const ClusterSpec& cluster, const Profile* profile,
+                                  const CostModelOptions& options) {
+  if (options.conventions) return *options.conventions;
+  if (profile != nullptr && profile->conventions) return *profile->conventions;
+  return executor_conventions(cluster.backend);
+}
+
+ProgramOptions program_options(const KernelConventions& conventions) {
   ProgramOptions program;
-  program.recompute_regathers = options.published;
+  program.recompute_regathers = conventions.recompute_regathers;
   return program;
 }
 
@@ -193,14 +186,16 @@ void fill_throughput(const ModelSpec& model, const ClusterSpec& cluster, const T
   const double tokens = static_cast<double>(train.global_batch * model.seq_len);
   const double gpus = static_cast<double>(plan.world_size());
   p.tokens_per_s = tokens / p.step_time_s;
-  p.tflops_per_gpu = megatron_model_flops(model, train.global_batch) / p.step_time_s / gpus /
-                     units::kTera;
+  p.tflops_per_gpu = hardware_flops(model, train.global_batch, plan.recompute) / p.step_time_s /
+                     gpus / units::kTera;
+  p.model_tflops_per_gpu = model_flops_without_recompute(model, train.global_batch) /
+                           p.step_time_s / gpus / units::kTera;
   const double peak = device_rates(cluster, train, nullptr).peak_flops;
   p.mfu = model_flops_without_recompute(model, train.global_batch) / p.step_time_s / gpus / peak;
 }
 
 Prediction predict_memory(const ModelSpec& model, const ClusterSpec& cluster,
-                          const TrainSpec& train, const Plan& plan,
+                          const TrainSpec& train, const Plan& plan, const Profile* profile,
                           const CostModelOptions& options) {
   Prediction p;
   p.kind = "prediction";
@@ -219,7 +214,7 @@ Prediction predict_memory(const ModelSpec& model, const ClusterSpec& cluster,
       p.transfers.nvme_to_host = std::max(p.transfers.nvme_to_host, t.nvme_to_host);
     }
   }
-  fill_prediction_memory(estimate_memory(model, cluster, train, plan, memory_options(options)),
+  fill_prediction_memory(estimate_memory(model, cluster, train, plan, memory_options(conventions_for(cluster, profile, options), profile)),
                          plan, p);
   return p;
 }
@@ -259,12 +254,12 @@ StageOpTimes stage_op_times(const ModelSpec& model, const ClusterSpec& cluster,
                             const CostModelOptions& options) {
   plan.check(model, cluster, train);
   const TimeContext ctx =
-      make_time_context(model, cluster, train, plan, profile, kernels_for(cluster, options),
+      make_time_context(model, cluster, train, plan, profile, layer_kernels(conventions_for(cluster, profile, options)),
                         options.node_ranks);
   const TimeModelCosts costs(ctx);
   StageOpTimes times;
   times.mode = simulation_mode(cluster.backend);
-  times.program = make_program(model, train, plan, program_options(options));
+  times.program = make_program(model, train, plan, program_options(conventions_for(cluster, profile, options)));
   times.timeline = simulate_program(times.program, costs, times.mode);
   return times;
 }

@@ -23,11 +23,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "cost_model/cluster_spec.h"
+#include "cost_model/conventions.h"
 #include "cost_model/model_spec.h"
 #include "cost_model/plan.h"
 #include "cost_model/profile.h"
@@ -38,19 +40,19 @@
 
 namespace strata {
 
-// Which conventions the prediction follows. The default models strata's own executor on the
-// cluster's backend (CUDA: flash attention, no dropout; CPU: materialized attention, no
-// dropout, recomputation up to the GeLU output). `published` models the published
-// Megatron-LM / DeepSpeed runs instead: materialized attention with dropout, the memory
-// model's published (Korthikanti) activations, and a recomputed forward that is a pass of its
-// own, so ZeRO-3 gathers a layer again for it (ProgramOptions::recompute_regathers).
+// How a prediction is made beyond its inputs.
 struct CostModelOptions {
-  bool published = false;
+  // The kernels' conventions (conventions.h). Unset: the profile's when it has a set, else
+  // strata's executor on the cluster's backend (conventions_for).
+  std::optional<KernelConventions> conventions;
   // Ranks busy on a node at once when other work shares it (strata select prices a job on
   // one device while the other devices run other jobs); 0: the plan's own ranks.
   std::int64_t node_ranks = 0;
 };
-ProgramOptions program_options(const CostModelOptions& options);
+// The conventions a prediction follows (see CostModelOptions::conventions).
+KernelConventions conventions_for(const ClusterSpec& cluster, const Profile* profile,
+                                  const CostModelOptions& options);
+ProgramOptions program_options(const KernelConventions& conventions);
 
 // The distinct ranks of a plan's Program (see cost_model.cc): the Programs of the first, a
 // middle and the last rank, and which of them each pipeline rank is.
@@ -103,7 +105,7 @@ Prediction predict(const ModelSpec& model, const ClusterSpec& cluster, const Tra
 // predict()'s step_time_s, the very same number, without its parts (cheaper: no timeline).
 // Neither checks the plan: predict() does (plan.check first).
 Prediction predict_memory(const ModelSpec& model, const ClusterSpec& cluster,
-                          const TrainSpec& train, const Plan& plan,
+                          const TrainSpec& train, const Plan& plan, const Profile* profile,
                           const CostModelOptions& options = {});
 double predict_step_time(const ModelSpec& model, const ClusterSpec& cluster,
                          const TrainSpec& train, const Plan& plan, const Profile* profile,

@@ -337,6 +337,17 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluste
       stage.total.device = peak.peak_bytes;
     }
 
+    if (options.headroom.any()) {
+      // One communicator per parallel dimension the rank talks over (the pipeline's sends
+      // and receives share one, as NCCL's point-to-point calls do).
+      const double communicators = (plan.tp > 1 ? 1.0 : 0.0) + (plan.dp > 1 ? 1.0 : 0.0) +
+                                   (plan.pp > 1 ? 1.0 : 0.0);
+      stage.headroom_bytes = stage.total.device * options.headroom.fragmentation_fraction +
+                             options.headroom.context_bytes +
+                             communicators * options.headroom.communicator_bytes;
+      stage.buffers.device += stage.headroom_bytes;
+      stage.total.device += stage.headroom_bytes;
+    }
     if (stage.total.device > estimate.worst.device) estimate.worst_pp_rank = r;
     estimate.worst.device = std::max(estimate.worst.device, stage.total.device);
     estimate.worst.host = std::max(estimate.worst.host, stage.total.host);

@@ -37,6 +37,7 @@
 #include "cost_model/model_spec.h"
 #include "cost_model/param_layout.h"
 #include "cost_model/plan.h"
+#include "cost_model/profile.h"
 #include "cost_model/step_report.h"
 #include "cost_model/train_spec.h"
 
@@ -221,6 +222,9 @@ struct MemoryModelOptions {
   // Use the published (Korthikanti) activation convention instead of the backend's
   // executor convention: for checking the model against published figures.
   bool published_activations = false;
+  // What the device loses outside the model's tensors (profile.h); added to every rank's
+  // device total, so a plan that fits fits with it.
+  DeviceHeadroom headroom;
 };
 
 struct StageMemory {
@@ -233,6 +237,7 @@ struct StageMemory {
   double embedding_head_bytes = 0;       // embedding + head tensors, all in-flight micro-batches
   double logits_bytes = 0;               // one micro-batch's logits (last stage)
   double grad_bucket_bytes = 0;
+  double headroom_bytes = 0;             // context, communicator buffers, fragmentation
   double zero3_gather_bytes = 0;
   double pipeline_buffer_bytes = 0;
   double workspace_bytes = 0;

@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "cost_model/conventions.h"
 #include "cost_model/json_reader.h"
 
 namespace strata {
@@ -26,6 +28,19 @@ struct CollectiveFit {
   std::int64_t ranks = 0;
   double latency_s = 0;
   double bus_bandwidth_bytes_per_s = 0;
+};
+
+// The device memory a run takes outside the model's tensors: the CUDA context (with cuBLAS
+// and cuDNN loaded), each communicator's buffers, and the caching allocator's
+// fragmentation. Measured on a GPU by `strata calibrate --backend cuda`, or set by hand with
+// its source. JSON: "device_headroom": {"context_mib", "communicator_mib",
+// "fragmentation_fraction", "source"}.
+struct DeviceHeadroom {
+  double context_bytes = 0;
+  double communicator_bytes = 0;     // per communicator the plan's rank belongs to
+  double fragmentation_fraction = 0; // of the allocated bytes, lost to the allocator
+  std::string source;
+  bool any() const { return context_bytes > 0 || communicator_bytes > 0 || fragmentation_fraction > 0; }
 };
 
 struct Profile {
@@ -76,6 +91,10 @@ struct Profile {
   std::vector<double> time_sliced_sync_asks;
   std::vector<double> compute_time_scale_asks;
   std::vector<double> comm_time_scale_asks;
+
+  // The kernels the rates were measured with (conventions.h); unset: strata's executor's.
+  std::optional<KernelConventions> conventions;
+  DeviceHeadroom headroom;
 
   static Profile from_json(const Json& json, const std::string& source);
   static Profile load(const std::string& path);

@@ -38,6 +38,20 @@ double model_flops_without_recompute(const ModelSpec& model, std::int64_t global
   return 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h));
 }
 
+double hardware_flops(const ModelSpec& model, std::int64_t global_batch, Recompute recompute) {
+  const double B = static_cast<double>(global_batch);
+  const double s = static_cast<double>(model.seq_len);
+  const double l = static_cast<double>(model.layers);
+  const double h = static_cast<double>(model.hidden);
+  const double model_flops = model_flops_without_recompute(model, global_batch);
+  switch (recompute) {
+    case Recompute::kNone: return model_flops;
+    case Recompute::kSelective: return model_flops + 4.0 * B * s * s * h * l;
+    case Recompute::kFull: return model_flops + 24.0 * B * s * l * h * h * (1.0 + s / (6.0 * h));
+  }
+  return model_flops;
+}
+
 namespace {
 
 double non_negative(JsonObjectReader& r, const std::string& key) {
@@ -121,6 +135,9 @@ StepReport StepReport::from_json(const Json& json, const std::string& source) {
   s.parts = parts_from_json(r.get_object("parts"));
   s.tokens_per_s = non_negative(r, "tokens_per_s");
   s.tflops_per_gpu = non_negative(r, "tflops_per_gpu");
+  // Reports written before the model figure was added have none: 0, "not given".
+  s.model_tflops_per_gpu = r.get_number_or("model_tflops_per_gpu", 0.0);
+  r.require_non_negative("model_tflops_per_gpu", s.model_tflops_per_gpu);
   s.mfu = non_negative(r, "mfu");
   s.bubble_fraction = r.get_number("bubble_fraction");
   if (!(s.bubble_fraction >= 0 && s.bubble_fraction <= 1)) {
@@ -174,6 +191,7 @@ Json StepReport::to_json() const {
          {"parts", parts_to_json(parts)},
          {"tokens_per_s", tokens_per_s},
          {"tflops_per_gpu", tflops_per_gpu},
+         {"model_tflops_per_gpu", model_tflops_per_gpu},
          {"mfu", mfu},
          {"bubble_fraction", bubble_fraction},
          {"memory_bytes", tiers_to_json(memory_bytes)},

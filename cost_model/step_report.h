@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cost_model/json_reader.h"
+#include "cost_model/plan.h"
 
 namespace strata {
 
@@ -61,7 +62,12 @@ struct StepReport {
   double step_time_s = 0;
   StepTimeParts parts;
   double tokens_per_s = 0;
-  double tflops_per_gpu = 0;    // model FLOP/s per GPU (Megatron's F, no recompute counted), in TFLOP/s
+  // FLOP/s per GPU in TFLOP/s, two ways: what the hardware computed (hardware_flops: the
+  // recomputed forward counted when the plan recomputes), and the model's FLOPs alone
+  // (model_flops_without_recompute, MFU's numerator). For full recomputation the first is
+  // Megatron's F, the published papers' figure.
+  double tflops_per_gpu = 0;
+  double model_tflops_per_gpu = 0;
   double mfu = 0;               // model FLOPs utilisation: model_flops_without_recompute per GPU
                                 // per second / device peak in the train precision
   double bubble_fraction = 0;   // bubble_s / step_time_s for the prediction; measured idle share
@@ -92,5 +98,10 @@ double megatron_model_flops(const struct ModelSpec& model, std::int64_t global_b
 // numerator of MFU. Megatron's F above credits every plan with the recomputed forward, so
 // F / peak would overstate the utilisation of a plan that does not recompute by up to 4/3.
 double model_flops_without_recompute(const struct ModelSpec& model, std::int64_t global_batch);
+
+// The FLOPs the hardware computes in a step: the model's, plus the recomputed forward when
+// the plan recomputes: full, one layer forward per layer, 24 B s l h^2 (1 + s/(6h)) (so the
+// total is Megatron's F); selective, the attention core's forward, 4 B s^2 h per layer.
+double hardware_flops(const struct ModelSpec& model, std::int64_t global_batch, Recompute recompute);
 
 }  // namespace strata

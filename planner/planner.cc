@@ -50,7 +50,7 @@ class Search {
     ScoredPlan scored{plan, {}};
     try {
       plan.check(model_, cluster_, train_);
-      scored.prediction = predict_memory(model_, cluster_, train_, plan, options_.cost);
+      scored.prediction = predict_memory(model_, cluster_, train_, plan, options_.profile, options_.cost);
     } catch (const InfeasiblePlan&) {
       ++result_.dropped[drop_reason::kPlanCheck];
       return false;

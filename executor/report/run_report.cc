@@ -165,13 +165,14 @@ StepReport build_run_report(const ModelSpec& model, const ClusterSpec& cluster,
   const double tokens = static_cast<double>(train.global_batch) * static_cast<double>(model.seq_len);
   if (r.step_time_s > 0) {
     r.tokens_per_s = tokens / r.step_time_s;
-    const double flops_per_rank = megatron_model_flops(model, train.global_batch) /
+    const double flops_per_rank = hardware_flops(model, train.global_batch, plan.recompute) /
                                   static_cast<double>(plan.world_size()) / r.step_time_s;
     r.tflops_per_gpu = flops_per_rank / units::kTera;
     const double peak = train.precision == Precision::kFp32 ? cluster.device.fp32_flops
                                                             : cluster.device.bf16_flops;
     const double mfu_flops_per_rank = model_flops_without_recompute(model, train.global_batch) /
                                       static_cast<double>(plan.world_size()) / r.step_time_s;
+    r.model_tflops_per_gpu = mfu_flops_per_rank / units::kTera;
     r.mfu = peak > 0 ? mfu_flops_per_rank / peak : 0;
     r.bubble_fraction = r.parts.bubble_s / r.step_time_s;
   }

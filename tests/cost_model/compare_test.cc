@@ -63,8 +63,8 @@ TEST(CompareReports, RowsInStepReportOrder) {
       "step_time_s",         "parts.forward_s",     "parts.backward_s", "parts.recompute_s",
       "parts.tp_comm_s",     "parts.pp_comm_s",     "parts.dp_comm_s",  "parts.offload_s",
       "parts.optimizer_s",   "parts.bubble_s",      "parts.other_s",    "tokens_per_s",
-      "tflops_per_gpu",      "mfu",                 "bubble_fraction",  "memory_bytes.device",
-      "memory_bytes.host",   "memory_bytes.nvme"};
+      "tflops_per_gpu",      "model_tflops_per_gpu", "mfu",             "bubble_fraction",
+      "memory_bytes.device", "memory_bytes.host",   "memory_bytes.nvme"};
   ASSERT_EQ(c.fields.size(), keys.size());
   for (std::size_t i = 0; i < keys.size(); ++i) EXPECT_EQ(c.fields[i].key, keys[i]) << i;
   EXPECT_TRUE(c.labels_match());
@@ -118,7 +118,7 @@ TEST(CompareReports, LabelsThatDifferAreReported) {
 TEST(CompareReports, JsonHasNullForUndefinedErrors) {
   const Json j = comparison_to_json(compare_reports(predicted_report(), measured_report()));
   EXPECT_EQ(j.at("predicted_plan"), "t1.p2.d1.v1.b1.1f1b.z0");
-  ASSERT_EQ(j.at("fields").size(), 18u);
+  ASSERT_EQ(j.at("fields").size(), 19u);
   const Json& step = j.at("fields")[0];
   EXPECT_EQ(step.at("key"), "step_time_s");
   EXPECT_NEAR(step.at("relative_error").get<double>(), -0.2, 1e-15);

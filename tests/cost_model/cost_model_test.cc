@@ -88,7 +88,7 @@ TEST(PredictionCache, GivesPredictsFiguresBitwise) {
               for (bool published : {false, true}) {
                 SCOPED_TRACE(fmt::format("{} {}{}", name, plan.label(), published ? " published" : ""));
                 CostModelOptions options;
-                options.published = published;
+                if (published) options.conventions = megatron_lm_2021_conventions();
                 const Prediction direct = predict(model, cluster, train, plan, prof, options);
                 const Prediction cached = predict(model, cluster, train, plan, prof, options, cache);
                 expect_same(direct, cached);

@@ -437,6 +437,30 @@ TEST(EstimateMemory, PublishedConventionOnSeventyFiveBillionShape) {
                    8606711808.0 + 2097152.0 + 8388608.0 + 157286400.0);
 }
 
+TEST(EstimateMemory, HeadroomAddsContextCommunicatorsAndFragmentation) {
+  // The same plan with and without a headroom of 1 GiB of context, 100 MiB per communicator
+  // and 10% fragmentation: t 4 and d 32 (no pipeline) are two communicators, so each rank
+  // gains 0.1 x its device bytes + 1 GiB + 2 x 100 MiB.
+  const ModelSpec m = make_model(36, 4096, 32, 2048, 51200, 16384);
+  Plan plan;
+  plan.tp = 4;
+  plan.dp = 32;
+  MemoryModelOptions options;
+  const MemoryEstimate bare = estimate_memory(m, cluster(Backend::kCuda), train(512, Precision::kBf16),
+                                              plan, options);
+  options.headroom.context_bytes = 1024.0 * 1024 * 1024;
+  options.headroom.communicator_bytes = 100.0 * 1024 * 1024;
+  options.headroom.fragmentation_fraction = 0.1;
+  const MemoryEstimate with = estimate_memory(m, cluster(Backend::kCuda), train(512, Precision::kBf16),
+                                              plan, options);
+  const double expected = 1.1 * bare.stages[0].total.device + 1024.0 * 1024 * 1024 +
+                          2 * 100.0 * 1024 * 1024;
+  EXPECT_DOUBLE_EQ(with.stages[0].total.device, expected);
+  EXPECT_DOUBLE_EQ(with.stages[0].headroom_bytes, expected - bare.stages[0].total.device);
+  EXPECT_DOUBLE_EQ(with.worst.device, expected);
+  EXPECT_DOUBLE_EQ(with.stages[0].total.host, bare.stages[0].total.host);  // the device only
+}
+
 // ---- invariants ------------------------------------------------------------------------
 
 Plan zero3_plan() {

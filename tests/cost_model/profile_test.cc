@@ -109,5 +109,43 @@ TEST(Profile, ErrorPaths) {
   }
 }
 
+TEST(Profile, ConventionsAndHeadroomRoundTripAndAreOptional) {
+  Json j = profile_json();
+  EXPECT_FALSE(Profile::from_json(j, "p.json").conventions.has_value());  // absent: the executor's
+  j["conventions"] = megatron_lm_2021_conventions().to_json();
+  j["device_headroom"] = Json{{"context_mib", 512.0}, {"communicator_mib", 64.0},
+                              {"fragmentation_fraction", 0.05}, {"source", "hand"}};
+  const Profile p = Profile::from_json(j, "p.json");
+  ASSERT_TRUE(p.conventions.has_value());
+  EXPECT_EQ(*p.conventions, megatron_lm_2021_conventions());
+  EXPECT_DOUBLE_EQ(p.headroom.context_bytes, 512.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(p.headroom.communicator_bytes, 64.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(p.headroom.fragmentation_fraction, 0.05);
+  EXPECT_EQ(Profile::from_json(p.to_json(), "p.json").to_json(), p.to_json());
+  // The two named sets differ where the frameworks differ.
+  const KernelConventions cuda = executor_conventions(Backend::kCuda);
+  EXPECT_EQ(cuda.attention, AttentionKernel::kFlash);
+  EXPECT_FALSE(cuda.dropout);
+  EXPECT_EQ(executor_conventions(Backend::kCpu).recompute, RecomputeScope::kToGeluOutput);
+}
+
+TEST(Profile, BadConventionsAndHeadroomNameFileAndKey) {
+  Json j = profile_json();
+  j["conventions"] = megatron_lm_2021_conventions().to_json();
+  j["conventions"]["attention"] = "paged";
+  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); }, {"p.json", "conventions.attention", "paged"});
+  j["conventions"] = megatron_lm_2021_conventions().to_json();
+  j["conventions"].erase("dropout");
+  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); }, {"p.json", "conventions.dropout"});
+  j["conventions"] = megatron_lm_2021_conventions().to_json();
+  j["device_headroom"] = Json{{"context_mib", 512.0}, {"communicator_mib", 64.0},
+                              {"fragmentation_fraction", 1.5}, {"source", "hand"}};
+  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
+               {"p.json", "device_headroom.fragmentation_fraction", "1.5"});
+  j["device_headroom"]["fragmentation_fraction"] = 0.05;
+  j["device_headroom"]["context_mib"] = -1.0;
+  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); }, {"p.json", "device_headroom.context_mib"});
+}
+
 }  // namespace
 }  // namespace strata

@@ -71,7 +71,7 @@ double predicted_tflops(const PublishedRun& run, const ClusterSpec& cluster) {
   plan.recompute = Recompute::kFull;
   plan.zero_stage = run.zero_stage;
   CostModelOptions options;
-  options.published = true;  // Megatron 2021 kernels: materialized attention with dropout
+  options.conventions = megatron_lm_2021_conventions();  // materialized attention with dropout
   const Prediction p = predict(run.model, cluster, train, plan, nullptr, options);
   std::printf("%-28s t%-2lld p%-3lld d%-5lld b%lld v%lld: predicted %6.1f TFLOP/s, published %5.1f "
               "(%+5.1f%%), step %.2f s, bubble %.1f%%, device %.1f GiB\n",
@@ -163,7 +163,7 @@ Prediction predict_run(const OffloadRun& run, const ClusterSpec& cluster) {
   train.global_batch = run.global_batch;
   train.steps = 1;
   CostModelOptions options;
-  options.published = true;
+  options.conventions = megatron_lm_2021_conventions();
   const Prediction p = predict(run.model, cluster, train, run.plan, nullptr, options);
   std::printf("%-28s %s: predicted %6.1f TFLOP/s, published %5.1f (%+5.1f%%), step %.2f s, "
               "device %.1f GiB\n",

@@ -19,7 +19,7 @@ Json report_json() {
     "parts": {"forward_s": 0.25, "backward_s": 0.5, "recompute_s": 0, "tp_comm_s": 0,
               "pp_comm_s": 0.125, "dp_comm_s": 0, "offload_s": 0, "optimizer_s": 0.125,
               "bubble_s": 0.375, "other_s": 0.125},
-    "tokens_per_s": 341.5, "tflops_per_gpu": 0.02, "mfu": 0.4, "bubble_fraction": 0.25,
+    "tokens_per_s": 341.5, "tflops_per_gpu": 0.02, "model_tflops_per_gpu": 0.015, "mfu": 0.4, "bubble_fraction": 0.25,
     "memory_bytes": {"device": 1048576, "host": 0, "nvme": 0},
     "per_rank": [{"rank": 0, "pp_rank": 0, "peak_bytes": {"device": 1048576, "host": 0, "nvme": 0}},
                  {"rank": 1, "pp_rank": 1, "peak_bytes": {"device": 524288, "host": 0, "nvme": 0}}],

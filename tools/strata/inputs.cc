@@ -87,7 +87,8 @@ void add_spec_options(CLI::App& command, SpecOptions& options) {
   command.add_option("--train", options.train, "training setup: a JSON file or a bundled name")
       ->required();
   command.add_option("--profile", options.profile,
-                     "calibrated profile (strata calibrate) replacing the default rates");
+                     "profile: a calibrated file (strata calibrate) or a bundled name "
+                     "(megatron-lm-2021: the published Megatron-LM runs' kernels)");
 }
 
 Inputs load_inputs(const SpecOptions& options) {
@@ -96,10 +97,7 @@ Inputs load_inputs(const SpecOptions& options) {
   inputs.cluster = ClusterSpec::load(resolve_config("clusters", options.cluster, "--cluster"));
   inputs.train = TrainSpec::load(resolve_config("train", options.train, "--train"));
   if (!options.profile.empty()) {
-    if (!is_file(options.profile)) {
-      throw ConfigError(fmt::format("--profile: file '{}' does not exist", options.profile));
-    }
-    inputs.profile = Profile::load(options.profile);
+    inputs.profile = Profile::load(resolve_config("profiles", options.profile, "--profile"));
   }
   return inputs;
 }

@@ -73,16 +73,16 @@ void print_counts(std::ostream& out, const PlanSearchResult& result) {
 
 void print_table(std::ostream& out, const PlanSearchResult& result) {
   out << fmt::format("{:>2} {:>2} {:>3} {:>4} {:>2} {:>2} {:<11} {:>4} {:<22} {:<9} {:<3} "
-                     "{:>10} {:>12} {:>11} {:>9} {:>12} {:>7} {:>6} {:>6}\n",
+                     "{:>10} {:>12} {:>11} {:>9} {:>12} {:>10} {:>6} {:>6}\n",
                      "#", "t", "p", "d", "v", "b", "schedule", "ZeRO", "offload", "recompute",
                      "sp", "device_GiB", "host_GiB/gpu", "nvme_GB/gpu", "step_s", "tokens/s",
-                     "TFLOP/s", "MFU", "bubble");
+                     "hw_TFLOP/s", "MFU", "bubble");
   int rank = 1;
   for (const ScoredPlan& s : result.top) {
     const Plan& p = s.plan;
     const Prediction& r = s.prediction;
     out << fmt::format("{:>2} {:>2} {:>3} {:>4} {:>2} {:>2} {:<11} {:>4} {:<22} {:<9} {:<3} "
-                       "{:>10} {:>12} {:>11} {:>9.4g} {:>12.0f} {:>7} {:>6} {:>6}\n",
+                       "{:>10} {:>12} {:>11} {:>9.4g} {:>12.0f} {:>10} {:>6} {:>6}\n",
                        rank++, p.tp, p.pp, p.dp, p.virtual_stages, p.micro_batch,
                        to_string(p.schedule), p.zero_stage, offload_label(p.offload),
                        to_string(p.recompute), p.sequence_parallel ? "yes" : "no",

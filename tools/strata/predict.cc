@@ -35,7 +35,10 @@ void print_prediction(std::ostream& out, const Prediction& r, const Inputs& inpu
     out << fmt::format("  {:<14} {:>10.4f} s\n", name, seconds);
   }
   out << fmt::format("tokens/s         {:>10.0f}\n", r.tokens_per_s);
-  out << fmt::format("TFLOP/s per GPU  {:>10.3f}\n", r.tflops_per_gpu);
+  out << fmt::format("TFLOP/s per GPU  {:>10.3f}   hardware: a recomputed forward counted\n",
+                     r.tflops_per_gpu);
+  out << fmt::format("  model          {:>10.3f}   the model's FLOPs alone (MFU's numerator)\n",
+                     r.model_tflops_per_gpu);
   out << fmt::format("MFU              {:>10}\n", percent(r.mfu));
   out << fmt::format("bubble           {:>10} of the step\n", percent(r.bubble_fraction));
   out << fmt::format("memory, worst rank: device {} GiB of {} GiB, host {} GiB/GPU, nvme {} GB/GPU\n",

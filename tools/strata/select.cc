@@ -160,12 +160,7 @@ int select_command(const SelectOptionsCli& o, std::ostream& out) {
   const std::vector<Job> jobs = expand(spec, resolve, workload_path);
   const ClusterSpec cluster = ClusterSpec::load(resolve_config("clusters", o.cluster, "--cluster"));
   std::optional<Profile> profile;
-  if (!o.profile.empty()) {
-    if (!fs::is_regular_file(o.profile)) {
-      throw ConfigError(fmt::format("--profile: file '{}' does not exist", o.profile));
-    }
-    profile = Profile::load(o.profile);
-  }
+  if (!o.profile.empty()) profile = Profile::load(resolve_config("profiles", o.profile, "--profile"));
   if (!(o.device_budget_mib >= 0) || o.device_budget_mib > 1e9) {
     throw ConfigError(fmt::format("--device-budget-mib: value {}, expected a positive number of "
                                   "MiB (or 0: the cluster's device memory)", o.device_budget_mib));

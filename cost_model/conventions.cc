@@ -23,6 +23,7 @@ KernelConventions megatron_lm_2021_conventions() {
   c.recompute = RecomputeScope::kWholeLayer;
   c.recompute_regathers = true;
   c.activations = ActivationAccounting::kPublished;
+  c.zero3_module_gathers = true;
   return c;
 }
 
@@ -40,6 +41,7 @@ KernelConventions KernelConventions::from_json(JsonObjectReader r) {
   c.activations = r.get_enum("activation_memory", {"published", "executor"}) == "published"
                       ? ActivationAccounting::kPublished
                       : ActivationAccounting::kExecutor;
+  c.zero3_module_gathers = r.get_enum("zero3_gather", {"layer", "module"}) == "module";
   r.finish();
   return c;
 }
@@ -50,7 +52,8 @@ Json KernelConventions::to_json() const {
               {"bias", separate_bias ? "separate" : "fused"},
               {"recompute", recompute == RecomputeScope::kWholeLayer ? "whole_layer" : "to_gelu_output"},
               {"zero3_recompute_regathers", recompute_regathers},
-              {"activation_memory", activations == ActivationAccounting::kPublished ? "published" : "executor"}};
+              {"activation_memory", activations == ActivationAccounting::kPublished ? "published" : "executor"},
+              {"zero3_gather", zero3_module_gathers ? "module" : "layer"}};
 }
 
 }  // namespace strata

@@ -48,10 +48,15 @@ struct KernelConventions {
   // through the backward.
   bool recompute_regathers = false;
   ActivationAccounting activations = ActivationAccounting::kExecutor;
+  // What ZeRO-3 gathers at once: a whole layer (strata's engine: one flat buffer per unit)
+  // or one module of it (DeepSpeed: a hook per submodule gathers its own parameters), which
+  // decides the gathered parameters live on the device (memory_model.h).
+  bool zero3_module_gathers = false;
 
   // JSON: {"attention": "materialized"|"flash", "dropout": bool, "bias": "fused"|"separate",
   // "recompute": "whole_layer"|"to_gelu_output", "zero3_recompute_regathers": bool,
-  // "activation_memory": "published"|"executor"}, every key required.
+  // "activation_memory": "published"|"executor", "zero3_gather": "layer"|"module"}, every
+  // key required.
   static KernelConventions from_json(JsonObjectReader r);
   Json to_json() const;
   bool operator==(const KernelConventions&) const = default;
@@ -62,8 +67,9 @@ struct KernelConventions {
 KernelConventions executor_conventions(Backend backend);
 
 // The published Megatron-LM runs of 2021 (Narayanan et al.; Korthikanti et al. for the
-// activations): materialised attention with dropout, fused biases, whole-layer
-// recomputation as a pass of its own (ZeRO-3 gathers again for it).
+// activations; DeepSpeed for their ZeRO-3 rows): materialised attention with dropout, fused
+// biases, whole-layer recomputation as a pass of its own (ZeRO-3 gathers again for it), and
+// ZeRO-3 gathering module by module.
 KernelConventions megatron_lm_2021_conventions();
 
 }  // namespace strata

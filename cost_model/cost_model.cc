@@ -25,6 +25,7 @@ namespace {
 MemoryModelOptions memory_options(const KernelConventions& conventions, const Profile* profile) {
   MemoryModelOptions memory;
   memory.published_activations = conventions.activations == ActivationAccounting::kPublished;
+  memory.zero3_module_gathers = conventions.zero3_module_gathers;
   if (profile != nullptr) memory.headroom = profile->headroom;
   return memory;
 }

@@ -180,6 +180,9 @@ StageParams stage_params(const ModelSpec& model, std::int64_t tp, std::int64_t p
     if (pp > 1) out.embedding_params += tied_copy_params_per_tp_rank(model, tp);
   }
   out.largest_unit = std::max(out.largest_unit, out.embedding_params);
+  const std::int64_t h = model.hidden;
+  out.largest_module = std::max({3 * h * h / tp + 3 * h / tp, h * model.ffn_hidden / tp + model.ffn_hidden / tp,
+                                 out.embedding_params});
   return out;
 }
 
@@ -295,7 +298,10 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluste
       stage.logits_bytes = logits_bytes;
     }
     stage.embedding_head_bytes = edge_bytes;
-    stage.activations.device = layers_bytes + recompute_working + edge_bytes + stage.logits_bytes;
+    // A layer's recomputed tensors live during its backward, the logits during the head's
+    // forward and backward: never at once, so the larger of the two.
+    stage.activations.device =
+        layers_bytes + edge_bytes + std::max(recompute_working, stage.logits_bytes);
 
     // Buffers (device).
     if (plan.dp > 1) {
@@ -306,7 +312,9 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluste
     if (plan.zero_stage == 3 && (plan.dp > 1 || plan.offload.params != OffloadTier::kNone)) {
       // ZeRO-3 all-gathers (or, with parameters offloaded, fetches) one unit (a layer or
       // the embedding) while the next is prefetched: the device's parameter working set.
-      stage.zero3_gather_bytes = 2.0 * static_cast<double>(stage.stage_params.largest_unit) * c;
+      const std::int64_t unit = options.zero3_module_gathers ? stage.stage_params.largest_module
+                                                              : stage.stage_params.largest_unit;
+      stage.zero3_gather_bytes = 2.0 * static_cast<double>(unit) * c;
     }
     stage.pipeline_buffer_bytes =
         static_cast<double>(pipeline_messages(plan.schedule, p, v, r)) * message_bytes;

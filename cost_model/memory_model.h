@@ -72,6 +72,7 @@ struct StageParams {
   std::int64_t embedding_params = 0;   // first stage: V h / t + s h; last stage (p > 1): V h / t (tied copy)
   std::int64_t final_norm_params = 0;  // last stage: 2h
   std::int64_t largest_unit = 0;       // the largest unit ZeRO-3 gathers at once (a layer or the embedding)
+  std::int64_t largest_module = 0;     // the largest module: qkv, fc1/fc2 or the embedding
   std::int64_t total() const { return layer_params + embedding_params + final_norm_params; }
 };
 // Rank 0 holds virtual stage 0 (the embedding), rank p-1 holds the last virtual stage (final
@@ -222,6 +223,10 @@ struct MemoryModelOptions {
   // Use the published (Korthikanti) activation convention instead of the backend's
   // executor convention: for checking the model against published figures.
   bool published_activations = false;
+  // ZeRO-3 gathers module by module (KernelConventions::zero3_module_gathers): the gathered
+  // working set is two of the largest module (the one computing, the next prefetched)
+  // instead of two whole layers.
+  bool zero3_module_gathers = false;
   // What the device loses outside the model's tensors (profile.h); added to every rank's
   // device total, so a plan that fits fits with it.
   DeviceHeadroom headroom;

@@ -461,6 +461,39 @@ TEST(EstimateMemory, HeadroomAddsContextCommunicatorsAndFragmentation) {
   EXPECT_DOUBLE_EQ(with.stages[0].total.host, bare.stages[0].total.host);  // the device only
 }
 
+TEST(EstimateMemory, ZeroThreeUnderPublishedConventionsHoldsOneModuleAndOneTransientPhase) {
+  // MT-NLG's shape (105 layers, h 20480, 128 heads, s 2048, f 4h) under ZeRO-3 on 640 GPUs,
+  // micro-batch 4, full recomputation, published conventions. DeepSpeed gathers module by
+  // module, so the gathered working set is two of the largest module (fc1: h f + f =
+  // 1,677,803,520 parameters, 2 bytes each), not two layers (12 h^2 + 13 h each); and a
+  // layer's recomputed tensors (its backward) and the logits (the head's) are never live
+  // together, so the transient is the larger of the two.
+  const ModelSpec m = make_model(105, 20480, 128, 2048, 51200, 81920);
+  Plan plan;
+  plan.dp = 640;
+  plan.micro_batch = 4;
+  plan.zero_stage = 3;
+  plan.recompute = Recompute::kFull;
+  MemoryModelOptions options;
+  options.published_activations = true;
+  options.zero3_module_gathers = true;
+  const MemoryEstimate e = estimate_memory(m, cluster(Backend::kCuda), train(2560, Precision::kBf16),
+                                           plan, options);
+  const StageMemory& s = e.stages[0];
+  EXPECT_DOUBLE_EQ(s.zero3_gather_bytes, 2.0 * (20480.0 * 81920 + 81920) * 2);
+  EXPECT_DOUBLE_EQ(s.activations.device,
+                   s.layer_activation_bytes * 105 + s.embedding_head_bytes +
+                       std::max(s.recompute_working_bytes, s.logits_bytes));
+  // It fits an 80 GB A100 (the run was made on them), with 2 GiB to spare for the headroom.
+  EXPECT_LT(s.total.device, 78.0 * 1024 * 1024 * 1024);
+  // Layer-wise gathers (strata's own engine) hold two whole layers: 2 x 5.03e9 x 2 B more.
+  options.zero3_module_gathers = false;
+  const MemoryEstimate layers = estimate_memory(m, cluster(Backend::kCuda), train(2560, Precision::kBf16),
+                                                plan, options);
+  EXPECT_DOUBLE_EQ(layers.stages[0].zero3_gather_bytes,
+                   2.0 * (12.0 * 20480 * 20480 + 13.0 * 20480) * 2);
+}
+
 // ---- invariants ------------------------------------------------------------------------
 
 Plan zero3_plan() {

@@ -16,6 +16,7 @@
 
 #include "cost_model/memory_model.h"
 #include "cost_model/op_costs.h"
+#include "cost_model/partition.h"
 #include "cost_model/time_model.h"
 #include "cost_model/units.h"
 
@@ -36,7 +37,15 @@ RankClasses make_rank_classes(const ModelSpec& model, const TrainSpec& train, co
   const std::int64_t p = plan.pp;
   const std::int64_t small_p = std::min<std::int64_t>(p, 3);
   ModelSpec small_model = model;
-  small_model.layers = small_p * plan.virtual_stages * (model.layers / (p * plan.virtual_stages));
+  // The layers of the ranks kept: the first, one middle (every middle rank holds the same)
+  // and the last, so that the small plan's split gives each its own count.
+  small_model.layers = 0;
+  for (std::int64_t k = 0; k < small_p; ++k) {
+    const std::int64_t r = k == small_p - 1 ? p - 1 : k;  // 0, (1,) p - 1
+    for (std::int64_t c = 0; c < plan.virtual_stages; ++c) {
+      small_model.layers += chunk_layers(model, plan, r, c).layers;
+    }
+  }
   Plan small_plan = plan;
   small_plan.pp = small_p;
   // The fewest micro-batches: 1, or p for the interleaved schedule (m % p == 0).
@@ -154,7 +163,8 @@ const RankClasses& PredictionCache::rank_classes(const ModelSpec& model, const T
       plan.zero_stage, static_cast<std::int64_t>(plan.offload.optimizer),
       static_cast<std::int64_t>(plan.offload.gradients),
       static_cast<std::int64_t>(plan.offload.params), static_cast<std::int64_t>(plan.recompute),
-      plan.sequence_parallel ? 1 : 0, options.prefetch_distance, options.recompute_regathers ? 1 : 0};
+      plan.sequence_parallel ? 1 : 0, options.prefetch_distance, options.recompute_regathers ? 1 : 0,
+      plan.first_stage_layers, plan.last_stage_layers};
   auto it = classes_.find(key);
   if (it == classes_.end()) {
     it = classes_.emplace(key, make_rank_classes(model, train, plan, options)).first;

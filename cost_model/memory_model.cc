@@ -158,18 +158,29 @@ ModelStateBytesPerParam zero_model_state_bytes_per_param(int zero_stage, std::in
 
 StageParams stage_params(const ModelSpec& model, std::int64_t tp, std::int64_t pp,
                          std::int64_t virtual_stages, std::int64_t pp_rank) {
+  Plan plan;
+  plan.tp = tp;
+  plan.pp = pp;
+  plan.virtual_stages = virtual_stages;
+  return stage_params(model, plan, pp_rank);
+}
+
+StageParams stage_params(const ModelSpec& model, const Plan& plan, std::int64_t pp_rank) {
+  const std::int64_t tp = plan.tp;
+  const std::int64_t pp = plan.pp;
   require_positive("pp", pp);
-  require_positive("virtual_stages", virtual_stages);
+  require_positive("virtual_stages", plan.virtual_stages);
   if (pp_rank < 0 || pp_rank >= pp) {
     throw InfeasiblePlan(fmt::format("memory model: pp_rank = {}, expected 0..{}", pp_rank, pp - 1));
   }
-  if (model.layers < 1 || model.layers % (pp * virtual_stages) != 0) {
-    throw InfeasiblePlan(fmt::format(
-        "memory model: layers % (pp * v) = {} % ({} * {}) != 0", model.layers, pp, virtual_stages));
+  if (const std::string why = pipeline_violation(model, plan); model.layers < 1 || !why.empty()) {
+    throw InfeasiblePlan(fmt::format("memory model: {}", why.empty() ? "no layers" : why));
   }
+  std::int64_t stage_layers = 0;
+  for (std::int64_t c = 0; c < plan.virtual_stages; ++c) stage_layers += chunk_layers(model, plan, pp_rank, c).layers;
   StageParams out;
   const std::int64_t per_layer = layer_params_per_tp_rank(model, tp);
-  out.layers = model.layers / pp;
+  out.layers = stage_layers;
   out.layer_params = out.layers * per_layer;
   out.largest_unit = per_layer;
   if (pp_rank == 0) out.embedding_params += embedding_params_per_tp_rank(model, tp);
@@ -234,7 +245,6 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluste
   const std::int64_t m = train.global_batch / (plan.dp * plan.micro_batch);
   const std::int64_t p = plan.pp;
   const std::int64_t v = plan.virtual_stages;
-  const std::int64_t layers_per_chunk = model.layers / (p * v);  // checked by stage_params
   const int c = train.compute_bytes();
   const ActivationConvention convention = options.published_activations
                                               ? ActivationConvention::kPublished
@@ -272,7 +282,7 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluste
   for (std::int64_t r = 0; r < p; ++r) {
     StageMemory stage;
     stage.pp_rank = r;
-    stage.stage_params = stage_params(model, plan.tp, p, v, r);
+    stage.stage_params = stage_params(model, plan, r);
     const double n_params = static_cast<double>(stage.stage_params.total());
 
     add_to_tier(stage.params, plan.offload.params, n_params * per_param.params);
@@ -284,7 +294,7 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluste
     stage.layer_activation_bytes = kept_layer_bytes;
     stage.recompute_working_bytes = recompute_working;
     const double layers_bytes =
-        kept_layer_bytes * static_cast<double>(layers_per_chunk * stage.in_flight);
+        kept_layer_bytes * static_cast<double>(stage.stage_params.layers / v * stage.in_flight);
     // Micro-batches of the first chunk (embedding) / last chunk (head) among the in-flight
     // forwards at the rank's peak.
     double edge_bytes = 0;

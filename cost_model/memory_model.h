@@ -79,6 +79,7 @@ struct StageParams {
 // LayerNorm and the tied output embedding when p > 1). The vocabulary shard is ceil(V / t)
 // rows (the last shard padded). Throws InfeasiblePlan when pp, tp or v < 1, pp_rank is
 // outside [0, pp), layers % (pp * v) != 0, heads % tp != 0 or ffn % tp != 0.
+StageParams stage_params(const ModelSpec& model, const Plan& plan, std::int64_t pp_rank);
 StageParams stage_params(const ModelSpec& model, std::int64_t tp, std::int64_t pp,
                          std::int64_t virtual_stages, std::int64_t pp_rank);
 

@@ -87,9 +87,55 @@ std::string pipeline_violation(const ModelSpec& model, std::int64_t pp, std::int
   return {};
 }
 
+namespace {
+
+// Uneven stages: how many stages take the even share, and that share.
+struct UnevenSplit {
+  std::int64_t shared_stages = 0;
+  std::int64_t shared_layers = 0;  // in all of them together
+};
+UnevenSplit uneven_split(const ModelSpec& model, const Plan& plan) {
+  UnevenSplit u;
+  u.shared_stages = plan.pp - (plan.first_stage_layers > 0 ? 1 : 0) - (plan.last_stage_layers > 0 ? 1 : 0);
+  u.shared_layers = model.layers - plan.first_stage_layers - plan.last_stage_layers;
+  return u;
+}
+
+}  // namespace
+
+std::string pipeline_violation(const ModelSpec& model, const Plan& plan) {
+  if (!plan.uneven_stages()) return pipeline_violation(model, plan.pp, plan.virtual_stages);
+  if (plan.virtual_stages != 1) {
+    return fmt::format("uneven stages (first_stage_layers = {}, last_stage_layers = {}) need v = "
+                       "1, got v = {}", plan.first_stage_layers, plan.last_stage_layers,
+                       plan.virtual_stages);
+  }
+  if (plan.pp < 2) {
+    return fmt::format("uneven stages (first_stage_layers = {}, last_stage_layers = {}) need a "
+                       "pipeline, got pp = {}", plan.first_stage_layers, plan.last_stage_layers,
+                       plan.pp);
+  }
+  const UnevenSplit u = uneven_split(model, plan);
+  if (u.shared_stages == 0) {
+    if (u.shared_layers != 0) {
+      return fmt::format("first_stage_layers + last_stage_layers = {} + {} must be the model's {} "
+                         "layers with pp = 2", plan.first_stage_layers, plan.last_stage_layers,
+                         model.layers);
+    }
+    return {};
+  }
+  if (u.shared_layers < u.shared_stages || u.shared_layers % u.shared_stages != 0) {
+    return fmt::format("uneven stages: the {} layers left after first_stage_layers = {} and "
+                       "last_stage_layers = {} do not split evenly (at least one each) over the "
+                       "other {} stages", u.shared_layers, plan.first_stage_layers,
+                       plan.last_stage_layers, u.shared_stages);
+  }
+  return {};
+}
+
 ChunkLayers chunk_layers(const ModelSpec& model, const Plan& plan, std::int64_t pp_rank,
                          std::int64_t chunk) {
-  if (const std::string why = pipeline_violation(model, plan.pp, plan.virtual_stages); !why.empty()) {
+  if (const std::string why = pipeline_violation(model, plan); !why.empty()) {
     throw InfeasiblePlan(why);
   }
   if (pp_rank < 0 || pp_rank >= plan.pp || chunk < 0 || chunk >= plan.virtual_stages) {
@@ -99,10 +145,19 @@ ChunkLayers chunk_layers(const ModelSpec& model, const Plan& plan, std::int64_t 
   const std::int64_t stages = plan.pp * plan.virtual_stages;
   ChunkLayers c;
   c.vstage = virtual_stage_of(plan.pp, pp_rank, chunk);
-  c.layers = model.layers / stages;
-  c.first_layer = c.vstage * c.layers;
   c.first = c.vstage == 0;
   c.last = c.vstage == stages - 1;
+  if (!plan.uneven_stages()) {
+    c.layers = model.layers / stages;
+    c.first_layer = c.vstage * c.layers;
+    return c;
+  }
+  const UnevenSplit u = uneven_split(model, plan);
+  const std::int64_t shared = u.shared_stages > 0 ? u.shared_layers / u.shared_stages : 0;
+  const std::int64_t first = plan.first_stage_layers > 0 ? plan.first_stage_layers : shared;
+  const std::int64_t last = plan.last_stage_layers > 0 ? plan.last_stage_layers : shared;
+  c.layers = c.first ? first : (c.last ? last : shared);
+  c.first_layer = c.first ? 0 : first + (c.vstage - 1) * shared;
   return c;
 }
 
@@ -139,12 +194,11 @@ std::int64_t unit_chunk(const ModelSpec& model, const Plan& plan, std::int64_t p
     case UnitKind::kTiedCopy:
     case UnitKind::kFinalNorm: return plan.virtual_stages - 1;
     case UnitKind::kLayer: {
-      const std::int64_t per_chunk = model.layers / (plan.pp * plan.virtual_stages);
-      const std::int64_t vstage = unit.layer / per_chunk;
-      if (vstage % plan.pp != pp_rank) {
-        throw InfeasiblePlan(fmt::format("unit {} is not on pipeline rank {}", unit.name, pp_rank));
+      for (std::int64_t c = 0; c < plan.virtual_stages; ++c) {
+        const ChunkLayers chunk = chunk_layers(model, plan, pp_rank, c);
+        if (unit.layer >= chunk.first_layer && unit.layer < chunk.first_layer + chunk.layers) return c;
       }
-      return vstage / plan.pp;
+      throw InfeasiblePlan(fmt::format("unit {} is not on pipeline rank {}", unit.name, pp_rank));
     }
   }
   return 0;

@@ -5,7 +5,8 @@
 //     a sentence naming the numbers; empty when the rule holds);
 //   - the chunk a layer belongs to: chunk c of pipeline rank r is virtual stage c p + r
 //     (Megatron's interleaved assignment), holding layers [s L/(p v), (s+1) L/(p v));
-//     virtual stage 0 also runs the embedding, the last one the head;
+//     virtual stage 0 also runs the embedding, the last one the head; with uneven stages
+//     (v = 1) the first and last stage hold the plan's counts and the others share the rest;
 //   - the parameter units a pipeline rank holds and in which order (the embedding, its
 //     layers chunk by chunk, the tied wte copy of the last stage when p > 1, the final
 //     LayerNorm), each with its layout (cost_model/param_layout.h).
@@ -34,6 +35,11 @@ std::string tensor_parallel_violation(const ModelSpec& model, std::int64_t tp);
 std::string sequence_parallel_violation(const ModelSpec& model, std::int64_t tp);
 // Every model chunk holds the same number of layers: layers % (p v) == 0.
 std::string pipeline_violation(const ModelSpec& model, std::int64_t pp, std::int64_t v);
+// The plan's split: even as above, or uneven stages (Plan::first_stage_layers,
+// last_stage_layers; Megatron's): only with v = 1 and p >= 2; the stages without a count
+// share the remaining layers evenly, at least one each (p = 2 with both counts set: they
+// must add up to the layers).
+std::string pipeline_violation(const ModelSpec& model, const Plan& plan);
 
 struct ParallelDims {
   int tp = 1;
@@ -68,8 +74,8 @@ struct ChunkLayers {
   bool first = false;  // virtual stage 0: runs the embedding
   bool last = false;   // the last virtual stage: runs the head
 };
-// Throws InfeasiblePlan when pipeline_violation() is not empty or the rank/chunk is outside
-// the plan.
+// Throws InfeasiblePlan when pipeline_violation(model, plan) is not empty or the rank/chunk
+// is outside the plan.
 ChunkLayers chunk_layers(const ModelSpec& model, const Plan& plan, std::int64_t pp_rank,
                          std::int64_t chunk);
 

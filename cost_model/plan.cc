@@ -120,6 +120,11 @@ Plan Plan::from_json(const Json& json, const std::string& source) {
   p.offload = offload_from_json(r.get_object("offload"));
   p.recompute = recompute_from_string(r.get_enum("recompute", kRecomputeWords));
   p.sequence_parallel = r.get_bool("sequence_parallel");
+  for (auto [key, field] : {std::pair{"first_stage_layers", &Plan::first_stage_layers},
+                            std::pair{"last_stage_layers", &Plan::last_stage_layers}}) {
+    p.*field = r.get_int_or(key, 0);
+    r.require_non_negative(key, static_cast<double>(p.*field));
+  }
   // What `strata plan --out` writes around the plan; read by the tools, not by Plan.
   for (const char* extra : {"prediction", "model", "cluster", "train"}) r.allow(extra);
   r.finish();
@@ -129,19 +134,22 @@ Plan Plan::from_json(const Json& json, const std::string& source) {
 Plan Plan::load(const std::string& path) { return from_json(read_json_file(path), path); }
 
 Json Plan::to_json() const {
-  return Json{{"tp", tp},
-              {"pp", pp},
-              {"dp", dp},
-              {"virtual_stages", virtual_stages},
-              {"micro_batch", micro_batch},
-              {"schedule", to_string(schedule)},
-              {"zero_stage", zero_stage},
-              {"offload",
-               {{"optimizer", to_string(offload.optimizer)},
-                {"gradients", to_string(offload.gradients)},
-                {"params", to_string(offload.params)}}},
-              {"recompute", to_string(recompute)},
-              {"sequence_parallel", sequence_parallel}};
+  Json j{{"tp", tp},
+         {"pp", pp},
+         {"dp", dp},
+         {"virtual_stages", virtual_stages},
+         {"micro_batch", micro_batch},
+         {"schedule", to_string(schedule)},
+         {"zero_stage", zero_stage},
+         {"offload",
+          {{"optimizer", to_string(offload.optimizer)},
+           {"gradients", to_string(offload.gradients)},
+           {"params", to_string(offload.params)}}},
+         {"recompute", to_string(recompute)},
+         {"sequence_parallel", sequence_parallel}};
+  if (first_stage_layers > 0) j["first_stage_layers"] = first_stage_layers;
+  if (last_stage_layers > 0) j["last_stage_layers"] = last_stage_layers;
+  return j;
 }
 
 std::int64_t Plan::micro_batches(const TrainSpec& train) const {
@@ -164,7 +172,7 @@ void Plan::check_against_model(const ModelSpec& model, const TrainSpec& train,
                      tp, pp, dp, virtual_stages, micro_batch));
   }
   for (const std::string& why : {tensor_parallel_violation(model, tp),
-                                 pipeline_violation(model, pp, virtual_stages)}) {
+                                 pipeline_violation(model, *this)}) {
     if (!why.empty()) fail(why);
   }
   if (train.global_batch % (dp * micro_batch) != 0) {
@@ -232,6 +240,7 @@ std::string Plan::label() const {
   }
   s += fmt::format(" rc={}", to_string(recompute));
   if (sequence_parallel) s += " sp";
+  if (uneven_stages()) s += fmt::format(" layers={}..{}", first_stage_layers, last_stage_layers);
   return s;
 }
 

@@ -37,6 +37,13 @@ struct Plan {
   OffloadPlan offload;
   Recompute recompute = Recompute::kNone;
   bool sequence_parallel = false;
+  // Uneven pipeline stages (Megatron's --decoder-first/last-pipeline-num-layers): the layers
+  // of the first and of the last pipeline stage, the rest shared evenly by the others; 0:
+  // that stage takes an even share. Only with v = 1 (cost_model/partition.h has the rule).
+  // JSON "first_stage_layers" / "last_stage_layers", optional, written only when set.
+  std::int64_t first_stage_layers = 0;
+  std::int64_t last_stage_layers = 0;
+  bool uneven_stages() const { return first_stage_layers > 0 || last_stage_layers > 0; }
 
   bool operator==(const Plan&) const = default;
 

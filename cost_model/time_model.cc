@@ -243,7 +243,7 @@ TransferBytes offload_traffic(const ModelSpec& model, const Plan& plan, const Tr
                               std::int64_t pp_rank, double element_bytes) {
   TransferBytes traffic;
   if (plan.offload == OffloadPlan{}) return traffic;
-  const StageParams stage = stage_params(model, plan.tp, plan.pp, plan.virtual_stages, pp_rank);
+  const StageParams stage = stage_params(model, plan, pp_rank);
   const double m = static_cast<double>(plan.micro_batches(train));
   const bool first = pp_rank == 0;  // the embedding (virtual stage 0)
   const bool last = pp_rank == plan.pp - 1;

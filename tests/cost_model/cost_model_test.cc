@@ -58,12 +58,15 @@ TEST(PredictionCache, GivesPredictsFiguresBitwise) {
     const ClusterSpec cluster = cluster_named(name);
     const Profile* prof = name == "local-cpu" ? &profile : nullptr;
     PredictionCache cache;
-    for (auto [kind, p, v] : {std::tuple{ScheduleKind::kOneFOneB, 1, 1},
-                              {ScheduleKind::kGpipe, 2, 1},
-                              {ScheduleKind::kOneFOneB, 3, 1},
-                              {ScheduleKind::kOneFOneB, 4, 1},
-                              {ScheduleKind::kInterleaved, 2, 3},
-                              {ScheduleKind::kInterleaved, 4, 3}}) {
+    // The last two: uneven stages (12 layers: 2 | 5 | 5 on p = 3; 3 | 3 3 3 on p = 4).
+    for (auto [kind, p, v, first, last] : {std::tuple{ScheduleKind::kOneFOneB, 1, 1, 0, 0},
+                                           {ScheduleKind::kGpipe, 2, 1, 0, 0},
+                                           {ScheduleKind::kOneFOneB, 3, 1, 0, 0},
+                                           {ScheduleKind::kOneFOneB, 4, 1, 0, 0},
+                                           {ScheduleKind::kInterleaved, 2, 3, 0, 0},
+                                           {ScheduleKind::kInterleaved, 4, 3, 0, 0},
+                                           {ScheduleKind::kOneFOneB, 3, 1, 2, 5},
+                                           {ScheduleKind::kGpipe, 4, 1, 3, 0}}) {
       for (int zero : {0, 1, 2, 3}) {
         for (const OffloadPlan& off :
              {OffloadPlan{}, OffloadPlan{OffloadTier::kCpu, OffloadTier::kNone, OffloadTier::kNone},
@@ -78,6 +81,8 @@ TEST(PredictionCache, GivesPredictsFiguresBitwise) {
               plan.pp = p;
               plan.dp = 2;
               plan.virtual_stages = v;
+              plan.first_stage_layers = first;
+              plan.last_stage_layers = last;
               plan.schedule = kind;
               plan.zero_stage = zero;
               plan.offload = off;

@@ -53,6 +53,53 @@ TEST(Partition, RulesNameTheirNumbers) {
   EXPECT_NE(pipeline_violation(m, 3, 1).find("8 % (3*1) = 2"), std::string::npos);
 }
 
+TEST(Partition, UnevenStagesAsMegatronSplitsThem) {
+  // BLOOM-176B's 70 layers on 12 stages: no even split (70 % 12 = 10); with 5 layers on the
+  // first and on the last stage the other 10 stages take (70 - 10) / 10 = 6 each.
+  const ModelSpec bloom = model(70, 14336, 112, 2048, 250880);
+  Plan plan;
+  plan.pp = 12;
+  EXPECT_NE(pipeline_violation(bloom, plan).find("70 % (12*1) = 10"), std::string::npos);
+  plan.first_stage_layers = 5;
+  plan.last_stage_layers = 5;
+  EXPECT_TRUE(pipeline_violation(bloom, plan).empty());
+  EXPECT_EQ(chunk_layers(bloom, plan, 0, 0).layers, 5);
+  EXPECT_EQ(chunk_layers(bloom, plan, 1, 0).first_layer, 5);
+  EXPECT_EQ(chunk_layers(bloom, plan, 1, 0).layers, 6);
+  EXPECT_EQ(chunk_layers(bloom, plan, 10, 0).first_layer, 5 + 9 * 6);  // 59
+  const ChunkLayers last = chunk_layers(bloom, plan, 11, 0);
+  EXPECT_EQ(last.first_layer, 65);
+  EXPECT_EQ(last.layers, 5);
+  EXPECT_TRUE(last.last);
+  // Only the first set: the other 11 stages share 70 - 4 = 66, 6 each.
+  plan.last_stage_layers = 0;
+  plan.first_stage_layers = 4;
+  EXPECT_EQ(chunk_layers(bloom, plan, 11, 0).layers, 6);
+  // Rules: a remainder that does not split, interleaving, no pipeline, p = 2 not adding up.
+  plan.first_stage_layers = 5;
+  EXPECT_NE(pipeline_violation(bloom, plan).find("65 layers left"), std::string::npos);
+  plan.first_stage_layers = 4;
+  plan.virtual_stages = 2;
+  EXPECT_NE(pipeline_violation(bloom, plan).find("need v = 1"), std::string::npos);
+  plan.virtual_stages = 1;
+  plan.pp = 1;
+  EXPECT_NE(pipeline_violation(bloom, plan).find("need a pipeline"), std::string::npos);
+  plan.pp = 2;
+  plan.first_stage_layers = 30;
+  plan.last_stage_layers = 30;
+  EXPECT_NE(pipeline_violation(bloom, plan).find("must be the model's 70 layers"), std::string::npos);
+  plan.last_stage_layers = 40;
+  EXPECT_TRUE(pipeline_violation(bloom, plan).empty());
+  // Each layer's unit is on the rank whose stage holds it.
+  plan.pp = 12;
+  plan.first_stage_layers = 5;
+  plan.last_stage_layers = 5;
+  const auto units = rank_unit_layouts(bloom, plan, 11, 0);
+  EXPECT_EQ(units.front().name, "layer65");
+  EXPECT_EQ(unit_chunk(bloom, plan, 11, units.front()), 0);
+  EXPECT_THROW(unit_chunk(bloom, plan, 10, units.front()), InfeasiblePlan);
+}
+
 TEST(Partition, InterleavedChunksAndTheUnitsOfEachRank) {
   // 8 layers, p = 2, v = 2: virtual stages of 2 layers; chunk c of rank r is stage 2c + r.
   const ModelSpec m = model(8, 64, 4, 32, 256);

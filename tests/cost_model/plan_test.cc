@@ -64,6 +64,21 @@ TEST(Plan, LoadsRoundTripsAndLabels) {
   EXPECT_EQ(p.micro_batches(train_with_batch(8)), 4);
 }
 
+TEST(Plan, UnevenStagesAreOptionalKeysWrittenOnlyWhenSet) {
+  Json j = plan_json();
+  EXPECT_EQ(Plan::from_json(j, "plan.json").first_stage_layers, 0);  // absent: even
+  j["first_stage_layers"] = 3;
+  j["last_stage_layers"] = 2;
+  const Plan p = Plan::from_json(j, "plan.json");
+  EXPECT_EQ(p.first_stage_layers, 3);
+  EXPECT_EQ(p.last_stage_layers, 2);
+  EXPECT_TRUE(p.uneven_stages());
+  EXPECT_EQ(p.to_json(), j);
+  EXPECT_NE(p.label().find("layers=3..2"), std::string::npos);
+  j["last_stage_layers"] = -1;
+  EXPECT_THROW(Plan::from_json(j, "plan.json"), ConfigError);
+}
+
 TEST(Plan, SkipsWhatStrataPlanWritesAroundIt) {
   Json j = plan_json();
   j["prediction"] = Json::object();

@@ -46,7 +46,11 @@ set(strata_equivalence_plans
   "t1_1_2_1_1f1b_3_2_0_none_nosp_cpu"
   "t1_2_2_1_1f1b_2_1_0.05_full_nosp_nvme"
   "t2_1_1_1_gpipe_1_2_0_none_nosp_cpu"
-  "t1_1_2_1_1f1b_3_1_0_selective_nosp_nvme")
+  "t1_1_2_1_1f1b_3_1_0_selective_nosp_nvme"
+  # Uneven pipeline stages (optional field after offload: first..last stage layers of 8).
+  "t1_3_1_1_1f1b_0_1_0_none_nosp_none_2..3"
+  "t1_4_1_1_gpipe_1_1_0.05_full_nosp_none_2..0"
+  "t2_3_1_1_1f1b_3_1_0_none_sp_none_3..2")
 foreach(entry IN LISTS strata_equivalence_plans)
   string(SUBSTRING "${entry}" 1 -1 spec)
   string(REPLACE "_" ";" args "${spec}")

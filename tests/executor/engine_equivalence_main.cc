@@ -137,9 +137,10 @@ int check_memory(const strata::Plan& plan, const Trace& got, strata::MpiCommunic
 }
 
 int run(int argc, char** argv, strata::MpiSession& session) {
-  if (argc < 9 || argc > 12) {
+  if (argc < 9 || argc > 13) {
     std::fprintf(stderr,
-                 "usage: %s t p d v schedule zero micro_batch grad_clip [recompute [sp|nosp [offload]]]\n",
+                 "usage: %s t p d v schedule zero micro_batch grad_clip [recompute [sp|nosp "
+                 "[offload [first..last stage layers]]]]\n",
                  argv[0]);
     return 2;
   }
@@ -155,6 +156,13 @@ int run(int argc, char** argv, strata::MpiSession& session) {
     plan.offload.optimizer = tier;
     if (plan.zero_stage >= 2) plan.offload.gradients = tier;
     if (plan.zero_stage == 3) plan.offload.params = tier;
+  }
+  if (argc > 12) {
+    // Uneven stages: "F..L", the first and last stage's layers (0: an even share).
+    const std::string split = argv[12];
+    const std::size_t dots = split.find("..");
+    plan.first_stage_layers = std::atoll(split.substr(0, dots).c_str());
+    plan.last_stage_layers = std::atoll(split.substr(dots + 2).c_str());
   }
   const double clip = std::atof(argv[8]);
   constexpr int kSteps = 5;

@@ -18,6 +18,7 @@
 #include <stdexcept>
 
 #include "cost_model/errors.h"
+#include "cost_model/optimizer_schedule.h"
 #include "cost_model/partition.h"
 
 namespace strata::engine {
@@ -176,7 +177,9 @@ void Engine::state_move(const ProgramOp& op, std::int64_t step, StepResult& resu
     case Kind::kOffloadGrads: state_.offload_grads(u); return;
     case Kind::kTiedEmbeddingSum: state_.tied_embedding_sum(u); return;
     case Kind::kGradNorm: result.grad_norm = state_.grad_norm(train_.optimizer); return;
-    case Kind::kOptimizerStep: state_.optimizer_step(u, train_.optimizer, static_cast<int>(step + 1)); return;
+    case Kind::kOptimizerStep:
+      state_.optimizer_step(u, train_.optimizer, static_cast<int>(step + 1), result.lr);
+      return;
     case Kind::kGatherParams: state_.gather_params(u); return;
     default: break;
   }
@@ -438,6 +441,7 @@ double Engine::forward_backward(std::int64_t step) {
 
 StepResult Engine::step(std::int64_t step) {
   StepResult result;
+  result.lr = learning_rate(train_.optimizer, step + 1, train_.steps);
   result_ = &result;
   std::vector<OpRecord> records;
   host_world_->barrier();  // a common origin for every rank's trace and step time

@@ -46,6 +46,7 @@ namespace strata::engine {
 struct StepResult {
   double loss = 0;        // mean over the global batch's tokens (same on every rank)
   double grad_norm = 0;   // global gradient norm before clipping
+  double lr = 0;          // the learning rate of this step's update (optimizer_schedule.h)
   double step_s = 0;      // this rank's wall time for the step
   StepTimeParts parts;    // this rank's split of step_s (see engine.cc for each part)
   std::vector<TraceEvent> events;  // this rank's ops in Program order, start_s from the step's start

@@ -103,7 +103,9 @@ class ModelState {
   void tied_embedding_sum(std::size_t u);
   // The global gradient norm (before clipping); keeps the clip factor for optimizer_step.
   double grad_norm(const OptimizerSpec& opt);
-  void optimizer_step(std::size_t u, const OptimizerSpec& opt, int step);
+  // AdamW step `step` (1-based) of unit u at learning rate lr (optimizer_schedule.h), weight
+  // decay on the tensors decays() names.
+  void optimizer_step(std::size_t u, const OptimizerSpec& opt, int step, double lr);
   void gather_params(std::size_t u);
 
   // Bytes moved between tiers since reset_transfers() (empty without offload), and the
@@ -132,8 +134,14 @@ class ModelState {
   double local_sum_of_squares(const ParamUnit& u, const float* slice, std::int64_t lo,
                               bool on_host) const;
   void send_grad_shard_down(ParamUnit& u);
-  void update_on_device(ParamUnit& u, const AdamWStep& hp);
-  void update_on_cpu(ParamUnit& u, const AdamWStep& hp);
+  // The optimizer part [0, n) of unit u split into runs of one weight decay: [begin, end).
+  struct DecayRun {
+    std::int64_t begin = 0, end = 0;
+    bool decayed = true;
+  };
+  std::vector<DecayRun> decay_runs(const ParamUnit& u, const OptimizerSpec& opt) const;
+  void update_on_device(ParamUnit& u, const AdamWStep& hp, const std::vector<DecayRun>& runs);
+  void update_on_cpu(ParamUnit& u, const AdamWStep& hp, const std::vector<DecayRun>& runs);
 
   Backend* backend_;
   const ProcessGroups* groups_;

@@ -37,7 +37,8 @@ bool is_offload(Kind k) { return k == Kind::kFetch || k == Kind::kOffloadGrads; 
 
 Engine::Engine(Backend& backend, const ModelSpec& model, const TrainSpec& train, const Plan& plan,
                const ProcessGroups& groups, Communicator& host_world,
-               const data::BatchSampler& sampler, const OffloadOptions& offload_options)
+               const data::BatchSampler& sampler, const OffloadOptions& offload_options,
+               const model::UnitInit& init)
     : backend_(&backend),
       model_(model),
       train_(train),
@@ -54,7 +55,8 @@ Engine::Engine(Backend& backend, const ModelSpec& model, const TrainSpec& train,
       state_(backend,
              rank_unit_layouts(model, plan, groups.coords().pp, groups.coords().tp,
                                backend.vocab_row_alignment()),
-             plan, groups, host_world, train.seed, offload_options, plan.micro_batches(train)) {
+             plan, groups, host_world, train.seed, offload_options, plan.micro_batches(train),
+             init) {
   for (std::int64_t c = 0; c < plan.virtual_stages; ++c) {
     chunks_.push_back(chunk_layers(model, plan, groups.coords().pp, c));
   }
@@ -437,6 +439,19 @@ double Engine::forward_backward(std::int64_t step) {
   backend_->synchronize();
   result_ = nullptr;
   return global_loss();
+}
+
+double Engine::evaluate(const data::BatchSampler& sampler, std::int64_t batch) {
+  const data::BatchSampler* training = sampler_;
+  sampler_ = &sampler;
+  try {
+    const double loss = forward_backward(batch);
+    sampler_ = training;
+    return loss;
+  } catch (...) {
+    sampler_ = training;
+    throw;
+  }
 }
 
 StepResult Engine::step(std::int64_t step) {

@@ -33,7 +33,7 @@ std::int64_t element_bytes(DType t) { return dtype_bytes(t); }
 ModelState::ModelState(Backend& backend, std::vector<UnitLayout> layouts, const Plan& plan,
                        const ProcessGroups& groups, Communicator& host_world,
                        std::uint64_t seed, const OffloadOptions& options,
-                       std::int64_t micro_batches)
+                       std::int64_t micro_batches, const model::UnitInit& init)
     : backend_(&backend),
       groups_(&groups),
       host_world_(&host_world),
@@ -47,13 +47,17 @@ ModelState::ModelState(Backend& backend, std::vector<UnitLayout> layouts, const 
     if (params_off()) fetcher_ = std::make_unique<ParamFetcher>(*links_, backend);
   }
   const std::int64_t d = groups.dims().dp;
+  const model::UnitInit seeded = [seed](const UnitLayout& unit, float* dst, std::int64_t begin,
+                                        std::int64_t end) {
+    model::init_unit_range(unit, seed, dst, begin, end);
+  };
   units_.reserve(layouts.size());
   for (auto& layout : layouts) {
     ParamUnit u;
     u.layout = std::move(layout);
     u.padded = (u.layout.count + d - 1) / d * d;
     u.shard = u.padded / d;
-    place(u, seed);
+    place(u, init ? init : seeded);
     index_[u.layout.name] = units_.size();
     units_.push_back(std::move(u));
   }
@@ -73,14 +77,14 @@ std::int32_t ModelState::index(const std::string& name) const {
   return it == index_.end() ? -1 : static_cast<std::int32_t>(it->second);
 }
 
-void ModelState::place(ParamUnit& u, std::uint64_t seed) {
+void ModelState::place(ParamUnit& u, const model::UnitInit& init_values) {
   const DType c = backend_->compute_dtype();
   const std::int64_t dp_rank = groups_->coords().dp;
   // The parameters this rank stores: everything, or its shard at stage 3.
   const std::int64_t lo = zero_stage_ >= 3 ? dp_rank * u.shard : 0;
   const std::int64_t n = zero_stage_ >= 3 ? u.shard : u.padded;
   std::vector<float> init(static_cast<std::size_t>(n));
-  model::init_unit_range(u.layout, seed, init.data(), lo, lo + n);
+  init_values(u.layout, init.data(), lo, lo + n);
   if (params_off()) {
     u.host_params = alloc(MemoryTier::kHost, DType::kF32, n, "offload:params");
     cpu::copy(u.host_params.f32(), init.data(), n);

@@ -49,6 +49,7 @@
 #include "executor/engine/backend.h"
 #include "executor/engine/offload_params.h"
 #include "executor/engine/offload_tiers.h"
+#include "executor/model/param_init.h"
 
 namespace strata::engine {
 
@@ -73,12 +74,14 @@ struct ParamUnit {
 
 class ModelState {
  public:
-  // Creates the units in `layouts` (order kept) and initialises the parameters from `seed`.
+  // Creates the units in `layouts` (order kept) and initialises the parameters with `init`,
+  // or from `seed` when it is empty.
   // micro_batches: backwards per layer per step (offloaded gradients go down that often).
   // host_world: the world over host memory, for the gradient norm's scalar sum.
   ModelState(Backend& backend, std::vector<UnitLayout> layouts, const Plan& plan,
              const ProcessGroups& groups, Communicator& host_world, std::uint64_t seed,
-             const OffloadOptions& options, std::int64_t micro_batches);
+             const OffloadOptions& options, std::int64_t micro_batches,
+             const model::UnitInit& init = {});
 
   std::size_t size() const { return units_.size(); }
   ParamUnit& unit(std::size_t u) { return units_.at(u); }
@@ -128,7 +131,7 @@ class ModelState {
   // The first element of this rank's optimizer part in the unit (0 at stages 0 and 3).
   std::int64_t opt_offset(const ParamUnit& u) const;
   Tensor alloc(MemoryTier tier, DType dtype, std::int64_t n, const std::string& tag, bool zeroed = true);
-  void place(ParamUnit& u, std::uint64_t seed);
+  void place(ParamUnit& u, const model::UnitInit& init);
   void place_offloaded(ParamUnit& u, const std::vector<float>& init_part);
   ShardSource shard_source(const ParamUnit& u) const;
   double local_sum_of_squares(const ParamUnit& u, const float* slice, std::int64_t lo,

@@ -217,5 +217,31 @@ TEST(DataCli, WeightsSavedUnderOnePlanLoadUnderAnother) {
   }
 }
 
+TEST(DataCli, EvaluationLeavesTrainingBitForBit) {
+  // Evaluation runs the Program's passes and drops their gradients: with offloaded ZeRO-3
+  // parameters, gradients and optimizer (the state that moves most), training with an
+  // evaluation after every step must match training without, bit for bit, and the final
+  // validation loss (the same batches, the same weights) too.
+  const fs::path dir = scratch("eval");
+  const fs::path plan = dir / "plan.json";
+  Json p = plan_json(1, 1, 2, 3, 2);
+  p["offload"] = {{"optimizer", "cpu"}, {"gradients", "cpu"}, {"params", "cpu"}};
+  write_json_file(plan.string(), p);
+  const std::string common = "run --plan " + plan.string() + " --model tiny --train tiny --steps 4 "
+                             "--valid-fraction 0.1 --eval-batches 2 --out ";
+  ASSERT_EQ(strata(common + (dir / "once").string(), dir).code, 0);
+  ASSERT_EQ(strata(common + (dir / "every").string() + " --eval-every 1", dir).code, 0);
+  const auto once = metrics(dir / "once"), every = metrics(dir / "every");
+  ASSERT_EQ(once.size(), 4u);
+  ASSERT_EQ(every.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(once[i].at("loss").get<double>(), every[i].at("loss").get<double>()) << i;
+    EXPECT_EQ(once[i].at("grad_norm").get<double>(), every[i].at("grad_norm").get<double>()) << i;
+    EXPECT_TRUE(every[i].contains("eval_loss")) << i;
+    EXPECT_EQ(once[i].contains("eval_loss"), i == 3) << i;  // without --eval-every: after the last
+  }
+  EXPECT_EQ(once[3].at("eval_loss").get<double>(), every[3].at("eval_loss").get<double>());
+}
+
 }  // namespace
 }  // namespace strata

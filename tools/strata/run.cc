@@ -164,9 +164,11 @@ Validated validate(const RunOptions& o) {
   check_data(o, v);
   if (!o.init_from.empty()) weights::check_weights_file(o.init_from, v.model, "--init-from");
   if (!o.save_weights.empty()) {
+    // An existing writable directory, or the --out directory made below.
     const fs::path parent = fs::absolute(o.save_weights).parent_path();
+    const bool is_out = parent.lexically_normal() == fs::absolute(o.out).lexically_normal();
     std::error_code dir_ec;
-    if (!fs::is_directory(parent, dir_ec) || ::access(parent.c_str(), W_OK | X_OK) != 0) {
+    if (!is_out && (!fs::is_directory(parent, dir_ec) || ::access(parent.c_str(), W_OK | X_OK) != 0)) {
       throw ConfigError(fmt::format("--save-weights: '{}': directory '{}' does not exist or is "
                                     "not writable", o.save_weights, parent.string()));
     }

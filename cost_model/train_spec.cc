@@ -16,6 +16,15 @@ std::string to_string(Precision precision) {
   return "unknown";
 }
 
+std::string to_string(OptimizerSpec::DecayStyle style) {
+  switch (style) {
+    case OptimizerSpec::DecayStyle::kConstant: return "constant";
+    case OptimizerSpec::DecayStyle::kLinear: return "linear";
+    case OptimizerSpec::DecayStyle::kCosine: return "cosine";
+  }
+  return "unknown";
+}
+
 namespace {
 
 OptimizerSpec optimizer_from_json(JsonObjectReader r) {
@@ -34,6 +43,26 @@ OptimizerSpec optimizer_from_json(JsonObjectReader r) {
   r.require_positive("eps", o.eps);
   r.require_non_negative("weight_decay", o.weight_decay);
   r.require_non_negative("grad_clip", o.grad_clip);
+  // The schedule: optional keys, absent = today's constant lr (bit-identical runs).
+  o.lr_warmup_steps = r.get_int_or("lr_warmup_steps", 0);
+  r.require_non_negative("lr_warmup_steps", static_cast<double>(o.lr_warmup_steps));
+  const std::string style = r.get_enum_or("lr_decay_style", {"constant", "linear", "cosine"}, "constant");
+  o.lr_decay_style = style == "linear"   ? OptimizerSpec::DecayStyle::kLinear
+                     : style == "cosine" ? OptimizerSpec::DecayStyle::kCosine
+                                         : OptimizerSpec::DecayStyle::kConstant;
+  o.lr_decay_steps = r.get_int_or("lr_decay_steps", 0);
+  r.require_non_negative("lr_decay_steps", static_cast<double>(o.lr_decay_steps));
+  o.min_lr = r.get_number_or("min_lr", 0.0);
+  if (!(o.min_lr >= 0 && o.min_lr <= o.lr)) {
+    r.fail("min_lr", fmt::format("{}", o.min_lr), fmt::format("a value in [0, lr = {}]", o.lr));
+  }
+  if (o.lr_decay_steps > 0 && o.lr_decay_style != OptimizerSpec::DecayStyle::kConstant &&
+      o.lr_decay_steps <= o.lr_warmup_steps) {
+    r.fail("lr_decay_steps", std::to_string(o.lr_decay_steps),
+           fmt::format("more than lr_warmup_steps = {} (the decay runs between them)",
+                       o.lr_warmup_steps));
+  }
+  o.decay_biases_and_norms = r.get_bool_or("decay_biases_and_norms", false);
   r.finish();
   return o;
 }
@@ -64,6 +93,19 @@ Json TrainSpec::to_json() const {
            {"beta1", optimizer.beta1}, {"beta2", optimizer.beta2},
            {"eps", optimizer.eps},     {"weight_decay", optimizer.weight_decay},
            {"grad_clip", optimizer.grad_clip}};
+  // The optional keys only when set, so a spec without them round-trips unchanged.
+  const OptimizerSpec defaults;
+  if (optimizer.lr_warmup_steps != defaults.lr_warmup_steps) {
+    opt["lr_warmup_steps"] = optimizer.lr_warmup_steps;
+  }
+  if (optimizer.lr_decay_style != defaults.lr_decay_style) {
+    opt["lr_decay_style"] = to_string(optimizer.lr_decay_style);
+  }
+  if (optimizer.lr_decay_steps != defaults.lr_decay_steps) opt["lr_decay_steps"] = optimizer.lr_decay_steps;
+  if (optimizer.min_lr != defaults.min_lr) opt["min_lr"] = optimizer.min_lr;
+  if (optimizer.decay_biases_and_norms != defaults.decay_biases_and_norms) {
+    opt["decay_biases_and_norms"] = optimizer.decay_biases_and_norms;
+  }
   return Json{{"global_batch", global_batch},
               {"precision", to_string(precision)},
               {"optimizer", opt},

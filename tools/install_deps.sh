@@ -8,6 +8,12 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libopenmpi-dev openmpi-bin liburing-dev libomp-dev fio
 )
+# PyTorch for the check of the CPU backend against GPT-2 in plain PyTorch
+# (tools/check_against_pytorch.py). Debian's build; guarded because not every release or
+# architecture has it: without it that one test skips, everything else is unaffected.
+if apt-cache show python3-torch >/dev/null 2>&1; then
+  packages+=(python3-torch)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

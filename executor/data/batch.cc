@@ -7,25 +7,25 @@
 
 namespace strata::data {
 
-BatchSampler::BatchSampler(const std::vector<std::uint8_t>& corpus, std::uint64_t seed,
-                           std::int64_t seq_len)
-    : corpus_(&corpus), key_(model::tensor_key(seed, 2000, 0)), seq_len_(seq_len) {
-  if (static_cast<std::int64_t>(corpus.size()) < seq_len + 1) {
-    throw std::invalid_argument("BatchSampler: corpus shorter than seq_len + 1");
+BatchSampler::BatchSampler(TokenView tokens, std::uint64_t seed, std::int64_t seq_len,
+                           SampleStream stream)
+    // Training keeps the key it always had (code 2000), so byte corpora sample as before.
+    : tokens_(tokens),
+      key_(model::tensor_key(seed, stream == SampleStream::kTraining ? 2000 : 2001, 0)),
+      seq_len_(seq_len) {
+  if (tokens.count < seq_len + 1) {
+    throw std::invalid_argument("BatchSampler: tokens shorter than seq_len + 1");
   }
 }
 
 void BatchSampler::sequence(std::int64_t step, std::int64_t index, std::int32_t* inputs,
                             std::int32_t* targets) const {
-  const auto windows = static_cast<std::int64_t>(corpus_->size()) - seq_len_;  // start offsets
+  const auto windows = tokens_.count - seq_len_;  // start offsets
   const std::uint64_t key = model::splitmix64(key_ ^ model::splitmix64(static_cast<std::uint64_t>(step)));
   const auto start = static_cast<std::int64_t>(model::uniform_at(key, index) *
                                                static_cast<double>(windows));
-  const std::uint8_t* w = corpus_->data() + start;
-  for (std::int64_t i = 0; i < seq_len_; ++i) {
-    inputs[i] = w[i];
-    targets[i] = w[i + 1];
-  }
+  tokens_.read(start, seq_len_, inputs);
+  tokens_.read(start + 1, seq_len_, targets);
 }
 
 void BatchSampler::micro_batch(std::int64_t step, std::int64_t global_batch, std::int64_t dp,

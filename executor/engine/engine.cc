@@ -18,6 +18,7 @@
 #include <stdexcept>
 
 #include "cost_model/errors.h"
+#include "cost_model/optimizer_schedule.h"
 #include "cost_model/partition.h"
 
 namespace strata::engine {
@@ -36,7 +37,8 @@ bool is_offload(Kind k) { return k == Kind::kFetch || k == Kind::kOffloadGrads; 
 
 Engine::Engine(Backend& backend, const ModelSpec& model, const TrainSpec& train, const Plan& plan,
                const ProcessGroups& groups, Communicator& host_world,
-               const data::BatchSampler& sampler, const OffloadOptions& offload_options)
+               const data::BatchSampler& sampler, const OffloadOptions& offload_options,
+               const model::UnitInit& init)
     : backend_(&backend),
       model_(model),
       train_(train),
@@ -53,7 +55,8 @@ Engine::Engine(Backend& backend, const ModelSpec& model, const TrainSpec& train,
       state_(backend,
              rank_unit_layouts(model, plan, groups.coords().pp, groups.coords().tp,
                                backend.vocab_row_alignment()),
-             plan, groups, host_world, train.seed, offload_options, plan.micro_batches(train)) {
+             plan, groups, host_world, train.seed, offload_options, plan.micro_batches(train),
+             init) {
   for (std::int64_t c = 0; c < plan.virtual_stages; ++c) {
     chunks_.push_back(chunk_layers(model, plan, groups.coords().pp, c));
   }
@@ -176,7 +179,9 @@ void Engine::state_move(const ProgramOp& op, std::int64_t step, StepResult& resu
     case Kind::kOffloadGrads: state_.offload_grads(u); return;
     case Kind::kTiedEmbeddingSum: state_.tied_embedding_sum(u); return;
     case Kind::kGradNorm: result.grad_norm = state_.grad_norm(train_.optimizer); return;
-    case Kind::kOptimizerStep: state_.optimizer_step(u, train_.optimizer, static_cast<int>(step + 1)); return;
+    case Kind::kOptimizerStep:
+      state_.optimizer_step(u, train_.optimizer, static_cast<int>(step + 1), result.lr);
+      return;
     case Kind::kGatherParams: state_.gather_params(u); return;
     default: break;
   }
@@ -436,8 +441,22 @@ double Engine::forward_backward(std::int64_t step) {
   return global_loss();
 }
 
+double Engine::evaluate(const data::BatchSampler& sampler, std::int64_t batch) {
+  const data::BatchSampler* training = sampler_;
+  sampler_ = &sampler;
+  try {
+    const double loss = forward_backward(batch);
+    sampler_ = training;
+    return loss;
+  } catch (...) {
+    sampler_ = training;
+    throw;
+  }
+}
+
 StepResult Engine::step(std::int64_t step) {
   StepResult result;
+  result.lr = learning_rate(train_.optimizer, step + 1, train_.steps);
   result_ = &result;
   std::vector<OpRecord> records;
   host_world_->barrier();  // a common origin for every rank's trace and step time

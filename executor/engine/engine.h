@@ -46,6 +46,7 @@ namespace strata::engine {
 struct StepResult {
   double loss = 0;        // mean over the global batch's tokens (same on every rank)
   double grad_norm = 0;   // global gradient norm before clipping
+  double lr = 0;          // the learning rate of this step's update (optimizer_schedule.h)
   double step_s = 0;      // this rank's wall time for the step
   StepTimeParts parts;    // this rank's split of step_s (see engine.cc for each part)
   std::vector<TraceEvent> events;  // this rank's ops in Program order, start_s from the step's start
@@ -60,7 +61,7 @@ class Engine {
   // gradient norm) and its starting barrier, whatever the backend's device communicators.
   Engine(Backend& backend, const ModelSpec& model, const TrainSpec& train, const Plan& plan,
          const ProcessGroups& groups, Communicator& host_world, const data::BatchSampler& sampler,
-         const OffloadOptions& offload_options = {});
+         const OffloadOptions& offload_options = {}, const model::UnitInit& init = {});
 
   // Step `step` (0-based: the data of step k, AdamW's step k + 1). Collective.
   StepResult step(std::int64_t step);
@@ -68,6 +69,13 @@ class Engine {
   // Only the pipeline part of step `step` (no tail: no tied sum, norm or optimizer), for
   // gradient checks at d = 1. Returns the mean loss over the global batch. Collective.
   double forward_backward(std::int64_t step);
+
+  // The mean loss over batch `batch` of another sampler (the validation stream), with the
+  // current weights. It runs the Program's passes without the tail, so every plan evaluates
+  // through the ops it trains with (forward and backward: a forward-only Program is not
+  // written yet); gradients are computed and dropped, the weights and optimizer state stay
+  // as they are. Collective.
+  double evaluate(const data::BatchSampler& sampler, std::int64_t batch);
 
   ModelState& state() { return state_; }
   const RankProgram& program() const { return program_; }

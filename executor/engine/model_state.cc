@@ -8,6 +8,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "cost_model/optimizer_schedule.h"
 #include "executor/model/param_init.h"
 #include "executor/offload/cpu_adam_stream.h"
 #include "kernels/cpu/adamw.h"
@@ -32,7 +33,7 @@ std::int64_t element_bytes(DType t) { return dtype_bytes(t); }
 ModelState::ModelState(Backend& backend, std::vector<UnitLayout> layouts, const Plan& plan,
                        const ProcessGroups& groups, Communicator& host_world,
                        std::uint64_t seed, const OffloadOptions& options,
-                       std::int64_t micro_batches)
+                       std::int64_t micro_batches, const model::UnitInit& init)
     : backend_(&backend),
       groups_(&groups),
       host_world_(&host_world),
@@ -46,13 +47,17 @@ ModelState::ModelState(Backend& backend, std::vector<UnitLayout> layouts, const 
     if (params_off()) fetcher_ = std::make_unique<ParamFetcher>(*links_, backend);
   }
   const std::int64_t d = groups.dims().dp;
+  const model::UnitInit seeded = [seed](const UnitLayout& unit, float* dst, std::int64_t begin,
+                                        std::int64_t end) {
+    model::init_unit_range(unit, seed, dst, begin, end);
+  };
   units_.reserve(layouts.size());
   for (auto& layout : layouts) {
     ParamUnit u;
     u.layout = std::move(layout);
     u.padded = (u.layout.count + d - 1) / d * d;
     u.shard = u.padded / d;
-    place(u, seed);
+    place(u, init ? init : seeded);
     index_[u.layout.name] = units_.size();
     units_.push_back(std::move(u));
   }
@@ -72,14 +77,14 @@ std::int32_t ModelState::index(const std::string& name) const {
   return it == index_.end() ? -1 : static_cast<std::int32_t>(it->second);
 }
 
-void ModelState::place(ParamUnit& u, std::uint64_t seed) {
+void ModelState::place(ParamUnit& u, const model::UnitInit& init_values) {
   const DType c = backend_->compute_dtype();
   const std::int64_t dp_rank = groups_->coords().dp;
   // The parameters this rank stores: everything, or its shard at stage 3.
   const std::int64_t lo = zero_stage_ >= 3 ? dp_rank * u.shard : 0;
   const std::int64_t n = zero_stage_ >= 3 ? u.shard : u.padded;
   std::vector<float> init(static_cast<std::size_t>(n));
-  model::init_unit_range(u.layout, seed, init.data(), lo, lo + n);
+  init_values(u.layout, init.data(), lo, lo + n);
   if (params_off()) {
     u.host_params = alloc(MemoryTier::kHost, DType::kF32, n, "offload:params");
     cpu::copy(u.host_params.f32(), init.data(), n);
@@ -331,18 +336,50 @@ double ModelState::grad_norm(const OptimizerSpec& opt) {
   return norm;
 }
 
-void ModelState::optimizer_step(std::size_t u, const OptimizerSpec& opt, int step) {
-  const AdamWStep hp{static_cast<float>(opt.lr), static_cast<float>(opt.beta1),
+std::vector<ModelState::DecayRun> ModelState::decay_runs(const ParamUnit& u,
+                                                         const OptimizerSpec& opt) const {
+  const std::int64_t n = opt_elements(u);
+  const std::int64_t off = opt_offset(u);
+  // Without weight decay there is nothing to split: one run, the same kernel call as ever.
+  if (opt.weight_decay == 0.0) return {{0, n, true}};
+  // The part starts at unit element `lo` (stage 3: this rank's shard; stage 1/2: its slice).
+  const std::int64_t lo = zero_stage_ == 3 ? groups_->coords().dp * u.shard : off;
+  std::vector<DecayRun> runs;
+  const auto add = [&runs](std::int64_t b, std::int64_t e, bool decayed) {
+    if (b >= e) return;
+    if (!runs.empty() && runs.back().decayed == decayed && runs.back().end == b) {
+      runs.back().end = e;
+    } else {
+      runs.push_back({b, e, decayed});
+    }
+  };
+  std::int64_t at = 0;
+  for (const auto& s : u.layout.segments) {  // in offset order, back to back
+    const std::int64_t b = std::max<std::int64_t>(s.offset - lo, 0);
+    const std::int64_t e = std::min<std::int64_t>(s.offset + s.count() - lo, n);
+    if (b >= e) continue;
+    add(at, b, false);
+    add(b, e, decays(opt, s));
+    at = e;
+  }
+  add(at, n, false);  // ZeRO padding: zero parameters with zero gradients
+  return runs;
+}
+
+void ModelState::optimizer_step(std::size_t u, const OptimizerSpec& opt, int step, double lr) {
+  const AdamWStep hp{static_cast<float>(lr), static_cast<float>(opt.beta1),
                      static_cast<float>(opt.beta2), static_cast<float>(opt.eps),
                      static_cast<float>(opt.weight_decay), step};
+  const std::vector<DecayRun> runs = decay_runs(units_.at(u), opt);
   if (optimizer_off()) {
-    update_on_cpu(units_.at(u), hp);
+    update_on_cpu(units_.at(u), hp, runs);
   } else {
-    update_on_device(units_.at(u), hp);
+    update_on_device(units_.at(u), hp, runs);
   }
 }
 
-void ModelState::update_on_device(ParamUnit& u, const AdamWStep& hp) {
+void ModelState::update_on_device(ParamUnit& u, const AdamWStep& hp,
+                                  const std::vector<DecayRun>& runs) {
   const std::int64_t n = opt_elements(u);
   const std::int64_t off = opt_offset(u);
   // The gradient part on the device (offloaded gradients come up first).
@@ -386,7 +423,15 @@ void ModelState::update_on_device(ParamUnit& u, const AdamWStep& hp) {
     master = u.master.f32();
     copy = u.params.at(off);
   }
-  backend_->adamw(master, copy, g, u.m.f32(), u.v.f32(), n, hp, clip_);
+  // One call per run of equal weight decay (AdamW is element-wise: the same bits as one).
+  const std::int64_t cb = element_bytes(backend_->compute_dtype());
+  for (const DecayRun& r : runs) {
+    AdamWStep run_hp = hp;
+    if (!r.decayed) run_hp.weight_decay = 0.0f;
+    void* run_copy = copy == nullptr ? nullptr : static_cast<char*>(copy) + r.begin * cb;
+    backend_->adamw(master + r.begin, run_copy, g + r.begin, u.m.f32() + r.begin,
+                    u.v.f32() + r.begin, r.end - r.begin, run_hp, clip_);
+  }
   if (params_off()) {
     timed(up_s, [&] {
       if (offload_.params == OffloadTier::kCpu) {
@@ -401,7 +446,8 @@ void ModelState::update_on_device(ParamUnit& u, const AdamWStep& hp) {
   optimizer_transfer_s_ += up_s;
 }
 
-void ModelState::update_on_cpu(ParamUnit& u, const AdamWStep& hp) {
+void ModelState::update_on_cpu(ParamUnit& u, const AdamWStep& hp,
+                               const std::vector<DecayRun>& runs) {
   const std::int64_t n = opt_elements(u);
   const std::int64_t off = opt_offset(u);
   double up_s = 0;
@@ -443,6 +489,10 @@ void ModelState::update_on_cpu(ParamUnit& u, const AdamWStep& hp) {
   offload::CpuAdamStream stream(state, options_.adam_tile_floats,
                                 links_->has_store() ? &links_->store() : nullptr,
                                 &backend_->accounting());
+  offload::CpuAdamStream::Ranges no_decay;
+  for (const DecayRun& r : runs) {
+    if (!r.decayed) no_decay.emplace_back(r.begin, r.end);
+  }
   stream.step(g, kernels::cpu::AdamWParams{hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay},
               hp.step, [&](std::int64_t begin, std::int64_t end, const float* param) {
                 if (device_part == nullptr) return;
@@ -455,7 +505,7 @@ void ModelState::update_on_cpu(ParamUnit& u, const AdamWStep& hp) {
                     backend_->to_compute(dst, tile_up.f32(), end - begin);
                   }
                 });
-              });
+              }, no_decay);
   // Logical NVMe bytes of the streamed step: each NVMe array read and written once.
   std::int64_t nvme_arrays = 0;
   for (const auto* a : {&state.param, &state.m, &state.v}) nvme_arrays += a->on_nvme() ? 1 : 0;

@@ -49,6 +49,7 @@
 #include "executor/engine/backend.h"
 #include "executor/engine/offload_params.h"
 #include "executor/engine/offload_tiers.h"
+#include "executor/model/param_init.h"
 
 namespace strata::engine {
 
@@ -73,12 +74,14 @@ struct ParamUnit {
 
 class ModelState {
  public:
-  // Creates the units in `layouts` (order kept) and initialises the parameters from `seed`.
+  // Creates the units in `layouts` (order kept) and initialises the parameters with `init`,
+  // or from `seed` when it is empty.
   // micro_batches: backwards per layer per step (offloaded gradients go down that often).
   // host_world: the world over host memory, for the gradient norm's scalar sum.
   ModelState(Backend& backend, std::vector<UnitLayout> layouts, const Plan& plan,
              const ProcessGroups& groups, Communicator& host_world, std::uint64_t seed,
-             const OffloadOptions& options, std::int64_t micro_batches);
+             const OffloadOptions& options, std::int64_t micro_batches,
+             const model::UnitInit& init = {});
 
   std::size_t size() const { return units_.size(); }
   ParamUnit& unit(std::size_t u) { return units_.at(u); }
@@ -103,7 +106,9 @@ class ModelState {
   void tied_embedding_sum(std::size_t u);
   // The global gradient norm (before clipping); keeps the clip factor for optimizer_step.
   double grad_norm(const OptimizerSpec& opt);
-  void optimizer_step(std::size_t u, const OptimizerSpec& opt, int step);
+  // AdamW step `step` (1-based) of unit u at learning rate lr (optimizer_schedule.h), weight
+  // decay on the tensors decays() names.
+  void optimizer_step(std::size_t u, const OptimizerSpec& opt, int step, double lr);
   void gather_params(std::size_t u);
 
   // Bytes moved between tiers since reset_transfers() (empty without offload), and the
@@ -126,14 +131,20 @@ class ModelState {
   // The first element of this rank's optimizer part in the unit (0 at stages 0 and 3).
   std::int64_t opt_offset(const ParamUnit& u) const;
   Tensor alloc(MemoryTier tier, DType dtype, std::int64_t n, const std::string& tag, bool zeroed = true);
-  void place(ParamUnit& u, std::uint64_t seed);
+  void place(ParamUnit& u, const model::UnitInit& init);
   void place_offloaded(ParamUnit& u, const std::vector<float>& init_part);
   ShardSource shard_source(const ParamUnit& u) const;
   double local_sum_of_squares(const ParamUnit& u, const float* slice, std::int64_t lo,
                               bool on_host) const;
   void send_grad_shard_down(ParamUnit& u);
-  void update_on_device(ParamUnit& u, const AdamWStep& hp);
-  void update_on_cpu(ParamUnit& u, const AdamWStep& hp);
+  // The optimizer part [0, n) of unit u split into runs of one weight decay: [begin, end).
+  struct DecayRun {
+    std::int64_t begin = 0, end = 0;
+    bool decayed = true;
+  };
+  std::vector<DecayRun> decay_runs(const ParamUnit& u, const OptimizerSpec& opt) const;
+  void update_on_device(ParamUnit& u, const AdamWStep& hp, const std::vector<DecayRun>& runs);
+  void update_on_cpu(ParamUnit& u, const AdamWStep& hp, const std::vector<DecayRun>& runs);
 
   Backend* backend_;
   const ProcessGroups* groups_;

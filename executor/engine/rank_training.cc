@@ -24,13 +24,13 @@ BackendMaker cpu_backend_maker() {
 
 RankTraining::RankTraining(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
                            MpiCommunicator& world, const TierBudgets& budgets,
-                           const std::vector<std::uint8_t>& corpus,
-                           const OffloadOptions& offload, const BackendMaker& make_backend)
+                           data::TokenView tokens, const OffloadOptions& offload,
+                           const BackendMaker& make_backend, const model::UnitInit& init)
     : world_(&world),
       alloc_(budgets),
       backend_(make_backend(alloc_, world)),
       groups_(backend_->communicators(), parallel_dims(plan)),
-      sampler_(corpus, train.seed, model.seq_len),
-      engine_(*backend_, model, train, plan, groups_, world, sampler_, offload) {}
+      sampler_(tokens, train.seed, model.seq_len),
+      engine_(*backend_, model, train, plan, groups_, world, sampler_, offload, init) {}
 
 }  // namespace strata::engine

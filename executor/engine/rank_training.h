@@ -28,11 +28,20 @@ BackendMaker cpu_backend_maker();
 
 class RankTraining {
  public:
-  // Collective over world (size must be plan.world_size()). corpus must outlive this.
+  // Collective over world (size must be plan.world_size()). The tokens must outlive this.
+  // init: each unit's initial values (empty: drawn from train.seed; weights_io.h loads a
+  // safetensors file instead).
+  RankTraining(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
+               MpiCommunicator& world, const TierBudgets& budgets, data::TokenView tokens,
+               const OffloadOptions& offload = {},
+               const BackendMaker& make_backend = cpu_backend_maker(),
+               const model::UnitInit& init = {});
   RankTraining(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
                MpiCommunicator& world, const TierBudgets& budgets,
                const std::vector<std::uint8_t>& corpus, const OffloadOptions& offload = {},
-               const BackendMaker& make_backend = cpu_backend_maker());
+               const BackendMaker& make_backend = cpu_backend_maker())
+      : RankTraining(model, train, plan, world, budgets, data::TokenView::of_bytes(corpus),
+                     offload, make_backend) {}
 
   ProcessGroups& groups() { return groups_; }
   AccountingAllocator& allocator() { return alloc_; }

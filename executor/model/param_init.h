@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "cost_model/param_layout.h"
 
@@ -34,5 +35,10 @@ double uniform_at(std::uint64_t key, std::int64_t index);
 // (elements past unit.count, i.e. ZeRO padding, are zero).
 void init_unit_range(const UnitLayout& unit, std::uint64_t seed, float* dst, std::int64_t begin,
                      std::int64_t end);
+
+// Where a unit's initial values come from: writes elements [begin, end) of the unit's flat
+// buffer (padding zero) into dst. init_unit_range with a seed is one; a weights file another.
+using UnitInit = std::function<void(const UnitLayout& unit, float* dst, std::int64_t begin,
+                                    std::int64_t end)>;
 
 }  // namespace strata::model

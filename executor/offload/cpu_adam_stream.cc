@@ -55,7 +55,23 @@ CpuAdamStream::CpuAdamStream(AdamState state, std::int64_t tile_floats, NvmeStor
 }
 
 StreamIo CpuAdamStream::step(const float* grad, const kernels::cpu::AdamWParams& hp, int step,
-                             const TileDone& on_tile) {
+                             const TileDone& on_tile, const Ranges& no_decay) {
+  // The kernel over local elements [lo, hi) of arrays whose element 0 is global element
+  // `origin`, split where weight decay turns off (element-wise: the same bits as one call).
+  const auto update = [&](float* p, const float* g, float* m, float* v, std::int64_t lo,
+                          std::int64_t hi, std::int64_t origin) {
+    kernels::cpu::AdamWParams off = hp;
+    off.weight_decay = 0.0f;
+    std::int64_t at = lo;
+    for (const auto& [b, e] : no_decay) {
+      const std::int64_t nb = std::max(b - origin, at), ne = std::min(e - origin, hi);
+      if (nb >= ne) continue;
+      if (at < nb) kernels::cpu::adamw_update_range(p, g, m, v, at, nb, hp, step);
+      kernels::cpu::adamw_update_range(p, g, m, v, nb, ne, off, step);
+      at = ne;
+    }
+    if (at < hi) kernels::cpu::adamw_update_range(p, g, m, v, at, hi, hp, step);
+  };
   if (grad == nullptr && state_.n > 0) {
     throw std::invalid_argument("cpu adam stream: grad is null");
   }
@@ -91,8 +107,7 @@ StreamIo CpuAdamStream::step(const float* grad, const kernels::cpu::AdamWParams&
     for (std::int64_t t = 0; t < tiles; ++t) {
       const std::int64_t b = tile_begin(t);
       const std::int64_t e = b + tile_len(t);
-      kernels::cpu::adamw_update_range(state_.param.host, grad, state_.m.host, state_.v.host, b,
-                                       e, hp, step);
+      update(state_.param.host, grad, state_.m.host, state_.v.host, b, e, 0);
       if (on_tile) on_tile(b, e, state_.param.host + b);
     }
     return {};
@@ -128,7 +143,7 @@ StreamIo CpuAdamStream::step(const float* grad, const kernels::cpu::AdamWParams&
     // are in the kernel's hands while the cores compute. Polling between smaller chunks kept
     // the queue fuller in theory but measured slower (2x on a loaded 2-core machine): every
     // OpenMP region waits for its slowest thread to be scheduled.
-    kernels::cpu::adamw_update_range(p, grad + b, m, v, 0, len, hp, step);
+    update(p, grad + b, m, v, 0, len, b);
     io.poll();
     if (on_tile) on_tile(b, b + len, p);
     for (int a = 0; a < 3; ++a) {

@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "executor/memory/accounting_allocator.h"
 #include "executor/offload/aligned_buffer.h"
@@ -56,11 +58,14 @@ class CpuAdamStream {
                 AccountingAllocator* allocator = nullptr);
 
   using TileDone = std::function<void(std::int64_t begin, std::int64_t end, const float* param)>;
+  // Element ranges [begin, end), sorted and disjoint, where weight decay is off (biases and
+  // norms, cost_model/optimizer_schedule.h); elsewhere hp.weight_decay applies.
+  using Ranges = std::vector<std::pair<std::int64_t, std::int64_t>>;
 
   // One AdamW step (1-based step) with grad: (n) in host memory. Throws SystemError on an
   // I/O failure (the state on NVMe may then be partly updated: a failed step is fatal).
   StreamIo step(const float* grad, const kernels::cpu::AdamWParams& hp, int step,
-                const TileDone& on_tile = {});
+                const TileDone& on_tile = {}, const Ranges& no_decay = {});
 
   std::int64_t staging_bytes() const { return staging_.bytes(); }
   std::int64_t tiles() const { return (state_.n + tile_floats_ - 1) / tile_floats_; }

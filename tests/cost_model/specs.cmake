@@ -6,6 +6,7 @@ strata_add_test(specs_test
     ${CMAKE_CURRENT_LIST_DIR}/model_spec_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/cluster_spec_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/train_spec_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/optimizer_schedule_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/plan_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/step_report_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/profile_test.cc

@@ -90,3 +90,8 @@ strata_add_test(executor_engine_trace_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_trace_test.cc
   LIBS strata_executor)
 target_compile_definitions(executor_engine_trace_test PRIVATE STRATA_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+
+# Token files (Megatron, llm.c, bytes) and safetensors: round trips and every corruption.
+strata_add_test(executor_data_formats_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/data_formats_test.cc
+  LIBS strata_executor)

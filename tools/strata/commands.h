@@ -28,5 +28,6 @@ void add_compare_command(CLI::App& app, CommandContext& context);
 void add_calibrate_command(CLI::App& app, CommandContext& context);
 void add_run_command(CLI::App& app, CommandContext& context);
 void add_select_command(CLI::App& app, CommandContext& context);
+void add_data_command(CLI::App& app, CommandContext& context);
 
 }  // namespace strata::cli

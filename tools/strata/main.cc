@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   strata::cli::add_calibrate_command(app, context);
   strata::cli::add_run_command(app, context);
   strata::cli::add_select_command(app, context);
+  strata::cli::add_data_command(app, context);
 
   const auto fail = [](const char* kind, const std::exception& e) {
     std::cerr << "strata: " << kind << e.what() << "\n";

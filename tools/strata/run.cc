@@ -7,7 +7,13 @@
 // re-launches itself under mpirun with t*p*d ranks (one rank runs in-process). Rank 0
 // prints one progress line per step and writes DIR/report.json (a StepReport of kind
 // "measurement"), DIR/trace.json (Chrome trace of the last step, one process per rank) and
-// DIR/memory_tags.json (peak bytes per allocation tag per rank).
+// DIR/memory_tags.json (peak bytes per allocation tag per rank), and DIR/metrics.jsonl as
+// the run goes (one line per step: step, loss, lr, grad norm, tokens/s and, when measured,
+// the validation loss; flushed every step, so a run that dies keeps what it measured).
+// Data (executor/data/dataset.h): the generated corpus, or --data in any format, its every
+// token checked against the model's vocabulary before launch; --valid-data or
+// --valid-fraction gives the validation stream that --eval-every evaluates. Weights: from
+// --init-from and to --save-weights, GPT-2 safetensors under any plan (executor/weights).
 // Offload plans keep their NVMe tensors in a run directory of their own under --nvme-dir
 // (an existing writable directory, checked before launch), removed at the end and when a
 // rank fails; the report then carries the bytes moved per link per step ("transfers"), and
@@ -20,6 +26,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -40,11 +47,13 @@
 #include "cost_model/time_model.h"
 #include "executor/comm/mpi_check.h"
 #include "executor/comm/mpi_communicator.h"
-#include "executor/data/corpus.h"
+#include "executor/data/batch.h"
+#include "executor/data/dataset.h"
 #include "executor/engine/rank_training.h"
 #include "executor/report/run_report.h"
 #include "executor/runtime/backend_select.h"
 #include "executor/runtime/mpi_launch.h"
+#include "executor/weights/weights_io.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/inputs.h"
 #include "tools/strata/run_common.h"
@@ -78,6 +87,57 @@ void check_offload_options(const RunOptions& o, const Plan& plan) {
   }
 }
 
+// The run's token streams: training and (when asked for) validation. Opening validates each
+// file's format; the caller checks the tokens against the model.
+struct RunData {
+  data::Dataset train;
+  std::optional<data::Dataset> valid_file;
+  data::TokenView train_tokens, valid_tokens;
+  bool has_valid() const { return valid_tokens.count > 0; }
+};
+
+RunData open_run_data(const RunOptions& o, const Validated& v) {
+  const data::DataFormat format = data::parse_data_format(o.data_format, "--data-format");
+  RunData d{o.data.empty() ? data::Dataset::generated(v.train.seed)
+                           : data::Dataset::open(o.data, format, "--data"),
+            std::nullopt, {}, {}};
+  d.train_tokens = d.train.tokens();
+  if (!o.valid_data.empty()) {
+    d.valid_file = data::Dataset::open(o.valid_data, format, "--valid-data");
+    d.valid_tokens = d.valid_file->tokens();
+  } else if (o.valid_fraction > 0) {
+    const data::TokenSplit split = data::split_tokens(d.train_tokens, o.valid_fraction);
+    d.train_tokens = split.train;
+    d.valid_tokens = split.valid;
+  }
+  return d;
+}
+
+void check_data(const RunOptions& o, const Validated& v) {
+  if (!(o.valid_fraction >= 0 && o.valid_fraction < 1)) {
+    throw ConfigError(fmt::format("--valid-fraction: value {}, expected a fraction in [0, 1)", o.valid_fraction));
+  }
+  if (o.valid_fraction > 0 && !o.valid_data.empty()) {
+    throw ConfigError("--valid-fraction and --valid-data: give one source of validation data, not both");
+  }
+  if (o.eval_every < 0) throw ConfigError(fmt::format("--eval-every: value {}, expected >= 0", o.eval_every));
+  if (o.eval_batches < 1) throw ConfigError(fmt::format("--eval-batches: value {}, expected >= 1", o.eval_batches));
+  if (o.eval_every > 0 && o.valid_data.empty() && o.valid_fraction == 0) {
+    throw ConfigError("--eval-every: needs validation data (--valid-data FILE or --valid-fraction F)");
+  }
+  const RunData d = open_run_data(o, v);
+  const std::string train_name = o.data.empty() ? "the generated corpus" : fmt::format("--data '{}'", o.data);
+  data::check_tokens(d.train_tokens, v.model.vocab, v.model.seq_len,
+                     o.valid_fraction > 0 ? train_name + " (its training part)" : train_name, v.model_path);
+  if (d.has_valid() || o.valid_fraction > 0) {
+    data::check_tokens(d.valid_tokens, v.model.vocab, v.model.seq_len,
+                       o.valid_data.empty() ? fmt::format("--valid-fraction {}: the held-out part of {}",
+                                                          o.valid_fraction, train_name)
+                                            : fmt::format("--valid-data '{}'", o.valid_data),
+                       v.model_path);
+  }
+}
+
 Validated validate(const RunOptions& o) {
   Validated v;
   v.model_path = fs::absolute(resolve_config("models", o.model, "--model")).string();
@@ -101,12 +161,18 @@ Validated validate(const RunOptions& o) {
         v.plan_path, v.plan.tp, v.plan.pp, v.plan.dp, v.plan.world_size(), o.max_ranks));
   }
   check_offload_options(o, v.plan);
-  // Tokens are bytes: every id 0..255 must have an embedding row.
-  if (v.model.vocab < 256) {
-    throw ConfigError(fmt::format("{}: vocab = {}, expected >= 256 (tokens are bytes)",
-                                  v.model_path, v.model.vocab));
+  check_data(o, v);
+  if (!o.init_from.empty()) weights::check_weights_file(o.init_from, v.model, "--init-from");
+  if (!o.save_weights.empty()) {
+    // An existing writable directory, or the --out directory made below.
+    const fs::path parent = fs::absolute(o.save_weights).parent_path();
+    const bool is_out = parent.lexically_normal() == fs::absolute(o.out).lexically_normal();
+    std::error_code dir_ec;
+    if (!is_out && (!fs::is_directory(parent, dir_ec) || ::access(parent.c_str(), W_OK | X_OK) != 0)) {
+      throw ConfigError(fmt::format("--save-weights: '{}': directory '{}' does not exist or is "
+                                    "not writable", o.save_weights, parent.string()));
+    }
   }
-  if (!o.data.empty()) data::check_byte_file(o.data, v.model.seq_len + 1, "--data");
   std::error_code ec;
   fs::create_directories(o.out, ec);
   if (ec || !fs::is_directory(o.out)) {
@@ -132,6 +198,17 @@ std::vector<std::string> relaunch_args(const RunOptions& o, const Validated& v, 
   if (!o.data.empty()) {
     args.push_back("--data");
     args.push_back(fs::absolute(o.data).string());
+  }
+  args.insert(args.end(), {"--data-format", o.data_format, "--valid-fraction",
+                           fmt::format("{}", o.valid_fraction), "--eval-every",
+                           std::to_string(o.eval_every), "--eval-batches",
+                           std::to_string(o.eval_batches)});
+  for (const auto& [flag, path] : {std::pair{"--valid-data", o.valid_data},
+                                   std::pair{"--init-from", o.init_from},
+                                   std::pair{"--save-weights", o.save_weights}}) {
+    if (path.empty()) continue;
+    args.push_back(flag);
+    args.push_back(fs::absolute(path).string());
   }
   if (!o.update_profile.empty()) {
     args.push_back("--update-profile");
@@ -224,9 +301,7 @@ void train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world,
     throw InfeasiblePlan(fmt::format("{}: the plan needs {} ranks, mpirun started {}", v.plan_path,
                                      v.plan.world_size(), world.size()));
   }
-  const std::vector<std::uint8_t> corpus =
-      o.data.empty() ? data::generated_corpus(v.train.seed, data::kGeneratedCorpusBytes)
-                     : data::load_byte_file(o.data, v.model.seq_len + 1, "--data");
+  const RunData run_data = open_run_data(o, v);
   TierBudgets budgets = TierBudgets::per_rank(v.cluster);
   if (o.device_budget_mib > 0) {
     budgets.device_bytes = static_cast<std::int64_t>(o.device_budget_mib * (1 << 20));
@@ -236,15 +311,28 @@ void train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world,
   offload.prefetch_depth = o.prefetch_depth;
   const engine::BackendMaker make_backend =
       backend == Backend::kCuda ? cuda_backend_maker(o) : engine::cpu_backend_maker();
-  engine::RankTraining rank(v.model, v.train, v.plan, world, budgets, corpus, offload,
-                            make_backend);
+  const model::UnitInit init =
+      o.init_from.empty() ? model::UnitInit{}
+                          : weights::weights_file_init(o.init_from, v.model, "--init-from");
+  engine::RankTraining rank(v.model, v.train, v.plan, world, budgets, run_data.train_tokens,
+                            offload, make_backend, init);
+  std::optional<data::BatchSampler> valid;
+  if (run_data.has_valid()) {
+    valid.emplace(run_data.valid_tokens, v.train.seed, v.model.seq_len, data::SampleStream::kValidation);
+  }
   const bool printer = world.rank() == 0;
+  std::ofstream metrics;
   if (printer) {
     out << fmt::format("strata run: {} on {} ranks ({} backend, {}), model {}, {} steps of {} "
-                       "sequences x {} tokens, data {}\n",
+                       "sequences x {} tokens, data {}{}{}\n",
                        v.plan.label(), v.plan.world_size(), to_string(backend),
                        to_string(rank.backend().compute_dtype()), v.model.name, v.train.steps,
-                       v.train.global_batch, v.model.seq_len, o.data.empty() ? "generated" : o.data);
+                       v.train.global_batch, v.model.seq_len, run_data.train.description(),
+                       valid ? fmt::format(", validation {} tokens", run_data.valid_tokens.count) : "",
+                       o.init_from.empty() ? "" : ", weights from " + o.init_from);
+    const std::string path = (fs::path(o.out) / "metrics.jsonl").string();
+    metrics.open(path, std::ios::trunc);
+    if (!metrics) throw SystemError(fmt::format("cannot write '{}'", path));
   }
   std::vector<report::StepSample> samples;
   std::vector<double> losses;
@@ -258,13 +346,31 @@ void train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world,
     losses.push_back(r.loss);
     last_events = std::move(r.events);
     transfers = r.transfers;
+    // Validation every --eval-every steps and after the last, on the same batches each time.
+    const bool last = s + 1 == v.train.steps;
+    std::optional<double> eval_loss;
+    if (valid && (last || (o.eval_every > 0 && (s + 1) % o.eval_every == 0))) {
+      double sum = 0;
+      for (std::int64_t j = 0; j < o.eval_batches; ++j) sum += rank.engine().evaluate(*valid, j);
+      eval_loss = sum / static_cast<double>(o.eval_batches);
+    }
     if (printer) {
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double eta = elapsed / static_cast<double>(s + 1) * static_cast<double>(v.train.steps - s - 1);
-      out << fmt::format("step {:>5}/{}  loss {:.4f}  {:>9.0f} tokens/s  ETA {:.1f} s\n", s + 1,
-                         v.train.steps, r.loss, tokens / r.step_s, eta)
+      out << fmt::format("step {:>5}/{}  loss {:.4f}  {:>9.0f} tokens/s  ETA {:.1f} s{}\n", s + 1,
+                         v.train.steps, r.loss, tokens / r.step_s, eta,
+                         eval_loss ? fmt::format("  validation loss {:.4f}", *eval_loss) : "")
           << std::flush;
+      Json line{{"step", s + 1}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
+                {"tokens_per_s", tokens / r.step_s}};
+      if (eval_loss) line["eval_loss"] = *eval_loss;
+      metrics << line.dump() << "\n" << std::flush;
     }
+  }
+  if (!o.save_weights.empty()) {
+    weights::save_weights(o.save_weights, v.model, v.plan, rank.engine().state(), rank.groups(),
+                          world, rank.backend().vocab_row_alignment());
+    if (printer) out << fmt::format("wrote weights {}\n", o.save_weights);
   }
   const auto summaries = report::gather_summaries(
       world, report::summarize_rank(rank.groups(), rank.allocator(), samples, last_events));
@@ -344,7 +450,24 @@ void add_run_command(CLI::App& app, CommandContext& context) {
                       "cluster (memory budget and peak FLOP/s for MFU); default local-cpu");
   command->add_option("--steps", options->steps, "steps to train (default: the train spec's)");
   command->add_option("--data", options->data,
-                      "train on the bytes of this file (default: generated pseudo-English)");
+                      "train on this file's tokens: a Megatron PREFIX(.bin/.idx), an llm.c .bin or "
+                      "raw bytes (default: generated pseudo-English)");
+  command->add_option("--data-format", options->data_format,
+                      "auto (default: PREFIX.idx beside it is Megatron, other *.bin llm.c, anything "
+                      "else bytes), bytes, megatron or llmc");
+  command->add_option("--valid-data", options->valid_data,
+                      "validation tokens from this file (same formats as --data)");
+  command->add_option("--valid-fraction", options->valid_fraction,
+                      "hold out this last fraction of the training tokens for validation");
+  command->add_option("--eval-every", options->eval_every,
+                      "validation loss every N steps (and after the last; default: after the last "
+                      "only, when there is validation data)");
+  command->add_option("--eval-batches", options->eval_batches,
+                      "global batches per validation (default 4)");
+  command->add_option("--init-from", options->init_from,
+                      "start from these weights: safetensors with Hugging Face GPT-2 names");
+  command->add_option("--save-weights", options->save_weights,
+                      "write the trained weights here as safetensors (Hugging Face GPT-2 names)");
   command->add_option("--out", options->out, "directory for report.json and trace.json");
   command->add_option("--max-ranks", options->max_ranks,
                       "largest rank count this machine may start (default 8)");

@@ -25,6 +25,13 @@ struct RunOptions {
   std::string cluster = "local-cpu";
   std::int64_t steps = 0;  // 0: the train spec's steps
   std::string data;        // empty: the generated corpus
+  std::string data_format = "auto";  // auto | bytes | megatron | llmc (executor/data/dataset.h)
+  std::string valid_data;            // validation tokens from another file (same format rules)
+  double valid_fraction = 0;         // or the last fraction of the training tokens, held out
+  std::int64_t eval_every = 0;       // validation loss every N steps (and after the last)
+  std::int64_t eval_batches = 4;     // global batches per evaluation
+  std::string init_from;             // GPT-2 safetensors to start from (weights_io.h)
+  std::string save_weights;          // GPT-2 safetensors written after the last step
   std::string out = "strata-run";
   int max_ranks = 8;
   std::string nvme_dir = "/tmp";  // offload to NVMe: where the run directory goes

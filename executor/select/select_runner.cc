@@ -37,6 +37,16 @@ struct RankState {
   std::unique_ptr<ProcessGroups> groups;
   std::unique_ptr<data::BatchSampler> sampler;
   std::unique_ptr<engine::Engine> engine;
+
+  // In the reverse of building: each part refers to the ones built before it.
+  void release() {
+    engine.reset();
+    sampler.reset();
+    groups.reset();
+    backend.reset();
+    alloc.reset();
+    factory.reset();
+  }
 };
 
 struct JobState {
@@ -164,6 +174,12 @@ class Runner {
       out.peak_device_bytes = std::max(
           out.peak_device_bytes,
           static_cast<double>(s.ranks[static_cast<std::size_t>(rank)].alloc->peak_bytes().device));
+    }
+    if (slice.first_step + slice.steps == jobs_[slice.job].train.steps) {
+      // The job's last slice: its rank lets go of everything it holds (model state, the
+      // backend's memory, its communicators) so that the jobs after it on this device find
+      // the memory free. Every rank of the job is here, past its last collective.
+      s.ranks[static_cast<std::size_t>(rank)].release();
     }
     if (rank == 0) {
       {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -23,6 +24,15 @@ std::size_t utf8_cut(const std::string& s, std::size_t n) {
   if (s.size() <= n) return s.size();
   while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
   return n;
+}
+
+// A key as a message shows it: plain keys as they are, an empty or odd one ("", "tp ",
+// "a:b") JSON-quoted so that it can be seen, every one cut.
+std::string display_key(const std::string& key) {
+  const bool plain = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '[' || c == ']';
+  });
+  return plain ? quote_cut(key) : quote_cut(Json(key).dump());
 }
 
 // Nesting depth checked on the raw text, before anything recursive touches it: brackets
@@ -106,7 +116,7 @@ class PathTracker {
         p += fmt::format("[{}]", f.index);
       } else if (!f.key.empty() || !f.keys.empty()) {
         if (!p.empty()) p += '.';
-        p += quote_cut(f.key);
+        p += display_key(f.key);
       }
     }
     return p;
@@ -219,7 +229,7 @@ JsonObjectReader::JsonObjectReader(const Json& object, std::string source, std::
 }
 
 std::string JsonObjectReader::key_path(const std::string& key) const {
-  return path_.empty() ? key : path_ + "." + key;
+  return path_.empty() ? display_key(key) : path_ + "." + display_key(key);
 }
 
 void JsonObjectReader::fail(const std::string& key, const std::string& value_text,

@@ -94,7 +94,9 @@ Validated validate(const RunOptions& o) {
     throw ConfigError(fmt::format("{}: steps = {}, expected >= 1 (or pass --steps)", v.train_path,
                                   v.train.steps));
   }
-  v.plan.check_against_model(v.model, v.train, v.plan_path);
+  v.plan.check_against_model(v.model, v.train,
+                             fmt::format("{} (model {}, train {})", v.plan_path, v.model_path,
+                                         v.train_path));
   if (v.plan.world_size() > o.max_ranks) {
     throw InfeasiblePlan(fmt::format(
         "{}: tp*pp*dp = {}*{}*{} = {} ranks, more than --max-ranks {} allows on this machine",

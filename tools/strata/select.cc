@@ -151,11 +151,21 @@ int select_command(const SelectOptionsCli& o, std::ostream& out) {
   const WorkloadSpec spec = WorkloadSpec::load(workload_path);
   const fs::path base = fs::path(workload_path).parent_path();
   WorkloadResolver resolve;
+  // A referenced file's error names the workload and the key that led to it as well.
+  const auto referenced = [&](const std::string& field, const auto& load) {
+    try {
+      return load();
+    } catch (const ConfigError& e) {
+      throw ConfigError(fmt::format("{}: {}: {}", workload_path, field, e.what()));
+    }
+  };
   resolve.model = [&](const std::string& ref, const std::string& field) {
-    return ModelSpec::load(resolve_ref("models", ref, base, workload_path + ": " + field));
+    const std::string file = resolve_ref("models", ref, base, workload_path + ": " + field);
+    return referenced(field, [&] { return ModelSpec::load(file); });
   };
   resolve.train = [&](const std::string& ref, const std::string& field) {
-    return TrainSpec::load(resolve_ref("train", ref, base, workload_path + ": " + field));
+    const std::string file = resolve_ref("train", ref, base, workload_path + ": " + field);
+    return referenced(field, [&] { return TrainSpec::load(file); });
   };
   const std::vector<Job> jobs = expand(spec, resolve, workload_path);
   const ClusterSpec cluster = ClusterSpec::load(resolve_config("clusters", o.cluster, "--cluster"));

@@ -28,10 +28,18 @@ std::size_t utf8_cut(const std::string& s, std::size_t n) {
 
 // A key as a message shows it: plain keys as they are, an empty or odd one ("", "tp ",
 // "a:b") JSON-quoted so that it can be seen, every one cut.
+// Plain: a word of [A-Za-z0-9_] followed by array indices ("lr[0]", which callers pass).
 std::string display_key(const std::string& key) {
-  const bool plain = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '[' || c == ']';
-  });
+  const auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::size_t i = 0;
+  while (i < key.size() && word(key[i])) ++i;
+  bool plain = i > 0;
+  while (plain && i < key.size()) {
+    std::size_t j = i + 1;
+    while (j < key.size() && std::isdigit(static_cast<unsigned char>(key[j]))) ++j;
+    plain = key[i] == '[' && j > i + 1 && j < key.size() && key[j] == ']';
+    i = j + 1;
+  }
   return plain ? quote_cut(key) : quote_cut(Json(key).dump());
 }
 

@@ -5,10 +5,10 @@
 // budget of -2^63 bytes, and nodes x gpus_per_node overflowed to 0 GPUs.
 //
 // The products they protect (worst case with every bound at once):
-// - parameters: layers * (4 h^2 + 2 h f + ...) <= 2^14 * (2^38 + 2^41) < 2^56;
+// - parameters: layers * (4 h^2 + 2 h f + ...) <= 2^11 * (2^38 + 2^41) < 2^53;
 //   vocab * hidden <= 2^24 * 2^18 = 2^42;
-// - attention scores per micro-batch: heads * seq^2 * micro_batch <= 2^12 * 2^34 * 2^16 =
-//   2^62 elements, and activations seq * micro_batch * ffn <= 2^17 * 2^16 * 2^20 = 2^53;
+// - attention scores per micro-batch: heads * seq^2 * micro_batch <= 2^12 * 2^34 * 2^14 =
+//   2^60 elements, and activations seq * micro_batch * ffn <= 2^17 * 2^14 * 2^20 = 2^51;
 // - ranks: tp * pp * dp <= 2^48 and nodes * gpus_per_node <= 2^26;
 // - memory: 2^20 GiB = 2^50 bytes per device, 2^24 GiB per host, 1e9 GB of NVMe, all well
 //   inside int64 bytes;
@@ -21,7 +21,10 @@
 namespace strata::limits {
 
 // ModelSpec (the largest published GPT: 128 layers, hidden 25600, 128K context, 256K vocab).
-inline constexpr std::int64_t kLayers = std::int64_t{1} << 14;
+// Layers and the global batch are also bounded by the planner's time: on a CPU cluster every
+// candidate's Program is walked op by op, O(layers x micro-batches), so 2048 layers or a
+// global batch of 16384 already take ~5-40 s to plan on a 2-core machine.
+inline constexpr std::int64_t kLayers = std::int64_t{1} << 11;
 inline constexpr std::int64_t kHidden = std::int64_t{1} << 18;
 inline constexpr std::int64_t kFfnHidden = std::int64_t{1} << 20;
 inline constexpr std::int64_t kHeads = std::int64_t{1} << 12;
@@ -29,7 +32,7 @@ inline constexpr std::int64_t kSeqLen = std::int64_t{1} << 17;
 inline constexpr std::int64_t kVocab = std::int64_t{1} << 24;
 
 // TrainSpec and the run flags (GPT-3 and Megatron-1T use a global batch of 1536 and 3072).
-inline constexpr std::int64_t kGlobalBatch = std::int64_t{1} << 16;
+inline constexpr std::int64_t kGlobalBatch = std::int64_t{1} << 14;
 inline constexpr std::int64_t kSteps = 1'000'000'000;
 inline constexpr double kLearningRate = 1e3;
 inline constexpr double kGradClip = 1e12;

@@ -74,7 +74,7 @@ TEST(ModelSpec, AbsurdMagnitudesAreBoundedPerKey) {
   // 2^62 once crashed `strata run` (hidden * ffn_hidden overflowed int64); each key has a bound
   // from cost_model/limits.h and the message names it.
   const std::pair<const char*, std::int64_t> bounds[] = {
-      {"layers", 16384}, {"hidden", 262144}, {"heads", 4096}, {"seq_len", 131072},
+      {"layers", 2048}, {"hidden", 262144}, {"heads", 4096}, {"seq_len", 131072},
       {"vocab", 16777216}, {"ffn_hidden", 1048576}};
   for (const auto& [key, max] : bounds) {
     Json j = tiny_json();

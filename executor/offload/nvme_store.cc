@@ -2,7 +2,8 @@
 // nvme_store.h).
 #include "executor/offload/nvme_store.h"
 
-#include <signal.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <stdexcept>
 #include <system_error>
 
@@ -34,20 +36,25 @@ bool valid_name(const std::string& name) {
   });
 }
 
-// "strata-<pid>-XXXXXX" -> pid, or -1 for any other name.
-long run_dir_pid(const std::string& name) {
-  if (!name.starts_with(kRunDirPrefix)) return -1;
-  const char* first = name.data() + kRunDirPrefix.size();
+constexpr std::string_view kNewDirPrefix = ".strata-new-";
+
+// "strata-<n>-XXXXXX" (and ".strata-new-<n>-XXXXXX"): a run directory's name. Only the shape
+// is checked; the number is the creator's pid, for people, never for liveness.
+bool run_dir_name(const std::string& name, std::string_view prefix) {
+  if (!name.starts_with(prefix)) return false;
+  const char* first = name.data() + prefix.size();
   const char* last = name.data() + name.size();
-  long pid = -1;
-  const auto [ptr, ec] = std::from_chars(first, last, pid);
-  if (ec != std::errc() || ptr == first || ptr == last || *ptr != '-' || pid <= 0) return -1;
-  return pid;
+  long number = -1;
+  const auto [ptr, ec] = std::from_chars(first, last, number);
+  return ec == std::errc() && ptr != first && last - ptr == 7 && *ptr == '-';
 }
 
-bool pid_alive(long pid) {
-  // EPERM: alive but another user's. Only ESRCH says the process is gone.
-  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH;
+// Whether a half-made directory is old enough that its maker is surely past the moment
+// between mkdtemp and flock.
+bool older_than_a_minute(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return false;
+  return ::time(nullptr) - st.st_mtime > 60;
 }
 
 // mkdir -p for the store's parent directory, each failure named.
@@ -71,13 +78,22 @@ std::vector<std::filesystem::path> remove_stale_run_dirs(const std::filesystem::
   for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
     if (ec) break;
     const std::string name = it->path().filename().string();
-    const long pid = run_dir_pid(name);
-    if (pid <= 0 || pid == static_cast<long>(::getpid()) || pid_alive(pid)) continue;
-    if (!it->is_directory(ec) || ec) continue;
-    candidates.push_back(it->path());
+    const bool run = run_dir_name(name, kRunDirPrefix);
+    const bool half_made = run_dir_name(name, kNewDirPrefix) && older_than_a_minute(it->path());
+    if (!run && !half_made) continue;
+    if (!it->is_symlink(ec) && it->is_directory(ec) && !ec) candidates.push_back(it->path());
   }
   std::sort(candidates.begin(), candidates.end());  // deterministic order of the report
   for (const auto& path : candidates) {
+    // Held: a live store's (in this process, another, another namespace or node). Taken: its
+    // store is gone; removed while held, so no new store can be inside.
+    std::optional<FileLock> lock;
+    try {
+      lock = FileLock::try_acquire(path, /*create=*/false);
+    } catch (const SystemError&) {
+      continue;  // unreadable: not ours to judge
+    }
+    if (!lock) continue;
     std::filesystem::remove_all(path, ec);
     if (!ec) removed.push_back(path);
   }
@@ -95,15 +111,33 @@ NvmeStore::NvmeStore(NvmeStoreOptions options, AccountingAllocator* allocator)
       engine_(options_.io) {
   make_dirs(options_.dir);
   stale_removed_ = remove_stale_run_dirs(options_.dir);
-  // mkdtemp: a fresh, unique name even when a dead process of the same pid left one behind
-  // or another store in this process shares the directory.
+  // mkdtemp: a fresh, unique name even when another process (here or in another PID
+  // namespace) or another store in this process shares the directory. Made under a name the
+  // clean-up leaves alone for a minute, locked, then renamed into place.
   std::string pattern =
-      (options_.dir / fmt::format("{}{}-XXXXXX", kRunDirPrefix, ::getpid())).string();
+      (options_.dir / fmt::format("{}{}-XXXXXX", kNewDirPrefix, ::getpid())).string();
   if (::mkdtemp(pattern.data()) == nullptr) {
     throw SystemError(fmt::format("mkdtemp of run dir '{}' failed: {}", pattern,
                                   errno_text(errno)));
   }
-  run_dir_ = pattern;
+  const std::filesystem::path made = pattern;
+  lock_ = FileLock::try_acquire(made, /*create=*/false);
+  if (!lock_) {
+    throw SystemError(fmt::format("flock of the new run dir '{}' failed: held by another "
+                                  "process", made.string()));
+  }
+  const std::string suffix = made.filename().string().substr(made.filename().string().size() - 6);
+  const std::filesystem::path final_dir =
+      options_.dir / fmt::format("{}{}-{}", kRunDirPrefix, ::getpid(), suffix);
+  // RENAME_NOREPLACE: rename(2) would silently replace an existing empty directory.
+  if (::renameat2(AT_FDCWD, made.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_NOREPLACE) != 0) {
+    const int err = errno;
+    std::error_code ignored;
+    std::filesystem::remove(made, ignored);
+    throw SystemError(fmt::format("renameat2('{}', '{}') failed: {}", made.string(),
+                                  final_dir.string(), errno_text(err)));
+  }
+  run_dir_ = final_dir;
 }
 
 NvmeStore::~NvmeStore() { remove_all_noexcept(); }

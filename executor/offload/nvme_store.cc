@@ -26,7 +26,6 @@ namespace {
 constexpr std::string_view kRunDirPrefix = "strata-";
 constexpr std::int64_t kFloatBytes = static_cast<std::int64_t>(sizeof(float));
 
-std::string errno_text(int err) { return fmt::format("{} (errno {})", std::strerror(err), err); }
 
 bool valid_name(const std::string& name) {
   if (name.empty() || name == "." || name == "..") return false;
@@ -34,27 +33,6 @@ bool valid_name(const std::string& name) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
            c == '.' || c == '_' || c == '-';
   });
-}
-
-constexpr std::string_view kNewDirPrefix = ".strata-new-";
-
-// "strata-<n>-XXXXXX" (and ".strata-new-<n>-XXXXXX"): a run directory's name. Only the shape
-// is checked; the number is the creator's pid, for people, never for liveness.
-bool run_dir_name(const std::string& name, std::string_view prefix) {
-  if (!name.starts_with(prefix)) return false;
-  const char* first = name.data() + prefix.size();
-  const char* last = name.data() + name.size();
-  long number = -1;
-  const auto [ptr, ec] = std::from_chars(first, last, number);
-  return ec == std::errc() && ptr != first && last - ptr == 7 && *ptr == '-';
-}
-
-// Whether a half-made directory is old enough that its maker is surely past the moment
-// between mkdtemp and flock.
-bool older_than_a_minute(const std::filesystem::path& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return false;
-  return ::time(nullptr) - st.st_mtime > 60;
 }
 
 // mkdir -p for the store's parent directory, each failure named.
@@ -70,34 +48,7 @@ void make_dirs(const std::filesystem::path& dir) {
 }  // namespace
 
 std::vector<std::filesystem::path> remove_stale_run_dirs(const std::filesystem::path& dir) {
-  std::vector<std::filesystem::path> removed;
-  std::error_code ec;
-  std::filesystem::directory_iterator it(dir, ec);
-  if (ec) return removed;  // no directory (or unreadable): nothing of ours to clean
-  std::vector<std::filesystem::path> candidates;
-  for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    if (ec) break;
-    const std::string name = it->path().filename().string();
-    const bool run = run_dir_name(name, kRunDirPrefix);
-    const bool half_made = run_dir_name(name, kNewDirPrefix) && older_than_a_minute(it->path());
-    if (!run && !half_made) continue;
-    if (!it->is_symlink(ec) && it->is_directory(ec) && !ec) candidates.push_back(it->path());
-  }
-  std::sort(candidates.begin(), candidates.end());  // deterministic order of the report
-  for (const auto& path : candidates) {
-    // Held: a live store's (in this process, another, another namespace or node). Taken: its
-    // store is gone; removed while held, so no new store can be inside.
-    std::optional<FileLock> lock;
-    try {
-      lock = FileLock::try_acquire(path, /*create=*/false);
-    } catch (const SystemError&) {
-      continue;  // unreadable: not ours to judge
-    }
-    if (!lock) continue;
-    std::filesystem::remove_all(path, ec);
-    if (!ec) removed.push_back(path);
-  }
-  return removed;
+  return remove_unlocked_dirs(dir, std::string(kRunDirPrefix));
 }
 
 NvmeStore::NvmeStore(NvmeStoreOptions options, AccountingAllocator* allocator)
@@ -111,33 +62,10 @@ NvmeStore::NvmeStore(NvmeStoreOptions options, AccountingAllocator* allocator)
       engine_(options_.io) {
   make_dirs(options_.dir);
   stale_removed_ = remove_stale_run_dirs(options_.dir);
-  // mkdtemp: a fresh, unique name even when another process (here or in another PID
-  // namespace) or another store in this process shares the directory. Made under a name the
-  // clean-up leaves alone for a minute, locked, then renamed into place.
-  std::string pattern =
-      (options_.dir / fmt::format("{}{}-XXXXXX", kNewDirPrefix, ::getpid())).string();
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    throw SystemError(fmt::format("mkdtemp of run dir '{}' failed: {}", pattern,
-                                  errno_text(errno)));
-  }
-  const std::filesystem::path made = pattern;
-  lock_ = FileLock::try_acquire(made, /*create=*/false);
-  if (!lock_) {
-    throw SystemError(fmt::format("flock of the new run dir '{}' failed: held by another "
-                                  "process", made.string()));
-  }
-  const std::string suffix = made.filename().string().substr(made.filename().string().size() - 6);
-  const std::filesystem::path final_dir =
-      options_.dir / fmt::format("{}{}-{}", kRunDirPrefix, ::getpid(), suffix);
-  // RENAME_NOREPLACE: rename(2) would silently replace an existing empty directory.
-  if (::renameat2(AT_FDCWD, made.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_NOREPLACE) != 0) {
-    const int err = errno;
-    std::error_code ignored;
-    std::filesystem::remove(made, ignored);
-    throw SystemError(fmt::format("renameat2('{}', '{}') failed: {}", made.string(),
-                                  final_dir.string(), errno_text(err)));
-  }
-  run_dir_ = final_dir;
+  // A fresh, unique, locked directory even when another process (here or in another PID
+  // namespace) or another store in this process shares the parent.
+  run_dir_lock_.emplace(options_.dir, std::string(kRunDirPrefix));
+  run_dir_ = run_dir_lock_->path();
 }
 
 NvmeStore::~NvmeStore() { remove_all_noexcept(); }

@@ -11,9 +11,8 @@
 //   the lock, never the pid in the name: a pid means nothing in another PID namespace (a
 //   container) or on another node sharing the directory, where a live run's directory was
 //   once deleted. The store holds an exclusive flock on its run directory for its whole
-//   life; to leave no moment in which the directory exists unlocked under its final name, it
-//   is made as .strata-new-<pid>-XXXXXX, locked, then renamed (the lock follows the inode).
-//   A .strata-new-* left by a crash in that moment is removed once unlocked and a minute old.
+//   life (a LockedDir, locked_dir.h, which also says how it is made without a moment
+//   unlocked).
 // - Accounting: with an allocator, each tensor holds a Reservation on the nvme tier, so a
 //   run's peak NVMe bytes are measured (and a tensor over the nvme budget is OutOfMemory).
 // - Counters: bytes read and written through the store since reset_counters() (per step).
@@ -33,7 +32,7 @@
 #include "executor/memory/accounting_allocator.h"
 #include "executor/offload/aligned_buffer.h"
 #include "executor/offload/io_uring_file.h"
-#include "executor/runtime/file_lock.h"
+#include "executor/runtime/locked_dir.h"
 
 namespace strata::offload {
 
@@ -95,7 +94,7 @@ class NvmeStore {
   NvmeStoreOptions options_;
   AccountingAllocator* allocator_;
   std::vector<std::filesystem::path> stale_removed_;
-  std::optional<FileLock> lock_;  // on run_dir_; released after the directory is removed
+  std::optional<LockedDir> run_dir_lock_;  // owns run_dir_: locked, removed last
   std::filesystem::path run_dir_;
   bool direct_ = true;
   std::map<std::string, Tensor> tensors_;

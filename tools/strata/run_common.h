@@ -7,10 +7,12 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "cost_model/cluster_spec.h"
 #include "cost_model/model_spec.h"
 #include "cost_model/plan.h"
+#include "cost_model/profile.h"
 #include "cost_model/step_report.h"
 #include "cost_model/train_spec.h"
 #include "executor/engine/rank_training.h"
@@ -23,17 +25,20 @@ struct RunOptions {
   std::string model;
   std::string train;
   std::string cluster = "local-cpu";
-  std::int64_t steps = 0;  // 0: the train spec's steps
+  std::optional<std::int64_t> steps;  // unset: the train spec's steps
   std::string data;        // empty: the generated corpus
   std::string out = "strata-run";
   int max_ranks = 8;
   std::string nvme_dir = "/tmp";  // offload to NVMe: where the run directory goes
   int prefetch_depth = 2;         // ZeRO-3 offloaded params: layers fetched ahead
-  double device_budget_mib = 0;   // > 0: the device tier's budget instead of the cluster's
+  std::optional<double> device_budget_mib;  // the device tier's budget instead of the cluster's
   std::string update_profile;     // fold the measured step into this profile (see update_profile)
   std::string profile;            // the printed prediction uses this calibrated profile
   std::optional<std::string> backend;  // --backend cpu|cuda; unset: cuda when a GPU is found
   int ranks_per_gpu = 1;          // CUDA: processes sharing one GPU (host-staged communicators)
+  double comm_timeout_s = 300;    // a rank blocked this long in one MPI call ends the job
+  double stop_grace_s = 3;        // after SIGINT/SIGTERM: time the ranks get to finish a step
+  std::string job_dir;            // hidden: set by the launching `strata run` for its ranks
 };
 
 // Everything a rank needs, loaded and checked before any rank starts.
@@ -42,8 +47,30 @@ struct Validated {
   TrainSpec train;
   ClusterSpec cluster;
   Plan plan;
+  std::optional<Profile> profile;  // --profile, parsed
+  std::optional<double> device_budget_mib;
   std::string model_path, train_path, cluster_path, plan_path;
+  // The cluster with --device-budget-mib applied: what the fit check and the ranks' budgets use.
+  ClusterSpec budget_cluster() const;
+  bool uses_nvme() const;
 };
+
+// Loads and checks every input of a run (run_checks.cc): the specs, the plan against the
+// model, every flag's range, --data, --out (created; writable), --profile and
+// --update-profile (parsed and validated; the latter's directory writable), the NVMe
+// directory. ConfigError / InfeasiblePlan naming the flag or file otherwise. Nothing runs
+// before it, so a bad argument costs no training.
+Validated validate(const RunOptions& o);
+
+// Whether the plan fits in the budget_cluster() by the cost model's prediction (the same
+// check as `strata predict`); when it does not, the one-line reason (exit 3 before anything
+// is allocated). nullopt: it fits, or the cost model cannot price the plan on this cluster.
+std::optional<std::string> does_not_fit(const Validated& v);
+
+// The argument list the ranks are started with: every input as an absolute path, the steps
+// and backend decided here, and --job-dir.
+std::vector<std::string> relaunch_args(const RunOptions& o, const Validated& v, Backend backend,
+                                       const std::string& job_dir);
 
 // The measured step time and offload bytes beside the cost model's for the same plan.
 void print_predicted(const Validated& v, const StepReport& rep, const std::string& profile_path,

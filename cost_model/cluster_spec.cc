@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cost_model/errors.h"
+#include "cost_model/limits.h"
 #include "cost_model/units.h"
 
 namespace strata {
@@ -40,15 +41,21 @@ std::string read_source(JsonObjectReader& r) {
   return s;
 }
 
-double positive(JsonObjectReader& r, const std::string& key, double unit) {
+// A figure in (0, max] of its unit; at least `min` where a smaller one would overflow a
+// quotient (bytes / bandwidth).
+double positive(JsonObjectReader& r, const std::string& key, double unit, double max,
+                double min = 0) {
   const double v = r.get_number(key);
   r.require_positive(key, v);
+  if (v < min) r.fail(key, fmt::format("{}", v), fmt::format("a value >= {}", min));
+  r.require_at_most(key, v, max);
   return v * unit;
 }
 
-double non_negative(JsonObjectReader& r, const std::string& key, double unit) {
+double non_negative(JsonObjectReader& r, const std::string& key, double unit, double max) {
   const double v = r.get_number(key);
   r.require_non_negative(key, v);
+  r.require_at_most(key, v, max);
   return v * unit;
 }
 
@@ -56,10 +63,11 @@ DeviceSpec device_from_json(JsonObjectReader r) {
   DeviceSpec d;
   d.name = r.get_string("name");
   if (d.name.empty()) r.fail("name", "\"\"", "a non-empty device name");
-  d.memory_bytes = positive(r, "memory_gib", units::kGiB);
-  d.bf16_flops = positive(r, "bf16_tflops", units::kTera);
-  d.fp32_flops = positive(r, "fp32_tflops", units::kTera);
-  d.memory_bandwidth_bytes_per_s = positive(r, "hbm_bandwidth_gb_per_s", units::kGB);
+  d.memory_bytes = positive(r, "memory_gib", units::kGiB, limits::kDeviceMemoryGib);
+  d.bf16_flops = positive(r, "bf16_tflops", units::kTera, limits::kTflops, limits::kMinTflops);
+  d.fp32_flops = positive(r, "fp32_tflops", units::kTera, limits::kTflops, limits::kMinTflops);
+  d.memory_bandwidth_bytes_per_s = positive(r, "hbm_bandwidth_gb_per_s", units::kGB,
+                                            limits::kBandwidthGbPerS, limits::kMinBandwidthGbPerS);
   d.source = read_source(r);
   r.finish();
   return d;
@@ -76,12 +84,16 @@ Json to_json(const DeviceSpec& d) {
 
 HostSpec host_from_json(JsonObjectReader r) {
   HostSpec h;
-  h.memory_bytes = positive(r, "memory_gib", units::kGiB);
-  h.pcie_bandwidth_bytes_per_s = positive(r, "pcie_bandwidth_gb_per_s", units::kGB);
+  h.memory_bytes = positive(r, "memory_gib", units::kGiB, limits::kHostMemoryGib);
+  h.pcie_bandwidth_bytes_per_s = positive(r, "pcie_bandwidth_gb_per_s", units::kGB,
+                                          limits::kBandwidthGbPerS, limits::kMinBandwidthGbPerS);
   h.cpu_cores = r.get_int("cpu_cores");
   r.require_positive("cpu_cores", static_cast<double>(h.cpu_cores));
-  h.cpu_flops = positive(r, "cpu_gflops", units::kGiga);
-  h.memory_bandwidth_bytes_per_s = positive(r, "memory_bandwidth_gb_per_s", units::kGB);
+  r.require_at_most("cpu_cores", static_cast<double>(h.cpu_cores), limits::kCpuCores);
+  h.cpu_flops = positive(r, "cpu_gflops", units::kGiga, limits::kCpuGflops,
+                         limits::kMinTflops * 1e3);
+  h.memory_bandwidth_bytes_per_s = positive(r, "memory_bandwidth_gb_per_s", units::kGB,
+                                            limits::kBandwidthGbPerS, limits::kMinBandwidthGbPerS);
   h.source = read_source(r);
   r.finish();
   return h;
@@ -100,12 +112,21 @@ Json to_json(const HostSpec& h) {
 // to read and write it.
 NvmeSpec nvme_from_json(JsonObjectReader r) {
   NvmeSpec n;
-  n.capacity_bytes = non_negative(r, "capacity_gb", units::kGB);
-  n.read_bytes_per_s = non_negative(r, "read_bandwidth_gb_per_s", units::kGB);
-  n.write_bytes_per_s = non_negative(r, "write_bandwidth_gb_per_s", units::kGB);
+  n.capacity_bytes = non_negative(r, "capacity_gb", units::kGB, limits::kNvmeCapacityGb);
+  n.read_bytes_per_s = non_negative(r, "read_bandwidth_gb_per_s", units::kGB,
+                                    limits::kBandwidthGbPerS);
+  n.write_bytes_per_s = non_negative(r, "write_bandwidth_gb_per_s", units::kGB,
+                                     limits::kBandwidthGbPerS);
   if (n.capacity_bytes > 0) {
     r.require_positive("read_bandwidth_gb_per_s", n.read_bytes_per_s);
     r.require_positive("write_bandwidth_gb_per_s", n.write_bytes_per_s);
+    for (const auto& [key, rate] : {std::pair{"read_bandwidth_gb_per_s", n.read_bytes_per_s},
+                                    std::pair{"write_bandwidth_gb_per_s", n.write_bytes_per_s}}) {
+      if (rate < limits::kMinBandwidthGbPerS * units::kGB) {
+        r.fail(key, fmt::format("{}", rate / units::kGB),
+               fmt::format("a value >= {}", limits::kMinBandwidthGbPerS));
+      }
+    }
   }
   n.source = read_source(r);
   r.finish();
@@ -121,8 +142,9 @@ Json to_json(const NvmeSpec& n) {
 
 LinkSpec link_from_json(JsonObjectReader r) {
   LinkSpec l;
-  l.bandwidth_bytes_per_s = positive(r, "bandwidth_gb_per_s", units::kGB);
-  l.latency_s = non_negative(r, "latency_us", units::kMicrosecond);
+  l.bandwidth_bytes_per_s = positive(r, "bandwidth_gb_per_s", units::kGB,
+                                     limits::kBandwidthGbPerS, limits::kMinBandwidthGbPerS);
+  l.latency_s = non_negative(r, "latency_us", units::kMicrosecond, limits::kLatencyUs);
   l.source = read_source(r);
   r.finish();
   return l;
@@ -146,8 +168,10 @@ ClusterSpec ClusterSpec::from_json(const Json& json, const std::string& source) 
                                                                          : Backend::kCuda;
   c.nodes = r.get_int("nodes");
   r.require_positive("nodes", static_cast<double>(c.nodes));
+  r.require_at_most("nodes", static_cast<double>(c.nodes), limits::kNodes);
   c.gpus_per_node = r.get_int("gpus_per_node");
   r.require_positive("gpus_per_node", static_cast<double>(c.gpus_per_node));
+  r.require_at_most("gpus_per_node", static_cast<double>(c.gpus_per_node), limits::kGpusPerNode);
   c.device = device_from_json(r.get_object("device"));
   c.host = host_from_json(r.get_object("host"));
   c.nvme = nvme_from_json(r.get_object("nvme"));

@@ -2,8 +2,16 @@
 // type, a missing or mistyped key is a ConfigError naming the file, the key path, the value
 // and what was expected, and finish() rejects the keys nobody asked for (a typo never falls
 // back to a default silently). Not a schema language: each spec's from_json says what it reads.
+//
+// read_json_file also refuses what no config needs and what would hurt later, each naming the
+// file and the key path: nesting deeper than kMaxJsonDepth (checked on the raw text before
+// nlohmann's recursive parser and destructor see it), a duplicate key (nlohmann keeps the last
+// one silently), a number outside the double range (1e999), and a string or key longer than
+// kMaxJsonStringBytes. Values quoted in a message are cut to kMaxQuotedValueChars, so a
+// 50 MB string makes a one-line error.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -15,6 +23,23 @@
 namespace strata {
 
 using Json = nlohmann::json;
+
+// Configs nest 3 levels, traces and reports 4; 32 leaves room and keeps every recursion
+// (parse, dump, destruction) shallow.
+inline constexpr int kMaxJsonDepth = 32;
+// The longest string any config holds is a "source" note or a file path (PATH_MAX = 4096).
+inline constexpr std::size_t kMaxJsonStringBytes = 4096;
+// A quoted value in an error message is cut to this many characters.
+inline constexpr std::size_t kMaxQuotedValueChars = 80;
+
+// `text` cut to kMaxQuotedValueChars, marked "... (N bytes)" when it was longer.
+std::string quote_cut(const std::string& text);
+// The JSON text of a value for a message, cut like quote_cut.
+std::string value_text(const Json& value);
+
+// Parses JSON text under the rules above; `source` names it in messages. ConfigError on any
+// violation or bad syntax.
+Json parse_json_text(const std::string& text, const std::string& source);
 
 // Reads and parses a JSON file; a missing file or bad syntax is a ConfigError naming it.
 Json read_json_file(const std::string& path);
@@ -31,6 +56,7 @@ class JsonObjectReader {
 
   std::int64_t get_int(const std::string& key);
   double get_number(const std::string& key);
+
   std::string get_string(const std::string& key);
   bool get_bool(const std::string& key);
   JsonObjectReader get_object(const std::string& key);
@@ -57,6 +83,9 @@ class JsonObjectReader {
                          const std::string& expected) const;
   void require_positive(const std::string& key, double value) const;
   void require_non_negative(const std::string& key, double value) const;
+  // Upper bounds on magnitudes (cost_model/limits.h): they keep every product the cost model
+  // and the executor form in int64 or double from overflowing.
+  void require_at_most(const std::string& key, double value, double max) const;
 
   const std::string& source() const { return source_; }
   std::string key_path(const std::string& key) const;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cost_model/errors.h"
+#include "cost_model/limits.h"
 
 namespace strata {
 
@@ -23,10 +24,16 @@ ModelSpec ModelSpec::from_json(const Json& json, const std::string& source) {
   r.require_positive("heads", static_cast<double>(m.heads));
   r.require_positive("seq_len", static_cast<double>(m.seq_len));
   r.require_positive("vocab", static_cast<double>(m.vocab));
+  r.require_at_most("layers", static_cast<double>(m.layers), limits::kLayers);
+  r.require_at_most("hidden", static_cast<double>(m.hidden), limits::kHidden);
+  r.require_at_most("heads", static_cast<double>(m.heads), limits::kHeads);
+  r.require_at_most("seq_len", static_cast<double>(m.seq_len), limits::kSeqLen);
+  r.require_at_most("vocab", static_cast<double>(m.vocab), limits::kVocab);
   // ffn_hidden is the one optional key: nearly every GPT uses 4h, and writing it in every
   // config would only invite copies that disagree with hidden.
   m.ffn_hidden = r.get_int_or("ffn_hidden", 4 * m.hidden);
   r.require_positive("ffn_hidden", static_cast<double>(m.ffn_hidden));
+  r.require_at_most("ffn_hidden", static_cast<double>(m.ffn_hidden), limits::kFfnHidden);
   if (m.hidden % m.heads != 0) {
     r.fail("hidden", std::to_string(m.hidden),
            fmt::format("a multiple of heads = {} (hidden % heads = {})", m.heads,

@@ -23,6 +23,7 @@
 
 #include "cost_model/cluster_spec.h"
 #include "cost_model/errors.h"
+#include "cost_model/limits.h"
 #include "cost_model/model_spec.h"
 #include "cost_model/partition.h"
 #include "cost_model/train_spec.h"
@@ -106,6 +107,7 @@ Plan Plan::from_json(const Json& json, const std::string& source) {
   const auto positive_int = [&r](const char* key) {
     const std::int64_t v = r.get_int(key);
     r.require_positive(key, static_cast<double>(v));
+    r.require_at_most(key, static_cast<double>(v), limits::kDegree);
     return v;
   };
   p.tp = positive_int("tp");

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "cost_model/errors.h"
+#include "cost_model/limits.h"
 #include "cost_model/units.h"
 
 namespace strata {
@@ -50,15 +51,27 @@ constexpr FeedbackField kFeedback[] = {
      &Profile::comm_time_scale_asks},
 };
 
+// A measured rate: 0 (not measured, where the key allows it) or in [1, 1e18] per second, so
+// that work / rate stays finite and meaningful.
+void require_rate(const JsonObjectReader& r, const std::string& key, double rate) {
+  if (rate != 0 && rate < limits::kMinRatePerS) {
+    r.fail(key, fmt::format("{}", rate), fmt::format("0 or a rate >= {} per second",
+                                                     limits::kMinRatePerS));
+  }
+  r.require_at_most(key, rate, limits::kRatePerS);
+}
+
 GemmSample gemm_from_json(JsonObjectReader r) {
   GemmSample g;
   for (auto [key, field] : {std::pair{"m", &GemmSample::m}, std::pair{"n", &GemmSample::n},
                             std::pair{"k", &GemmSample::k}}) {
     g.*field = r.get_int(key);
     r.require_positive(key, static_cast<double>(g.*field));
+    r.require_at_most(key, static_cast<double>(g.*field), limits::kGemmDim);
   }
   g.flops_per_s = r.get_number("flops_per_s");
   r.require_positive("flops_per_s", g.flops_per_s);
+  require_rate(r, "flops_per_s", g.flops_per_s);
   r.finish();
   return g;
 }
@@ -70,10 +83,13 @@ CollectiveFit collective_from_json(JsonObjectReader r) {
   c.ranks = r.get_int("ranks");
   // A collective or a point-to-point transfer needs at least two ranks.
   if (c.ranks < 2) r.fail("ranks", std::to_string(c.ranks), "an integer >= 2");
+  r.require_at_most("ranks", static_cast<double>(c.ranks), limits::kRanks);
   c.latency_s = r.get_number("latency_s");
   r.require_non_negative("latency_s", c.latency_s);
+  r.require_at_most("latency_s", c.latency_s, limits::kSeconds);
   c.bus_bandwidth_bytes_per_s = r.get_number("bus_bandwidth_bytes_per_s");
   r.require_positive("bus_bandwidth_bytes_per_s", c.bus_bandwidth_bytes_per_s);
+  require_rate(r, "bus_bandwidth_bytes_per_s", c.bus_bandwidth_bytes_per_s);
   r.finish();
   return c;
 }
@@ -93,20 +109,30 @@ Profile Profile::from_json(const Json& json, const std::string& source) {
   for (const RateField& f : kRates) {
     p.*f.field = r.get_number_or(f.key, 0.0);
     r.require_non_negative(f.key, p.*f.field);
+    if (f.field == &Profile::op_overhead_s) {
+      r.require_at_most(f.key, p.*f.field, limits::kSeconds);
+    } else {
+      require_rate(r, f.key, p.*f.field);
+    }
   }
   p.threads_per_rank = r.get_int_or("threads_per_rank", 0);
   r.require_non_negative("threads_per_rank", static_cast<double>(p.threads_per_rank));
+  r.require_at_most("threads_per_rank", static_cast<double>(p.threads_per_rank), limits::kCpuCores);
   p.busy_cores = r.get_int_or("busy_cores", 0);
   r.require_non_negative("busy_cores", static_cast<double>(p.busy_cores));
+  r.require_at_most("busy_cores", static_cast<double>(p.busy_cores), limits::kRanks);
   for (const FeedbackField& f : kFeedback) {
     p.*f.value = r.get_number_or(f.key, 0.0);
     r.require_non_negative(f.key, p.*f.value);
+    r.require_at_most(f.key, p.*f.value,
+                      f.value == &Profile::time_sliced_sync_s ? limits::kSeconds : limits::kScale);
     if (!r.has(f.asks_key)) continue;
     const Json& asks = r.get_array(f.asks_key);
     for (std::size_t i = 0; i < asks.size(); ++i) {
       const std::string key = fmt::format("{}[{}]", f.asks_key, i);
-      if (!asks[i].is_number() || !(asks[i].get<double>() > 0)) {
-        r.fail(key, asks[i].dump(), "a positive number");
+      if (!asks[i].is_number() || !(asks[i].get<double>() > 0) ||
+          !(asks[i].get<double>() <= limits::kScale)) {
+        r.fail(key, asks[i].dump(), fmt::format("a positive number <= {}", limits::kScale));
       }
       (p.*f.asks).push_back(asks[i].get<double>());
     }

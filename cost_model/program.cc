@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -142,9 +145,16 @@ std::vector<Step> pass_steps(const ModelSpec& model, const Plan& plan, const Ran
   const std::int32_t embedding = rank.unit_index("embedding");
   const std::int32_t wte = embedding >= 0 ? embedding : rank.unit_index("wte_copy");
   const std::int32_t final_norm = rank.unit_index("final_norm");
+  // One lookup table, not unit_index per layer: that scan made a pass of L layers cost L^2
+  // string compares (8192 layers: minutes in `select --plan-only`).
+  std::unordered_map<std::string, std::int32_t> index_of;
+  for (std::size_t i = 0; i < rank.units.size(); ++i) {
+    index_of.emplace(rank.units[i].name, static_cast<std::int32_t>(i));
+  }
   std::vector<Step> layers;
   for (std::int64_t l = cl.first_layer; l < cl.first_layer + cl.layers; ++l) {
-    const std::int32_t u = rank.unit_index("layer" + std::to_string(l));
+    const auto it = index_of.find("layer" + std::to_string(l));
+    const std::int32_t u = it == index_of.end() ? -1 : it->second;
     layers.push_back({Part::kLayer, u, {u}});
   }
   std::vector<Step> steps;

@@ -171,6 +171,7 @@ StepReport StepReport::from_json(const Json& json, const std::string& source) {
   }
   // Optional: only offload plans move bytes between tiers.
   if (r.has("transfers")) s.transfers = transfers_from_json(r.get_object("transfers"));
+  s.stopped_by = r.get_enum_or("stopped_by", {"SIGINT", "SIGTERM"}, "");
   r.finish();
   return s;
 }
@@ -199,6 +200,7 @@ Json StepReport::to_json() const {
          {"steps_measured", steps_measured},
          {"losses", losses}};
   if (!transfers.empty()) j["transfers"] = transfers_to_json(transfers);
+  if (!stopped_by.empty()) j["stopped_by"] = stopped_by;
   return j;
 }
 

@@ -78,6 +78,9 @@ struct StepReport {
   // Offload plans only (JSON "transfers", written when non-empty): the worst rank's bytes per
   // link in one step.
   TransferBytes transfers;
+  // RunReport only (JSON "stopped_by", written when set): "SIGINT" or "SIGTERM" when the run
+  // was stopped before its last step; the report then covers the steps_measured steps done.
+  std::string stopped_by;
 
   static StepReport from_json(const Json& json, const std::string& source);
   static StepReport load(const std::string& path);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cost_model/errors.h"
+#include "cost_model/limits.h"
 
 namespace strata {
 
@@ -38,6 +39,7 @@ OptimizerSpec optimizer_from_json(JsonObjectReader r) {
   // Clipping is off unless asked for; the key is optional because most runs leave it off.
   o.grad_clip = r.get_number_or("grad_clip", 0.0);
   r.require_positive("lr", o.lr);
+  r.require_at_most("lr", o.lr, limits::kLearningRate);
   if (!(o.beta1 >= 0 && o.beta1 < 1)) r.fail("beta1", fmt::format("{}", o.beta1), "a value in [0, 1)");
   if (!(o.beta2 >= 0 && o.beta2 < 1)) r.fail("beta2", fmt::format("{}", o.beta2), "a value in [0, 1)");
   r.require_positive("eps", o.eps);
@@ -63,6 +65,11 @@ OptimizerSpec optimizer_from_json(JsonObjectReader r) {
                        o.lr_warmup_steps));
   }
   o.decay_biases_and_norms = r.get_bool_or("decay_biases_and_norms", false);
+  r.require_at_most("grad_clip", o.grad_clip, limits::kGradClip);
+  r.require_at_most("eps", o.eps, 1.0);
+  r.require_at_most("weight_decay", o.weight_decay, limits::kLearningRate);
+  r.require_at_most("lr_warmup_steps", static_cast<double>(o.lr_warmup_steps), limits::kSteps);
+  r.require_at_most("lr_decay_steps", static_cast<double>(o.lr_decay_steps), limits::kSteps);
   r.finish();
   return o;
 }
@@ -74,6 +81,7 @@ TrainSpec TrainSpec::from_json(const Json& json, const std::string& source) {
   TrainSpec t;
   t.global_batch = r.get_int("global_batch");
   r.require_positive("global_batch", static_cast<double>(t.global_batch));
+  r.require_at_most("global_batch", static_cast<double>(t.global_batch), limits::kGlobalBatch);
   t.precision = r.get_enum("precision", {"bf16", "fp32"}) == "bf16" ? Precision::kBf16
                                                                     : Precision::kFp32;
   t.optimizer = optimizer_from_json(r.get_object("optimizer"));
@@ -82,6 +90,7 @@ TrainSpec TrainSpec::from_json(const Json& json, const std::string& source) {
   t.seed = static_cast<std::uint64_t>(seed);
   t.steps = r.get_int("steps");
   r.require_positive("steps", static_cast<double>(t.steps));
+  r.require_at_most("steps", static_cast<double>(t.steps), limits::kSteps);
   r.finish();
   return t;
 }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cost_model/errors.h"
+#include "cost_model/limits.h"
 
 namespace strata {
 namespace {
@@ -49,6 +50,7 @@ WorkloadSpec WorkloadSpec::from_json(const Json& json, const std::string& source
     job.train = j.get_string("train");
     job.steps = j.get_int("steps");
     j.require_positive("steps", static_cast<double>(job.steps));
+    j.require_at_most("steps", static_cast<double>(job.steps), limits::kSteps);
     if (j.has("grid")) {
       JsonObjectReader g = j.get_object("grid");
       for (const std::string& key : kGridKeys) {
@@ -66,6 +68,12 @@ WorkloadSpec WorkloadSpec::from_json(const Json& json, const std::string& source
           }
           if (key == "lr" && !(v > 0)) g.fail(at, values[k].dump(), "a learning rate > 0");
           if (key == "weight_decay" && v < 0) g.fail(at, values[k].dump(), "a weight decay >= 0");
+          // The same bounds as the train spec's keys (cost_model/limits.h); a seed stays
+          // below 2^53, where a double still holds it exactly.
+          const double max = key == "lr" || key == "weight_decay" ? limits::kLearningRate
+                             : key == "global_batch"              ? double(limits::kGlobalBatch)
+                                                                  : 9e15;
+          g.require_at_most(at, v, max);
           axis.values.push_back(v);
         }
         job.grid.push_back(std::move(axis));

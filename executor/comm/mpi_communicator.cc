@@ -85,7 +85,10 @@ std::int64_t block_begin(std::int64_t n, int s, int r) {
 
 // In place: data (n) := rank-ordered sum over the group (steps 1-4 above).
 template <typename T>
-void deterministic_all_reduce_sum(MPI_Comm comm, int rank, int size, T* data, std::int64_t n) {
+void deterministic_all_reduce_sum(const MpiCommunicator& self, T* data, std::int64_t n) {
+  const MPI_Comm comm = self.handle();
+  const int rank = self.rank();
+  const int size = self.size();
   checked_count(n, "all_reduce_sum");
   if (size == 1 || n == 0) {
     return;
@@ -106,17 +109,23 @@ void deterministic_all_reduce_sum(MPI_Comm comm, int rank, int size, T* data, st
   for (int r = 0; r < size; ++r) {
     recv_displs[static_cast<size_t>(r)] = r * mine;
   }
-  MPI_CHECK(MPI_Alltoallv(data, counts.data(), displs.data(), type, copies.data(),
-                          recv_counts.data(), recv_displs.data(), type, comm));
+  {
+    const CommWatch::Scope watched = self.blocking(CommCall::kAlltoallv);
+    MPI_CHECK(MPI_Alltoallv(data, counts.data(), displs.data(), type, copies.data(),
+                            recv_counts.data(), recv_displs.data(), type, comm));
+  }
   add_in_rank_order(copies.data(), data + displs[static_cast<size_t>(rank)], mine, size);
+  const CommWatch::Scope watched = self.blocking(CommCall::kAllgatherv);
   MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, type, data, counts.data(), displs.data(), type,
                            comm));
 }
 
 // out (n) := sum over ranks of their row rank() of in (size, n), in rank order (steps 2-3).
 template <typename T>
-void deterministic_reduce_scatter_sum(MPI_Comm comm, int size, const T* in, T* out,
+void deterministic_reduce_scatter_sum(const MpiCommunicator& self, const T* in, T* out,
                                       std::int64_t n) {
+  const MPI_Comm comm = self.handle();
+  const int size = self.size();
   const int count = checked_count(n, "reduce_scatter_sum");
   if (count == 0) {
     return;
@@ -128,29 +137,43 @@ void deterministic_reduce_scatter_sum(MPI_Comm comm, int size, const T* in, T* o
   const MPI_Datatype type = mpi_type(detail::pointer_dtype<T>());
   // copies: (size, n), row r = rank r's block for me.
   std::vector<T> copies(static_cast<size_t>(count) * static_cast<size_t>(size));
-  MPI_CHECK(MPI_Alltoall(in, count, type, copies.data(), count, type, comm));
+  {
+    const CommWatch::Scope watched = self.blocking(CommCall::kAlltoall);
+    MPI_CHECK(MPI_Alltoall(in, count, type, copies.data(), count, type, comm));
+  }
   add_in_rank_order(copies.data(), out, count, size);
 }
 
-void exact_all_reduce(MPI_Comm comm, void* data, std::int64_t n, MPI_Datatype type, MPI_Op op,
-                      const char* what) {
+void exact_all_reduce(const MpiCommunicator& self, void* data, std::int64_t n,
+                      MPI_Datatype type, MPI_Op op, const char* what) {
   const int count = checked_count(n, what);
   if (count == 0) {
     return;
   }
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, count, type, op, comm));
+  const CommWatch::Scope watched = self.blocking(CommCall::kAllreduce);
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, count, type, op, self.handle()));
 }
 
+// A pending send or receive; its wait is watched like a blocking call, naming the peer.
 class MpiRequest final : public Request::Impl {
  public:
-  explicit MpiRequest(MPI_Request request) : request_(request) {}
-  void wait() override { MPI_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE)); }
+  MpiRequest(MPI_Request request, const MpiCommunicator& comm, CommCall call, int peer)
+      : request_(request), watch_(comm.watch()), call_(call),
+        peer_world_(comm.watch() != nullptr ? comm.world_rank_of(peer) : peer) {}
+  void wait() override {
+    const CommWatch::Scope watched(watch_, call_, peer_world_, nullptr);
+    MPI_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE));
+  }
   void wait_noexcept() noexcept override {
+    const CommWatch::Scope watched(watch_, call_, peer_world_, nullptr);
     MPI_CHECK_NOEXCEPT(MPI_Wait(&request_, MPI_STATUS_IGNORE));
   }
 
  private:
   MPI_Request request_;
+  CommWatch* watch_;  // outlives every communicator, hence every request
+  CommCall call_;
+  int peer_world_;
 };
 
 bool is_predefined(MPI_Comm comm) {
@@ -159,7 +182,7 @@ bool is_predefined(MPI_Comm comm) {
 
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm) : comm_(comm) {
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, CommWatch* watch) : comm_(comm), watch_(watch) {
   if (comm == MPI_COMM_NULL) {
     throw SystemError("MpiCommunicator: MPI_COMM_NULL is not a communicator");
   }
@@ -167,6 +190,19 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm) : comm_(comm) {
     MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
     MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
     MPI_CHECK(MPI_Comm_size(comm_, &size_));
+    if (watch_ != nullptr) {
+      // The world rank of each member, so a watchdog's message names ranks everyone knows.
+      MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+      MPI_CHECK(MPI_Comm_group(comm_, &group));
+      MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world));
+      std::vector<int> mine(static_cast<std::size_t>(size_));
+      for (int r = 0; r < size_; ++r) mine[static_cast<std::size_t>(r)] = r;
+      world_ranks_.assign(static_cast<std::size_t>(size_), MPI_UNDEFINED);
+      const int rc = MPI_Group_translate_ranks(group, size_, mine.data(), world, world_ranks_.data());
+      MPI_Group_free(&group);
+      MPI_Group_free(&world);
+      MPI_CHECK(rc);
+    }
   } catch (...) {
     if (!is_predefined(comm_)) {
       MPI_Comm_free(&comm_);  // best effort: the constructor is already failing
@@ -175,19 +211,37 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm) : comm_(comm) {
   }
 }
 
-std::unique_ptr<MpiCommunicator> MpiCommunicator::duplicate(MPI_Comm comm) {
+std::unique_ptr<MpiCommunicator> MpiCommunicator::duplicate(MPI_Comm comm, CommWatch* watch) {
   MPI_Comm copy = MPI_COMM_NULL;
-  MPI_CHECK(MPI_Comm_dup(comm, &copy));
-  return std::make_unique<MpiCommunicator>(copy);
+  {
+    const CommWatch::Scope watched(watch, CommCall::kCommDup, -1, nullptr);
+    MPI_CHECK(MPI_Comm_dup(comm, &copy));
+  }
+  return std::make_unique<MpiCommunicator>(copy, watch);
 }
 
 std::unique_ptr<MpiCommunicator> MpiCommunicator::split(int color, int key) const {
   MPI_Comm part = MPI_COMM_NULL;
-  MPI_CHECK(MPI_Comm_split(comm_, color, key, &part));
+  {
+    const CommWatch::Scope watched = blocking(CommCall::kCommSplit);
+    MPI_CHECK(MPI_Comm_split(comm_, color, key, &part));
+  }
   if (part == MPI_COMM_NULL) {
     return nullptr;
   }
-  return std::make_unique<MpiCommunicator>(part);
+  return std::make_unique<MpiCommunicator>(part, watch_);
+}
+
+CommWatch::Scope MpiCommunicator::blocking(CommCall call, int peer) const {
+  return CommWatch::Scope(watch_, call, peer >= 0 ? world_rank_of(peer) : -1,
+                          peer >= 0 ? nullptr : &world_ranks_);
+}
+
+int MpiCommunicator::world_rank_of(int rank) const {
+  if (rank >= 0 && static_cast<std::size_t>(rank) < world_ranks_.size()) {
+    return world_ranks_[static_cast<std::size_t>(rank)];
+  }
+  return rank;
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -200,16 +254,16 @@ void MpiCommunicator::all_reduce_sum(void* data, std::int64_t n, DType dtype) {
   require_reducible(dtype, kWho, "all_reduce_sum");
   switch (dtype) {
     case DType::kF32:
-      deterministic_all_reduce_sum(comm_, rank_, size_, static_cast<float*>(data), n);
+      deterministic_all_reduce_sum(*this, static_cast<float*>(data), n);
       return;
     case DType::kF64:
-      deterministic_all_reduce_sum(comm_, rank_, size_, static_cast<double*>(data), n);
+      deterministic_all_reduce_sum(*this, static_cast<double*>(data), n);
       return;
     case DType::kBF16:
-      deterministic_all_reduce_sum(comm_, rank_, size_, static_cast<Bf16Bits*>(data), n);
+      deterministic_all_reduce_sum(*this, static_cast<Bf16Bits*>(data), n);
       return;
     case DType::kI64:  // integer addition is exact in any order
-      exact_all_reduce(comm_, data, n, MPI_INT64_T, MPI_SUM, "all_reduce_sum");
+      exact_all_reduce(*this, data, n, MPI_INT64_T, MPI_SUM, "all_reduce_sum");
       return;
     case DType::kI32:
       break;  // rejected by require_reducible
@@ -219,7 +273,7 @@ void MpiCommunicator::all_reduce_sum(void* data, std::int64_t n, DType dtype) {
 void MpiCommunicator::all_reduce_max(void* data, std::int64_t n, DType dtype) {
   require_reducible(dtype, kWho, "all_reduce_max");
   if (dtype != DType::kBF16) {
-    exact_all_reduce(comm_, data, n, mpi_type(dtype), MPI_MAX, "all_reduce_max");
+    exact_all_reduce(*this, data, n, mpi_type(dtype), MPI_MAX, "all_reduce_max");
     return;
   }
   // MPI has no bf16 type; fp32 holds every bf16 value exactly, so the max goes through it.
@@ -227,7 +281,7 @@ void MpiCommunicator::all_reduce_max(void* data, std::int64_t n, DType dtype) {
   auto* bits = static_cast<Bf16Bits*>(data);
   std::vector<float> wide(static_cast<std::size_t>(count));
   for (int i = 0; i < count; ++i) wide[static_cast<std::size_t>(i)] = bf16_to_float(bits[i]);
-  exact_all_reduce(comm_, wide.data(), count, MPI_FLOAT, MPI_MAX, "all_reduce_max");
+  exact_all_reduce(*this, wide.data(), count, MPI_FLOAT, MPI_MAX, "all_reduce_max");
   for (int i = 0; i < count; ++i) bits[i] = float_to_bf16(wide[static_cast<std::size_t>(i)]);
 }
 
@@ -236,19 +290,19 @@ void MpiCommunicator::reduce_scatter_sum(const void* in, void* out, std::int64_t
   require_reducible(dtype, kWho, "reduce_scatter_sum");
   switch (dtype) {
     case DType::kF32:
-      deterministic_reduce_scatter_sum(comm_, size_, static_cast<const float*>(in),
+      deterministic_reduce_scatter_sum(*this, static_cast<const float*>(in),
                                        static_cast<float*>(out), n);
       return;
     case DType::kF64:
-      deterministic_reduce_scatter_sum(comm_, size_, static_cast<const double*>(in),
+      deterministic_reduce_scatter_sum(*this, static_cast<const double*>(in),
                                        static_cast<double*>(out), n);
       return;
     case DType::kBF16:
-      deterministic_reduce_scatter_sum(comm_, size_, static_cast<const Bf16Bits*>(in),
+      deterministic_reduce_scatter_sum(*this, static_cast<const Bf16Bits*>(in),
                                        static_cast<Bf16Bits*>(out), n);
       return;
     case DType::kI64:  // exact either way; the one code path keeps it simple
-      deterministic_reduce_scatter_sum(comm_, size_, static_cast<const std::int64_t*>(in),
+      deterministic_reduce_scatter_sum(*this, static_cast<const std::int64_t*>(in),
                                        static_cast<std::int64_t*>(out), n);
       return;
     case DType::kI32:
@@ -263,12 +317,14 @@ void MpiCommunicator::all_gather(const void* in, void* out, std::int64_t n, DTyp
     return;
   }
   const MPI_Datatype type = mpi_type(dtype);
+  const CommWatch::Scope watched = blocking(CommCall::kAllgather);
   MPI_CHECK(MPI_Allgather(in, count, type, out, count, type, comm_));
 }
 
 void MpiCommunicator::broadcast(void* data, std::int64_t n, DType dtype, int root) {
   require_movable(dtype, kWho, "broadcast");
   const int count = checked_count(n, "broadcast");
+  const CommWatch::Scope watched = blocking(CommCall::kBcast);
   MPI_CHECK(MPI_Bcast(data, count, mpi_type(dtype), root, comm_));
 }
 
@@ -277,7 +333,7 @@ Request MpiCommunicator::send(const void* data, std::int64_t n, DType dtype, int
   const int count = checked_count(n, "send");
   MPI_Request request = MPI_REQUEST_NULL;
   MPI_CHECK(MPI_Isend(data, count, mpi_type(dtype), peer, tag, comm_, &request));
-  return Request(std::make_unique<MpiRequest>(request));
+  return Request(std::make_unique<MpiRequest>(request, *this, CommCall::kWaitSend, peer));
 }
 
 void MpiCommunicator::recv(void* data, std::int64_t n, DType dtype, int peer, int tag) {
@@ -285,7 +341,10 @@ void MpiCommunicator::recv(void* data, std::int64_t n, DType dtype, int peer, in
   const int count = checked_count(n, "recv");
   const MPI_Datatype type = mpi_type(dtype);
   MPI_Status status;
-  MPI_CHECK(MPI_Recv(data, count, type, peer, tag, comm_, &status));
+  {
+    const CommWatch::Scope watched = blocking(CommCall::kRecv, peer);
+    MPI_CHECK(MPI_Recv(data, count, type, peer, tag, comm_, &status));
+  }
   int received = 0;
   MPI_CHECK(MPI_Get_count(&status, type, &received));
   if (received != count) {  // a shorter message than expected means the two sides disagree
@@ -299,10 +358,13 @@ Request MpiCommunicator::irecv(void* data, std::int64_t n, DType dtype, int peer
   const int count = checked_count(n, "irecv");
   MPI_Request request = MPI_REQUEST_NULL;
   MPI_CHECK(MPI_Irecv(data, count, mpi_type(dtype), peer, tag, comm_, &request));
-  return Request(std::make_unique<MpiRequest>(request));
+  return Request(std::make_unique<MpiRequest>(request, *this, CommCall::kWaitRecv, peer));
 }
 
-void MpiCommunicator::barrier() { MPI_CHECK(MPI_Barrier(comm_)); }
+void MpiCommunicator::barrier() {
+  const CommWatch::Scope watched = blocking(CommCall::kBarrier);
+  MPI_CHECK(MPI_Barrier(comm_));
+}
 
 MpiSession::MpiSession(int* argc, char*** argv) {
   int finalized = 0;
@@ -332,8 +394,8 @@ MpiSession::~MpiSession() {
   }
 }
 
-std::unique_ptr<MpiCommunicator> MpiSession::world() const {
-  return MpiCommunicator::duplicate(MPI_COMM_WORLD);
+std::unique_ptr<MpiCommunicator> MpiSession::world(CommWatch* watch) const {
+  return MpiCommunicator::duplicate(MPI_COMM_WORLD, watch);
 }
 
 int MpiSession::world_rank() const {

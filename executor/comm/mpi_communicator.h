@@ -21,12 +21,19 @@
 //
 // Not thread-safe: one thread per rank drives a communicator (MPI_THREAD_FUNNELED). Every
 // MpiCommunicator (and ProcessGroups) must be destroyed before the MpiSession finalises MPI.
+//
+// Watched: given a CommWatch (comm_watch.h), every call that can block (each collective,
+// MPI_Recv, the MPI_Wait of a request, MPI_Comm_split/dup) is recorded with its peer's world
+// rank (or the group's world ranks) while it runs, so a watchdog can end a job whose rank
+// hangs. Communicators made by duplicate() and split() share their parent's watch.
 #pragma once
 
 #include <mpi.h>
 
 #include <memory>
+#include <vector>
 
+#include "executor/comm/comm_watch.h"
 #include "executor/comm/communicator.h"
 
 namespace strata {
@@ -34,10 +41,11 @@ namespace strata {
 class MpiCommunicator final : public Communicator {
  public:
   // Takes ownership of comm (MPI_Comm_free in the destructor; MPI_COMM_WORLD/SELF are never
-  // freed) and sets MPI_ERRORS_RETURN on it so failures reach MPI_CHECK.
-  explicit MpiCommunicator(MPI_Comm comm);
+  // freed) and sets MPI_ERRORS_RETURN on it so failures reach MPI_CHECK. watch: optional,
+  // must outlive the communicator.
+  explicit MpiCommunicator(MPI_Comm comm, CommWatch* watch = nullptr);
   // A private duplicate of comm (MPI_Comm_dup): its messages never mix with comm's.
-  static std::unique_ptr<MpiCommunicator> duplicate(MPI_Comm comm);
+  static std::unique_ptr<MpiCommunicator> duplicate(MPI_Comm comm, CommWatch* watch = nullptr);
   // MPI_Comm_split: ranks passing the same color form a group, ordered by key (then by rank
   // here). color == MPI_UNDEFINED returns nullptr (this rank is in no group). Collective.
   std::unique_ptr<MpiCommunicator> split(int color, int key) const;
@@ -47,6 +55,13 @@ class MpiCommunicator final : public Communicator {
   ~MpiCommunicator() override;
 
   MPI_Comm handle() const { return comm_; }
+
+  // Records a blocking call for the watch (none: a no-op) while the scope lives; peer is a
+  // rank of this group, -1 for a collective. For MPI calls made on handle() elsewhere.
+  CommWatch::Scope blocking(CommCall call, int peer = -1) const;
+  CommWatch* watch() const { return watch_; }
+  // The world rank of this group's `rank` (itself when unwatched: the table is not built).
+  int world_rank_of(int rank) const;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -74,6 +89,8 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
+  CommWatch* watch_ = nullptr;
+  std::vector<int> world_ranks_;  // world rank of each rank of this group (when watched)
 };
 
 // Initialises MPI (MPI_THREAD_FUNNELED: only the main thread calls MPI) and finalises it
@@ -87,8 +104,8 @@ class MpiSession {
   MpiSession& operator=(const MpiSession&) = delete;
   ~MpiSession();
 
-  // A private duplicate of MPI_COMM_WORLD.
-  std::unique_ptr<MpiCommunicator> world() const;
+  // A private duplicate of MPI_COMM_WORLD (watched by `watch` when given).
+  std::unique_ptr<MpiCommunicator> world(CommWatch* watch = nullptr) const;
   int world_rank() const;
   int world_size() const;
 

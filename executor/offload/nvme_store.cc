@@ -2,7 +2,8 @@
 // nvme_store.h).
 #include "executor/offload/nvme_store.h"
 
-#include <signal.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <stdexcept>
 #include <system_error>
 
@@ -24,7 +26,6 @@ namespace {
 constexpr std::string_view kRunDirPrefix = "strata-";
 constexpr std::int64_t kFloatBytes = static_cast<std::int64_t>(sizeof(float));
 
-std::string errno_text(int err) { return fmt::format("{} (errno {})", std::strerror(err), err); }
 
 bool valid_name(const std::string& name) {
   if (name.empty() || name == "." || name == "..") return false;
@@ -32,22 +33,6 @@ bool valid_name(const std::string& name) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
            c == '.' || c == '_' || c == '-';
   });
-}
-
-// "strata-<pid>-XXXXXX" -> pid, or -1 for any other name.
-long run_dir_pid(const std::string& name) {
-  if (!name.starts_with(kRunDirPrefix)) return -1;
-  const char* first = name.data() + kRunDirPrefix.size();
-  const char* last = name.data() + name.size();
-  long pid = -1;
-  const auto [ptr, ec] = std::from_chars(first, last, pid);
-  if (ec != std::errc() || ptr == first || ptr == last || *ptr != '-' || pid <= 0) return -1;
-  return pid;
-}
-
-bool pid_alive(long pid) {
-  // EPERM: alive but another user's. Only ESRCH says the process is gone.
-  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH;
 }
 
 // mkdir -p for the store's parent directory, each failure named.
@@ -63,25 +48,7 @@ void make_dirs(const std::filesystem::path& dir) {
 }  // namespace
 
 std::vector<std::filesystem::path> remove_stale_run_dirs(const std::filesystem::path& dir) {
-  std::vector<std::filesystem::path> removed;
-  std::error_code ec;
-  std::filesystem::directory_iterator it(dir, ec);
-  if (ec) return removed;  // no directory (or unreadable): nothing of ours to clean
-  std::vector<std::filesystem::path> candidates;
-  for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    if (ec) break;
-    const std::string name = it->path().filename().string();
-    const long pid = run_dir_pid(name);
-    if (pid <= 0 || pid == static_cast<long>(::getpid()) || pid_alive(pid)) continue;
-    if (!it->is_directory(ec) || ec) continue;
-    candidates.push_back(it->path());
-  }
-  std::sort(candidates.begin(), candidates.end());  // deterministic order of the report
-  for (const auto& path : candidates) {
-    std::filesystem::remove_all(path, ec);
-    if (!ec) removed.push_back(path);
-  }
-  return removed;
+  return remove_unlocked_dirs(dir, std::string(kRunDirPrefix));
 }
 
 NvmeStore::NvmeStore(NvmeStoreOptions options, AccountingAllocator* allocator)
@@ -95,15 +62,10 @@ NvmeStore::NvmeStore(NvmeStoreOptions options, AccountingAllocator* allocator)
       engine_(options_.io) {
   make_dirs(options_.dir);
   stale_removed_ = remove_stale_run_dirs(options_.dir);
-  // mkdtemp: a fresh, unique name even when a dead process of the same pid left one behind
-  // or another store in this process shares the directory.
-  std::string pattern =
-      (options_.dir / fmt::format("{}{}-XXXXXX", kRunDirPrefix, ::getpid())).string();
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    throw SystemError(fmt::format("mkdtemp of run dir '{}' failed: {}", pattern,
-                                  errno_text(errno)));
-  }
-  run_dir_ = pattern;
+  // A fresh, unique, locked directory even when another process (here or in another PID
+  // namespace) or another store in this process shares the parent.
+  run_dir_lock_.emplace(options_.dir, std::string(kRunDirPrefix));
+  run_dir_ = run_dir_lock_->path();
 }
 
 NvmeStore::~NvmeStore() { remove_all_noexcept(); }

@@ -6,10 +6,13 @@
 //   O_DIRECT can be whole blocks; the accounting counts the tensors' own bytes
 //   (count * 4), like the AccountingAllocator does for padding.
 // - Cleanup: the destructor removes the run directory and everything in it. A process that
-//   crashed cannot, so the constructor removes every strata-<pid>-* directory under
-//   nvme_dir whose pid is no longer alive (kill(pid, 0) == ESRCH) and lists what it
-//   removed in stale_removed(). A directory of a live pid (or of this pid: another store in
-//   this process) is left alone.
+//   crashed cannot, so the constructor removes every strata-<n>-XXXXXX directory under
+//   nvme_dir that nobody holds (file_lock.h) and lists them in stale_removed(). Liveness is
+//   the lock, never the pid in the name: a pid means nothing in another PID namespace (a
+//   container) or on another node sharing the directory, where a live run's directory was
+//   once deleted. The store holds an exclusive flock on its run directory for its whole
+//   life (a LockedDir, locked_dir.h, which also says how it is made without a moment
+//   unlocked).
 // - Accounting: with an allocator, each tensor holds a Reservation on the nvme tier, so a
 //   run's peak NVMe bytes are measured (and a tensor over the nvme budget is OutOfMemory).
 // - Counters: bytes read and written through the store since reset_counters() (per step).
@@ -22,12 +25,14 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "executor/memory/accounting_allocator.h"
 #include "executor/offload/aligned_buffer.h"
 #include "executor/offload/io_uring_file.h"
+#include "executor/runtime/locked_dir.h"
 
 namespace strata::offload {
 
@@ -89,6 +94,7 @@ class NvmeStore {
   NvmeStoreOptions options_;
   AccountingAllocator* allocator_;
   std::vector<std::filesystem::path> stale_removed_;
+  std::optional<LockedDir> run_dir_lock_;  // owns run_dir_: locked, removed last
   std::filesystem::path run_dir_;
   bool direct_ = true;
   std::map<std::string, Tensor> tensors_;
@@ -96,8 +102,10 @@ class NvmeStore {
   IoEngine engine_;
 };
 
-// Removes strata-<pid>-* directories under dir whose pid is not alive; returns them.
-// A missing dir is not an error (nothing to clean). Used by NvmeStore's constructor.
+// Removes the strata-<n>-XXXXXX run directories under dir whose lock it can take (their
+// stores are gone), and .strata-new-* ones a minute old; returns them. A missing dir is not
+// an error (nothing to clean). Used by NvmeStore's constructor and by `strata run` after a
+// job whose ranks may have been killed.
 std::vector<std::filesystem::path> remove_stale_run_dirs(const std::filesystem::path& dir);
 
 }  // namespace strata::offload

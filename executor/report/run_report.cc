@@ -120,7 +120,10 @@ std::vector<RankSummary> gather_summaries(const MpiCommunicator& world, const Ra
   int length = static_cast<int>(text.size());
   const int size = world.size();
   std::vector<int> lengths(static_cast<std::size_t>(size));
-  MPI_CHECK(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, world.handle()));
+  {
+    const CommWatch::Scope watched = world.blocking(CommCall::kGather);
+    MPI_CHECK(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, world.handle()));
+  }
   std::vector<int> offsets(static_cast<std::size_t>(size), 0);
   int total = 0;
   for (int r = 0; r < size; ++r) {
@@ -128,8 +131,11 @@ std::vector<RankSummary> gather_summaries(const MpiCommunicator& world, const Ra
     total += lengths[static_cast<std::size_t>(r)];
   }
   std::string all(world.rank() == 0 ? static_cast<std::size_t>(total) : 0, '\0');
-  MPI_CHECK(MPI_Gatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(),
-                        MPI_CHAR, 0, world.handle()));
+  {
+    const CommWatch::Scope watched = world.blocking(CommCall::kGatherv);
+    MPI_CHECK(MPI_Gatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(),
+                          offsets.data(), MPI_CHAR, 0, world.handle()));
+  }
   std::vector<RankSummary> out;
   if (world.rank() != 0) return out;
   for (int r = 0; r < size; ++r) {

@@ -3,6 +3,8 @@
 #include "executor/runtime/mpi_launch.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,12 +12,17 @@
 
 #include <cerrno>
 #include <charconv>
+#include <chrono>
+#include <cstdio>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "cost_model/errors.h"
+#include "executor/runtime/stop_signals.h"
 
 namespace strata {
 namespace {
@@ -75,7 +82,7 @@ int threads_per_rank(int ranks, int cores) {
 std::vector<std::string> mpirun_command(const RelaunchOptions& options, const std::string& binary,
                                         const std::vector<std::string>& args,
                                         bool running_as_root) {
-  std::vector<std::string> command{options.mpirun, "-np", std::to_string(options.ranks),
+  std::vector<std::string> command{options.mpirun, "-q", "-np", std::to_string(options.ranks),
                                    "--oversubscribe", "--bind-to", "none"};
   if (running_as_root) {
     command.push_back("--allow-run-as-root");
@@ -91,7 +98,80 @@ std::vector<std::string> mpirun_command(const RelaunchOptions& options, const st
   return command;
 }
 
-int relaunch_under_mpirun(const RelaunchOptions& options, const std::vector<std::string>& args) {
+std::vector<int> child_pids(int parent) {
+  std::vector<int> out;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(it->path() / "stat");
+    std::string text;
+    if (!in || !std::getline(in, text)) continue;  // gone meanwhile
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+    const auto close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    int ppid = 0;
+    char state = 0;
+    if (std::sscanf(text.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == parent) {
+      out.push_back(std::stoi(name));
+    }
+  }
+  return out;
+}
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// SIGKILL to every child of `parent` (a job's ranks, or what a killed mpirun orphaned here).
+void kill_children(int parent) {
+  for (const int pid : child_pids(parent)) ::kill(pid, SIGKILL);
+}
+
+// Waits for mpirun (pid) while forwarding stops (mpi_launch.h, "Stopping"); returns its
+// wait status.
+int wait_forwarding_stops(pid_t pid, const RelaunchOptions& options, RelaunchResult& result) {
+  constexpr auto kPoll = std::chrono::milliseconds(20);
+  constexpr double kKillAfterTermS = 2.0;  // mpirun's own SIGTERM -> SIGKILL takes 1 s
+  double forwarded_at = 0, terminated_at = 0;
+  bool terminated = false, killed = false;
+  while (true) {
+    int status = 0;
+    const pid_t waited = waitpid(pid, &status, WNOHANG);
+    if (waited == pid) return status;
+    if (waited < 0 && errno != EINTR) {
+      throw SystemError(fmt::format("waitpid({}) failed at {}:{}: {}", pid, __FILE__, __LINE__,
+                                    errno_text(errno)));
+    }
+    const int signal = StopSignals::received();
+    const double now = now_s();
+    if (signal != 0 && result.stop_signal == 0) {
+      result.stop_signal = signal;
+      forwarded_at = now;
+      ::kill(pid, signal == SIGINT ? SIGUSR1 : SIGUSR2);  // mpirun passes these to the ranks
+    }
+    if (result.stop_signal != 0 && !terminated &&
+        (now - forwarded_at > options.stop_grace_s || StopSignals::count() > 1)) {
+      terminated = true;
+      terminated_at = now;
+      result.killed = true;
+      ::kill(pid, SIGTERM);  // mpirun ends the job: SIGTERM to the ranks, SIGKILL 1 s later
+    }
+    if (terminated && !killed && now - terminated_at > kKillAfterTermS) {
+      killed = true;
+      kill_children(pid);
+      ::kill(pid, SIGKILL);
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
+}
+
+}  // namespace
+
+RelaunchResult relaunch_under_mpirun(const RelaunchOptions& options,
+                                     const std::vector<std::string>& args) {
   if (options.ranks < 1) {
     throw InfeasiblePlan(fmt::format("relaunch under mpirun: {} ranks requested, expected >= 1",
                                      options.ranks));
@@ -132,6 +212,18 @@ int relaunch_under_mpirun(const RelaunchOptions& options, const std::vector<std:
       added_env.push_back(std::string(name) + "=" + threads);
     }
   }
+  if (!options.job_dir.empty()) {
+    // OpenMPI 4 reads MCA parameters from the environment (and passes them to the ranks);
+    // another MPI ignores them.
+    added_env.push_back("OMPI_MCA_orte_tmpdir_base=" + options.job_dir);
+    added_env.push_back("OMPI_MCA_btl_vader_backing_directory=" + options.job_dir);
+  }
+  // A rank orphaned by a killed mpirun comes here, to be killed and reaped.
+  if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
+    throw SystemError(fmt::format("prctl(PR_SET_CHILD_SUBREAPER) failed at {}:{}: {}", __FILE__,
+                                  __LINE__, errno_text(errno)));
+  }
+  const pid_t parent = ::getpid();
   std::vector<char*> child_env;
   for (char** entry = environ; *entry != nullptr; ++entry) child_env.push_back(*entry);
   for (std::string& entry : added_env) child_env.push_back(entry.data());
@@ -146,7 +238,16 @@ int relaunch_under_mpirun(const RelaunchOptions& options, const std::vector<std:
                                   errno_text(error)));
   }
   if (pid == 0) {
+    // Only async-signal-safe calls until exec (see above).
     close(pipe_fds[0]);
+    ::setpgid(0, 0);                      // out of the terminal's foreground group
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);   // this process killed outright: mpirun ends the job
+    if (::getppid() != parent) _exit(127);  // it died before the line above
+    const int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) {
+      ::dup2(null_fd, STDIN_FILENO);
+      ::close(null_fd);
+    }
     execvpe(child_argv[0], child_argv.data(), child_env.data());
     const int error = errno;
     [[maybe_unused]] ssize_t ignored = write(pipe_fds[1], &error, sizeof(error));
@@ -160,26 +261,23 @@ int relaunch_under_mpirun(const RelaunchOptions& options, const std::vector<std:
   } while (got < 0 && errno == EINTR);
   close(pipe_fds[0]);
 
-  int status = 0;
-  pid_t waited = 0;
-  do {
-    waited = waitpid(pid, &status, 0);
-  } while (waited < 0 && errno == EINTR);
-  if (waited < 0) {
-    throw SystemError(fmt::format("waitpid({}) failed at {}:{}: {}", pid, __FILE__, __LINE__,
-                                  errno_text(errno)));
+  RelaunchResult result;
+  const int status = wait_forwarding_stops(pid, options, result);
+  // Whatever mpirun left (ranks it could not end, when it was killed) is ours now: gone.
+  for (int round = 0; round < 50; ++round) {
+    const std::vector<int> left = child_pids(parent);
+    if (left.empty()) break;
+    for (const int child : left) ::kill(child, SIGKILL);
+    for (const int child : left) ::waitpid(child, nullptr, 0);
   }
   if (got == static_cast<ssize_t>(sizeof(exec_error))) {
     throw SystemError(fmt::format("execvpe({}) failed at {}:{}: {}", command[0], __FILE__,
                                   __LINE__, errno_text(exec_error)));
   }
-  if (WIFEXITED(status)) {
-    return WEXITSTATUS(status);
-  }
-  if (WIFSIGNALED(status)) {
-    return 128 + WTERMSIG(status);
-  }
-  return 1;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status)
+                     : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                                           : 1;
+  return result;
 }
 
 }  // namespace strata

@@ -5,6 +5,20 @@
 // _LOCAL_RANK / _LOCAL_SIZE; also PMI_SIZE / PMI_RANK from MPICH/Slurm-style launchers), so
 // it works before MPI_Init. Deliberately not here: hostfiles and multi-node placement
 // (mpirun's own flags can be passed through extra_args).
+//
+// Stopping: mpirun runs in a process group of its own (a terminal's Ctrl-C reaches only this
+// process, which decides), with stdin from /dev/null (a background group reading the
+// terminal would be stopped) and SIGTERM as its parent-death signal (if this process is
+// killed outright, mpirun ends the job). While a StopSignals (stop_signals.h) lives here, a
+// SIGINT or SIGTERM is forwarded as SIGUSR1 / SIGUSR2, which mpirun passes to every rank
+// (and which the ranks read as SIGINT / SIGTERM); they finish their step, write what they
+// have and exit. If they have not within stop_grace_s (or at a second signal), mpirun gets
+// SIGTERM (it kills the ranks: SIGTERM, then SIGKILL a second later), and 2 s later the
+// ranks and mpirun get SIGKILL. This process is a child subreaper meanwhile, so a rank
+// orphaned by a killed mpirun is reparented here and killed too: every rank is gone when
+// the call returns. With a job_dir, OpenMPI's session directory and shared-memory segments
+// go in it (OMPI_MCA_orte_tmpdir_base, OMPI_MCA_btl_vader_backing_directory): what a killed
+// mpirun leaves behind is removed with that directory (job_dir.h).
 #pragma once
 
 #include <string>
@@ -33,11 +47,23 @@ struct RelaunchOptions {
   // environment already sets them: on the 2-core CI machine 2..8 ranks get 1 thread each,
   // since oversubscribed BLAS threads spin against each other and slow every rank down.
   int cores = 0;
+  // After a stop is forwarded, how long the ranks get to finish their step and exit.
+  double stop_grace_s = 3.0;
+  // Where OpenMPI's session directory and shared-memory segments go (empty: its defaults).
+  std::string job_dir;
+};
+
+struct RelaunchResult {
+  int exit_code = 0;    // mpirun's (128 + signal if it was killed)
+  int stop_signal = 0;  // SIGINT or SIGTERM if one was forwarded to the ranks, else 0
+  bool killed = false;  // the ranks did not stop within stop_grace_s and were killed
 };
 
 // The full command line relaunch_under_mpirun runs (pure; for tests and for error messages):
-//   mpirun -np N --oversubscribe --bind-to none [--allow-run-as-root] -x OPENBLAS_NUM_THREADS
+//   mpirun -q -np N --oversubscribe --bind-to none [--allow-run-as-root] -x OPENBLAS_NUM_THREADS
 //          -x OMP_NUM_THREADS [extra_args...] <binary> <args...>
+// -q: mpirun's banners about a rank's non-zero exit would repeat what the rank printed (a
+// rank killed by a signal is still reported).
 // --allow-run-as-root is added when running_as_root.
 std::vector<std::string> mpirun_command(const RelaunchOptions& options, const std::string& binary,
                                         const std::vector<std::string>& args,
@@ -46,11 +72,15 @@ std::vector<std::string> mpirun_command(const RelaunchOptions& options, const st
 // Threads per rank as described in RelaunchOptions::cores.
 int threads_per_rank(int ranks, int cores);
 
-// Runs /proc/self/exe with args (argv[1..]) under mpirun, with stdin/stdout/stderr
-// inherited (the ranks' output appears on ours), waits for it and returns its exit code
-// (128 + signal if it was killed). Throws SystemError if mpirun cannot be started, and
-// InfeasiblePlan if options.ranks < 1. Must not be called from a process that is itself a
-// rank (running_under_mpirun()); that throws SystemError instead of recursing.
-int relaunch_under_mpirun(const RelaunchOptions& options, const std::vector<std::string>& args);
+// Runs /proc/self/exe with args (argv[1..]) under mpirun, with stdout/stderr inherited (the
+// ranks' output appears on ours), waits for it (forwarding stops as above) and returns how
+// it ended. Throws SystemError if mpirun cannot be started, and InfeasiblePlan if
+// options.ranks < 1. Must not be called from a process that is itself a rank
+// (running_under_mpirun()); that throws SystemError instead of recursing.
+RelaunchResult relaunch_under_mpirun(const RelaunchOptions& options,
+                                     const std::vector<std::string>& args);
+
+// The pids of the processes whose parent is `parent` (from /proc), for killing a job's ranks.
+std::vector<int> child_pids(int parent);
 
 }  // namespace strata

@@ -133,6 +133,30 @@ TEST(ClusterSpec, ImpossibleValues) {
     expect_error<ConfigError>([&] { ClusterSpec::from_json(j, "c.json"); },
                               {"c.json", path, "got 0", "> 0"});
   }
+  // Absurd magnitudes: a memory of 1e308 GiB once became a budget of -2^63 bytes, and nodes x
+  // gpus_per_node overflowed to 0 GPUs. Each key has a bound (cost_model/limits.h).
+  const std::pair<const char*, const char*> bounded[] = {
+      {"", "nodes"}, {"", "gpus_per_node"}, {"device", "memory_gib"}, {"host", "memory_gib"},
+      {"host", "cpu_cores"}, {"nvme", "capacity_gb"}, {"inter_node", "latency_us"}};
+  for (const auto& [block, key] : bounded) {
+    Json j = cluster_json();
+    const std::string b = block;
+    const std::string k = key;
+    const bool integer = k == "nodes" || k == "gpus_per_node" || k == "cpu_cores";
+    if (integer) {
+      (b.empty() ? j : j[b])[key] = std::int64_t{1} << 62;
+    } else {
+      (b.empty() ? j : j[b])[key] = 1e308;
+    }
+    const std::string path = b.empty() ? key : b + "." + key;
+    expect_error<ConfigError>([&] { ClusterSpec::from_json(j, "c.json"); },
+                              {"c.json", path, "<= "});
+  }
+  // A positive rate so small that bytes / rate would overflow.
+  Json slow = cluster_json();
+  slow["intra_node"]["bandwidth_gb_per_s"] = 1e-300;
+  expect_error<ConfigError>([&] { ClusterSpec::from_json(slow, "c.json"); },
+                            {"c.json", "intra_node.bandwidth_gb_per_s", ">= 1e-09"});
   // Values that may be 0 but never negative.
   const std::pair<const char*, const char*> non_negative[] = {
       {"nvme", "capacity_gb"}, {"intra_node", "latency_us"}, {"inter_node", "latency_us"}};

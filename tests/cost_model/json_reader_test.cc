@@ -120,5 +120,59 @@ TEST(JsonFile, WriteIsAtomicAndReadsBack) {
   EXPECT_FALSE(std::filesystem::exists(unwritable));
 }
 
+// What read_json_file refuses beyond syntax, each message naming the file and the key path.
+TEST(JsonText, DeepNestingIsRefusedBeforeParsing) {
+  // 100,000 nested arrays once overflowed the stack while the message was built; the
+  // pre-scan stops at level kMaxJsonDepth + 1 = 33, on line 2 of this text.
+  const std::string deep = "{\n\"layers\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  expect_error<ConfigError>([&] { parse_json_text(deep, "m.json"); },
+                            {"m.json", "line 2", "deeper than 32"});
+  // 32 levels are fine; brackets inside strings do not count.
+  const std::string ok = std::string(31, '[') + "{\"s\": \"[[[[\\\"[[[[\"}" + std::string(31, ']');
+  EXPECT_NO_THROW(parse_json_text(ok, "ok.json"));
+}
+
+TEST(JsonText, DuplicateKeysNameTheKeyPath) {
+  expect_error<ConfigError>(
+      [] { parse_json_text(R"({"device": {"memory_gib": 80, "memory_gib": 40}})", "c.json"); },
+      {"c.json", "device.memory_gib", "each key once"});
+  // The same key in two objects is not a duplicate.
+  EXPECT_NO_THROW(parse_json_text(R"({"a": {"k": 1}, "b": [{"k": 1}, {"k": 2}]})", "ok.json"));
+}
+
+TEST(JsonText, NumbersBeyondDoubleNameTheKey) {
+  expect_error<ConfigError>(
+      [] { parse_json_text(R"({"jobs": [{"a": 1}, {"grid": {"lr": [1, 1e999]}}]})", "w.json"); },
+      {"w.json", "jobs[1].grid.lr[1]", "1e999", "double range"});
+}
+
+TEST(JsonText, LongStringsAreRefusedAndCutInTheMessage) {
+  const std::string big(50 << 20, 'x');  // the 50 MB string of the issue
+  try {
+    parse_json_text("{\"name\": \"" + big + "\"}", "m.json");
+    ADD_FAILURE() << "did not throw";
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("m.json: name:"), std::string::npos) << m;
+    EXPECT_NE(m.find("(52428800 bytes)"), std::string::npos) << m;
+    // file, key, an 80-character head and the expectation: well under 300 characters.
+    EXPECT_LT(m.size(), 300u) << m;
+  }
+  const std::string at_limit(kMaxJsonStringBytes, 'y');
+  EXPECT_NO_THROW(parse_json_text("{\"source\": \"" + at_limit + "\"}", "ok.json"));
+}
+
+TEST(JsonReader, IntegersBeyondInt64AreErrorsNotWrapped) {
+  // 2^63 = 9223372036854775808 is unsigned to nlohmann; read as int64 it wrapped to -2^63.
+  const Json j = parse_json_text(R"({"a": 9223372036854775808, "b": 1e20, "c": 9223372036854775807})",
+                                 "f.json");
+  JsonObjectReader r(j, "f.json");
+  expect_error<ConfigError>([&] { r.get_int("a"); }, {"f.json", "a", "9223372036854775808", "2^63"});
+  expect_error<ConfigError>([&] { r.get_int("b"); }, {"f.json", "b", "integer"});
+  EXPECT_EQ(r.get_int("c"), INT64_MAX);
+  expect_error<ConfigError>([&] { r.require_at_most("c", 9.2e18, 1024); },
+                            {"f.json", "c", "<= 1024"});
+}
+
 }  // namespace
 }  // namespace strata

@@ -70,6 +70,20 @@ TEST(ModelSpec, ImpossibleValues) {
   expect_error<ConfigError>([&] { ModelSpec::from_json(name, "m.json"); }, {"m.json", "name"});
 }
 
+TEST(ModelSpec, AbsurdMagnitudesAreBoundedPerKey) {
+  // 2^62 once crashed `strata run` (hidden * ffn_hidden overflowed int64); each key has a bound
+  // from cost_model/limits.h and the message names it.
+  const std::pair<const char*, std::int64_t> bounds[] = {
+      {"layers", 2048}, {"hidden", 262144}, {"heads", 4096}, {"seq_len", 131072},
+      {"vocab", 16777216}, {"ffn_hidden", 1048576}};
+  for (const auto& [key, max] : bounds) {
+    Json j = tiny_json();
+    j[key] = std::int64_t{1} << 62;
+    expect_error<ConfigError>([&] { ModelSpec::from_json(j, "m.json"); },
+                              {"m.json", key, "<= " + std::to_string(max)});
+  }
+}
+
 TEST(ModelSpec, ParamCountsByHand) {
   // h = 8, f = 32, V = 16, s = 4, l = 2, worked by hand:
   // QKV 8*24 + 24 = 216, out 64 + 8 = 72, MLP 8*32 + 32 + 32*8 + 8 = 552, norms 4*8 = 32.

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include "executor/memory/accounting_allocator.h"
 #include "executor/offload/nvme_bandwidth.h"
 #include "executor/offload/nvme_store.h"
+#include "executor/runtime/file_lock.h"
 #include "tests/executor/offload_test_util.h"
 
 namespace strata::offload {
@@ -123,15 +126,49 @@ TEST(OffloadStore, StaleDirectoryOfACrashedProcessIsRemovedAtNextStart) {
   const auto stale_dir = orphans[0].parent_path();
   EXPECT_TRUE(stale_dir.filename().string().starts_with("strata-" + std::to_string(child) + "-"));
 
-  // A directory of a live process (this one, pid 1 is also always alive) stays.
+  // A directory whose lock is held (here by this test, as a live store would) stays.
   const auto live = scratch.path() / "strata-1-keepme";
   std::filesystem::create_directory(live);
+  const std::optional<FileLock> held = FileLock::try_acquire(live, false);
+  ASSERT_TRUE(held.has_value());
 
   NvmeStore store(small_options(scratch.path()));
   ASSERT_EQ(store.stale_removed().size(), 1u);
   EXPECT_EQ(store.stale_removed()[0], stale_dir);
   EXPECT_FALSE(std::filesystem::exists(stale_dir));
   EXPECT_TRUE(std::filesystem::exists(live));
+}
+
+// Liveness is the lock, never the pid in the name: a run in another PID namespace (a
+// container) or on another node sharing the directory has a pid that means nothing here.
+// The old rule deleted such a live directory (its pid was dead here) and kept a dead one
+// whose pid number happened to be alive here.
+TEST(OffloadStore, CleanupDecidesByTheLockNotByThePid) {
+  ScratchDir scratch;
+  // Live elsewhere: pid 999999999 exists in no namespace of this machine, but its lock is held.
+  const auto elsewhere = scratch.path() / "strata-999999999-abcdef";
+  std::filesystem::create_directory(elsewhere);
+  std::ofstream(elsewhere / "w.f32") << "data";
+  const std::optional<FileLock> held = FileLock::try_acquire(elsewhere, false);
+  ASSERT_TRUE(held.has_value());
+  // Dead, though its pid (this process's) is alive: nobody holds its lock.
+  const auto dead = scratch.path() / ("strata-" + std::to_string(::getpid()) + "-zzzzzz");
+  std::filesystem::create_directory(dead);
+  // Not a run directory's name: never touched.
+  const auto other = scratch.path() / "strata-job-abcdef";
+  std::filesystem::create_directory(other);
+
+  EXPECT_EQ(remove_stale_run_dirs(scratch.path()), std::vector<std::filesystem::path>{dead});
+  EXPECT_TRUE(std::filesystem::exists(elsewhere / "w.f32"));
+  EXPECT_TRUE(std::filesystem::exists(other));
+  // A live store's own directory is locked: a second store beside it leaves it alone.
+  NvmeStore first(small_options(scratch.path()));
+  first.create("t", 1024);
+  NvmeStore second(small_options(scratch.path()));
+  EXPECT_TRUE(second.stale_removed().empty());
+  EXPECT_TRUE(std::filesystem::exists(first.run_dir() / "t.f32"));
+  // The store's lock is exclusive while it lives.
+  EXPECT_FALSE(FileLock::try_acquire(first.run_dir(), false).has_value());
 }
 
 TEST(OffloadStore, UnwritableNvmeDirIsASystemErrorNamingIt) {

@@ -49,7 +49,7 @@ TEST(MpiLaunch, CommandLine) {
   RelaunchOptions options;
   options.ranks = 4;
   const std::vector<std::string> expected = {
-      "mpirun", "-np", "4", "--oversubscribe", "--bind-to", "none", "--allow-run-as-root",
+      "mpirun", "-q", "-np", "4", "--oversubscribe", "--bind-to", "none", "--allow-run-as-root",
       "-x", "OPENBLAS_NUM_THREADS", "-x", "OMP_NUM_THREADS", "/bin/strata", "run", "--plan",
       "p.json"};
   EXPECT_EQ(mpirun_command(options, "/bin/strata", {"run", "--plan", "p.json"}, true), expected);
@@ -57,7 +57,7 @@ TEST(MpiLaunch, CommandLine) {
   const std::vector<std::string> as_user =
       mpirun_command(options, "/bin/strata", {}, false);
   const std::vector<std::string> expected_user = {
-      "mpirun", "-np", "4", "--oversubscribe", "--bind-to", "none", "-x",
+      "mpirun", "-q", "-np", "4", "--oversubscribe", "--bind-to", "none", "-x",
       "OPENBLAS_NUM_THREADS", "-x", "OMP_NUM_THREADS", "--mca", "btl", "self,vader",
       "/bin/strata"};
   EXPECT_EQ(as_user, expected_user);
@@ -168,9 +168,11 @@ TEST(MpiLaunch, RelaunchRunsRanksAndReturnsExitCode) {
   options.cores = 2;
   // gtest exits 0 when every selected test passes and 1 when one fails; mpirun returns a
   // failing rank's exit code.
-  EXPECT_EQ(relaunch_under_mpirun(options, {"--gtest_filter=RelaunchChild.SeesLauncherEnvironment"}),
+  EXPECT_EQ(relaunch_under_mpirun(options, {"--gtest_filter=RelaunchChild.SeesLauncherEnvironment"})
+                .exit_code,
             0);
-  EXPECT_EQ(relaunch_under_mpirun(options, {"--gtest_filter=RelaunchChild.FailsOnPurpose"}), 1);
+  EXPECT_EQ(relaunch_under_mpirun(options, {"--gtest_filter=RelaunchChild.FailsOnPurpose"}).exit_code,
+            1);
 }
 
 }  // namespace

@@ -126,7 +126,7 @@ void calibrate_collectives(const CalibrateOptions& options, Profile& profile, Pr
     relaunch.ranks = n;
     std::vector<std::string> args = {"calibrate-collectives", "--out", scratch};
     if (options.quick) args.push_back("--quick");
-    const int rc = relaunch_under_mpirun(relaunch, args);
+    const int rc = relaunch_under_mpirun(relaunch, args).exit_code;
     if (rc != 0) {
       std::remove(scratch.c_str());
       throw SystemError(fmt::format(

@@ -4,7 +4,9 @@
 //
 // Exit codes (main.cc): 0 success; 2 bad input (ConfigError, InfeasiblePlan for a given
 // plan, a CLI usage error), OutOfMemory or a failed system call; 3 a plan, or every plan of
-// a search, does not fit in the cluster's memory (the output says by how much).
+// a search, does not fit in the cluster's memory (the output says by how much); 4 a rank of
+// `strata run` waited past --comm-timeout-s; 128 + signal (130, 143) a run stopped by SIGINT
+// or SIGTERM, after writing the report of the steps done.
 #pragma once
 
 #include <ostream>
@@ -14,6 +16,8 @@
 namespace strata::cli {
 
 inline constexpr int kExitDoesNotFit = 3;
+// `strata run`: a rank waited past --comm-timeout-s in one MPI call (a hung or stopped peer).
+inline constexpr int kExitCommTimeout = 4;
 
 // What a subcommand's callback hands back to main(): its exit code and where it prints.
 struct CommandContext {

@@ -106,6 +106,11 @@ Plan load_plan(const std::string& value) {
   return Plan::load(resolve_config("plans", value, "--plan"));
 }
 
+std::string plan_source(const std::string& plan, const SpecOptions& specs) {
+  return fmt::format("{} (model {}, cluster {}, train {})", plan, specs.model, specs.cluster,
+                     specs.train);
+}
+
 // Two decimals hide a tiny model's megabytes as 0.00; below 1 the format keeps three
 // significant digits instead, still byte-stable.
 std::string readable(double value) {

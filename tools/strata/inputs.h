@@ -49,6 +49,11 @@ Inputs load_inputs(const SpecOptions& options);
 // Loads --plan (path or bundled name under configs/plans).
 Plan load_plan(const std::string& value);
 
+// How a plan's rule violations name their inputs: a rule such as layers % (pp*v) involves the
+// plan and the model, so the message names every file the command read:
+// "tiny-3d (model m.json, cluster local-cpu, train tiny)".
+std::string plan_source(const std::string& plan, const SpecOptions& specs);
+
 // Fixed formats: bytes / 2^30 and bytes / 1e9 ("%.2f" from 1 up, three significant digits
 // below), a fraction as a percentage, a count with a K/M/B/T suffix, a value via readable().
 std::string readable(double value);

@@ -61,7 +61,7 @@ void print_prediction(std::ostream& out, const Prediction& r, const Inputs& inpu
 int run_predict(const PredictOptions& options, std::ostream& out) {
   const Inputs inputs = load_inputs(options.specs);
   const Plan plan = load_plan(options.plan);
-  plan.check(inputs.model, inputs.cluster, inputs.train, options.plan);
+  plan.check(inputs.model, inputs.cluster, inputs.train, plan_source(options.plan, options.specs));
   const Prediction prediction =
       predict(inputs.model, inputs.cluster, inputs.train, plan, inputs.profile_ptr());
   const MemoryOvershoot over = memory_overshoot(prediction, inputs.cluster, plan.world_size());

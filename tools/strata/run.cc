@@ -2,24 +2,31 @@
 // CUDA backend (chosen by --backend, else CUDA when a GPU is present and the plan fits this
 // machine's GPUs). One run loop for both: each rank builds its backend (run_cuda.cc makes the
 // CUDA one), then the one engine replays the plan's Program. Everything is validated BEFORE
-// any rank starts (the plan against the model and the global batch, the rank count against
-// --max-ranks and the GPUs, the data file, the output directory), then the command
-// re-launches itself under mpirun with t*p*d ranks (one rank runs in-process). Rank 0
-// prints one progress line per step and writes DIR/report.json (a StepReport of kind
-// "measurement"), DIR/trace.json (Chrome trace of the last step, one process per rank) and
-// DIR/memory_tags.json (peak bytes per allocation tag per rank), and DIR/metrics.jsonl as
-// the run goes (one line per step: step, loss, lr, grad norm, tokens/s and, when measured,
-// the validation loss; flushed every step, so a run that dies keeps what it measured).
-// Data (executor/data/dataset.h): the generated corpus, or --data in any format, its every
-// token checked against the model's vocabulary before launch; --valid-data or
-// --valid-fraction gives the validation stream that --eval-every evaluates. Weights: from
-// --init-from and to --save-weights, GPT-2 safetensors under any plan (executor/weights).
-// Offload plans keep their NVMe tensors in a run directory of their own under --nvme-dir
-// (an existing writable directory, checked before launch), removed at the end and when a
-// rank fails; the report then carries the bytes moved per link per step ("transfers"), and
-// the last lines print them and the step time beside the cost model's predictions.
+// any rank starts (run_checks.cc: every file and flag, the data's every token against the
+// model's vocabulary, the weights files, and the plan's fit in memory by the cost model, exit
+// 3 like `strata predict`), --out is locked for the run (a second run into it is refused),
+// then the command re-launches itself under mpirun with t*p*d ranks (one rank runs
+// in-process). Rank 0 prints one progress line per step and writes DIR/report.json (a
+// StepReport of kind "measurement"), DIR/trace.json (Chrome trace of the last step, one
+// process per rank), DIR/memory_tags.json (peak bytes per allocation tag per rank), and
+// DIR/metrics.jsonl as the run goes (one line per step: step, loss, lr, grad norm, tokens/s
+// and, when measured, the validation loss; flushed every step, so a run that dies keeps what
+// it measured).
+// Data (executor/data/dataset.h): the generated corpus, or --data in any format;
+// --valid-data or --valid-fraction gives the validation stream that --eval-every evaluates.
+// Weights: from --init-from and to --save-weights, GPT-2 safetensors under any plan
+// (executor/weights).
+// Stops: SIGINT / SIGTERM reach every rank (the launcher forwards them through mpirun,
+// mpi_launch.h); the ranks agree at the next step boundary, write the report of the steps
+// done marked "stopped_by" (and --save-weights), remove their files and exit 130 / 143 with
+// one line. A rank blocked in one MPI call for --comm-timeout-s ends the job
+// (comm_watch.h), naming the call and the peer: exit 4.
+// Offload plans keep their NVMe tensors in a locked run directory of their own under
+// --nvme-dir, removed at the end, when a rank fails, and by the launcher after a job whose
+// ranks were killed; the report then carries the bytes moved per link per step
+// ("transfers"), and the last lines print them and the step time beside the cost model's.
 // Deliberately not here: the training itself (executor/engine), the report's arithmetic
-// (executor/report).
+// (executor/report), the checks (run_checks.cc).
 #include <mpi.h>
 
 #include <unistd.h>
@@ -45,14 +52,18 @@
 #include "cost_model/compute_model.h"
 #include "cost_model/profile_feedback.h"
 #include "cost_model/time_model.h"
-#include "executor/comm/mpi_check.h"
+#include "executor/comm/comm_watch.h"
 #include "executor/comm/mpi_communicator.h"
 #include "executor/data/batch.h"
 #include "executor/data/dataset.h"
 #include "executor/engine/rank_training.h"
+#include "executor/offload/nvme_store.h"
 #include "executor/report/run_report.h"
 #include "executor/runtime/backend_select.h"
+#include "executor/runtime/file_lock.h"
+#include "executor/runtime/locked_dir.h"
 #include "executor/runtime/mpi_launch.h"
+#include "executor/runtime/stop_signals.h"
 #include "executor/weights/weights_io.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/inputs.h"
@@ -60,169 +71,6 @@
 
 namespace strata::cli {
 namespace fs = std::filesystem;
-namespace {
-
-void check_offload_options(const RunOptions& o, const Plan& plan) {
-  if (o.prefetch_depth < 1) {
-    throw ConfigError(fmt::format("--prefetch-depth: value {}, expected >= 1", o.prefetch_depth));
-  }
-  if (o.device_budget_mib < 0) {
-    throw ConfigError(fmt::format("--device-budget-mib: value {}, expected > 0 (or 0: the "
-                                  "cluster's device memory)", o.device_budget_mib));
-  }
-  const OffloadPlan& off = plan.offload;
-  if (off.optimizer != OffloadTier::kNvme && off.gradients != OffloadTier::kNvme &&
-      off.params != OffloadTier::kNvme) {
-    return;
-  }
-  // Like `strata calibrate --nvme-dir`: an existing directory (a typo creates nothing).
-  std::error_code ec;
-  if (!fs::is_directory(o.nvme_dir, ec)) {
-    throw ConfigError(fmt::format("--nvme-dir: '{}' is not an existing directory{}", o.nvme_dir,
-                                  ec ? ": " + ec.message() : std::string()));
-  }
-  if (::access(o.nvme_dir.c_str(), W_OK | X_OK) != 0) {
-    throw ConfigError(fmt::format("--nvme-dir: directory '{}' is not writable: {}", o.nvme_dir,
-                                  std::error_code(errno, std::generic_category()).message()));
-  }
-}
-
-// The run's token streams: training and (when asked for) validation. Opening validates each
-// file's format; the caller checks the tokens against the model.
-struct RunData {
-  data::Dataset train;
-  std::optional<data::Dataset> valid_file;
-  data::TokenView train_tokens, valid_tokens;
-  bool has_valid() const { return valid_tokens.count > 0; }
-};
-
-RunData open_run_data(const RunOptions& o, const Validated& v) {
-  const data::DataFormat format = data::parse_data_format(o.data_format, "--data-format");
-  RunData d{o.data.empty() ? data::Dataset::generated(v.train.seed)
-                           : data::Dataset::open(o.data, format, "--data"),
-            std::nullopt, {}, {}};
-  d.train_tokens = d.train.tokens();
-  if (!o.valid_data.empty()) {
-    d.valid_file = data::Dataset::open(o.valid_data, format, "--valid-data");
-    d.valid_tokens = d.valid_file->tokens();
-  } else if (o.valid_fraction > 0) {
-    const data::TokenSplit split = data::split_tokens(d.train_tokens, o.valid_fraction);
-    d.train_tokens = split.train;
-    d.valid_tokens = split.valid;
-  }
-  return d;
-}
-
-void check_data(const RunOptions& o, const Validated& v) {
-  if (!(o.valid_fraction >= 0 && o.valid_fraction < 1)) {
-    throw ConfigError(fmt::format("--valid-fraction: value {}, expected a fraction in [0, 1)", o.valid_fraction));
-  }
-  if (o.valid_fraction > 0 && !o.valid_data.empty()) {
-    throw ConfigError("--valid-fraction and --valid-data: give one source of validation data, not both");
-  }
-  if (o.eval_every < 0) throw ConfigError(fmt::format("--eval-every: value {}, expected >= 0", o.eval_every));
-  if (o.eval_batches < 1) throw ConfigError(fmt::format("--eval-batches: value {}, expected >= 1", o.eval_batches));
-  if (o.eval_every > 0 && o.valid_data.empty() && o.valid_fraction == 0) {
-    throw ConfigError("--eval-every: needs validation data (--valid-data FILE or --valid-fraction F)");
-  }
-  const RunData d = open_run_data(o, v);
-  const std::string train_name = o.data.empty() ? "the generated corpus" : fmt::format("--data '{}'", o.data);
-  data::check_tokens(d.train_tokens, v.model.vocab, v.model.seq_len,
-                     o.valid_fraction > 0 ? train_name + " (its training part)" : train_name, v.model_path);
-  if (d.has_valid() || o.valid_fraction > 0) {
-    data::check_tokens(d.valid_tokens, v.model.vocab, v.model.seq_len,
-                       o.valid_data.empty() ? fmt::format("--valid-fraction {}: the held-out part of {}",
-                                                          o.valid_fraction, train_name)
-                                            : fmt::format("--valid-data '{}'", o.valid_data),
-                       v.model_path);
-  }
-}
-
-Validated validate(const RunOptions& o) {
-  Validated v;
-  v.model_path = fs::absolute(resolve_config("models", o.model, "--model")).string();
-  v.train_path = fs::absolute(resolve_config("train", o.train, "--train")).string();
-  v.cluster_path = fs::absolute(resolve_config("clusters", o.cluster, "--cluster")).string();
-  v.plan_path = fs::absolute(resolve_config("plans", o.plan, "--plan")).string();
-  v.model = ModelSpec::load(v.model_path);
-  v.train = TrainSpec::load(v.train_path);
-  v.cluster = ClusterSpec::load(v.cluster_path);
-  v.plan = Plan::load(v.plan_path);
-  if (o.steps < 0) throw ConfigError(fmt::format("--steps: value {}, expected >= 1", o.steps));
-  if (o.steps > 0) v.train.steps = o.steps;
-  if (v.train.steps < 1) {
-    throw ConfigError(fmt::format("{}: steps = {}, expected >= 1 (or pass --steps)", v.train_path,
-                                  v.train.steps));
-  }
-  v.plan.check_against_model(v.model, v.train, v.plan_path);
-  if (v.plan.world_size() > o.max_ranks) {
-    throw InfeasiblePlan(fmt::format(
-        "{}: tp*pp*dp = {}*{}*{} = {} ranks, more than --max-ranks {} allows on this machine",
-        v.plan_path, v.plan.tp, v.plan.pp, v.plan.dp, v.plan.world_size(), o.max_ranks));
-  }
-  check_offload_options(o, v.plan);
-  check_data(o, v);
-  if (!o.init_from.empty()) weights::check_weights_file(o.init_from, v.model, "--init-from");
-  if (!o.save_weights.empty()) {
-    // An existing writable directory, or the --out directory made below.
-    const fs::path parent = fs::absolute(o.save_weights).parent_path();
-    const bool is_out = parent.lexically_normal() == fs::absolute(o.out).lexically_normal();
-    std::error_code dir_ec;
-    if (!is_out && (!fs::is_directory(parent, dir_ec) || ::access(parent.c_str(), W_OK | X_OK) != 0)) {
-      throw ConfigError(fmt::format("--save-weights: '{}': directory '{}' does not exist or is "
-                                    "not writable", o.save_weights, parent.string()));
-    }
-  }
-  std::error_code ec;
-  fs::create_directories(o.out, ec);
-  if (ec || !fs::is_directory(o.out)) {
-    throw ConfigError(fmt::format("--out: cannot create directory '{}': {}", o.out, ec.message()));
-  }
-  return v;
-}
-
-std::vector<std::string> relaunch_args(const RunOptions& o, const Validated& v, Backend backend) {
-  std::vector<std::string> args = {"run",       "--plan",    v.plan_path,
-                                   "--model",   v.model_path, "--train",
-                                   v.train_path, "--cluster", v.cluster_path,
-                                   "--steps",   std::to_string(v.train.steps),
-                                   "--out",     fs::absolute(o.out).string(),
-                                   "--max-ranks", std::to_string(o.max_ranks),
-                                   "--nvme-dir",  fs::absolute(o.nvme_dir).string(),
-                                   "--prefetch-depth", std::to_string(o.prefetch_depth),
-                                   "--device-budget-mib", fmt::format("{}", o.device_budget_mib)};
-  args.push_back("--backend");
-  args.push_back(to_string(backend));  // every rank runs the backend chosen here
-  args.push_back("--ranks-per-gpu");
-  args.push_back(std::to_string(o.ranks_per_gpu));
-  if (!o.data.empty()) {
-    args.push_back("--data");
-    args.push_back(fs::absolute(o.data).string());
-  }
-  args.insert(args.end(), {"--data-format", o.data_format, "--valid-fraction",
-                           fmt::format("{}", o.valid_fraction), "--eval-every",
-                           std::to_string(o.eval_every), "--eval-batches",
-                           std::to_string(o.eval_batches)});
-  for (const auto& [flag, path] : {std::pair{"--valid-data", o.valid_data},
-                                   std::pair{"--init-from", o.init_from},
-                                   std::pair{"--save-weights", o.save_weights}}) {
-    if (path.empty()) continue;
-    args.push_back(flag);
-    args.push_back(fs::absolute(path).string());
-  }
-  if (!o.update_profile.empty()) {
-    args.push_back("--update-profile");
-    args.push_back(fs::absolute(o.update_profile).string());
-  }
-  if (!o.profile.empty()) {
-    args.push_back("--profile");
-    args.push_back(fs::absolute(o.profile).string());
-  }
-  return args;
-}
-
-}  // namespace
-
 // The measured step time and offload bytes beside the cost model's for the same plan: with
 // --profile the calibrated rates, else the cluster file's.
 void print_predicted(const Validated& v, const StepReport& rep, const std::string& profile_path,
@@ -293,18 +141,48 @@ void update_profile(const std::string& path, const Validated& v, const StepRepor
 
 namespace {
 
+constexpr const char* kOutLockFile = ".strata.lock";
+constexpr const char* kJobDirPrefix = "strata-job-";
+
+// --out held for this run: a second run into the same directory would overwrite (or be
+// overwritten by) this one's report without a word.
+FileLock lock_out_dir(const std::string& out) {
+  const fs::path lock_path = fs::path(out) / kOutLockFile;
+  std::optional<FileLock> lock = FileLock::try_acquire(lock_path, /*create=*/true);
+  if (!lock) {
+    throw ConfigError(fmt::format("--out: directory '{}' is in use by another strata run (it "
+                                  "holds {}); wait for it to end or choose another --out",
+                                  out, lock_path.string()));
+  }
+  return std::move(*lock);
+}
+
+// Shared memory for the job's OpenMPI files and status records: /dev/shm where there is one.
+fs::path shm_base() {
+  std::error_code ec;
+  return fs::is_directory("/dev/shm", ec) ? fs::path("/dev/shm") : fs::temp_directory_path();
+}
+
+// Every rank agrees at each step boundary whether to stop: the largest signal any of them
+// received (one 8-byte all-reduce per step), so all stop after the same step.
+int agreed_stop(MpiCommunicator& world) {
+  std::int64_t signal = StopSignals::received();
+  world.all_reduce_max(&signal, 1);
+  return static_cast<int>(signal);
+}
+
 // One rank's training, the same loop for every backend; rank 0 prints progress to `out` and
-// writes the files.
-void train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, Backend backend,
-                std::ostream& out) {
+// writes the files. Returns the stop signal the ranks agreed on, or 0 when every step ran.
+int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, Backend backend,
+               std::ostream& out) {
   if (world.size() != v.plan.world_size()) {
     throw InfeasiblePlan(fmt::format("{}: the plan needs {} ranks, mpirun started {}", v.plan_path,
                                      v.plan.world_size(), world.size()));
   }
   const RunData run_data = open_run_data(o, v);
   TierBudgets budgets = TierBudgets::per_rank(v.cluster);
-  if (o.device_budget_mib > 0) {
-    budgets.device_bytes = static_cast<std::int64_t>(o.device_budget_mib * (1 << 20));
+  if (v.device_budget_mib) {
+    budgets.device_bytes = static_cast<std::int64_t>(*v.device_budget_mib * (1 << 20));
   }
   engine::OffloadOptions offload;
   offload.nvme_dir = o.nvme_dir;
@@ -340,7 +218,9 @@ void train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world,
   TransferBytes transfers;  // this rank's, last step (the same every step)
   const double tokens = static_cast<double>(v.train.global_batch * v.model.seq_len);
   const auto t0 = std::chrono::steady_clock::now();
+  int stop = 0;
   for (std::int64_t s = 0; s < v.train.steps; ++s) {
+    if ((stop = agreed_stop(world)) != 0) break;
     engine::StepResult r = rank.engine().step(s);
     samples.push_back({r.step_s, r.parts});
     losses.push_back(r.loss);
@@ -367,6 +247,15 @@ void train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world,
       metrics << line.dump() << "\n" << std::flush;
     }
   }
+  const std::string stopped = stop != 0 ? StopSignals::name(stop) : std::string();
+  if (samples.empty()) {  // stopped before the first step: nothing measured to write
+    if (printer) {
+      std::cerr << fmt::format("strata: stopped by {} before the first step; no report written\n",
+                               stopped) << std::flush;
+    }
+    return stop;
+  }
+  // A stopped run saves too: the weights of the steps done are what the stop should keep.
   if (!o.save_weights.empty()) {
     weights::save_weights(o.save_weights, v.model, v.plan, rank.engine().state(), rank.groups(),
                           world, rank.backend().vocab_row_alignment());
@@ -375,18 +264,26 @@ void train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world,
   const auto summaries = report::gather_summaries(
       world, report::summarize_rank(rank.groups(), rank.allocator(), samples, last_events));
   // The worst rank's bytes per link (ranks of different pipeline stages move different bytes).
-  double mine[4] = {transfers.device_to_host, transfers.host_to_device, transfers.host_to_nvme,
-                    transfers.nvme_to_host};
-  double worst[4] = {0, 0, 0, 0};
-  MPI_CHECK(MPI_Reduce(mine, worst, 4, MPI_DOUBLE, MPI_MAX, 0, world.handle()));
-  if (!printer) return;
+  double worst[4] = {transfers.device_to_host, transfers.host_to_device, transfers.host_to_nvme,
+                     transfers.nvme_to_host};
+  world.all_reduce_max(worst, 4);
+  if (!printer) return stop;
   StepReport rep =
       report::build_run_report(v.model, v.cluster, v.train, v.plan, summaries, losses);
   rep.transfers = TransferBytes{worst[0], worst[1], worst[2], worst[3]};
+  rep.stopped_by = stopped;
   const fs::path dir(o.out);
   write_json_file((dir / "report.json").string(), rep.to_json());
   write_chrome_trace((dir / "trace.json").string(), report::build_run_trace(summaries));
   write_json_file((dir / "memory_tags.json").string(), report::memory_tags_json(summaries));
+  if (stop != 0) {
+    // The one line of a stopped run; a partial run does not feed the profile.
+    std::cerr << fmt::format("strata: stopped by {} after {} of {} steps; wrote {}/report.json "
+                             "(\"stopped_by\": \"{}\"), trace.json, memory_tags.json\n",
+                             stopped, samples.size(), v.train.steps, o.out, stopped)
+              << std::flush;
+    return stop;
+  }
   out << fmt::format("median step {:.4f} s, {:.0f} tokens/s, {:.4f} TFLOP/s per rank (MFU {}), "
                      "peak device memory {} GiB (worst rank)\n",
                      rep.step_time_s, rep.tokens_per_s, rep.tflops_per_gpu, percent(rep.mfu),
@@ -394,9 +291,44 @@ void train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world,
   print_predicted(v, rep, o.profile, out);
   out << fmt::format("wrote {}/report.json, trace.json, memory_tags.json\n", o.out);
   if (!o.update_profile.empty()) update_profile(o.update_profile, v, rep, out);
+  return 0;
+}
+
+// The launcher of a multi-rank run: a job directory for OpenMPI's shared-memory files and
+// the ranks' status records, mpirun with stops forwarded, and after it whatever ranks that
+// were killed could not remove.
+int launch_job(const RunOptions& o, const Validated& v, Backend backend) {
+  const fs::path shm = shm_base();
+  remove_unlocked_dirs(shm, kJobDirPrefix);  // of launchers killed outright
+  RelaunchResult result;
+  {
+    const LockedDir job(shm, kJobDirPrefix);
+    RelaunchOptions relaunch;
+    relaunch.ranks = static_cast<int>(v.plan.world_size());
+    relaunch.stop_grace_s = o.stop_grace_s;
+    relaunch.job_dir = job.path().string();
+    result = relaunch_under_mpirun(relaunch, relaunch_args(o, v, backend, relaunch.job_dir));
+    if (result.stop_signal == 0 && CommWatch::timeout_reported(job.path())) {
+      result.exit_code = kExitCommTimeout;  // the watchdog's; mpirun may pass on a killed rank's
+    }
+  }  // every rank is gone: the job directory goes, with any segment a killed mpirun left
+  if (v.uses_nvme()) offload::remove_stale_run_dirs(o.nvme_dir);  // killed ranks' tensors
+  if (result.stop_signal == 0) return result.exit_code;  // the ranks printed their own errors
+  const int code = StopSignals::exit_code(result.stop_signal);
+  const std::string name = StopSignals::name(result.stop_signal);
+  if (result.killed) {
+    std::cerr << fmt::format("strata: stopped by {}: the ranks did not finish their step within "
+                             "{:g} s (--stop-grace-s) and were killed; no report of this run\n",
+                             name, o.stop_grace_s);
+  } else if (result.exit_code != code) {
+    std::cerr << fmt::format("strata: stopped by {}; the ranks ended with exit code {}\n", name,
+                             result.exit_code);
+  }
+  return code;
 }
 
 int run_command(const RunOptions& o, std::ostream& out) {
+  const StopSignals stops;  // from here on SIGINT / SIGTERM ask for a clean stop
   // --backend wins; without it a GPU is used when present and the plan fits this machine's
   // GPUs, and the CPU backend otherwise. Chosen first, so a bad --backend leaves nothing
   // behind (validate creates the output directory).
@@ -411,28 +343,47 @@ int run_command(const RunOptions& o, std::ostream& out) {
       backend = Backend::kCpu;
     }
   }
-  if (v.plan.world_size() > 1 && !running_under_mpirun()) {
-    RelaunchOptions relaunch;
-    relaunch.ranks = static_cast<int>(v.plan.world_size());
-    const int rc = relaunch_under_mpirun(relaunch, relaunch_args(o, v, backend));
-    return rc;  // the ranks printed their own errors
+  const LaunchEnv launch = detect_launch_env();
+  if (!launch.under_launcher) {
+    if (const std::optional<std::string> why = does_not_fit(v)) {
+      std::cerr << "strata: " << *why << "\n";
+      return kExitDoesNotFit;
+    }
   }
+  // The launcher holds --out for its ranks; a run started by hand under mpirun, its rank 0.
+  std::optional<FileLock> out_lock;
+  if (o.job_dir.empty() && launch.world_rank == 0) out_lock.emplace(lock_out_dir(o.out));
+  if (v.plan.world_size() > 1 && !launch.under_launcher) return launch_job(o, v, backend);
+
   MpiSession session(nullptr, nullptr);
-  std::unique_ptr<MpiCommunicator> world = session.world();
+  CommWatch watch(session.world_rank(), session.world_size(), o.job_dir);
+  std::unique_ptr<MpiCommunicator> world = session.world(&watch);
   if (world->size() == 1) {
-    train_rank(o, v, *world, backend, out);  // errors reach main's single catch point
-    return 0;
+    const int stop = train_rank(o, v, *world, backend, out);  // errors reach main's catch point
+    return stop != 0 ? StopSignals::exit_code(stop) : 0;
   }
+  // A rank blocked too long in one call ends the job: mpirun sees it exit without
+  // finalising and ends every other rank.
+  std::optional<CommWatchdog> watchdog;
+  watchdog.emplace(watch, o.comm_timeout_s, [&watch](const std::string& message) {
+    if (watch.claim_report()) {  // the first rank of the job to time out speaks for it
+      std::cerr << "strata: " << message << "; ending the job\n" << std::flush;
+    }
+    kill_stopped_peers(watch);  // after the message, which reads their state
+    std::_Exit(kExitCommTimeout);
+  });
   // Several ranks: a rank that fails cannot unwind alone (its peers would wait forever in a
   // collective), so it prints its error once and aborts the whole job with exit code 2.
+  int stop = 0;
   try {
-    train_rank(o, v, *world, backend, out);
+    stop = train_rank(o, v, *world, backend, out);
   } catch (const std::exception& e) {
     std::cerr << fmt::format("strata: rank {}: {}\n", world->rank(), e.what()) << std::flush;
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
+  watchdog.reset();
   world.reset();  // communicators go before the session finalises MPI
-  return 0;
+  return stop != 0 ? StopSignals::exit_code(stop) : 0;
 }
 
 }  // namespace
@@ -448,7 +399,9 @@ void add_run_command(CLI::App& app, CommandContext& context) {
       ->required();
   command->add_option("--cluster", options->cluster,
                       "cluster (memory budget and peak FLOP/s for MFU); default local-cpu");
-  command->add_option("--steps", options->steps, "steps to train (default: the train spec's)");
+  command->add_option_function<std::int64_t>(
+      "--steps", [options](const std::int64_t& n) { options->steps = n; },
+      "steps to train, 1 or more (default: the train spec's)");
   command->add_option("--data", options->data,
                       "train on this file's tokens: a Megatron PREFIX(.bin/.idx), an llm.c .bin or "
                       "raw bytes (default: generated pseudo-English)");
@@ -468,7 +421,8 @@ void add_run_command(CLI::App& app, CommandContext& context) {
                       "start from these weights: safetensors with Hugging Face GPT-2 names");
   command->add_option("--save-weights", options->save_weights,
                       "write the trained weights here as safetensors (Hugging Face GPT-2 names)");
-  command->add_option("--out", options->out, "directory for report.json and trace.json");
+  command->add_option("--out", options->out,
+                      "directory for report.json and trace.json, locked for the run");
   command->add_option("--max-ranks", options->max_ranks,
                       "largest rank count this machine may start (default 8)");
   command->add_option("--nvme-dir", options->nvme_dir,
@@ -476,8 +430,9 @@ void add_run_command(CLI::App& app, CommandContext& context) {
                       "/tmp); a run directory of its own is made and removed in it");
   command->add_option("--prefetch-depth", options->prefetch_depth,
                       "ZeRO-3 offloaded parameters: layers fetched ahead of use (default 2)");
-  command->add_option("--device-budget-mib", options->device_budget_mib,
-                      "device memory budget per rank in MiB (default: the cluster's)");
+  command->add_option_function<double>(
+      "--device-budget-mib", [options](const double& mib) { options->device_budget_mib = mib; },
+      "device memory budget per rank in MiB, > 0 (default: the cluster's)");
   command->add_option("--update-profile", options->update_profile,
                       "fold this run into the profile's fed-back factors (each a trimmed mean of "
                       "what the last 32 runs of its kind asked for), rewriting the file")
@@ -492,6 +447,14 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   command->add_option("--ranks-per-gpu", options->ranks_per_gpu,
                       "CUDA: processes that may share one GPU (host-staged communicators; "
                       "default 1: one GPU per rank, NCCL)");
+  command->add_option("--comm-timeout-s", options->comm_timeout_s,
+                      "a rank blocked this long in one MPI call (a hung or stopped peer) ends "
+                      "the job naming the call and the peer, exit 4 (default 300)");
+  command->add_option("--stop-grace-s", options->stop_grace_s,
+                      "after SIGINT/SIGTERM: how long the ranks get to finish their step and "
+                      "write the report before they are killed (default 3)");
+  // Set by the launching `strata run` for its ranks, never by hand.
+  command->add_option("--job-dir", options->job_dir)->group("");
   command->callback([options, &context] { context.exit_code = run_command(*options, *context.out); });
 }
 

@@ -7,12 +7,15 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "cost_model/cluster_spec.h"
 #include "cost_model/model_spec.h"
 #include "cost_model/plan.h"
+#include "cost_model/profile.h"
 #include "cost_model/step_report.h"
 #include "cost_model/train_spec.h"
+#include "executor/data/dataset.h"
 #include "executor/engine/rank_training.h"
 #include "executor/runtime/backend_select.h"
 
@@ -23,7 +26,7 @@ struct RunOptions {
   std::string model;
   std::string train;
   std::string cluster = "local-cpu";
-  std::int64_t steps = 0;  // 0: the train spec's steps
+  std::optional<std::int64_t> steps;  // unset: the train spec's steps
   std::string data;        // empty: the generated corpus
   std::string data_format = "auto";  // auto | bytes | megatron | llmc (executor/data/dataset.h)
   std::string valid_data;            // validation tokens from another file (same format rules)
@@ -36,11 +39,14 @@ struct RunOptions {
   int max_ranks = 8;
   std::string nvme_dir = "/tmp";  // offload to NVMe: where the run directory goes
   int prefetch_depth = 2;         // ZeRO-3 offloaded params: layers fetched ahead
-  double device_budget_mib = 0;   // > 0: the device tier's budget instead of the cluster's
+  std::optional<double> device_budget_mib;  // the device tier's budget instead of the cluster's
   std::string update_profile;     // fold the measured step into this profile (see update_profile)
   std::string profile;            // the printed prediction uses this calibrated profile
   std::optional<std::string> backend;  // --backend cpu|cuda; unset: cuda when a GPU is found
   int ranks_per_gpu = 1;          // CUDA: processes sharing one GPU (host-staged communicators)
+  double comm_timeout_s = 300;    // a rank blocked this long in one MPI call ends the job
+  double stop_grace_s = 3;        // after SIGINT/SIGTERM: time the ranks get to finish a step
+  std::string job_dir;            // hidden: set by the launching `strata run` for its ranks
 };
 
 // Everything a rank needs, loaded and checked before any rank starts.
@@ -49,8 +55,41 @@ struct Validated {
   TrainSpec train;
   ClusterSpec cluster;
   Plan plan;
+  std::optional<Profile> profile;  // --profile, parsed
+  std::optional<double> device_budget_mib;
   std::string model_path, train_path, cluster_path, plan_path;
+  // The cluster with --device-budget-mib applied: what the fit check and the ranks' budgets use.
+  ClusterSpec budget_cluster() const;
+  bool uses_nvme() const;
 };
+
+// The run's token streams: training and (when asked for) validation. Opening validates each
+// file's format; validate() checks the tokens against the model.
+struct RunData {
+  data::Dataset train;
+  std::optional<data::Dataset> valid_file;
+  data::TokenView train_tokens, valid_tokens;
+  bool has_valid() const { return valid_tokens.count > 0; }
+};
+RunData open_run_data(const RunOptions& o, const Validated& v);
+
+// Loads and checks every input of a run (run_checks.cc): the specs, the plan against the
+// model, every flag's range, --data and the validation data (every token against the
+// model's vocabulary), --init-from and --save-weights, --out (created; writable), --profile and
+// --update-profile (parsed and validated; the latter's directory writable), the NVMe
+// directory. ConfigError / InfeasiblePlan naming the flag or file otherwise. Nothing runs
+// before it, so a bad argument costs no training.
+Validated validate(const RunOptions& o);
+
+// Whether the plan fits in the budget_cluster() by the cost model's prediction (the same
+// check as `strata predict`); when it does not, the one-line reason (exit 3 before anything
+// is allocated). nullopt: it fits, or the cost model cannot price the plan on this cluster.
+std::optional<std::string> does_not_fit(const Validated& v);
+
+// The argument list the ranks are started with: every input as an absolute path, the steps
+// and backend decided here, and --job-dir.
+std::vector<std::string> relaunch_args(const RunOptions& o, const Validated& v, Backend backend,
+                                       const std::string& job_dir);
 
 // The measured step time and offload bytes beside the cost model's for the same plan.
 void print_predicted(const Validated& v, const StepReport& rep, const std::string& profile_path,

@@ -6,8 +6,12 @@
 // (per-job losses and final loss as a leaderboard, measured makespan beside the predicted,
 // per-device utilisation) and DIR/trace.json (one track per device, slices named by job).
 // Every input is checked before anything runs: a bad workload is exit 2, a job that fits no
-// way exit 3 naming the job.
+// way exit 3 naming the job. --out is locked for the run (like `strata run`): a second
+// select into the same directory is refused at start.
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -21,8 +25,10 @@
 #include "cost_model/chrome_trace.h"
 #include "cost_model/errors.h"
 #include "cost_model/json_reader.h"
+#include "cost_model/limits.h"
 #include "cost_model/workload.h"
 #include "executor/report/run_report.h"
+#include "executor/runtime/file_lock.h"
 #include "executor/select/select_runner.h"
 #include "planner/select.h"
 #include "tools/strata/commands.h"
@@ -39,7 +45,7 @@ struct SelectOptionsCli {
   std::string policy = "strata";
   bool plan_only = false;
   std::string out = "strata-select";
-  double device_budget_mib = 0;
+  std::optional<double> device_budget_mib;  // unset: the cluster's device memory
   std::string profile;
 };
 
@@ -52,6 +58,29 @@ std::string resolve_ref(const std::string& kind, const std::string& ref, const f
 }
 
 std::string seconds(double s) { return fmt::format("{:.2f}", s); }
+
+// --out: created, writable, and locked for the run (a second select or run into it would
+// overwrite this one's report silently).
+FileLock lock_select_out(const std::string& out) {
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec || !fs::is_directory(out)) {
+    throw ConfigError(fmt::format("--out: cannot create directory '{}': {}", out,
+                                  ec ? ec.message() : "a file of that name exists"));
+  }
+  if (::access(out.c_str(), W_OK | X_OK) != 0) {
+    throw ConfigError(fmt::format("--out: directory '{}' is not writable: {}", out,
+                                  std::error_code(errno, std::generic_category()).message()));
+  }
+  const fs::path lock_path = fs::path(out) / ".strata.lock";
+  std::optional<FileLock> lock = FileLock::try_acquire(lock_path, /*create=*/true);
+  if (!lock) {
+    throw ConfigError(fmt::format("--out: directory '{}' is in use by another strata run (it "
+                                  "holds {}); wait for it to end or choose another --out",
+                                  out, lock_path.string()));
+  }
+  return std::move(*lock);
+}
 
 void print_plan(std::ostream& out, const std::vector<Job>& jobs, const std::vector<JobWays>& ways,
                 const SelectSchedule& s) {
@@ -151,19 +180,30 @@ int select_command(const SelectOptionsCli& o, std::ostream& out) {
   const WorkloadSpec spec = WorkloadSpec::load(workload_path);
   const fs::path base = fs::path(workload_path).parent_path();
   WorkloadResolver resolve;
+  // A referenced file's error names the workload and the key that led to it as well.
+  const auto referenced = [&](const std::string& field, const auto& load) {
+    try {
+      return load();
+    } catch (const ConfigError& e) {
+      throw ConfigError(fmt::format("{}: {}: {}", workload_path, field, e.what()));
+    }
+  };
   resolve.model = [&](const std::string& ref, const std::string& field) {
-    return ModelSpec::load(resolve_ref("models", ref, base, workload_path + ": " + field));
+    const std::string file = resolve_ref("models", ref, base, workload_path + ": " + field);
+    return referenced(field, [&] { return ModelSpec::load(file); });
   };
   resolve.train = [&](const std::string& ref, const std::string& field) {
-    return TrainSpec::load(resolve_ref("train", ref, base, workload_path + ": " + field));
+    const std::string file = resolve_ref("train", ref, base, workload_path + ": " + field);
+    return referenced(field, [&] { return TrainSpec::load(file); });
   };
   const std::vector<Job> jobs = expand(spec, resolve, workload_path);
   const ClusterSpec cluster = ClusterSpec::load(resolve_config("clusters", o.cluster, "--cluster"));
   std::optional<Profile> profile;
   if (!o.profile.empty()) profile = Profile::load(resolve_config("profiles", o.profile, "--profile"));
-  if (!(o.device_budget_mib >= 0) || o.device_budget_mib > 1e9) {
-    throw ConfigError(fmt::format("--device-budget-mib: value {}, expected a positive number of "
-                                  "MiB (or 0: the cluster's device memory)", o.device_budget_mib));
+  if (o.device_budget_mib &&
+      (!(*o.device_budget_mib > 0) || !(*o.device_budget_mib <= limits::kBudgetMib))) {
+    throw ConfigError(fmt::format("--device-budget-mib: value {}, expected a finite number of "
+                                  "MiB in (0, {}]", *o.device_budget_mib, limits::kBudgetMib));
   }
   if (!o.plan_only && cluster.backend != Backend::kCpu) {
     throw ConfigError(fmt::format("--cluster {}: strata select runs workloads on the CPU backend "
@@ -172,7 +212,7 @@ int select_command(const SelectOptionsCli& o, std::ostream& out) {
   }
   SelectOptions options;
   options.devices = o.gpus;
-  options.device_budget_bytes = o.device_budget_mib * 1024.0 * 1024.0;
+  options.device_budget_bytes = o.device_budget_mib ? *o.device_budget_mib * 1024.0 * 1024.0 : 0;
   options.profile = profile ? &*profile : nullptr;
   std::vector<JobWays> ways;
   try {
@@ -190,16 +230,14 @@ int select_command(const SelectOptionsCli& o, std::ostream& out) {
   }
   out << fmt::format("strata select: workload {} ({} jobs) on {} device(s) of {}{}\n", spec.name,
                      jobs.size(), o.gpus, cluster.name,
-                     o.device_budget_mib > 0 ? fmt::format(", {} MiB per device", o.device_budget_mib)
-                                             : std::string());
+                     o.device_budget_mib ? fmt::format(", {} MiB per device", *o.device_budget_mib)
+                                         : std::string());
   print_plan(out, jobs, ways, schedule);
   if (o.plan_only) return 0;
+  // --out once the schedule stands (a workload that fits nowhere leaves nothing behind) and
+  // before any training: created, writable and ours for the whole run.
+  const FileLock out_lock = lock_select_out(o.out);
 
-  std::error_code ec;
-  fs::create_directories(o.out, ec);
-  if (ec || !fs::is_directory(o.out)) {
-    throw ConfigError(fmt::format("--out: cannot create directory '{}': {}", o.out, ec.message()));
-  }
   std::vector<Plan> plans;
   for (std::size_t j = 0; j < jobs.size(); ++j) plans.push_back(ways[j].ways[schedule.way_of_job[j]].plan);
   select::RunOptions run_options;
@@ -265,9 +303,11 @@ void add_select_command(CLI::App& app, CommandContext& context) {
   command->add_option("--gpus", options->gpus, "devices to use (default 2)");
   command->add_option("--policy", options->policy, "strata, lrtf or sequential (default strata)");
   command->add_flag("--plan-only", options->plan_only, "print the schedule, run nothing");
-  command->add_option("--out", options->out, "directory for select_report.json and trace.json");
-  command->add_option("--device-budget-mib", options->device_budget_mib,
-                      "each device's memory budget in MiB (default: the cluster's)");
+  command->add_option("--out", options->out,
+                      "directory for select_report.json and trace.json, locked for the run");
+  command->add_option_function<double>(
+      "--device-budget-mib", [options](const double& mib) { options->device_budget_mib = mib; },
+      "each device's memory budget in MiB, > 0 (default: the cluster's)");
   command->add_option("--profile", options->profile, "calibrated profile (strata calibrate)");
   command->callback([options, &context] { context.exit_code = select_command(*options, *context.out); });
 }

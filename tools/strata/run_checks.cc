@@ -1,0 +1,288 @@
+// `strata run`'s checks before any rank starts (see run_common.h): every input and flag,
+// the fit of the plan in memory, and the argument list the ranks get. A bad argument found
+// after 17 s of training, or a plan found not to fit after allocating, is what this file is
+// here to prevent.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cost_model/cost_model.h"
+#include "cost_model/errors.h"
+#include "cost_model/limits.h"
+#include "cost_model/units.h"
+#include "executor/data/dataset.h"
+#include "executor/weights/weights_io.h"
+#include "planner/planner.h"
+#include "tools/strata/inputs.h"
+#include "tools/strata/run_common.h"
+
+namespace strata::cli {
+namespace fs = std::filesystem;
+namespace {
+
+std::string errno_message() { return std::error_code(errno, std::generic_category()).message(); }
+
+// A number flag in (0, max]: finite, positive, bounded (NaN fails every comparison).
+void check_positive_flag(const char* flag, double value, double max, const char* unit) {
+  if (!(value > 0) || !(value <= max)) {
+    throw ConfigError(fmt::format("{}: value {}, expected a finite number of {} in (0, {}]",
+                                  flag, value, unit, max));
+  }
+}
+
+void check_flags(const RunOptions& o) {
+  if (o.steps && (*o.steps < 1 || *o.steps > limits::kSteps)) {
+    throw ConfigError(fmt::format("--steps: value {}, expected an integer in [1, {}]", *o.steps,
+                                  limits::kSteps));
+  }
+  if (o.prefetch_depth < 1 || o.prefetch_depth > limits::kPrefetchDepth) {
+    throw ConfigError(fmt::format("--prefetch-depth: value {}, expected an integer in [1, {}]",
+                                  o.prefetch_depth, limits::kPrefetchDepth));
+  }
+  if (o.device_budget_mib) {
+    check_positive_flag("--device-budget-mib", *o.device_budget_mib, limits::kBudgetMib, "MiB");
+  }
+  check_positive_flag("--comm-timeout-s", o.comm_timeout_s, limits::kCommTimeoutS, "seconds");
+  check_positive_flag("--stop-grace-s", o.stop_grace_s, limits::kCommTimeoutS, "seconds");
+  if (o.max_ranks < 1) {
+    throw ConfigError(fmt::format("--max-ranks: value {}, expected >= 1", o.max_ranks));
+  }
+  if (o.ranks_per_gpu < 1) {
+    throw ConfigError(fmt::format("--ranks-per-gpu: value {}, expected >= 1", o.ranks_per_gpu));
+  }
+  if (!(o.valid_fraction >= 0 && o.valid_fraction < 1)) {
+    throw ConfigError(fmt::format("--valid-fraction: value {}, expected a fraction in [0, 1)",
+                                  o.valid_fraction));
+  }
+  if (o.valid_fraction > 0 && !o.valid_data.empty()) {
+    throw ConfigError("--valid-fraction and --valid-data: give one source of validation data, not both");
+  }
+  if (o.eval_every < 0 || o.eval_every > limits::kSteps) {
+    throw ConfigError(fmt::format("--eval-every: value {}, expected an integer in [0, {}]",
+                                  o.eval_every, limits::kSteps));
+  }
+  if (o.eval_batches < 1 || o.eval_batches > limits::kGlobalBatch) {
+    throw ConfigError(fmt::format("--eval-batches: value {}, expected an integer in [1, {}]",
+                                  o.eval_batches, limits::kGlobalBatch));
+  }
+  if (o.eval_every > 0 && o.valid_data.empty() && o.valid_fraction == 0) {
+    throw ConfigError("--eval-every: needs validation data (--valid-data FILE or --valid-fraction F)");
+  }
+}
+
+// Every training and validation token inside the model's vocabulary, and enough of them
+// for one sequence.
+void check_data(const RunOptions& o, const Validated& v) {
+  const RunData d = open_run_data(o, v);
+  const std::string train_name =
+      o.data.empty() ? "the generated corpus" : fmt::format("--data '{}'", o.data);
+  data::check_tokens(d.train_tokens, v.model.vocab, v.model.seq_len,
+                     o.valid_fraction > 0 ? train_name + " (its training part)" : train_name,
+                     v.model_path);
+  if (d.has_valid() || o.valid_fraction > 0) {
+    data::check_tokens(d.valid_tokens, v.model.vocab, v.model.seq_len,
+                       o.valid_data.empty()
+                           ? fmt::format("--valid-fraction {}: the held-out part of {}",
+                                         o.valid_fraction, train_name)
+                           : fmt::format("--valid-data '{}'", o.valid_data),
+                       v.model_path);
+  }
+}
+
+// --init-from: a weights file of this model's shapes; --save-weights: an existing writable
+// directory, or the --out directory that validate() creates.
+void check_weights_flags(const RunOptions& o, const Validated& v) {
+  if (!o.init_from.empty()) weights::check_weights_file(o.init_from, v.model, "--init-from");
+  if (o.save_weights.empty()) return;
+  const fs::path parent = fs::absolute(o.save_weights).parent_path();
+  const bool is_out = parent.lexically_normal() == fs::absolute(o.out).lexically_normal();
+  std::error_code ec;
+  if (!is_out && (!fs::is_directory(parent, ec) || ::access(parent.c_str(), W_OK | X_OK) != 0)) {
+    throw ConfigError(fmt::format("--save-weights: '{}': directory '{}' does not exist or is "
+                                  "not writable", o.save_weights, parent.string()));
+  }
+}
+
+void check_nvme_dir(const RunOptions& o, const Plan& plan) {
+  const OffloadPlan& off = plan.offload;
+  if (off.optimizer != OffloadTier::kNvme && off.gradients != OffloadTier::kNvme &&
+      off.params != OffloadTier::kNvme) {
+    return;
+  }
+  // Like `strata calibrate --nvme-dir`: an existing directory (a typo creates nothing).
+  std::error_code ec;
+  if (!fs::is_directory(o.nvme_dir, ec)) {
+    throw ConfigError(fmt::format("--nvme-dir: '{}' is not an existing directory{}", o.nvme_dir,
+                                  ec ? ": " + ec.message() : std::string()));
+  }
+  if (::access(o.nvme_dir.c_str(), W_OK | X_OK) != 0) {
+    throw ConfigError(fmt::format("--nvme-dir: directory '{}' is not writable: {}", o.nvme_dir,
+                                  errno_message()));
+  }
+}
+
+// --out: created if missing, and writable (the ranks write into it at the end).
+void check_out_dir(const std::string& out) {
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec || !fs::is_directory(out)) {
+    throw ConfigError(fmt::format("--out: cannot create directory '{}': {}", out,
+                                  ec ? ec.message() : "a file of that name exists"));
+  }
+  if (::access(out.c_str(), W_OK | X_OK) != 0) {
+    throw ConfigError(fmt::format("--out: directory '{}' is not writable: {}", out,
+                                  errno_message()));
+  }
+}
+
+// --update-profile: parsed and validated now, and its directory writable (the file is
+// rewritten atomically beside itself at the end).
+void check_update_profile(const std::string& path) {
+  if (path.empty()) return;
+  Profile::load(path);
+  const fs::path dir = fs::absolute(path).parent_path();
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    throw ConfigError(fmt::format("--update-profile: '{}' cannot be rewritten: its directory "
+                                  "'{}' is not writable: {}", path, dir.string(),
+                                  errno_message()));
+  }
+}
+
+}  // namespace
+
+RunData open_run_data(const RunOptions& o, const Validated& v) {
+  const data::DataFormat format = data::parse_data_format(o.data_format, "--data-format");
+  RunData d{o.data.empty() ? data::Dataset::generated(v.train.seed)
+                           : data::Dataset::open(o.data, format, "--data"),
+            std::nullopt, {}, {}};
+  d.train_tokens = d.train.tokens();
+  if (!o.valid_data.empty()) {
+    d.valid_file = data::Dataset::open(o.valid_data, format, "--valid-data");
+    d.valid_tokens = d.valid_file->tokens();
+  } else if (o.valid_fraction > 0) {
+    const data::TokenSplit split = data::split_tokens(d.train_tokens, o.valid_fraction);
+    d.train_tokens = split.train;
+    d.valid_tokens = split.valid;
+  }
+  return d;
+}
+
+ClusterSpec Validated::budget_cluster() const {
+  ClusterSpec c = cluster;
+  if (device_budget_mib) c.device.memory_bytes = *device_budget_mib * units::kMiB;
+  return c;
+}
+
+bool Validated::uses_nvme() const {
+  return plan.offload.optimizer == OffloadTier::kNvme ||
+         plan.offload.gradients == OffloadTier::kNvme || plan.offload.params == OffloadTier::kNvme;
+}
+
+Validated validate(const RunOptions& o) {
+  check_flags(o);
+  Validated v;
+  v.model_path = fs::absolute(resolve_config("models", o.model, "--model")).string();
+  v.train_path = fs::absolute(resolve_config("train", o.train, "--train")).string();
+  v.cluster_path = fs::absolute(resolve_config("clusters", o.cluster, "--cluster")).string();
+  v.plan_path = fs::absolute(resolve_config("plans", o.plan, "--plan")).string();
+  v.model = ModelSpec::load(v.model_path);
+  v.train = TrainSpec::load(v.train_path);
+  v.cluster = ClusterSpec::load(v.cluster_path);
+  v.plan = Plan::load(v.plan_path);
+  v.device_budget_mib = o.device_budget_mib;
+  if (o.steps) v.train.steps = *o.steps;
+  v.plan.check_against_model(v.model, v.train,
+                             fmt::format("{} (model {}, train {})", v.plan_path, v.model_path,
+                                         v.train_path));
+  if (v.plan.world_size() > o.max_ranks) {
+    throw InfeasiblePlan(fmt::format(
+        "{}: tp*pp*dp = {}*{}*{} = {} ranks, more than --max-ranks {} allows on this machine",
+        v.plan_path, v.plan.tp, v.plan.pp, v.plan.dp, v.plan.world_size(), o.max_ranks));
+  }
+  check_nvme_dir(o, v.plan);
+  check_data(o, v);
+  check_weights_flags(o, v);
+  if (!o.profile.empty()) v.profile = Profile::load(o.profile);
+  check_update_profile(o.update_profile);
+  check_out_dir(o.out);
+  return v;
+}
+
+std::optional<std::string> does_not_fit(const Validated& v) {
+  const ClusterSpec cluster = v.budget_cluster();
+  Prediction prediction;
+  try {
+    prediction = predict(v.model, cluster, v.train, v.plan, v.profile ? &*v.profile : nullptr);
+  } catch (const InfeasiblePlan&) {
+    // The plan breaks a rule of this cluster's shape (it has fewer "GPUs" than --max-ranks
+    // lets the CPU backend start): no prediction to judge by; the allocator still guards.
+    return std::nullopt;
+  }
+  const MemoryOvershoot over = memory_overshoot(prediction, cluster, v.plan.world_size());
+  if (over.fits()) return std::nullopt;
+  return fmt::format(
+      "{}: the plan does not fit on cluster {}{}: predicted peak device {} GiB per rank of {} "
+      "GiB (over by device {} GiB/rank, host {} GiB/node, nvme {} GB/node); `strata predict` "
+      "shows the breakdown",
+      v.plan_path, v.cluster.name,
+      v.device_budget_mib ? fmt::format(" with --device-budget-mib {:g}", *v.device_budget_mib)
+                          : std::string(),
+      gib(prediction.memory_bytes.device), gib(cluster.device.memory_bytes),
+      gib(std::max(over.device_bytes, 0.0)), gib(std::max(over.host_bytes, 0.0)),
+      gb(std::max(over.nvme_bytes, 0.0)));
+}
+
+std::vector<std::string> relaunch_args(const RunOptions& o, const Validated& v, Backend backend,
+                                       const std::string& job_dir) {
+  std::vector<std::string> args = {"run",       "--plan",    v.plan_path,
+                                   "--model",   v.model_path, "--train",
+                                   v.train_path, "--cluster", v.cluster_path,
+                                   "--steps",   std::to_string(v.train.steps),
+                                   "--out",     fs::absolute(o.out).string(),
+                                   "--max-ranks", std::to_string(o.max_ranks),
+                                   "--nvme-dir",  fs::absolute(o.nvme_dir).string(),
+                                   "--prefetch-depth", std::to_string(o.prefetch_depth),
+                                   "--comm-timeout-s", fmt::format("{}", o.comm_timeout_s),
+                                   "--job-dir", job_dir};
+  if (o.device_budget_mib) {
+    args.push_back("--device-budget-mib");
+    args.push_back(fmt::format("{}", *o.device_budget_mib));
+  }
+  args.push_back("--backend");
+  args.push_back(to_string(backend));  // every rank runs the backend chosen here
+  args.push_back("--ranks-per-gpu");
+  args.push_back(std::to_string(o.ranks_per_gpu));
+  if (!o.data.empty()) {
+    args.push_back("--data");
+    args.push_back(fs::absolute(o.data).string());
+  }
+  args.insert(args.end(), {"--data-format", o.data_format, "--valid-fraction",
+                           fmt::format("{}", o.valid_fraction), "--eval-every",
+                           std::to_string(o.eval_every), "--eval-batches",
+                           std::to_string(o.eval_batches)});
+  for (const auto& [flag, path] : {std::pair{"--valid-data", o.valid_data},
+                                   std::pair{"--init-from", o.init_from},
+                                   std::pair{"--save-weights", o.save_weights}}) {
+    if (path.empty()) continue;
+    args.push_back(flag);
+    args.push_back(fs::absolute(path).string());
+  }
+  if (!o.update_profile.empty()) {
+    args.push_back("--update-profile");
+    args.push_back(fs::absolute(o.update_profile).string());
+  }
+  if (!o.profile.empty()) {
+    args.push_back("--profile");
+    args.push_back(fs::absolute(o.profile).string());
+  }
+  return args;
+}
+
+}  // namespace strata::cli

@@ -33,12 +33,16 @@ if ((with_mpi)); then
   pmix=/usr/lib/x86_64-linux-gnu/pmix2
   mkdir -p "$dest/mpi/bin" "$dest/mpi/lib/x86_64-linux-gnu" "$dest/mpi/share"
   cp -f "$(readlink -f "$(command -v mpirun)")" "$dest/mpi/bin/mpirun"
+  # A process that calls MPI_Init outside mpirun (a one-rank run, a gtest binary) starts
+  # orted as its singleton's runtime.
+  cp -f "$(readlink -f "$(command -v orted)")" "$dest/mpi/bin/orted"
   cp -rL "$ompi" "$dest/mpi/lib/x86_64-linux-gnu/"
   [[ -d $pmix ]] && cp -rL "$pmix" "$dest/mpi/lib/x86_64-linux-gnu/"
   cp -rL /usr/share/openmpi "$dest/mpi/share/"
   [[ -d /usr/share/pmix ]] && cp -rL /usr/share/pmix "$dest/mpi/share/"
   rm -rf "$dest/mpi/lib/x86_64-linux-gnu/openmpi/include"
   copy_libs_of "$dest/mpi/bin/mpirun"
+  copy_libs_of "$dest/mpi/bin/orted"
   while IFS= read -r -d '' plugin; do copy_libs_of "$plugin"; done \
     < <(find "$dest/mpi" -name '*.so' -print0)
 fi

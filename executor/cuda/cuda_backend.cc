@@ -45,12 +45,32 @@ int local_rank_from_environment() {
 
 CudaBackend::CudaBackend(AccountingAllocator& alloc, const MpiCommunicator& world,
                          int local_rank, const CudaBackendOptions& options)
-    : alloc_(&alloc), host_(world) {
+    : alloc_(&alloc), mpi_host_(std::make_unique<MpiCommunicatorFactory>(world)),
+      host_(mpi_host_.get()) {
+  set_up_device(local_rank);
+  if (options.ranks_per_gpu > 1) {
+    comms_ = std::make_unique<HostStagedCommunicatorFactory>(*host_, group_streams());
+  } else {
+#ifdef STRATA_HAVE_NCCL
+    comms_ = std::make_unique<NcclCommunicatorFactory>(*host_, group_streams());
+#else
+    comms_ = std::make_unique<HostStagedCommunicatorFactory>(*host_, group_streams());
+#endif
+  }
+}
+
+CudaBackend::CudaBackend(AccountingAllocator& alloc, CommunicatorFactory& host, int device)
+    : alloc_(&alloc), host_(&host) {
+  set_up_device(device);
+  comms_ = std::make_unique<HostStagedCommunicatorFactory>(*host_, group_streams());
+}
+
+void CudaBackend::set_up_device(int device_index) {
   as_system_error([&] {
     int devices = 0;
     CUDA_CHECK(cudaGetDeviceCount(&devices));
     if (devices < 1) throw SystemError("cuda backend: cudaGetDeviceCount found no device");
-    device_ = local_rank % devices;
+    device_ = device_index % devices;
     CUDA_CHECK(cudaSetDevice(device_));
     compute_ = kc::Stream::create();
     comm_ = kc::Stream::create();
@@ -59,8 +79,15 @@ CudaBackend::CudaBackend(AccountingAllocator& alloc, const MpiCommunicator& worl
     for (auto& link : links_) link = kc::Stream::create();
     norm_ = kc::DeviceBuffer((1 + kc::kSumOfSquaresScratchDoubles) * sizeof(double));
   });
-  pool_ = std::make_unique<DevicePool>(alloc, compute_.get());
+  pool_ = std::make_unique<DevicePool>(*alloc_, compute_.get());
   ops_ = std::make_unique<CudaLayerOps>(*pool_, compute_.get());
+}
+
+void CudaBackend::bind_to_calling_thread() {
+  as_system_error([&] { CUDA_CHECK(cudaSetDevice(device_)); });
+}
+
+GroupStreams CudaBackend::group_streams() const {
   GroupStreams streams;
   streams.world = comm_.get();
   streams.tp = compute_.get();
@@ -70,15 +97,7 @@ CudaBackend::CudaBackend(AccountingAllocator& alloc, const MpiCommunicator& worl
   streams.embedding = comm_.get();
   streams.pipe_send = {links_[0].get(), links_[1].get()};
   streams.pipe_recv = {links_[2].get(), links_[3].get()};
-  if (options.ranks_per_gpu > 1) {
-    comms_ = std::make_unique<HostStagedCommunicatorFactory>(host_, streams);
-  } else {
-#ifdef STRATA_HAVE_NCCL
-    comms_ = std::make_unique<NcclCommunicatorFactory>(host_, streams);
-#else
-    comms_ = std::make_unique<HostStagedCommunicatorFactory>(host_, streams);
-#endif
-  }
+  return streams;
 }
 
 CudaBackend::~CudaBackend() {
@@ -208,6 +227,13 @@ double CudaBackend::seconds_between(int origin, int mark) {
   float ms = 0;
   as_system_error([&] { CUDA_CHECK(cudaEventElapsedTime(&ms, event(origin), event(mark))); });
   return static_cast<double>(ms) * 1e-3;
+}
+
+engine::ThreadBackendMaker cuda_thread_backend_maker() {
+  return [](AccountingAllocator& alloc, CommunicatorFactory& host,
+            int device) -> std::unique_ptr<engine::Backend> {
+    return std::make_unique<CudaBackend>(alloc, host, device);
+  };
 }
 
 engine::BackendMaker cuda_backend_maker(const CudaBackendOptions& options) {

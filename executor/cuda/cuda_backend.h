@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include "executor/comm/communicator_factory.h"
+#include "executor/cuda/communicator_factories.h"
 #include "executor/cuda/cuda_layer_ops.h"
 #include "executor/cuda/device_pool.h"
 #include "executor/engine/backend.h"
@@ -39,6 +40,10 @@ class CudaBackend final : public engine::Backend {
   // backend).
   CudaBackend(AccountingAllocator& alloc, const MpiCommunicator& world, int local_rank,
               const CudaBackendOptions& options);
+  // A rank that is a thread (strata select): device `device` mod the device count, and
+  // host-staged communicators over `host` (the job's thread world, which must outlive the
+  // backend).
+  CudaBackend(AccountingAllocator& alloc, CommunicatorFactory& host, int device);
   ~CudaBackend() override;
 
   std::string_view name() const override { return "cuda"; }
@@ -64,6 +69,7 @@ class CudaBackend final : public engine::Backend {
   void wait(Stream waiter, int mark) override;
   void synchronize() override;
   void host_wait(Stream stream) override;
+  void bind_to_calling_thread() override;
 
   int timestamp(Stream stream) override { return record(stream); }
   double seconds_between(int origin, int mark) override;
@@ -75,9 +81,13 @@ class CudaBackend final : public engine::Backend {
  private:
   cudaStream_t stream_of(Stream s) const;
   cudaEvent_t event(int mark) const;
+  // The device, streams, pool and layer ops: everything but the communicators.
+  void set_up_device(int device_index);
+  GroupStreams group_streams() const;
 
   AccountingAllocator* alloc_;
-  MpiCommunicatorFactory host_;  // bootstraps the device communicators
+  std::unique_ptr<MpiCommunicatorFactory> mpi_host_;  // an MPI rank's: owned here
+  CommunicatorFactory* host_ = nullptr;  // bootstraps the device communicators
   int device_ = 0;
   kernels::cuda::Stream compute_, comm_, copy_, p2p_;
   kernels::cuda::Stream links_[4];  // the pipeline links' streams (process_groups.h)
@@ -92,6 +102,9 @@ class CudaBackend final : public engine::Backend {
 // The BackendMaker of `strata run --backend cuda` (rank_training.h): the device of local rank
 // `local_rank` (from the launcher's environment), NCCL or host-staged communicators.
 engine::BackendMaker cuda_backend_maker(const CudaBackendOptions& options);
+
+// The ThreadBackendMaker of `strata select --cluster <a CUDA cluster>` (backend.h).
+engine::ThreadBackendMaker cuda_thread_backend_maker();
 
 // The launcher's local rank of this process (OMPI_COMM_WORLD_LOCAL_RANK), 0 outside mpirun.
 int local_rank_from_environment();

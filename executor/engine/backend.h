@@ -86,6 +86,10 @@ class Backend {
   virtual void wait(Stream waiter, int mark) = 0;
   virtual void synchronize() = 0;  // every stream done
   virtual void host_wait(Stream stream) = 0;  // the host waits for one stream
+  // Makes the calling thread able to drive this backend: a rank that is a thread may be
+  // driven by another thread after a while (strata select runs a job's later slices on
+  // whichever worker the schedule gives them), and a CUDA device is per thread.
+  virtual void bind_to_calling_thread() {}
 
   // Op timing: a mark whose time is read after synchronize(), in seconds since `origin`.
   virtual int timestamp(Stream stream) = 0;
@@ -100,5 +104,13 @@ class Backend;
 // the backend. rank_training.h has the CPU one, executor/cuda the CUDA one.
 using BackendMaker =
     std::function<std::unique_ptr<Backend>(AccountingAllocator& alloc, const MpiCommunicator& world)>;
+
+// Makes the backend of a rank that is a thread (strata select: a job's ranks are threads of
+// one process) on device `device`, its communicators bootstrapped over `host` (the job's
+// thread world). Both must outlive the backend. executor/select has the CPU one,
+// executor/cuda the CUDA one (host-staged communicators: NCCL between threads of one
+// process would need one communicator per device set up by a single thread).
+using ThreadBackendMaker = std::function<std::unique_ptr<Backend>(
+    AccountingAllocator& alloc, CommunicatorFactory& host, int device)>;
 
 }  // namespace strata::engine

@@ -33,7 +33,7 @@ using Clock = std::chrono::steady_clock;
 struct RankState {
   std::unique_ptr<CommunicatorFactory> factory;
   std::unique_ptr<AccountingAllocator> alloc;
-  std::unique_ptr<cpu_backend::CpuBackend> backend;
+  std::unique_ptr<engine::Backend> backend;
   std::unique_ptr<ProcessGroups> groups;
   std::unique_ptr<data::BatchSampler> sampler;
   std::unique_ptr<engine::Engine> engine;
@@ -64,6 +64,7 @@ class Runner {
          const SelectSchedule& schedule, std::int64_t devices, const ClusterSpec& cluster,
          const RunOptions& options)
       : jobs_(jobs), plans_(plans), schedule_(schedule), devices_(devices), options_(options),
+        make_backend_(options.make_backend ? options.make_backend : cpu_thread_backend_maker()),
         states_(jobs.size()) {
     budgets_ = TierBudgets::per_rank(cluster, devices);
     if (options.device_budget_bytes > 0) {
@@ -116,12 +117,12 @@ class Runner {
     }
   }
 
-  void build_rank(std::size_t j, int rank) {
+  void build_rank(std::size_t j, int rank, std::int64_t device) {
     JobState& s = *states_[j];
     RankState& r = s.ranks[static_cast<std::size_t>(rank)];
     r.factory = s.world->factory(rank);
     r.alloc = std::make_unique<AccountingAllocator>(budgets_);
-    r.backend = std::make_unique<cpu_backend::CpuBackend>(*r.alloc, *r.factory);
+    r.backend = make_backend_(*r.alloc, *r.factory, static_cast<int>(device));
     r.groups = std::make_unique<ProcessGroups>(*r.factory, parallel_dims(plans_[j]));
     r.sampler = std::make_unique<data::BatchSampler>(*s.corpus, jobs_[j].train.seed,
                                                      jobs_[j].model.seq_len);
@@ -148,7 +149,9 @@ class Runner {
       }
     }
     // Its ranks are built by their threads together, at the job's first slice.
-    if (!s.ranks[static_cast<std::size_t>(rank)].engine) build_rank(slice.job, rank);
+    RankState& mine = s.ranks[static_cast<std::size_t>(rank)];
+    if (!mine.engine) build_rank(slice.job, rank, device);
+    mine.backend->bind_to_calling_thread();
     JobRun& out = run_.jobs[slice.job];
     const double start = now_s();
     for (std::int64_t k = 0; k < slice.steps; ++k) {
@@ -195,6 +198,7 @@ class Runner {
   const SelectSchedule& schedule_;
   std::int64_t devices_;
   RunOptions options_;
+  engine::ThreadBackendMaker make_backend_;
   TierBudgets budgets_;
   std::map<std::uint64_t, std::vector<std::uint8_t>> corpora_;  // by seed
   std::vector<std::unique_ptr<JobState>> states_;
@@ -205,6 +209,13 @@ class Runner {
 };
 
 }  // namespace
+
+engine::ThreadBackendMaker cpu_thread_backend_maker() {
+  return [](AccountingAllocator& alloc, CommunicatorFactory& host,
+            int) -> std::unique_ptr<engine::Backend> {
+    return std::make_unique<cpu_backend::CpuBackend>(alloc, host);
+  };
+}
 
 SelectRun run_schedule(const std::vector<Job>& jobs, const std::vector<Plan>& plans,
                        const SelectSchedule& schedule, std::int64_t devices,

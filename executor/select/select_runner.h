@@ -1,6 +1,6 @@
 // Runs a multi-model schedule (cost_model/select_schedule.h, made by planner/select.h) on D devices from one process: one worker
-// thread per device (CPU backend: each with one kernel thread and, per job rank, its own
-// budgeted allocator). A job's ranks are threads of its own LocalWorld
+// thread per device (CPU backend: each with one kernel thread; CUDA: worker d drives GPU d)
+// and, per job rank, its own budgeted allocator. A job's ranks are threads of its own LocalWorld
 // (executor/comm/local_communicator.h), built when the job's first slice starts on its
 // devices, and they keep the job's state between its slices; the one engine replays the
 // job's Program, so a job computes exactly what `strata run` computes for the same plan,
@@ -23,6 +23,7 @@
 #include "cost_model/plan.h"
 #include "cost_model/workload.h"
 #include "cost_model/select_schedule.h"
+#include "executor/engine/backend.h"
 
 namespace strata::select {
 
@@ -57,8 +58,14 @@ struct Progress {
   double elapsed_s = 0;
 };
 
+// The CPU backend of a job rank (one kernel thread; the device index is only a worker's).
+engine::ThreadBackendMaker cpu_thread_backend_maker();
+
 struct RunOptions {
   double device_budget_bytes = 0;  // > 0: each job rank's device budget instead of the cluster's
+  // Each job rank's backend on its worker's device (empty: the CPU backend); the CUDA one is
+  // cuda::cuda_thread_backend_maker().
+  engine::ThreadBackendMaker make_backend;
   std::function<void(const Progress&)> progress;  // called by the job's rank 0 after each step
   // A worker that fails cannot be unwound alone: its job's other ranks wait in a collective
   // forever. So the first failure is handed to `fatal` (print it, end the process), then the

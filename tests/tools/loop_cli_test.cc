@@ -1,6 +1,8 @@
 // The loop's CLI end to end through the `strata` binary: bad reports, plans and profiles
 // are exit-2 errors naming the file and the key; `strata calibrate --quick` writes a
 // Profile that Profile::load accepts with positive rates and collective fits.
+#include <unistd.h>
+
 #include <sys/wait.h>
 
 #include <array>
@@ -45,7 +47,7 @@ class LoopCli : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           ("strata_loop_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+           ("strata_loop_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }

@@ -3,6 +3,8 @@
 // into a locked --out is refused at start; every bad argument is exit 2 before any step
 // (a plan that does not fit, exit 3); two runs in different PID namespaces sharing one
 // --nvme-dir leave each other's files alone. ~15 s on the 2-core dev machine.
+#include <unistd.h>
+
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -51,7 +53,7 @@ class RunGuard : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           ("strata_run_guard_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+           ("strata_run_guard_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }

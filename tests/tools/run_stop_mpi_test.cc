@@ -3,6 +3,8 @@
 // steps done marked "stopped_by", and nothing left in the NVMe directory or /dev/shm; a
 // rank that hangs (SIGSTOP) ends the job within --comm-timeout-s + 5 s, naming the call and
 // the stopped rank, exit 4. ~10 s each on the 2-core dev machine.
+#include <unistd.h>
+
 #include <signal.h>
 
 #include <filesystem>
@@ -31,7 +33,7 @@ class RunStopMpi : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           ("strata_run_stop_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+           ("strata_run_stop_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_ / "nvme");
     write_json_file((dir_ / "plan.json").string(), Json::parse(kPlan));

@@ -14,3 +14,14 @@ strata_add_test(data_cli_test
   LABELS mpi)
 target_compile_definitions(data_cli_test PRIVATE STRATA_BINARY="$<TARGET_FILE:strata>")
 add_dependencies(data_cli_test strata)
+
+# `strata select` on a CUDA cluster against `strata run --backend cuda`, job by job (label
+# gpu: skipped without a device; ~1 min on an H100).
+if(STRATA_HAVE_CUDA)
+  strata_add_test(select_cuda_test
+    SOURCES ${PROJECT_SOURCE_DIR}/tests/tools/select_cuda_test.cc
+    LIBS strata_specs CUDA::cudart
+    LABELS gpu)
+  target_compile_definitions(select_cuda_test PRIVATE STRATA_BINARY="$<TARGET_FILE:strata>")
+  add_dependencies(select_cuda_test strata)
+endif()

@@ -1,6 +1,8 @@
 // `strata select` end to end through the binary: a select run computes exactly what each of
 // its jobs computes alone under `strata run` (the schedule changes where and when, never
 // what), and bad workloads are refused before anything runs.
+#include <unistd.h>
+
 #include <sys/wait.h>
 
 #include <array>
@@ -48,7 +50,7 @@ class SelectCli : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           ("strata_select_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+           ("strata_select_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }

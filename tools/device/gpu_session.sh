@@ -5,8 +5,8 @@
 # comparison. Build and pack first, on the CPU machine: tools/device/make_bundle.sh, then
 # call the device tool with
 #   command: bash tools/device/gpu_session.sh [phase ...]     carry: [".gpu-bundle.tar.gz"]
-# Phases (default: tests mpi equivalence calibrate gpt2 offload): tests, mpi, equivalence,
-# sanitize, calibrate, gpt2, offload, select, pytorch. Logs and reports go to $OUT (the
+# Phases (default: tests mpi equivalence calibrate gpt2 offload select): tests, mpi,
+# equivalence, sanitize, calibrate, gpt2, offload, select, pytorch. Logs and reports go to $OUT (the
 # device tool brings them back), one line per check in $OUT/summary.txt.
 # Deliberately not here: building (no compilers' dependencies on the lent machine), retries.
 set -uo pipefail
@@ -20,6 +20,8 @@ source tools/device/env.sh .gpu
 built_in=/work/main
 if [[ ! -e $built_in ]]; then mkdir -p "$(dirname "$built_in")" && ln -sfn "$PWD" "$built_in"; fi
 export STRATA_CONFIG_DIR="$PWD/configs"
+# ... and for the strata binary at its build path (select_cuda_test runs it).
+mkdir -p build/tools/strata && ln -sf "$PWD/.gpu/bin/strata" build/tools/strata/strata
 mpi=(mpirun --oversubscribe --bind-to none --allow-run-as-root)
 
 record() {  # record NAME STATUS [DETAIL]: one line of the summary
@@ -39,11 +41,11 @@ gtest() {  # gtest NAME [ARGS]: one test binary, its log, pass/fail in the summa
 
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader |
   tee "$out/gpu.txt"
-for phase in ${*:-tests mpi equivalence calibrate gpt2 offload}; do
+for phase in ${*:-tests mpi equivalence calibrate gpt2 offload select}; do
   case $phase in
     tests)
       for t in cuda_kernels_test cuda_runtime_gpu_test cuda_vocab_parallel_loss_test \
-               cuda_engine_gpu_test; do gtest "$t"; done
+               cuda_engine_gpu_test select_cuda_test; do gtest "$t"; done
       ;;
     mpi)
       for n in 2 4; do
@@ -115,9 +117,24 @@ PY
       record "run gpt-8b offload" "rc=$?" "$(grep -E 'median step|measured,' "$out/run-gpt-8b.log" | tr '\n' ' ')"
       ;;
     select)
-      strata select --workload gpt2-grid --cluster h100-x1 --gpus 1 --plan-only \
-        >"$out/select-gpt2-grid.log" 2>&1
-      record "select gpt2-grid --plan-only" "rc=$?"
+      # Issue 14 on one GPU: gpt2-grid under the three policies (steps cut to SELECT_STEPS,
+      # default 10, to fit the device time), then the 6B model that only trains spilled.
+      python3 - "$out/gpt2-grid.json" "${SELECT_STEPS:-10}" <<'PY'
+import json, sys
+w = json.load(open("configs/workloads/gpt2-grid.json"))
+for job in w["jobs"]:
+    job["steps"] = int(sys.argv[2])
+json.dump(w, open(sys.argv[1], "w"))
+PY
+      for policy in strata lrtf sequential; do
+        timeout 900 strata select --workload "$out/gpt2-grid.json" --cluster h100-x1 --gpus 1 \
+          --policy "$policy" --out "$out/select-$policy" >"$out/select-$policy.log" 2>&1
+        record "select gpt2-grid $policy" "$(status_of $?)" \
+          "$(grep -E 'makespan' "$out/select-$policy.log" | tail -1)"
+      done
+      timeout 900 strata select --workload gpt-6b-spill --cluster h100-x1 --gpus 1 \
+        --out "$out/select-gpt-6b" >"$out/select-gpt-6b.log" 2>&1
+      record "select gpt-6b-spill" "$(status_of $?)" "$(grep -E 'makespan' "$out/select-gpt-6b.log" | tail -1)"
       ;;
     pytorch)
       timeout 1200 python3 tools/bench/gpt2_vs_pytorch.py --strata .gpu/bin/strata \

@@ -1,10 +1,11 @@
-// The CUDA pieces of `strata run` (see run_common.h): the checks a CUDA run needs before any
-// rank starts and the maker of a rank's CUDA backend. The training loop itself is run.cc's,
-// the same for every backend. Built without the CUDA toolkit, the functions say so
-// (ConfigError) instead.
+// The CUDA pieces of `strata run` (see run_common.h) and `strata select` (cuda_pieces.h): the
+// checks a CUDA job needs before any rank starts and the makers of a rank's CUDA backend. The
+// training loops themselves are run.cc's and executor/select's, the same for every backend.
+// Built without the CUDA toolkit, the functions say so (ConfigError) instead.
 #include <fmt/format.h>
 
 #include "cost_model/errors.h"
+#include "tools/strata/cuda_pieces.h"
 #include "tools/strata/run_common.h"
 
 #if STRATA_HAVE_CUDA
@@ -20,30 +21,41 @@ namespace strata::cli {
 
 DeviceProbeFn cuda_device_probe() { return cuda::probe_cuda_device; }
 
-void check_cuda_run(const RunOptions& o, const Validated& v) {
-  const ModelSpec& model = v.model;
+void check_cuda_job(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
+                    const std::string& model_source, const std::string& train_source) {
   const std::int64_t head_size = model.hidden / model.heads;
   if (head_size != 64 && head_size != 128) {
     throw ConfigError(fmt::format(
         "{}: hidden / heads = {} / {} = {}; the CUDA attention kernel supports head size 64 or "
-        "128 (use --backend cpu)", v.model_path, model.hidden, model.heads, head_size));
+        "128 (use --backend cpu)", model_source, model.hidden, model.heads, head_size));
   }
-  const std::int64_t local_width = model.hidden / v.plan.tp;
-  if (local_width % 8 != 0 || (model.ffn_hidden / v.plan.tp) % 8 != 0) {
+  const std::int64_t local_width = model.hidden / plan.tp;
+  if (local_width % 8 != 0 || (model.ffn_hidden / plan.tp) % 8 != 0) {
     throw ConfigError(fmt::format("{}: hidden / tp = {} and ffn_hidden / tp = {} must be multiples "
                                   "of 8 on the CUDA backend (16-byte aligned bf16 rows)",
-                                  v.model_path, local_width, model.ffn_hidden / v.plan.tp));
+                                  model_source, local_width, model.ffn_hidden / plan.tp));
   }
-  if (v.train.precision != Precision::kBf16) {
+  if (train.precision != Precision::kBf16) {
     throw ConfigError(fmt::format("{}: precision {}: the CUDA backend trains in bf16 mixed "
                                   "precision (fp32 master weights); set \"precision\": \"bf16\"",
-                                  v.train_path, to_string(v.train.precision)));
+                                  train_source, to_string(train.precision)));
   }
+}
+
+int cuda_device_count() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
+  return devices;
+}
+
+engine::ThreadBackendMaker cuda_select_backend_maker() { return cuda::cuda_thread_backend_maker(); }
+
+void check_cuda_run(const RunOptions& o, const Validated& v) {
+  check_cuda_job(v.model, v.train, v.plan, v.model_path, v.train_path);
   if (o.ranks_per_gpu < 1) {
     throw ConfigError(fmt::format("--ranks-per-gpu: value {}, expected >= 1", o.ranks_per_gpu));
   }
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
+  const int devices = cuda_device_count();
   const std::int64_t ranks = v.plan.world_size();
   if (ranks > static_cast<std::int64_t>(devices) * o.ranks_per_gpu) {
     throw ConfigError(fmt::format(
@@ -66,6 +78,18 @@ DeviceProbeFn cuda_device_probe() { return no_cuda_backend_probe; }
 
 void check_cuda_run(const RunOptions&, const Validated&) {
   throw ConfigError("--backend cuda: this strata was built without the CUDA toolkit");
+}
+
+void check_cuda_job(const ModelSpec&, const TrainSpec&, const Plan&, const std::string& model_source,
+                    const std::string&) {
+  throw ConfigError(fmt::format("{}: a CUDA job, but this strata was built without the CUDA toolkit",
+                                model_source));
+}
+
+int cuda_device_count() { return 0; }
+
+engine::ThreadBackendMaker cuda_select_backend_maker() {
+  throw ConfigError("a CUDA cluster: this strata was built without the CUDA toolkit");
 }
 
 engine::BackendMaker cuda_backend_maker(const RunOptions&) {

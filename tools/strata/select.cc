@@ -1,8 +1,8 @@
 // `strata select`: trains a workload's jobs together on D devices (model selection, as Hydra
 // and Saturn do). Loads and expands the workload, prices every job's ways and schedules them
 // under a policy (planner/select.h), prints the plan table with the predicted makespan and
-// its lower bound, then (unless --plan-only) runs the schedule on the CPU backend's device
-// workers (executor/select), printing each job's progress, and writes DIR/select_report.json
+// its lower bound, then (unless --plan-only) runs the schedule on the cluster's backend, one
+// worker per device (executor/select; a CUDA cluster's on this machine's GPUs), printing each job's progress, and writes DIR/select_report.json
 // (per-job losses and final loss as a leaderboard, measured makespan beside the predicted,
 // per-device utilisation) and DIR/trace.json (one track per device, slices named by job).
 // Every input is checked before anything runs: a bad workload is exit 2, a job that fits no
@@ -32,6 +32,7 @@
 #include "executor/select/select_runner.h"
 #include "planner/select.h"
 #include "tools/strata/commands.h"
+#include "tools/strata/cuda_pieces.h"
 #include "tools/strata/inputs.h"
 
 namespace strata::cli {
@@ -205,10 +206,11 @@ int select_command(const SelectOptionsCli& o, std::ostream& out) {
     throw ConfigError(fmt::format("--device-budget-mib: value {}, expected a finite number of "
                                   "MiB in (0, {}]", *o.device_budget_mib, limits::kBudgetMib));
   }
-  if (!o.plan_only && cluster.backend != Backend::kCpu) {
-    throw ConfigError(fmt::format("--cluster {}: strata select runs workloads on the CPU backend "
-                                  "in this version; use --plan-only for a GPU cluster",
-                                  cluster.name));
+  // A GPU cluster runs on this machine's GPUs, worker d on GPU d: one per device asked for.
+  if (!o.plan_only && cluster.backend == Backend::kCuda && o.gpus > cuda_device_count()) {
+    throw ConfigError(fmt::format("--gpus {}: cluster {} runs on this machine's GPUs and it has "
+                                  "{}; use --plan-only to schedule without running",
+                                  o.gpus, cluster.name, cuda_device_count()));
   }
   SelectOptions options;
   options.devices = o.gpus;
@@ -234,6 +236,13 @@ int select_command(const SelectOptionsCli& o, std::ostream& out) {
                                          : std::string());
   print_plan(out, jobs, ways, schedule);
   if (o.plan_only) return 0;
+  if (cluster.backend == Backend::kCuda) {
+    for (std::size_t j = 0; j < jobs.size(); ++j) {
+      check_cuda_job(jobs[j].model, jobs[j].train, ways[j].ways[schedule.way_of_job[j]].plan,
+                     fmt::format("{}: job '{}' (model {})", workload_path, jobs[j].name, jobs[j].model_ref),
+                     fmt::format("{}: job '{}' (train {})", workload_path, jobs[j].name, jobs[j].train_ref));
+    }
+  }
   // --out once the schedule stands (a workload that fits nowhere leaves nothing behind) and
   // before any training: created, writable and ours for the whole run.
   const FileLock out_lock = lock_select_out(o.out);
@@ -242,6 +251,7 @@ int select_command(const SelectOptionsCli& o, std::ostream& out) {
   for (std::size_t j = 0; j < jobs.size(); ++j) plans.push_back(ways[j].ways[schedule.way_of_job[j]].plan);
   select::RunOptions run_options;
   run_options.device_budget_bytes = options.device_budget_bytes;
+  if (cluster.backend == Backend::kCuda) run_options.make_backend = cuda_select_backend_maker();
   std::mutex print;
   // The workload's ETA: the predicted makespan at the pace measured so far (measured over
   // predicted step seconds of every step reported), less the time gone.

@@ -1,0 +1,105 @@
+// `strata select` on a CUDA cluster through the binary (label gpu; skipped without a GPU):
+// a workload of tiny-gpu jobs on one GPU, under each policy, computes what each job computes
+// alone under `strata run --backend cuda` with the same plan and budget. The CUDA kernels
+// are deterministic (no atomics in any reduction; cuBLASLt's algorithm fixed per shape), and
+// a select job rank is the same engine over the same backend, so its losses are the same
+// doubles; only the communicators differ (host-staged over threads instead of NCCL), and a
+// one-rank plan has nothing to communicate.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include "cost_model/json_reader.h"
+
+namespace strata {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int exit_code = -1;
+  std::string output;
+};
+
+Result run_strata(const fs::path& dir, const std::string& args) {
+  const std::string command =
+      "cd '" + dir.string() + "' && '" + std::string(STRATA_BINARY) + "' " + args + " 2>&1";
+  Result r;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  std::array<char, 4096> buffer;
+  while (fgets(buffer.data(), buffer.size(), pipe) != nullptr) r.output += buffer.data();
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+Json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  return Json::parse(in);
+}
+
+bool have_gpu() {
+  int devices = 0;
+  return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+}
+
+// Two learning rates x two batch sizes of tiny-gpu (head size 64, bf16), three steps each.
+// 48 MiB per job rank: by the cost model (`strata select --plan-only`), 64 MiB holds a
+// tiny-gpu job on the device and 48 MiB only with its model state spilled to the host (ZeRO-3
+// with optimizer, gradients and parameters on the CPU): every way here spills.
+constexpr const char* kTrain = R"({"global_batch": 8, "precision": "bf16", "seed": 11,
+  "optimizer": {"name": "adamw", "lr": 0.001, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8,
+                "weight_decay": 0.1, "grad_clip": 1.0}, "steps": 3})";
+constexpr const char* kWorkload = R"({"name": "cuda-bit-for-bit", "jobs": [
+  {"name": "g", "model": "tiny-gpu", "train": "train.json", "steps": 3,
+   "grid": {"lr": [0.001, 0.0003], "global_batch": [8, 16]}}]})";
+
+TEST(SelectCuda, EveryPolicyComputesWhatEachJobComputesAloneOnOneGpu) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const fs::path dir = fs::temp_directory_path() / ("strata_select_cuda_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "train.json") << kTrain;
+  std::ofstream(dir / "w.json") << kWorkload;
+  for (const std::string policy : {"strata", "lrtf", "sequential"}) {
+    const Result r = run_strata(dir, "select --workload w.json --cluster h100-x1 --gpus 1 "
+                                     "--device-budget-mib 48 --policy " + policy +
+                                     " --out sel_" + policy);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const Json report = read_json(dir / ("sel_" + policy) / "select_report.json");
+    int checked = 0;
+    for (const Json& job : report.at("jobs")) {
+      const std::string stem = policy + std::to_string(checked++);
+      std::ofstream(dir / (stem + "_model.json")) << job.at("model_spec").dump(2);
+      std::ofstream(dir / (stem + "_train.json")) << job.at("train_spec").dump(2);
+      std::ofstream(dir / (stem + "_plan.json")) << job.at("plan").dump(2);
+      const Result alone = run_strata(
+          dir, "run --backend cuda --cluster h100-x1 --model " + stem + "_model.json --train " +
+                   stem + "_train.json --plan " + stem + "_plan.json --device-budget-mib 48 --out " +
+                   stem + "_run");
+      ASSERT_EQ(alone.exit_code, 0) << job.at("name") << "\n" << alone.output;
+      const auto select_losses = job.at("losses").get<std::vector<double>>();
+      const auto run_losses =
+          read_json(dir / (stem + "_run") / "report.json").at("losses").get<std::vector<double>>();
+      ASSERT_EQ(select_losses.size(), 3u) << job.at("name");
+      ASSERT_EQ(run_losses.size(), 3u) << job.at("name");
+      for (std::size_t s = 0; s < 3; ++s) {
+        EXPECT_EQ(select_losses[s], run_losses[s]) << policy << " " << job.at("name") << " step " << s;
+      }
+    }
+    EXPECT_EQ(checked, 4) << policy;  // the grid's 2 x 2 points
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace strata

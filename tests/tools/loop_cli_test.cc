@@ -18,30 +18,15 @@
 #include "cost_model/profile.h"
 #include "cost_model/profile_feedback.h"
 #include "cost_model/step_report.h"
+#include "tests/tools/strata_command.h"
 
 namespace strata {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
-
-// Runs `strata <args>` in `dir` through the shell, capturing both streams.
-Result run_strata(const fs::path& dir, const std::string& args) {
-  const std::string command =
-      "cd '" + dir.string() + "' && '" + std::string(STRATA_BINARY) + "' " + args + " 2>&1";
-  Result r;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buffer;
-  while (fgets(buffer.data(), buffer.size(), pipe) != nullptr) r.output += buffer.data();
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using Result = testing::CommandResult;
+using testing::run_strata;
 
 class LoopCli : public ::testing::Test {
  protected:

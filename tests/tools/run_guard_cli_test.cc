@@ -18,6 +18,7 @@
 
 #include "cost_model/json_reader.h"
 #include "tests/tools/child_process.h"
+#include "tests/tools/strata_command.h"
 
 namespace strata {
 namespace {
@@ -32,16 +33,8 @@ struct Result {
 
 // Runs strata in `dir` to its end; stdout is dropped, stderr kept.
 Result strata(const fs::path& dir, const std::string& args) {
-  const std::string command = "cd '" + dir.string() + "' && OMP_NUM_THREADS=1 '" +
-                              std::string(STRATA_BINARY) + "' " + args + " 2>&1 >/dev/null";
-  Result r;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buffer;
-  while (fgets(buffer.data(), buffer.size(), pipe) != nullptr) r.err += buffer.data();
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  const CommandResult r = run_strata(dir, args, "OMP_NUM_THREADS=1", "2>&1 >/dev/null");
+  return {r.exit_code, r.output};
 }
 
 constexpr const char* kNvmePlan = R"({"tp": 1, "pp": 1, "dp": 1, "virtual_stages": 1,

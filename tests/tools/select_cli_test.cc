@@ -15,30 +15,20 @@
 #include <gtest/gtest.h>
 
 #include "cost_model/json_reader.h"
+#include "tests/tools/strata_command.h"
 
 namespace strata {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
+using testing::CommandResult;
+using Result = CommandResult;
 
 // One BLAS/OpenMP thread everywhere: `strata select` gives each device worker one, and a
 // `strata run` at another thread count may sum a GEMM in another order.
 Result run_strata(const fs::path& dir, const std::string& args) {
-  const std::string command = "cd '" + dir.string() + "' && OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 '" +
-                              std::string(STRATA_BINARY) + "' " + args + " 2>&1";
-  Result r;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buffer;
-  while (fgets(buffer.data(), buffer.size(), pipe) != nullptr) r.output += buffer.data();
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return testing::run_strata(dir, args, "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1");
 }
 
 Json read_json(const fs::path& path) {

@@ -18,29 +18,15 @@
 #include <gtest/gtest.h>
 
 #include "cost_model/json_reader.h"
+#include "tests/tools/strata_command.h"
 
 namespace strata {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int exit_code = -1;
-  std::string output;
-};
-
-Result run_strata(const fs::path& dir, const std::string& args) {
-  const std::string command =
-      "cd '" + dir.string() + "' && '" + std::string(STRATA_BINARY) + "' " + args + " 2>&1";
-  Result r;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buffer;
-  while (fgets(buffer.data(), buffer.size(), pipe) != nullptr) r.output += buffer.data();
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using testing::CommandResult;
+using testing::run_strata;
 
 Json read_json(const fs::path& path) {
   std::ifstream in(path);
@@ -71,7 +57,7 @@ TEST(SelectCuda, EveryPolicyComputesWhatEachJobComputesAloneOnOneGpu) {
   std::ofstream(dir / "train.json") << kTrain;
   std::ofstream(dir / "w.json") << kWorkload;
   for (const std::string policy : {"strata", "lrtf", "sequential"}) {
-    const Result r = run_strata(dir, "select --workload w.json --cluster h100-x1 --gpus 1 "
+    const CommandResult r = run_strata(dir, "select --workload w.json --cluster h100-x1 --gpus 1 "
                                      "--device-budget-mib 48 --policy " + policy +
                                      " --out sel_" + policy);
     ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -82,7 +68,7 @@ TEST(SelectCuda, EveryPolicyComputesWhatEachJobComputesAloneOnOneGpu) {
       std::ofstream(dir / (stem + "_model.json")) << job.at("model_spec").dump(2);
       std::ofstream(dir / (stem + "_train.json")) << job.at("train_spec").dump(2);
       std::ofstream(dir / (stem + "_plan.json")) << job.at("plan").dump(2);
-      const Result alone = run_strata(
+      const CommandResult alone = run_strata(
           dir, "run --backend cuda --cluster h100-x1 --model " + stem + "_model.json --train " +
                    stem + "_train.json --plan " + stem + "_plan.json --device-budget-mib 48 --out " +
                    stem + "_run");

@@ -67,6 +67,7 @@
 #include "executor/weights/weights_io.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/inputs.h"
+#include "tools/strata/out_dir.h"
 #include "tools/strata/run_common.h"
 
 namespace strata::cli {
@@ -141,21 +142,7 @@ void update_profile(const std::string& path, const Validated& v, const StepRepor
 
 namespace {
 
-constexpr const char* kOutLockFile = ".strata.lock";
 constexpr const char* kJobDirPrefix = "strata-job-";
-
-// --out held for this run: a second run into the same directory would overwrite (or be
-// overwritten by) this one's report without a word.
-FileLock lock_out_dir(const std::string& out) {
-  const fs::path lock_path = fs::path(out) / kOutLockFile;
-  std::optional<FileLock> lock = FileLock::try_acquire(lock_path, /*create=*/true);
-  if (!lock) {
-    throw ConfigError(fmt::format("--out: directory '{}' is in use by another strata run (it "
-                                  "holds {}); wait for it to end or choose another --out",
-                                  out, lock_path.string()));
-  }
-  return std::move(*lock);
-}
 
 // Shared memory for the job's OpenMPI files and status records: /dev/shm where there is one.
 fs::path shm_base() {

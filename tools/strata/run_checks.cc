@@ -21,6 +21,7 @@
 #include "executor/weights/weights_io.h"
 #include "planner/planner.h"
 #include "tools/strata/inputs.h"
+#include "tools/strata/out_dir.h"
 #include "tools/strata/run_common.h"
 
 namespace strata::cli {
@@ -124,20 +125,6 @@ void check_nvme_dir(const RunOptions& o, const Plan& plan) {
   }
   if (::access(o.nvme_dir.c_str(), W_OK | X_OK) != 0) {
     throw ConfigError(fmt::format("--nvme-dir: directory '{}' is not writable: {}", o.nvme_dir,
-                                  errno_message()));
-  }
-}
-
-// --out: created if missing, and writable (the ranks write into it at the end).
-void check_out_dir(const std::string& out) {
-  std::error_code ec;
-  fs::create_directories(out, ec);
-  if (ec || !fs::is_directory(out)) {
-    throw ConfigError(fmt::format("--out: cannot create directory '{}': {}", out,
-                                  ec ? ec.message() : "a file of that name exists"));
-  }
-  if (::access(out.c_str(), W_OK | X_OK) != 0) {
-    throw ConfigError(fmt::format("--out: directory '{}' is not writable: {}", out,
                                   errno_message()));
   }
 }

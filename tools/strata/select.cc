@@ -8,10 +8,8 @@
 // Every input is checked before anything runs: a bad workload is exit 2, a job that fits no
 // way exit 3 naming the job. --out is locked for the run (like `strata run`): a second
 // select into the same directory is refused at start.
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -28,11 +26,11 @@
 #include "cost_model/limits.h"
 #include "cost_model/workload.h"
 #include "executor/report/run_report.h"
-#include "executor/runtime/file_lock.h"
 #include "executor/select/select_runner.h"
 #include "planner/select.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/cuda_pieces.h"
+#include "tools/strata/out_dir.h"
 #include "tools/strata/inputs.h"
 
 namespace strata::cli {
@@ -59,29 +57,6 @@ std::string resolve_ref(const std::string& kind, const std::string& ref, const f
 }
 
 std::string seconds(double s) { return fmt::format("{:.2f}", s); }
-
-// --out: created, writable, and locked for the run (a second select or run into it would
-// overwrite this one's report silently).
-FileLock lock_select_out(const std::string& out) {
-  std::error_code ec;
-  fs::create_directories(out, ec);
-  if (ec || !fs::is_directory(out)) {
-    throw ConfigError(fmt::format("--out: cannot create directory '{}': {}", out,
-                                  ec ? ec.message() : "a file of that name exists"));
-  }
-  if (::access(out.c_str(), W_OK | X_OK) != 0) {
-    throw ConfigError(fmt::format("--out: directory '{}' is not writable: {}", out,
-                                  std::error_code(errno, std::generic_category()).message()));
-  }
-  const fs::path lock_path = fs::path(out) / ".strata.lock";
-  std::optional<FileLock> lock = FileLock::try_acquire(lock_path, /*create=*/true);
-  if (!lock) {
-    throw ConfigError(fmt::format("--out: directory '{}' is in use by another strata run (it "
-                                  "holds {}); wait for it to end or choose another --out",
-                                  out, lock_path.string()));
-  }
-  return std::move(*lock);
-}
 
 void print_plan(std::ostream& out, const std::vector<Job>& jobs, const std::vector<JobWays>& ways,
                 const SelectSchedule& s) {
@@ -245,7 +220,7 @@ int select_command(const SelectOptionsCli& o, std::ostream& out) {
   }
   // --out once the schedule stands (a workload that fits nowhere leaves nothing behind) and
   // before any training: created, writable and ours for the whole run.
-  const FileLock out_lock = lock_select_out(o.out);
+  const FileLock out_lock = lock_out_dir(o.out);
 
   std::vector<Plan> plans;
   for (std::size_t j = 0; j < jobs.size(); ++j) plans.push_back(ways[j].ways[schedule.way_of_job[j]].plan);

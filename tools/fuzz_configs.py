@@ -14,7 +14,7 @@ Standard library only. `--mode ci` (ctest: ~1 minute on 2 cores) and `--mode dev
 mutants per kind) differ only in counts and bases; `--seed` makes a run reproducible and
 every failure prints the command and keeps the mutant under --keep.
 Deliberately not here: `strata run` (it trains; its input checks are the same loaders, and
-its own flags are tested in tests/tools/robustness_cli_test.cc).
+its own flags are tested in tests/tools/run_guard_cli_test.cc).
 """
 import argparse
 import concurrent.futures

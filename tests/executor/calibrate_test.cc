@@ -2,7 +2,8 @@
 // model's GEMM shapes, sample merging, and a quick compute calibration of the tiny model
 // producing a Profile with positive rates that round-trips through JSON; the conversion of
 // measured seconds into the Profile's units both backends share (compute_profile), the
-// layers a calibration times with their CUDA epilogues.
+// layers a calibration times with their CUDA epilogues, and the CUDA calibration's option
+// checks (which need no GPU).
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -16,6 +17,7 @@
 #include "executor/calibrate/collective_bench.h"
 #include "executor/calibrate/compute_bench.h"
 #include "executor/calibrate/compute_profile.h"
+#include "executor/calibrate/gpu_options.h"
 #include "executor/calibrate/timing.h"
 
 namespace strata::calibrate {
@@ -269,6 +271,35 @@ TEST(CalibrationLayers, EpiloguesAsTheCudaLayerRunsThemEachShapeOnce) {
   EXPECT_EQ(calibration_passes(options).size(), 3u);
   options.backward = false;
   EXPECT_EQ(calibration_passes(options), std::vector<GemmPass>{GemmPass::kForward});
+}
+
+TEST(GpuOptions, QuickKeepsTheBackwardAndRejectsShapesTheCudaKernelsCannotRun) {
+  const ComputeCalibrationOptions quick = gpu_compute_options({bundled_model("tiny-gpu")}, true);
+  EXPECT_TRUE(quick.backward);  // the CPU's quick run skips it
+  EXPECT_FALSE(compute_options({bundled_model("tiny-gpu")}, true).backward);
+  EXPECT_EQ(quick.large_timing.repeats, quick.timing.repeats);
+  EXPECT_NO_THROW(check_cuda_shapes(quick));
+
+  // tiny: hidden 64 / 4 heads = head size 16, which the flash attention kernel lacks.
+  ComputeCalibrationOptions options = gpu_compute_options({bundled_model("tiny")}, true);
+  try {
+    check_cuda_shapes(options);
+    ADD_FAILURE() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("model 'tiny'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("head size 64 or 128"), std::string::npos) << e.what();
+  }
+  // ffn_hidden 1004 = 8 x 125.5: bf16 rows of 2008 bytes are not 16-byte aligned.
+  ModelSpec odd = bundled_model("tiny-gpu");
+  odd.ffn_hidden = 1004;
+  options = gpu_compute_options({odd}, true);
+  EXPECT_THROW(check_cuda_shapes(options), ConfigError);
+  // ... at tp 2 as well (502), but tp 4 does not divide the 2 heads: skipped, not rejected.
+  odd.ffn_hidden = 1008;  // 1008 / 2 = 504 = 8 x 63: fine
+  options = gpu_compute_options({odd}, true);
+  options.gemm_tps = {1, 2, 4};
+  EXPECT_NO_THROW(check_cuda_shapes(options));
+  EXPECT_THROW(check_cuda_shapes(gpu_compute_options({}, true)), ConfigError);
 }
 
 }  // namespace

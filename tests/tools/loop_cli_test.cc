@@ -3,6 +3,7 @@
 // Profile that Profile::load accepts with positive rates and collective fits.
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -27,10 +28,9 @@ struct Result {
   std::string output;  // stdout and stderr
 };
 
-// Runs `strata <args>` in `dir` through the shell, capturing both streams.
-Result run_strata(const fs::path& dir, const std::string& args) {
-  const std::string command =
-      "cd '" + dir.string() + "' && '" + std::string(STRATA_BINARY) + "' " + args + " 2>&1";
+// Runs a shell command line in `dir`, capturing both streams.
+Result run_shell(const fs::path& dir, const std::string& line) {
+  const std::string command = "cd '" + dir.string() + "' && " + line + " 2>&1";
   Result r;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return r;
@@ -39,6 +39,15 @@ Result run_strata(const fs::path& dir, const std::string& args) {
   const int status = pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// Runs `strata <args>` in `dir`.
+Result run_strata(const fs::path& dir, const std::string& args) {
+  std::string line = "'";  // appended piecewise: GCC 12's -Wrestrict misfires on "'" + string
+  line += STRATA_BINARY;
+  line += "' ";
+  line += args;
+  return run_shell(dir, line);
 }
 
 class LoopCli : public ::testing::Test {
@@ -137,6 +146,32 @@ TEST_F(LoopCli, CalibrateRejectsAMissingNvmeDirAndUnknownModel) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--model: value 'no_such_model'"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir_ / "profile.json"));  // nothing half-written
+}
+
+TEST_F(LoopCli, CalibrateCudaWithoutADeviceIsOneLineExit2BeforeAnyWork) {
+  // CUDA_VISIBLE_DEVICES="" hides every GPU, so this holds on a GPU machine too; a binary
+  // built without CUDA answers the same way with its own reason.
+  std::string hide = "CUDA_VISIBLE_DEVICES= '";
+  hide += STRATA_BINARY;
+  hide += "' ";
+  Result r = run_shell(dir_, hide + "calibrate --backend cuda --quick --out cuda.json");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(r.output.rfind("strata: calibrate --backend cuda: ", 0), 0u) << r.output;
+  EXPECT_TRUE(r.output.find("no CUDA device") != std::string::npos ||
+              r.output.find("built without the CUDA toolkit") != std::string::npos)
+      << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;  // one line
+  EXPECT_FALSE(fs::exists(dir_ / "cuda.json"));
+  // CPU-only options are refused with cuda before the device is looked for.
+  r = run_shell(dir_, hide + "calibrate --backend cuda --quick --ranks 2");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(r.output.rfind("strata: --ranks: ", 0), 0u) << r.output;
+  r = run_shell(dir_, hide + "calibrate --backend cuda --quick --threads 1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(r.output.rfind("strata: --threads: ", 0), 0u) << r.output;
+  r = run_strata(dir_, "calibrate --backend rocm --quick");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--backend"), std::string::npos) << r.output;
 }
 
 TEST_F(LoopCli, CalibrateQuickWritesALoadableProfile) {

@@ -3,7 +3,7 @@
 #include "executor/calibrate/cuda_calibration.h"
 
 #include <algorithm>
-#include <thread>
+#include <string>
 
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -55,9 +55,11 @@ Profile calibrate_cuda_compute(const ComputeCalibrationOptions& options,
     constexpr int kDevice = 0;
     CUDA_CHECK(cudaSetDevice(kDevice));
     CUDA_CHECK(cudaFree(nullptr));  // creates the context
+    const std::int64_t at_context = device_bytes_in_use();
     ComputeMeasurements measured;
     DeviceHeadroom headroom;
     CudaComputeBench bench;
+    const std::int64_t at_handle = device_bytes_in_use();
     std::vector<CalibrationStep> steps;
     for (const auto& named : layers) {
       const LinearShape layer = named.second;
@@ -117,23 +119,38 @@ Profile calibrate_cuda_compute(const ComputeCalibrationOptions& options,
                      }});
     steps.push_back({"device memory headroom (context, cuBLASLt, NCCL)", 0.05, [&] {
       // Every benchmark's buffers are freed by now: what is in use is the context with the
-      // modules the kernels loaded, and cuBLASLt's handle with its workspace and scratch,
-      // which the memory model budgets apart (memory_model.cc, kCudaWorkspaceBytes).
+      // modules the kernels loaded (lazily, at their first launch), and cuBLASLt's handle
+      // with its workspace and scratch, which the memory model budgets apart
+      // (memory_model.cc, kCudaWorkspaceBytes): the headroom's context is the rest.
       const auto workspace = static_cast<std::int64_t>(
           bench.cublas_lt().workspace_bytes() +
           bench.cublas_lt().reduction_scratch_floats() * sizeof(float));
-      headroom.context_bytes = static_cast<double>(device_bytes_in_use() - workspace);
-      const std::int64_t communicator = nccl_communicator_bytes(bench.stream());
-      headroom.communicator_bytes = static_cast<double>(std::max<std::int64_t>(communicator, 0));
+      const std::int64_t after = device_bytes_in_use();
+      headroom.context_bytes = static_cast<double>(after - workspace);
+      // The communicator is measured last and is optional: its failure (NCCL cannot start
+      // here) is recorded, not fatal to the rates measured so far.
+      std::string communicator;
+      try {
+        const std::int64_t bytes = nccl_communicator_bytes(bench.stream());
+        headroom.communicator_bytes = static_cast<double>(std::max<std::int64_t>(bytes, 0));
+        communicator = bytes >= 0 ? fmt::format("{:.0f} MiB for a one-rank NCCL communicator "
+                                                "after one all-reduce",
+                                                static_cast<double>(bytes) / units::kMiB)
+                                  : "not measured (built without NCCL)";
+      } catch (const kernels::cuda::CudaError& e) {
+        communicator = fmt::format("not measured ({})", e.what());
+      }
       cudaDeviceProp prop{};
       CUDA_CHECK(cudaGetDeviceProperties(&prop, kDevice));
+      const auto mib = [](std::int64_t b) { return static_cast<double>(b) / units::kMiB; };
       headroom.source = fmt::format(
-          "measured by strata calibrate --backend cuda on {}: context = device memory in use "
-          "after the benchmarks less cuBLASLt's {} MiB workspace and scratch (budgeted apart); "
-          "communicator = {}; fragmentation not measured (no caching allocator)",
-          prop.name, workspace >> 20,
-          communicator >= 0 ? "a one-rank NCCL communicator after one all-reduce"
-                            : "not measured (built without NCCL)");
+          "measured by strata calibrate --backend cuda on {}: {:.0f} MiB in use at context "
+          "creation, {:.0f} MiB more with the cuBLASLt handle (of which its {:.0f} MiB of "
+          "workspace and scratch are budgeted apart and not counted), {:.0f} MiB more after "
+          "the kernels ran; "
+          "communicator: {}; fragmentation not measured (no caching allocator)",
+          prop.name, mib(at_context), mib(at_handle - at_context), mib(workspace),
+          mib(after - at_handle), communicator);
     }});
     run_steps(steps, progress);
 

@@ -316,8 +316,11 @@ LayerBackward layer_backward(const ModelSpec& model, std::int64_t micro_batch, s
     B.weight_grad[i] = gemm_time(out[i], in[i], tokens, 1.0, rates);
   }
   const double backward_rate = rates.profile->attention_backward_flops_per_s;
-  if (kernels.attention == AttentionKernel::kMaterialized && backward_rate > 0) {
-    // Causal backward FLOPs: twice the forward's 2 b (a/t) s^2 d (compute_bench.h).
+  if (backward_rate > 0) {
+    // Causal backward FLOPs: twice the forward's 2 b (a/t) s^2 d (compute_profile.h), at the
+    // rate measured on the kernel the conventions name, its memory traffic included: the
+    // CPU's materialised backward, or the CUDA flash backward, which also recomputes the
+    // probabilities from the saved log-sum-exp (`strata calibrate --backend cuda`).
     const double causal_flops = fwd.attn_score.flops + fwd.attn_value.flops;
     B.attention_s = causal_flops / (backward_rate * rates.compute_share);
   } else {

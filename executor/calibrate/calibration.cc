@@ -15,8 +15,10 @@
 #include <fmt/format.h>
 
 #include "cost_model/compute_model.h"
+#include "cost_model/conventions.h"
 #include "cost_model/errors.h"
 #include "executor/calibrate/compute_bench.h"
+#include "executor/calibrate/compute_profile.h"
 #include "kernels/cpu/gemm.h"
 
 namespace strata::calibrate {
@@ -59,12 +61,6 @@ namespace {
 constexpr double kGuessFlopsPerS = 1e11;
 constexpr double kGuessBytesPerS = 1e10;
 
-// Seconds a step takes under median_call_seconds: a warm-up call, then repeats of at least
-// min_repeat_s each.
-double expected_s(double call_s, const TimingOptions& timing) {
-  return call_s + timing.repeats * std::max(call_s, timing.min_repeat_s);
-}
-
 // Sets the OpenMP and OpenBLAS thread counts for a scope and restores them (n = 0: no-op).
 class ScopedThreads {
  public:
@@ -86,34 +82,28 @@ class ScopedThreads {
 
 }  // namespace
 
-Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progress& progress) {
+double measure_cpu_adamw_params_per_s(std::int64_t n, int threads, const TimingOptions& timing) {
+  ScopedThreads scope(threads);
+  return measure_adamw_params_per_s(n, timing);
+}
+
+double expected_s(double call_s, const TimingOptions& timing) {
+  return call_s + timing.repeats * std::max(call_s, timing.min_repeat_s);
+}
+
+const ModelSpec& elementwise_model(const ComputeCalibrationOptions& options) {
   if (options.models.empty()) throw ConfigError("calibrate: no model given for GEMM shapes");
   const auto size = [&](const ModelSpec& m) {
     return static_cast<double>(options.micro_batch) * m.seq_len * m.hidden;
   };
-  const ModelSpec& largest = *std::max_element(
+  return *std::max_element(
       options.models.begin(), options.models.end(),
       [&](const ModelSpec& a, const ModelSpec& b) { return size(a) < size(b); });
+}
 
-  // Each step: a name for the progress line, its expected seconds (so the bar moves with
-  // the time spent, roughly), and what it does.
-  struct Step {
-    std::string name;
-    double weight;
-    std::function<void()> run;
-  };
-  Profile profile;
-  profile.machine = describe_machine();
-  if (options.kernel_threads > 0) {
-    profile.machine += fmt::format("; kernels timed at {} thread(s) per rank", options.kernel_threads);
-  }
-  profile.backend = "cpu";
-  profile.threads_per_rank = std::max(options.kernel_threads, 1);
-  std::vector<GemmMeasurement> gemms;
-  std::vector<Step> steps;
-
-  std::vector<GemmPass> passes = {GemmPass::kForward};
-  if (options.backward) passes.insert(passes.end(), {GemmPass::kBackwardInput, GemmPass::kBackwardWeight});
+std::vector<std::pair<std::string, LinearShape>> calibration_layers(
+    const ComputeCalibrationOptions& options) {
+  if (options.models.empty()) throw ConfigError("calibrate: no model given for GEMM shapes");
   const std::vector<std::int64_t> micro_batches =
       options.gemm_micro_batches.empty() ? std::vector<std::int64_t>{options.micro_batch}
                                          : options.gemm_micro_batches;
@@ -134,16 +124,48 @@ Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progre
       }
     }
   }
-  {
-    // Passes of the same GEMM shape are timed once (gemm_samples merges by shape anyway).
-    std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool>> seen;
-    std::vector<std::pair<std::string, LinearShape>> unique;
-    for (const auto& named : layers) {
-      const LinearShape& l = named.second;
-      if (seen.insert({l.BT, l.C, l.OC, l.bias}).second) unique.push_back(named);
+  // Passes of the same GEMM shape are timed once (gemm_samples merges by shape anyway); the
+  // epilogues make a different GEMM on CUDA.
+  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool, bool, bool, bool>>
+      seen;
+  std::vector<std::pair<std::string, LinearShape>> unique;
+  for (const auto& named : layers) {
+    const LinearShape& l = named.second;
+    if (seen.insert({l.BT, l.C, l.OC, l.bias, l.gelu_epilogue, l.residual_epilogue,
+                     l.dgelu_epilogue, l.vocab_rows})
+            .second) {
+      unique.push_back(named);
     }
-    layers = std::move(unique);
   }
+  return unique;
+}
+
+std::vector<GemmPass> calibration_passes(const ComputeCalibrationOptions& options) {
+  std::vector<GemmPass> passes = {GemmPass::kForward};
+  if (options.backward) {
+    passes.insert(passes.end(), {GemmPass::kBackwardInput, GemmPass::kBackwardWeight});
+  }
+  return passes;
+}
+
+void run_steps(const std::vector<CalibrationStep>& steps, const Progress& progress) {
+  double total = 0;
+  for (const CalibrationStep& s : steps) total += s.weight;
+  double done = 0;
+  for (const CalibrationStep& s : steps) {
+    if (progress) progress(total > 0 ? done / total : 0.0, s.name);
+    s.run();
+    done += s.weight;
+  }
+  if (progress) progress(1.0, "done");
+}
+
+Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progress& progress) {
+  const ModelSpec& largest = elementwise_model(options);
+  const std::vector<std::pair<std::string, LinearShape>> layers = calibration_layers(options);
+  ComputeMeasurements measured;
+  double busy_cores_slowdown = 0;
+  std::vector<CalibrationStep> steps;
   if (options.busy_cores >= 2 && !layers.empty()) {
     // First, before any multi-threaded kernel: the forked processes copy this one.
     const LinearShape layer = layers.front().second;
@@ -151,54 +173,40 @@ Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progre
                                  layer.BT, layer.C, layer.OC),
                      14 * expected_s(2.0 * layer.BT * layer.C * layer.OC / kGuessFlopsPerS,
                                     options.timing),
-                     [&profile, layer, &options] {
+                     [&busy_cores_slowdown, layer, &options] {
                        ScopedThreads threads(options.kernel_threads);
-                       profile.busy_cores_slowdown = measure_busy_cores_slowdown(
+                       busy_cores_slowdown = measure_busy_cores_slowdown(
                            layer, options.busy_cores, options.timing);
-                       profile.busy_cores = options.busy_cores;
-                       profile.busy_cores_slowdown_asks = {profile.busy_cores_slowdown};
                      }});
   }
   for (const auto& named : layers) {
     const LinearShape layer = named.second;
-    for (GemmPass pass : passes) {
+    for (GemmPass pass : calibration_passes(options)) {
       const double flops = 2.0 * layer.BT * layer.C * layer.OC;
       const TimingOptions& timing = flops > kLargeGemmFlops ? options.large_timing : options.timing;
       steps.push_back({fmt::format("gemm {} {} {} ({}x{}x{})", named.first, layer.name,
                                    to_string(pass), layer.BT, layer.C, layer.OC),
                        expected_s(flops / kGuessFlopsPerS, timing),
-                       [&gemms, layer, pass, &timing, &options] {
+                       [&measured, layer, pass, &timing, &options] {
                          ScopedThreads threads(options.kernel_threads);
-                         gemms.push_back(measure_linear(layer, pass, timing));
+                         measured.gemms.push_back(measure_linear(layer, pass, timing));
                        }});
     }
   }
   const std::int64_t BT = options.micro_batch * largest.seq_len;
   const double layer_bytes = 4.0 * BT * largest.hidden * sizeof(float);
-  // The CPU backend's kernels (cost_model.cc's choice for a cpu cluster): materialized
-  // attention, no dropout, biases in passes of their own; fp32.
-  LayerKernels cpu_kernels;
-  cpu_kernels.attention = AttentionKernel::kMaterialized;
-  cpu_kernels.separate_bias = true;
-  constexpr double kFp32 = 4.0;
   steps.push_back({fmt::format("elementwise ({}x{})", BT, largest.hidden),
                    3 * expected_s(3 * layer_bytes / kGuessBytesPerS, options.timing), [&] {
                      ScopedThreads threads(options.kernel_threads);
-                     profile.elementwise_bytes_per_s =
-                         layer_elementwise_bytes(largest, options.micro_batch, 1, false,
-                                                 cpu_kernels, kFp32) /
-                         measure_layer_elementwise_s(BT, largest.hidden, largest.ffn_hidden,
-                                                     options.timing);
+                     measured.layer_elementwise_s = measure_layer_elementwise_s(
+                         BT, largest.hidden, largest.ffn_hidden, options.timing);
                    }});
   if (options.backward) {
     steps.push_back({fmt::format("elementwise backward ({}x{})", BT, largest.hidden),
                      3 * expected_s(4 * layer_bytes / kGuessBytesPerS, options.timing), [&] {
                        ScopedThreads threads(options.kernel_threads);
-                       profile.elementwise_backward_bytes_per_s =
-                           layer_backward_elementwise_bytes(largest, options.micro_batch, 1,
-                                                            false, cpu_kernels, kFp32) /
-                           measure_layer_elementwise_backward_s(
-                               BT, largest.hidden, largest.ffn_hidden, options.timing);
+                       measured.layer_elementwise_backward_s = measure_layer_elementwise_backward_s(
+                           BT, largest.hidden, largest.ffn_hidden, options.timing);
                      }});
     steps.push_back({fmt::format("attention backward (T={}, heads={})", largest.seq_len,
                                  largest.heads / options.tp),
@@ -206,10 +214,9 @@ Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progre
                                 options.timing),
                      [&] {
                        ScopedThreads threads(options.kernel_threads);
-                       profile.attention_backward_flops_per_s =
-                           measure_attention_backward_flops_per_s(
-                               options.micro_batch, largest.seq_len, largest.hidden / options.tp,
-                               largest.heads / options.tp, options.timing);
+                       measured.attention_backward_s = measure_attention_backward_s(
+                           options.micro_batch, largest.seq_len, largest.hidden / options.tp,
+                           largest.heads / options.tp, options.timing);
                      }});
   }
   steps.push_back({fmt::format("attention (T={}, heads={})", largest.seq_len, largest.heads / options.tp),
@@ -217,7 +224,7 @@ Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progre
                               options.timing),
                    [&] {
                      ScopedThreads threads(options.kernel_threads);
-                     profile.attention_flops_per_s = measure_attention_flops_per_s(
+                     measured.attention_s = measure_attention_s(
                          options.micro_batch, largest.seq_len, largest.hidden / options.tp,
                          largest.heads / options.tp, options.timing);
                    }});
@@ -226,14 +233,14 @@ Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progre
                    [&] {
                      {
                        ScopedThreads threads(options.kernel_threads);
-                       profile.device_adam_params_per_s =
+                       measured.device_adam_params_per_s =
                            measure_adamw_params_per_s(options.adam_params, options.timing);
                      }
                      if (options.adam_threads == options.kernel_threads) {
-                       profile.cpu_adam_params_per_s = profile.device_adam_params_per_s;
+                       measured.cpu_adam_params_per_s = measured.device_adam_params_per_s;
                      } else {
                        ScopedThreads threads(options.adam_threads);
-                       profile.cpu_adam_params_per_s =
+                       measured.cpu_adam_params_per_s =
                            measure_adamw_params_per_s(options.adam_params, options.timing);
                      }
                    }});
@@ -241,20 +248,31 @@ Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progre
                    expected_s(2.0 * options.copy_bytes / kGuessBytesPerS, options.timing), [&] {
                      ScopedThreads threads(options.kernel_threads);
                      const double rate = measure_copy_bytes_per_s(options.copy_bytes, options.timing);
-                     profile.host_to_device_bytes_per_s = rate;
-                     profile.device_to_host_bytes_per_s = rate;
+                     measured.host_to_device_bytes_per_s = rate;
+                     measured.device_to_host_bytes_per_s = rate;
                    }});
+  run_steps(steps, progress);
 
-  double total = 0;
-  for (const Step& s : steps) total += s.weight;
-  double done = 0;
-  for (const Step& s : steps) {
-    if (progress) progress(done / total, s.name);
-    s.run();
-    done += s.weight;
+  // The CPU backend's kernels (cost_model.cc's choice for a cpu cluster): materialized
+  // attention, no dropout, biases in passes of their own; fp32.
+  MeasuredAt at;
+  at.model = largest;
+  at.micro_batch = options.micro_batch;
+  at.tp = options.tp;
+  at.kernels = layer_kernels(executor_conventions(Backend::kCpu));
+  at.element_bytes = 4.0;
+  Profile profile = compute_profile(measured, at);
+  profile.machine = describe_machine();
+  if (options.kernel_threads > 0) {
+    profile.machine += fmt::format("; kernels timed at {} thread(s) per rank", options.kernel_threads);
   }
-  if (progress) progress(1.0, "done");
-  profile.gemm = gemm_samples(gemms);
+  profile.backend = "cpu";
+  profile.threads_per_rank = std::max(options.kernel_threads, 1);
+  if (options.busy_cores >= 2 && !layers.empty()) {
+    profile.busy_cores = options.busy_cores;
+    profile.busy_cores_slowdown = busy_cores_slowdown;
+    profile.busy_cores_slowdown_asks = {busy_cores_slowdown};
+  }
   return profile;
 }
 

@@ -1,7 +1,10 @@
 // The single-process part of `strata calibrate` for the CPU backend: which microbenchmarks
 // run (the GEMMs of the given models' linear layers, forward and backward; the memory-bound
 // kernels; attention; AdamW; copies) and how their results fill a Profile. Reports progress
-// through a callback (the library never prints).
+// through a callback (the library never prints). Also what every backend's calibration shares:
+// the layers and passes to time, the model the elementwise and attention kernels run at, and
+// the step runner (the CUDA twin, cuda_calibration.h, uses them; both turn their timings
+// into a Profile through compute_profile.h).
 //
 // CPU-backend meaning of the Profile's fields: the "device" is one rank, so the kernels
 // (GEMMs, elementwise, attention, device_adam_params_per_s) are timed at the thread count a
@@ -22,10 +25,12 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cost_model/model_spec.h"
 #include "cost_model/profile.h"
+#include "executor/calibrate/compute_bench.h"
 #include "executor/calibrate/timing.h"
 
 namespace strata::calibrate {
@@ -61,14 +66,50 @@ ComputeCalibrationOptions compute_options(std::vector<ModelSpec> models, bool qu
 // fraction in [0, 1] of the work done, and the step about to run (or "done").
 using Progress = std::function<void(double fraction, const std::string& step)>;
 
+// The model the attention and elementwise benchmarks run at: the one with the largest
+// micro_batch * seq_len * hidden. ConfigError when models is empty.
+const ModelSpec& elementwise_model(const ComputeCalibrationOptions& options);
+
+// The linear layers whose GEMMs a calibration times, as (model name, layer): every model's
+// at every (micro-batch, tp) of gemm_micro_batches x gemm_tps (see the options), each
+// distinct shape-and-epilogue once (gemm_samples merges passes by shape anyway). ConfigError
+// when options.tp does not divide a model (the gemm_tps that do not are skipped).
+std::vector<std::pair<std::string, LinearShape>> calibration_layers(
+    const ComputeCalibrationOptions& options);
+
+// The passes timed per layer: forward, and both backward GEMMs when options.backward.
+std::vector<GemmPass> calibration_passes(const ComputeCalibrationOptions& options);
+
+// One benchmark of a calibration: a name for the progress line, its expected seconds (so
+// that the bar moves with the time spent, roughly) and what it runs.
+struct CalibrationStep {
+  std::string name;
+  double weight = 0;
+  std::function<void()> run;
+};
+
+// Runs the steps in order, reporting progress(done weight / total, next step's name) before
+// each and progress(1, "done") after the last.
+void run_steps(const std::vector<CalibrationStep>& steps, const Progress& progress);
+
+// Seconds a step takes under median_call_seconds (or its CUDA twin): one warm-up call, then
+// repeats of at least min_repeat_s each; for the steps' weights.
+double expected_s(double call_s, const TimingOptions& timing);
+
 // Runs the benchmarks (thread counts set for each and restored afterwards) and returns a
 // Profile with machine = describe_machine(), backend "cpu", threads_per_rank =
-// kernel_threads (1 when 0: the kernels ran at whatever was set), gemm samples, elementwise
-// and attention rates (forward, and backward when options.backward), copy and AdamW rates;
-// collectives empty and NVMe 0 (not measured here). Attention and elementwise run at the
-// shapes of the model with the largest micro_batch * seq_len * hidden. ConfigError when
+// kernel_threads (1 when 0: the kernels ran at whatever was set), and the compute fields
+// compute_profile (compute_profile.h) makes of the CPU kernels' timings: gemm samples,
+// elementwise and attention rates (forward, and backward when options.backward), copy and
+// AdamW rates; collectives empty and NVMe 0 (not measured here). Attention and elementwise
+// run at the shapes of elementwise_model. ConfigError when
 // models is empty or a shape is invalid (options.tp not dividing).
 Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progress& progress);
+
+// AdamW parameters per second on the CPU at `threads` OpenMP/BLAS threads (0: as set),
+// restored afterwards: measure_adamw_params_per_s under calibrate_compute's thread scope,
+// for a GPU calibration's cpu_adam_params_per_s (the offloaded optimizer's rate).
+double measure_cpu_adamw_params_per_s(std::int64_t n, int threads, const TimingOptions& timing);
 
 // "<hostname>: <CPU model name>, <n> hardware threads" (from gethostname and
 // /proc/cpuinfo; "unknown" for what cannot be read).

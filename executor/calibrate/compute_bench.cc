@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cost_model/errors.h"
+#include "executor/calibrate/compute_profile.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/elementwise.h"
@@ -68,13 +69,18 @@ std::vector<LinearShape> model_linear_shapes(const ModelSpec& model, std::int64_
   require_divides(tp, model.vocab, "vocab");
   const std::int64_t BT = micro_batch * model.seq_len;
   const std::int64_t C = model.hidden;
-  return {
+  std::vector<LinearShape> layers = {
       {"qkv", BT, C, 3 * C / tp, true},
       {"proj", BT, C / tp, C, true},
       {"fc1", BT, C, model.ffn_hidden / tp, true},
       {"fc2", BT, model.ffn_hidden / tp, C, true},
       {"logits", BT, C, model.vocab / tp, false},
   };
+  layers[2].gelu_epilogue = true;
+  layers[3].residual_epilogue = tp == 1;
+  layers[3].dgelu_epilogue = true;
+  layers[4].vocab_rows = true;
+  return layers;
 }
 
 GemmMeasurement measure_linear(const LinearShape& layer, GemmPass pass,
@@ -206,8 +212,8 @@ double measure_layer_elementwise_backward_s(std::int64_t BT, std::int64_t C, std
       timing);
 }
 
-double measure_attention_flops_per_s(std::int64_t B, std::int64_t T, std::int64_t C,
-                                     std::int64_t NH, const TimingOptions& timing) {
+double measure_attention_s(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
+                           const TimingOptions& timing) {
   const int b = as_int(B, "B"), t = as_int(T, "T"), c = as_int(C, "C"), nh = as_int(NH, "NH");
   if (C % NH != 0) {
     throw ConfigError(fmt::format("calibrate: heads {} do not divide hidden {}", NH, C));
@@ -215,15 +221,18 @@ double measure_attention_flops_per_s(std::int64_t B, std::int64_t T, std::int64_
   const std::vector<float> qkv = filled(B * T * 3 * C, 9);
   std::vector<float> out(static_cast<std::size_t>(B * T * C));
   std::vector<float> probs(static_cast<std::size_t>(B * NH * T * T));
-  const double s = median_call_seconds(
+  return median_call_seconds(
       [&] { kc::attention_forward(out.data(), probs.data(), qkv.data(), b, t, c, nh); }, timing);
-  const double hs = static_cast<double>(C / NH);
-  const double causal_flops = 2.0 * B * NH * static_cast<double>(T) * T * hs;
-  return causal_flops / s;
 }
 
-double measure_attention_backward_flops_per_s(std::int64_t B, std::int64_t T, std::int64_t C,
-                                              std::int64_t NH, const TimingOptions& timing) {
+double measure_attention_flops_per_s(std::int64_t B, std::int64_t T, std::int64_t C,
+                                     std::int64_t NH, const TimingOptions& timing) {
+  const double s = measure_attention_s(B, T, C, NH, timing);
+  return attention_causal_flops(B, T, C, NH) / s;
+}
+
+double measure_attention_backward_s(std::int64_t B, std::int64_t T, std::int64_t C,
+                                    std::int64_t NH, const TimingOptions& timing) {
   const int b = as_int(B, "B"), t = as_int(T, "T"), c = as_int(C, "C"), nh = as_int(NH, "NH");
   if (C % NH != 0) {
     throw ConfigError(fmt::format("calibrate: heads {} do not divide hidden {}", NH, C));
@@ -235,14 +244,18 @@ double measure_attention_backward_flops_per_s(std::int64_t B, std::int64_t T, st
   kc::attention_forward(out.data(), probs.data(), qkv.data(), b, t, c, nh);
   std::vector<float> dqkv(static_cast<std::size_t>(B * T * 3 * C));
   std::vector<float> scratch(static_cast<std::size_t>(kc::attention_backward_scratch_floats(b, t, nh)));
-  const double s = median_call_seconds(
+  return median_call_seconds(
       [&] {
         kc::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(),
                                probs.data(), b, t, c, nh);
       },
       timing);
-  const double hs = static_cast<double>(C / NH);
-  return 4.0 * B * NH * static_cast<double>(T) * T * hs / s;
+}
+
+double measure_attention_backward_flops_per_s(std::int64_t B, std::int64_t T, std::int64_t C,
+                                              std::int64_t NH, const TimingOptions& timing) {
+  const double s = measure_attention_backward_s(B, T, C, NH, timing);
+  return attention_backward_causal_flops(B, T, C, NH) / s;
 }
 
 namespace {

@@ -29,11 +29,23 @@ struct LinearShape {
   std::string name;  // "qkv", "proj", "fc1", "fc2", "logits"
   std::int64_t BT = 0, C = 0, OC = 0;
   bool bias = true;  // the tied logits layer has none
+  // What the CUDA backend fuses into this layer's GEMMs as cuBLASLt epilogues
+  // (executor/model/gpt_layer.cc), so that its timing includes them: fc1's forward applies
+  // GeLU (saving the pre-activation); fc2's forward adds the residual (at tp 1 only: with
+  // tp > 1 the sum comes after the all-reduce); fc2's input gradient applies GeLU's
+  // derivative. The CPU backend runs these as kernels of their own (ignored there).
+  bool gelu_epilogue = false;
+  bool residual_epilogue = false;
+  bool dgelu_epilogue = false;
+  // logits: OC is the wte shard's rows, which the CUDA backend pads to whole blocks
+  // (cost_model/partition.h, vocab_row_alignment), so its GEMM runs on the padded rows.
+  bool vocab_rows = false;
 };
 
 // GPT's linear layers at tensor-parallel degree tp (qkv and fc1 split their outputs, proj
 // and fc2 their inputs, logits the vocabulary), BT = micro_batch * seq_len:
-//   qkv (BT, C, 3C/t), proj (BT, C/t, C), fc1 (BT, C, F/t), fc2 (BT, F/t, C), logits (BT, C, V/t).
+//   qkv (BT, C, 3C/t), proj (BT, C/t, C), fc1 (BT, C, F/t), fc2 (BT, F/t, C), logits (BT, C, V/t),
+// with the epilogue flags above set as the CUDA backend runs them.
 // ConfigError when tp does not divide heads, ffn_hidden or vocab.
 std::vector<LinearShape> model_linear_shapes(const ModelSpec& model, std::int64_t micro_batch,
                                              std::int64_t tp);
@@ -72,6 +84,9 @@ double measure_layer_elementwise_s(std::int64_t BT, std::int64_t C, std::int64_t
 // model's compute_model.cc, which divides 0.5 x the full 4 B NH T^2 HS by this rate.
 double measure_attention_flops_per_s(std::int64_t B, std::int64_t T, std::int64_t C,
                                      std::int64_t NH, const TimingOptions& timing);
+// Its seconds per call (what the rate divides into attention_causal_flops, compute_profile.h).
+double measure_attention_s(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
+                           const TimingOptions& timing);
 
 // The backward twin of measure_attention_flops_per_s: attention_backward on the same shapes
 // (probabilities from one forward), in useful (causal) backward FLOPs per second, counting
@@ -79,6 +94,8 @@ double measure_attention_flops_per_s(std::int64_t B, std::int64_t T, std::int64_
 // each per head, halved by the causal mask): twice the forward's count.
 double measure_attention_backward_flops_per_s(std::int64_t B, std::int64_t T, std::int64_t C,
                                               std::int64_t NH, const TimingOptions& timing);
+double measure_attention_backward_s(std::int64_t B, std::int64_t T, std::int64_t C,
+                                    std::int64_t NH, const TimingOptions& timing);
 
 // The backward twin: LayerNorm 1 and 2 backward, the two residual-path gradient copies,
 // GeLU backward on (BT, F) and the bias gradients of qkv (3C), proj (C), fc1 (F) and fc2 (C)

@@ -142,6 +142,25 @@ TEST(Compute, GemmRooflineAndProfileSamples) {
   EXPECT_LT(between, 0.5);
 }
 
+TEST(Compute, FlashBackwardUsesTheMeasuredBackwardRate) {
+  DeviceRates rates{300e12, 1600e9, 2, nullptr};
+  Profile p;
+  p.attention_flops_per_s = 100e12;
+  rates.profile = &p;
+  const LayerKernels flash;  // strata's CUDA kernels
+  ASSERT_EQ(flash.attention, AttentionKernel::kFlash);
+  const ModelSpec m = test_model();  // b 1, s 1024, a 16, d 64
+  // Without a measured backward: twice the forward's attention.
+  const LayerForward fwd = layer_forward(m, 1, 1, false, flash, rates);
+  EXPECT_DOUBLE_EQ(layer_backward(m, 1, 1, false, flash, rates).attention_s,
+                   2.0 * fwd.attention_core_s());
+  // With one: the full 4 b a s^2 d = 4 x 16 x 1024^2 x 64 = 4294967296 FLOPs (twice the
+  // causal forward's) at 50 TFLOP/s = 85.9 us, where twice the forward would say 42.9 us.
+  p.attention_backward_flops_per_s = 50e12;
+  EXPECT_NEAR(layer_backward(m, 1, 1, false, flash, rates).attention_s, 4294967296.0 / 50e12,
+              1e-15);
+}
+
 TEST(Compute, LayerForwardFlopsMatchMegatronCount) {
   const ModelSpec m = test_model();
   const DeviceRates rates{300e12, 1600e9, 2, nullptr};

@@ -1,16 +1,23 @@
 // The calibration library: timing medians, the alpha-beta fit on synthetic points, the
 // model's GEMM shapes, sample merging, and a quick compute calibration of the tiny model
-// producing a Profile with positive rates that round-trips through JSON.
+// producing a Profile with positive rates that round-trips through JSON; the conversion of
+// measured seconds into the Profile's units both backends share (compute_profile), the
+// layers a calibration times with their CUDA epilogues, and the CUDA calibration's option
+// checks (which need no GPU).
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <stdexcept>
 
+#include "cost_model/compute_model.h"
+#include "cost_model/conventions.h"
 #include "cost_model/errors.h"
 #include "cost_model/model_spec.h"
 #include "executor/calibrate/calibration.h"
 #include "executor/calibrate/collective_bench.h"
 #include "executor/calibrate/compute_bench.h"
+#include "executor/calibrate/compute_profile.h"
+#include "executor/calibrate/gpu_options.h"
 #include "executor/calibrate/timing.h"
 
 namespace strata::calibrate {
@@ -158,6 +165,141 @@ TEST(CalibrateCompute, QuickTinyProfileHasPositiveRatesAndRoundTrips) {
   // The written form loads back to the same rates.
   const Profile back = Profile::from_json(p.to_json(), "<round trip>");
   EXPECT_EQ(back.to_json(), p.to_json());
+}
+
+// A small model with round numbers: h = 64, 4 heads (head size 16), s = 32, f = 256.
+ModelSpec small_model() {
+  ModelSpec m = bundled_model("tiny");
+  m.name = "small";
+  m.hidden = 64;
+  m.heads = 4;
+  m.seq_len = 32;
+  m.ffn_hidden = 256;
+  m.vocab = 128;
+  return m;
+}
+
+TEST(ComputeProfile, RatesAreTheTimeModelsCountsOverTheMeasuredSeconds) {
+  ComputeMeasurements measured;
+  GemmMeasurement g;
+  g.m = 64, g.n = 96, g.k = 64;  // 2 m n k = 786432 FLOPs per call
+  g.seconds = 1e-6;
+  measured.gemms.push_back(g);
+  g.seconds = 3e-6;  // the same shape again (another pass): merged
+  measured.gemms.push_back(g);
+  measured.layer_elementwise_s = 1e-6;
+  measured.layer_elementwise_backward_s = 2e-6;
+  measured.attention_s = 1e-6;
+  measured.attention_backward_s = 4e-6;
+  measured.device_adam_params_per_s = 5e9;
+  measured.cpu_adam_params_per_s = 1e8;
+  measured.host_to_device_bytes_per_s = 2e10;
+  measured.device_to_host_bytes_per_s = 3e10;
+  MeasuredAt at;
+  at.model = small_model();
+  at.micro_batch = 2;  // 64 tokens
+  at.tp = 2;           // attention: C = 32, NH = 2, head size 16
+  at.kernels = layer_kernels(executor_conventions(Backend::kCuda));  // fused biases, flash
+  at.element_bytes = 2;
+  const Profile p = compute_profile(measured, at);
+  ASSERT_EQ(p.gemm.size(), 1u);
+  // (786432 + 786432) FLOPs / (1 + 3) us.
+  EXPECT_DOUBLE_EQ(p.gemm[0].flops_per_s, 1572864.0 / 4e-6);
+  // Forward, per token at tp 1 with c = 2: LayerNorms 4hc = 512, two bias+residual adds
+  // 2 x 3hc = 768, bias+GeLU 2cf = 1024: 2304 bytes x 64 tokens = 147456 bytes in 1 us.
+  EXPECT_DOUBLE_EQ(p.elementwise_bytes_per_s, 147456.0 / 1e-6);
+  // Backward, per token: 12hc = 1536, GeLU backward 4cf = 2048: 3584 x 64 = 229376 in 2 us.
+  EXPECT_DOUBLE_EQ(p.elementwise_backward_bytes_per_s, 229376.0 / 2e-6);
+  // Causal attention: 2 B NH T^2 HS = 2 x 2 x 2 x 1024 x 16 = 131072 FLOPs in 1 us; the
+  // backward twice that, 262144, in 4 us.
+  EXPECT_DOUBLE_EQ(p.attention_flops_per_s, 131072.0 / 1e-6);
+  EXPECT_DOUBLE_EQ(p.attention_backward_flops_per_s, 262144.0 / 4e-6);
+  EXPECT_EQ(p.device_adam_params_per_s, 5e9);
+  EXPECT_EQ(p.cpu_adam_params_per_s, 1e8);
+  EXPECT_EQ(p.host_to_device_bytes_per_s, 2e10);
+  EXPECT_EQ(p.device_to_host_bytes_per_s, 3e10);
+
+  // The point of the conversion: the time model, reading the profile back at the measured
+  // shape, predicts the measured seconds.
+  DeviceRates rates;
+  rates.peak_flops = 1e15;
+  rates.memory_bytes_per_s = 1e12;
+  rates.element_bytes = 2;
+  rates.profile = &p;
+  rates.elementwise_bytes_per_s = p.elementwise_bytes_per_s;
+  const LayerForward fwd = layer_forward(at.model, at.micro_batch, 1, false, at.kernels, rates);
+  EXPECT_NEAR(fwd.elementwise_s, 1e-6, 1e-18);
+
+  // The CPU's kernels (separate biases, fp32) count other bytes for the same seconds: per
+  // token 4hc + 6hc + 4hc (bias passes) = 14 x 64 x 4 = 3584, plus 2cf = 2048: 5632 x 64.
+  at.kernels = layer_kernels(executor_conventions(Backend::kCpu));
+  at.element_bytes = 4;
+  EXPECT_DOUBLE_EQ(compute_profile(measured, at).elementwise_bytes_per_s, 360448.0 / 1e-6);
+}
+
+TEST(ComputeProfile, UnmeasuredStaysZeroAndBadTpThrows) {
+  MeasuredAt at;
+  at.model = small_model();
+  const Profile p = compute_profile(ComputeMeasurements{}, at);
+  EXPECT_TRUE(p.gemm.empty());
+  EXPECT_EQ(p.elementwise_bytes_per_s, 0.0);  // 0: the time model's fallback, not inf
+  EXPECT_EQ(p.attention_backward_flops_per_s, 0.0);
+  at.tp = 3;  // does not divide 4 heads
+  EXPECT_THROW(compute_profile(ComputeMeasurements{}, at), ConfigError);
+}
+
+TEST(CalibrationLayers, EpiloguesAsTheCudaLayerRunsThemEachShapeOnce) {
+  ComputeCalibrationOptions options = compute_options({bundled_model("tiny-gpu")}, false);
+  // tiny-gpu: BT = 128, C = 128, F = 512, V = 256, 2 heads; tp 4 does not divide the heads.
+  options.gemm_tps = {1, 2, 4};
+  const auto layers = calibration_layers(options);
+  // 5 layers at tp 1 and 5 at tp 2, all distinct: tp 2's fc1 (128, 128, 256) has logits'
+  // tp-1 shape and tp 2's logits (128, 128, 128) proj's, but not their bias or epilogue.
+  ASSERT_EQ(layers.size(), 10u);
+  for (const auto& [model, l] : layers) {
+    EXPECT_EQ(model, "tiny-gpu");
+    EXPECT_EQ(l.gelu_epilogue, l.name == "fc1") << l.name;
+    EXPECT_EQ(l.dgelu_epilogue, l.name == "fc2") << l.name;
+    EXPECT_EQ(l.vocab_rows, l.name == "logits") << l.name;
+    EXPECT_EQ(l.bias, l.name != "logits") << l.name;
+    // fc2 adds the residual in its GEMM only at tp 1 (C = 512 there, 256 at tp 2).
+    EXPECT_EQ(l.residual_epilogue, l.name == "fc2" && l.C == 512) << l.name << " " << l.C;
+  }
+  // The same model twice adds nothing.
+  options.models.push_back(bundled_model("tiny-gpu"));
+  EXPECT_EQ(calibration_layers(options).size(), 10u);
+  EXPECT_EQ(calibration_passes(options).size(), 3u);
+  options.backward = false;
+  EXPECT_EQ(calibration_passes(options), std::vector<GemmPass>{GemmPass::kForward});
+}
+
+TEST(GpuOptions, QuickKeepsTheBackwardAndRejectsShapesTheCudaKernelsCannotRun) {
+  const ComputeCalibrationOptions quick = gpu_compute_options({bundled_model("tiny-gpu")}, true);
+  EXPECT_TRUE(quick.backward);  // the CPU's quick run skips it
+  EXPECT_FALSE(compute_options({bundled_model("tiny-gpu")}, true).backward);
+  EXPECT_EQ(quick.large_timing.repeats, quick.timing.repeats);
+  EXPECT_NO_THROW(check_cuda_shapes(quick));
+
+  // tiny: hidden 64 / 4 heads = head size 16, which the flash attention kernel lacks.
+  ComputeCalibrationOptions options = gpu_compute_options({bundled_model("tiny")}, true);
+  try {
+    check_cuda_shapes(options);
+    ADD_FAILURE() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("model 'tiny'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("head size 64 or 128"), std::string::npos) << e.what();
+  }
+  // ffn_hidden 1004 = 8 x 125.5: bf16 rows of 2008 bytes are not 16-byte aligned.
+  ModelSpec odd = bundled_model("tiny-gpu");
+  odd.ffn_hidden = 1004;
+  options = gpu_compute_options({odd}, true);
+  EXPECT_THROW(check_cuda_shapes(options), ConfigError);
+  // ... at tp 2 as well (502), but tp 4 does not divide the 2 heads: skipped, not rejected.
+  odd.ffn_hidden = 1008;  // 1008 / 2 = 504 = 8 x 63: fine
+  options = gpu_compute_options({odd}, true);
+  options.gemm_tps = {1, 2, 4};
+  EXPECT_NO_THROW(check_cuda_shapes(options));
+  EXPECT_THROW(check_cuda_shapes(gpu_compute_options({}, true)), ConfigError);
 }
 
 }  // namespace

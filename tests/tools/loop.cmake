@@ -15,3 +15,12 @@ strata_add_test(loop_cli_test
   LIBS strata_specs)
 target_compile_definitions(loop_cli_test PRIVATE STRATA_BINARY="$<TARGET_FILE:strata>")
 add_dependencies(loop_cli_test strata)
+
+# `strata calibrate --backend cuda` as a library on a GPU (executor/calibrate/cuda_*):
+# GTEST_SKIPs without a device (label gpu: `ctest -LE gpu` is the CPU set).
+if(STRATA_HAVE_CUDA)
+  strata_add_test(calibrate_cuda_gpu_test
+    SOURCES ${PROJECT_SOURCE_DIR}/tests/executor/calibrate_cuda_gpu_test.cc
+    LIBS strata_calibrate_cuda
+    LABELS gpu)
+endif()

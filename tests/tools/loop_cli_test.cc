@@ -5,6 +5,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -124,6 +125,30 @@ TEST_F(LoopCli, CalibrateRejectsAMissingNvmeDirAndUnknownModel) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--model: value 'no_such_model'"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir_ / "profile.json"));  // nothing half-written
+}
+
+TEST_F(LoopCli, CalibrateCudaWithoutADeviceIsOneLineExit2BeforeAnyWork) {
+  // CUDA_VISIBLE_DEVICES="" hides every GPU, so this holds on a GPU machine too; a binary
+  // built without CUDA answers the same way with its own reason.
+  const std::string hide = "CUDA_VISIBLE_DEVICES=";
+  Result r = run_strata(dir_, "calibrate --backend cuda --quick --out cuda.json", hide);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(r.output.rfind("strata: calibrate --backend cuda: ", 0), 0u) << r.output;
+  EXPECT_TRUE(r.output.find("no CUDA device") != std::string::npos ||
+              r.output.find("built without the CUDA toolkit") != std::string::npos)
+      << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;  // one line
+  EXPECT_FALSE(fs::exists(dir_ / "cuda.json"));
+  // CPU-only options are refused with cuda before the device is looked for.
+  r = run_strata(dir_, "calibrate --backend cuda --quick --ranks 2", hide);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(r.output.rfind("strata: --ranks: ", 0), 0u) << r.output;
+  r = run_strata(dir_, "calibrate --backend cuda --quick --threads 1", hide);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(r.output.rfind("strata: --threads: ", 0), 0u) << r.output;
+  r = run_strata(dir_, "calibrate --backend rocm --quick");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--backend"), std::string::npos) << r.output;
 }
 
 TEST_F(LoopCli, CalibrateQuickWritesALoadableProfile) {

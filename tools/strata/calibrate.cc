@@ -8,7 +8,10 @@
 //     writes its fits to a scratch Profile file this process merges;
 //   - NVMe read/write (executor/offload/nvme_bandwidth.h) when --nvme-dir is given.
 // A progress bar goes to stderr, a one-screen summary to stdout; the Profile is written
-// atomically, only once everything has been measured. Deliberately only the CPU backend.
+// atomically, only once everything has been measured.
+// --backend cuda (calibrate_cuda.h) measures one GPU through the CUDA backend's kernels
+// instead of the compute part, plus its memory headroom; no collectives (one GPU has none to
+// measure; several: not yet). Without CUDA in the binary or a device: exit 2 before any work.
 #include <unistd.h>
 
 #include <cstdio>
@@ -26,9 +29,11 @@
 #include "cost_model/profile.h"
 #include "executor/calibrate/calibration.h"
 #include "executor/calibrate/collective_bench.h"
+#include "executor/calibrate/gpu_options.h"
 #include "executor/comm/mpi_communicator.h"
 #include "executor/offload/nvme_bandwidth.h"
 #include "executor/runtime/mpi_launch.h"
+#include "tools/strata/calibrate_cuda.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/inputs.h"
 
@@ -45,6 +50,8 @@ struct CalibrateOptions {
   std::vector<std::int64_t> micro_batches = {1};  // GEMM shapes; the first also attention's
   std::vector<std::int64_t> tps = {1};            // tensor-parallel splits of the GEMM shapes
   int threads = 0;  // kernel threads per rank; 0: what `strata run` gives one of --ranks ranks
+  bool ranks_given = false;    // --ranks or --threads on the command line: CPU only
+  bool threads_given = false;
 };
 
 struct CollectivesOptions {
@@ -100,13 +107,25 @@ void print_summary(std::ostream& out, const Profile& p, const std::string& path)
   out << fmt::format("attention: {}\n", rate(p.attention_flops_per_s, 1e9, "GFLOP/s"));
   out << fmt::format("attention backward: {}\n",
                      rate(p.attention_backward_flops_per_s, 1e9, "GFLOP/s"));
-  out << fmt::format("kernels timed at {} thread(s) per rank\n", p.threads_per_rank);
+  if (p.backend == "cpu") {
+    out << fmt::format("kernels timed at {} thread(s) per rank\n", p.threads_per_rank);
+  }
   if (p.busy_cores >= 2) {
     out << fmt::format("with all {} cores busy, kernels run {:.2f}x slower\n", p.busy_cores,
                        p.busy_cores_slowdown);
   }
   out << fmt::format("adamw: {}\n", rate(p.cpu_adam_params_per_s, 1e6, "Mparams/s"));
-  out << fmt::format("copy: {}\n", rate(p.host_to_device_bytes_per_s, 1e9, "GB/s"));
+  if (p.backend == "cuda") {
+    out << fmt::format("device adamw: {}\n", rate(p.device_adam_params_per_s, 1e6, "Mparams/s"));
+    out << fmt::format("copy: host->device {}, device->host {}\n",
+                       rate(p.host_to_device_bytes_per_s, 1e9, "GB/s"),
+                       rate(p.device_to_host_bytes_per_s, 1e9, "GB/s"));
+    out << fmt::format("headroom: context {:.0f} MiB, communicator {:.0f} MiB\n",
+                       p.headroom.context_bytes / (1 << 20),
+                       p.headroom.communicator_bytes / (1 << 20));
+  } else {
+    out << fmt::format("copy: {}\n", rate(p.host_to_device_bytes_per_s, 1e9, "GB/s"));
+  }
   for (const CollectiveFit& c : p.collectives) {
     out << fmt::format("{} x{}: latency {:.1f} us, bus bandwidth {}\n", c.op, c.ranks,
                        c.latency_s * 1e6, rate(c.bus_bandwidth_bytes_per_s, 1e9, "GB/s"));
@@ -140,15 +159,30 @@ void calibrate_collectives(const CalibrateOptions& options, Profile& profile, Pr
 }
 
 int run_calibrate(const CalibrateOptions& options, std::ostream& out) {
+  const bool cuda = options.backend == "cuda";
+  if (cuda) {
+    if (options.ranks_given) {
+      throw ConfigError("--ranks: the CUDA calibration measures no collectives (one GPU has "
+                        "none; several: not yet); leave --ranks out with --backend cuda");
+    }
+    if (options.threads_given) {
+      throw ConfigError("--threads: kernel threads are the CPU backend's; leave --threads out "
+                        "with --backend cuda");
+    }
+    require_cuda_device();
+  }
+  // The CUDA attention kernel needs head size 64 or 128: tiny-gpu, not tiny.
+  const std::string small = cuda ? "tiny-gpu" : "tiny";
   std::vector<std::string> names = options.models;
-  if (names.empty()) names = options.quick ? std::vector<std::string>{"tiny"}
-                                           : std::vector<std::string>{"tiny", "gpt2-124m"};
+  if (names.empty()) names = options.quick ? std::vector<std::string>{small}
+                                           : std::vector<std::string>{small, "gpt2-124m"};
   std::vector<ModelSpec> models;
   for (const std::string& name : names) {
     models.push_back(ModelSpec::load(resolve_config("models", name, "--model")));
   }
   calibrate::ComputeCalibrationOptions compute =
-      calibrate::compute_options(std::move(models), options.quick);
+      cuda ? calibrate::gpu_compute_options(std::move(models), options.quick)
+           : calibrate::compute_options(std::move(models), options.quick);
   compute.micro_batch = options.micro_batches.front();
   compute.gemm_micro_batches = options.micro_batches;
   compute.gemm_tps = options.tps;
@@ -160,14 +194,19 @@ int run_calibrate(const CalibrateOptions& options, std::ostream& out) {
   compute.adam_threads = cores;
   compute.busy_cores = cores;
 
+  if (cuda) calibrate::check_cuda_shapes(compute);  // before any work
+
   // Share of the bar per phase, roughly their share of the time.
-  const bool collectives = options.ranks >= 2;
+  const bool collectives = !cuda && options.ranks >= 2;
   const bool nvme = !options.nvme_dir.empty();
   const double compute_end = 1.0 - (collectives ? 0.25 : 0.0) - (nvme ? 0.1 : 0.0);
   ProgressBar bar;
   bar.set_range(0.0, compute_end);
-  Profile profile = calibrate::calibrate_compute(
-      compute, [&bar](double f, const std::string& step) { bar.update(f, step); });
+  const calibrate::Progress progress = [&bar](double f, const std::string& step) {
+    bar.update(f, step);
+  };
+  Profile profile = cuda ? calibrate_cuda(compute, progress)
+                         : calibrate::calibrate_compute(compute, progress);
   if (collectives) {
     bar.set_range(compute_end, compute_end + 0.25);
     calibrate_collectives(options, profile, bar);
@@ -213,12 +252,15 @@ void add_calibrate_command(CLI::App& app, CommandContext& context) {
       "calibrate", "Measure this machine's GEMM, memory, optimizer, collective and NVMe rates "
                    "into a profile for `plan`/`predict --profile`");
   command->add_option("--backend", options->backend, "backend to calibrate")
-      ->check(CLI::IsMember({"cpu"}));
-  command->add_option("--out", options->out, "profile file to write")->capture_default_str();
-  command->add_option("--ranks", options->ranks,
-                      "measure collectives over 2..N ranks under mpirun (1: skip them)")
-      ->check(CLI::Range(1, 64))
+      ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
+  command->add_option("--out", options->out, "profile file to write")->capture_default_str();
+  CLI::Option* ranks =
+      command->add_option("--ranks", options->ranks,
+                          "measure collectives over 2..N ranks under mpirun (1: skip them; "
+                          "cpu only)")
+          ->check(CLI::Range(1, 64))
+          ->capture_default_str();
   command->add_option("--nvme-dir", options->nvme_dir,
                       "measure NVMe read/write bandwidth with a scratch file in this (existing) "
                       "directory")
@@ -226,11 +268,12 @@ void add_calibrate_command(CLI::App& app, CommandContext& context) {
   command->add_flag("--quick", options->quick, "fewer shapes, sizes and repeats (~10 s)");
   command->add_option("--model", options->models,
                       "model(s) whose layer shapes to time (default: tiny gpt2-124m; "
-                      "--quick: tiny)");
-  command->add_option("--threads", options->threads,
-                      "kernel threads per rank (default: what `strata run` gives each of "
-                      "--ranks ranks, max(1, cores / ranks))")
-      ->check(CLI::PositiveNumber);
+                      "--quick: tiny; with --backend cuda tiny-gpu for tiny)");
+  CLI::Option* threads =
+      command->add_option("--threads", options->threads,
+                          "kernel threads per rank (default: what `strata run` gives each of "
+                          "--ranks ranks, max(1, cores / ranks); cpu only)")
+          ->check(CLI::PositiveNumber);
   command->add_option("--micro-batch", options->micro_batches,
                       "micro-batch(es) of the GEMM shapes; attention and elementwise kernels "
                       "run at the first")
@@ -241,8 +284,11 @@ void add_calibrate_command(CLI::App& app, CommandContext& context) {
                       "heads, ffn and vocabulary)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  command->callback(
-      [options, &context] { context.exit_code = run_calibrate(*options, *context.out); });
+  command->callback([options, ranks, threads, &context] {
+    options->ranks_given = ranks->count() > 0;
+    options->threads_given = threads->count() > 0;
+    context.exit_code = run_calibrate(*options, *context.out);
+  });
 
   // Internal: what each rank of the collectives' mpirun job runs. Hidden from --help.
   auto internal = std::make_shared<CollectivesOptions>();

@@ -8,5 +8,5 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME fuzz.configs
            COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/tools/fuzz_configs.py
                    --strata $<TARGET_FILE:strata> --mode ci --mutants 150 --jobs 2 --timeout 60)
-  set_tests_properties(fuzz.configs PROPERTIES LABELS fuzz TIMEOUT 120)
+  set_tests_properties(fuzz.configs PROPERTIES LABELS fuzz TIMEOUT 300)
 endif()

@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 targets=(strata cuda_kernels_test cuda_runtime_gpu_test cuda_vocab_parallel_loss_test
          cuda_engine_gpu_test cuda_engine_equivalence cuda_runtime_host_staged_mpi_test
-         cuda_runtime_nccl_mpi_test select_cuda_test strata_attention_bench)
+         cuda_runtime_nccl_mpi_test select_cuda_test calibrate_cuda_gpu_test
+         strata_attention_bench)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 grep -q '^CMAKE_CUDA_COMPILER:.*nvcc' build/CMakeCache.txt ||
   { echo "make_bundle: build/ has no CUDA compiler; install the CUDA toolkit" >&2; exit 2; }

@@ -118,10 +118,7 @@ void CpuLayerOps::attention_backward(void* dqkv, const void* dout, const void* q
 
 void CpuLayerOps::bias_residual(void* out, const void* y, const void* bias, const void* residual,
                                 int rows, int C) {
-  const std::int64_t n = static_cast<std::int64_t>(rows) * C;
-  if (out != y) cpu::copy(f(out), f(y), n);
-  if (bias != nullptr) add_bias(out, bias, rows, C);
-  cpu::residual_forward(f(out), f(out), f(residual), n);
+  cpu::bias_residual_forward(f(out), f(y), f(bias), f(residual), rows, C);
 }
 
 void CpuLayerOps::add_bias(void* out, const void* bias, int rows, int C) {

@@ -152,6 +152,18 @@ TEST(RelaunchChild, SeesLauncherEnvironment) {
   EXPECT_STREQ(std::getenv("OMP_WAIT_POLICY"), "passive");  // cleared by the parent too
 }
 
+// Run by MpiLaunch.ThreadsFlagOverridesTheEnvironment: --threads 3 over a caller's 1, and the
+// caller's own wait policy kept.
+TEST(RelaunchChild, SeesForcedThreads) {
+  if (!running_under_mpirun()) {
+    GTEST_SKIP() << "runs only as a rank started by MpiLaunch.ThreadsFlagOverridesTheEnvironment";
+  }
+  ASSERT_NE(std::getenv("OMP_NUM_THREADS"), nullptr);
+  EXPECT_STREQ(std::getenv("OMP_NUM_THREADS"), "3");
+  EXPECT_STREQ(std::getenv("OPENBLAS_NUM_THREADS"), "3");
+  EXPECT_STREQ(std::getenv("OMP_WAIT_POLICY"), "active");
+}
+
 TEST(RelaunchChild, FailsOnPurpose) {
   if (!running_under_mpirun()) {
     GTEST_SKIP() << "runs only as a rank started by MpiLaunch.RelaunchRunsRanksAndReturnsExitCode";
@@ -176,6 +188,28 @@ TEST(MpiLaunch, RelaunchRunsRanksAndReturnsExitCode) {
                 .exit_code,
             0);
   EXPECT_EQ(relaunch_under_mpirun(options, {"--gtest_filter=RelaunchChild.FailsOnPurpose"}).exit_code,
+            1);
+}
+
+TEST(MpiLaunch, ThreadsFlagOverridesTheEnvironment) {
+  if (running_under_mpirun()) {
+    GTEST_SKIP() << "already a rank; a relaunch from here would recurse";
+  }
+  ScopedEnv env;
+  env.set("OPENBLAS_NUM_THREADS", "1");
+  env.set("OMP_NUM_THREADS", "1");
+  env.set("OMP_WAIT_POLICY", "active");
+  RelaunchOptions options;
+  options.ranks = 2;
+  options.cores = 2;
+  options.threads = 3;
+  EXPECT_EQ(relaunch_under_mpirun(options, {"--gtest_filter=RelaunchChild.SeesForcedThreads"})
+                .exit_code,
+            0);
+  // And the test can fail: without the flag the caller's 1 reaches the ranks.
+  options.threads = 0;
+  EXPECT_EQ(relaunch_under_mpirun(options, {"--gtest_filter=RelaunchChild.SeesForcedThreads"})
+                .exit_code,
             1);
 }
 

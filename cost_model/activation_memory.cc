@@ -124,13 +124,10 @@ std::vector<ActivationTensor> layer_activation_tensors(const ModelSpec& model,
   list.push_back(tensor("ln1_rstd", rows, kFp32Bytes));
   list.push_back(tensor("ln1_out", sbh_outside, c));
   list.push_back(tensor("qkv", 3 * sbh_inside, c));
-  if (convention == ActivationConvention::kCpuExecutor) {
-    list.push_back(tensor("attn_probs", scores, c, true));
-  } else {
-    list.push_back(tensor("attn_lse", d.a / d.t * d.s * d.b, kFp32Bytes, true));
-  }
+  // Both executors' attention is tiled (flash): the backward needs each row's log-sum-exp.
+  list.push_back(tensor("attn_lse", d.a / d.t * d.s * d.b, kFp32Bytes, true));
   // The CPU executor's selective recomputation drops the attention output too: rerunning the
-  // attention rebuilds it with the probabilities at no extra cost.
+  // attention rebuilds it with the log-sum-exp at no extra cost.
   list.push_back(tensor("attn_out", sbh_inside, c,
                         convention == ActivationConvention::kCpuExecutor));
   list.push_back(tensor("ln2_in", sbh_outside, c));

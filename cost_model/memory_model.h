@@ -90,7 +90,7 @@ StageParams stage_params(const ModelSpec& model, std::int64_t tp, std::int64_t p
 //   kPublished  Korthikanti et al. 2022 (arXiv 2205.05198, section 4.1): bf16, dropout masks
 //               (1 byte per element), materialised attention softmax; s b h (34 + 5 a s / h).
 //   kCpuExecutor  strata's CPU backend: compute_bytes per element (4 in fp32), no dropout,
-//               materialised attention probabilities b * a/t * s * s, LayerNorm mean and rstd.
+//               tiled (flash) attention: a fp32 logsumexp of b * a/t * s, LayerNorm mean/rstd.
 //   kCudaExecutor  strata's CUDA backend: compute_bytes per element, no dropout, flash
 //               attention (no s^2 term; a fp32 logsumexp of b * a/t * s), LayerNorm mean/rstd.
 enum class ActivationConvention { kPublished, kCpuExecutor, kCudaExecutor };
@@ -132,9 +132,9 @@ struct ActivationTensor {
 //   ln1_in        S b h      c    ln1_mean, ln1_rstd  S b  4 (fp32 statistics)
 //   ln1_out       S b h      c    QKV linear input
 //   qkv           3 s b h/t  c    q, k, v (one tensor)
-//   attn_probs    a/t s s b  c    CPU only (attention core)
-//   attn_lse      a/t s b    4    CUDA only: flash attention's logsumexp (attention core)
-//   attn_out      s b h/t    c    projection input (and flash attention's O)
+//   attn_lse      a/t s b    4    flash attention's logsumexp (attention core)
+//   attn_out      s b h/t    c    projection input and flash attention's O (attention core
+//                                 on the CPU: its selective recomputation reruns the kernel)
 //   ln2_in        S b h      c    ln2_mean, ln2_rstd  S b  4
 //   ln2_out       S b h      c    fc1 input
 //   fc1_out       s b f/t    c    GeLU input

@@ -16,7 +16,7 @@
 #include "cost_model/errors.h"
 #include "executor/calibrate/compute_profile.h"
 #include "kernels/cpu/adamw.h"
-#include "kernels/cpu/attention.h"
+#include "kernels/cpu/flash_attention.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/gemm.h"
@@ -220,9 +220,10 @@ double measure_attention_s(std::int64_t B, std::int64_t T, std::int64_t C, std::
   }
   const std::vector<float> qkv = filled(B * T * 3 * C, 9);
   std::vector<float> out(static_cast<std::size_t>(B * T * C));
-  std::vector<float> probs(static_cast<std::size_t>(B * NH * T * T));
+  std::vector<float> lse(static_cast<std::size_t>(B * NH * T));
   return median_call_seconds(
-      [&] { kc::attention_forward(out.data(), probs.data(), qkv.data(), b, t, c, nh); }, timing);
+      [&] { kc::flash_attention_forward(out.data(), lse.data(), qkv.data(), b, t, c, nh); },
+      timing);
 }
 
 double measure_attention_flops_per_s(std::int64_t B, std::int64_t T, std::int64_t C,
@@ -240,14 +241,15 @@ double measure_attention_backward_s(std::int64_t B, std::int64_t T, std::int64_t
   const std::vector<float> qkv = filled(B * T * 3 * C, 9);
   const std::vector<float> dout = filled(B * T * C, 13);
   std::vector<float> out(static_cast<std::size_t>(B * T * C));
-  std::vector<float> probs(static_cast<std::size_t>(B * NH * T * T));
-  kc::attention_forward(out.data(), probs.data(), qkv.data(), b, t, c, nh);
+  std::vector<float> lse(static_cast<std::size_t>(B * NH * T));
+  kc::flash_attention_forward(out.data(), lse.data(), qkv.data(), b, t, c, nh);
   std::vector<float> dqkv(static_cast<std::size_t>(B * T * 3 * C));
-  std::vector<float> scratch(static_cast<std::size_t>(kc::attention_backward_scratch_floats(b, t, nh)));
+  std::vector<float> scratch(
+      static_cast<std::size_t>(kc::flash_attention_backward_scratch_floats(b, t, nh)));
   return median_call_seconds(
       [&] {
-        kc::attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(),
-                               probs.data(), b, t, c, nh);
+        kc::flash_attention_backward(dqkv.data(), scratch.data(), dout.data(), qkv.data(),
+                                     out.data(), lse.data(), b, t, c, nh);
       },
       timing);
 }

@@ -78,20 +78,22 @@ std::vector<GemmSample> gemm_samples(const std::vector<GemmMeasurement>& measure
 double measure_layer_elementwise_s(std::int64_t BT, std::int64_t C, std::int64_t F,
                                    const TimingOptions& timing);
 
-// Causal attention forward (attention_forward) on qkv (B, T, 3C) with NH heads, in the
-// time model's unit: useful (causal) FLOPs per second, counting 2 B NH T^2 HS per forward
-// (Q K^T and P V at 2 T^2 HS each per head, halved by the causal mask). See the time
-// model's compute_model.cc, which divides 0.5 x the full 4 B NH T^2 HS by this rate.
+// Causal attention forward (the CPU backend's flash_attention_forward) on qkv (B, T, 3C)
+// with NH heads, in the time model's unit: useful (causal) FLOPs per second, counting
+// 2 B NH T^2 HS per forward (Q K^T and P V at 2 T^2 HS each per head, halved by the causal
+// mask). See the time model's compute_model.cc, which divides 0.5 x the full 4 B NH T^2 HS
+// by this rate.
 double measure_attention_flops_per_s(std::int64_t B, std::int64_t T, std::int64_t C,
                                      std::int64_t NH, const TimingOptions& timing);
 // Its seconds per call (what the rate divides into attention_causal_flops, compute_profile.h).
 double measure_attention_s(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
                            const TimingOptions& timing);
 
-// The backward twin of measure_attention_flops_per_s: attention_backward on the same shapes
-// (probabilities from one forward), in useful (causal) backward FLOPs per second, counting
-// 4 B NH T^2 HS per backward (dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q at 2 T^2 HS
-// each per head, halved by the causal mask): twice the forward's count.
+// The backward twin of measure_attention_flops_per_s: flash_attention_backward on the same
+// shapes (log-sum-exp and output from one forward; the recomputed scores are not counted),
+// in useful (causal) backward FLOPs per second, counting 4 B NH T^2 HS per backward
+// (dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q at 2 T^2 HS each per head, halved by
+// the causal mask): twice the forward's count.
 double measure_attention_backward_flops_per_s(std::int64_t B, std::int64_t T, std::int64_t C,
                                               std::int64_t NH, const TimingOptions& timing);
 double measure_attention_backward_s(std::int64_t B, std::int64_t T, std::int64_t C,

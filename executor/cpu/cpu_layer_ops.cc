@@ -7,10 +7,10 @@
 #include <fmt/format.h>
 
 #include "executor/model/tp_context.h"
-#include "kernels/cpu/attention.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/flash_attention.h"
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/layernorm.h"
@@ -43,8 +43,8 @@ Tensor CpuLayerOps::activations(std::int64_t n, const std::string& tag) {
 }
 
 std::int64_t CpuLayerOps::attention_stats_floats(int B, int T, int NH) const {
-  // The materialised softmax: (B, NH, T, T).
-  return static_cast<std::int64_t>(B) * NH * T * T;
+  // The tiled attention's per-row log-sum-exp: (B, NH, T).
+  return static_cast<std::int64_t>(B) * NH * T;
 }
 
 void CpuLayerOps::layernorm_forward(void* out, float* mean, float* rstd, const void* inp,
@@ -102,24 +102,23 @@ void CpuLayerOps::matmul_gelu_backward(void* dinp, float* dw, float* db, const v
 
 void CpuLayerOps::attention_forward(void* out, float* stats, const void* qkv, int B, int T,
                                     int C, int NH) {
-  cpu::attention_forward(f(out), stats, f(qkv), B, T, C, NH);
+  cpu::flash_attention_forward(f(out), stats, f(qkv), B, T, C, NH);
 }
 
 void CpuLayerOps::attention_backward(void* dqkv, const void* dout, const void* qkv,
-                                     const void* /*out*/, const float* stats, int B, int T, int C,
+                                     const void* out, const float* stats, int B, int T, int C,
                                      int NH) {
   Buffer scratch = alloc_->allocate_floats(
-      MemoryTier::kDevice, cpu::attention_backward_scratch_floats(B, T, NH), "backward_scratch");
+      MemoryTier::kDevice, cpu::flash_attention_backward_scratch_floats(B, T, NH),
+      "backward_scratch");
   cpu::zero(f(dqkv), static_cast<std::int64_t>(B) * T * 3 * C);
-  cpu::attention_backward(f(dqkv), scratch.f32(), f(dout), f(qkv), stats, B, T, C, NH);
+  cpu::flash_attention_backward(f(dqkv), scratch.f32(), f(dout), f(qkv), f(out), stats, B, T, C,
+                                NH);
 }
 
 void CpuLayerOps::bias_residual(void* out, const void* y, const void* bias, const void* residual,
                                 int rows, int C) {
-  const std::int64_t n = static_cast<std::int64_t>(rows) * C;
-  if (out != y) cpu::copy(f(out), f(y), n);
-  if (bias != nullptr) add_bias(out, bias, rows, C);
-  cpu::residual_forward(f(out), f(out), f(residual), n);
+  cpu::bias_residual_forward(f(out), f(y), f(bias), f(residual), rows, C);
 }
 
 void CpuLayerOps::add_bias(void* out, const void* bias, int rows, int C) {

@@ -23,7 +23,7 @@ class CpuLayerOps final : public model::LayerOps {
   Tensor activations(std::int64_t n, const std::string& tag) override;
   Tensor floats(std::int64_t n, const std::string& tag) override { return activations(n, tag); }
   std::int64_t attention_stats_floats(int B, int T, int NH) const override;
-  const char* attention_stats_name() const override { return "attn_probs"; }
+  const char* attention_stats_name() const override { return "attn_lse"; }
   int logits_width(int valid, int shard_rows) const override { return valid; }
 
   void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const void* w,

@@ -38,12 +38,11 @@ class LayerOps {
   // undefined (written before read).
   virtual engine::Tensor activations(std::int64_t n, const std::string& tag) = 0;
   virtual engine::Tensor floats(std::int64_t n, const std::string& tag) = 0;
-  // fp32 elements attention_forward keeps for the backward of one micro-batch: the softmax
-  // probabilities (B, NH, T, T) on the CPU backend, flash attention's log-sum-exp (B, NH, T)
-  // on CUDA (cost_model's activation conventions list the same).
+  // fp32 elements attention_forward keeps for the backward of one micro-batch: flash
+  // attention's log-sum-exp (B, NH, T) on both backends (the CPU's tiled kernel and CUDA's;
+  // cost_model's activation conventions list the same).
   virtual std::int64_t attention_stats_floats(int B, int T, int NH) const = 0;
-  // Their name in the memory model's tensor lists and the allocation tags: "attn_probs" or
-  // "attn_lse".
+  // Their name in the memory model's tensor lists and the allocation tags: "attn_lse".
   virtual const char* attention_stats_name() const = 0;
 
   // out: (rows, C) = LayerNorm(inp) with gain w, bias b; mean, rstd: (rows). OVERWRITTEN.

@@ -88,7 +88,7 @@ std::vector<std::string> mpirun_command(const RelaunchOptions& options, const st
     command.push_back("--allow-run-as-root");
   }
   // -x exports the variables (set in mpirun's environment before exec) to every rank.
-  for (const char* name : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"}) {
+  for (const char* name : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "OMP_WAIT_POLICY"}) {
     command.push_back("-x");
     command.push_back(name);
   }
@@ -192,7 +192,13 @@ RelaunchResult relaunch_under_mpirun(const RelaunchOptions& options,
                      geteuid() == 0);
   const int cores = options.cores > 0 ? options.cores
                                       : static_cast<int>(std::thread::hardware_concurrency());
-  const std::string threads = std::to_string(threads_per_rank(options.ranks, cores));
+  const bool forced_threads = options.threads > 0;
+  const std::string threads =
+      std::to_string(forced_threads ? options.threads : threads_per_rank(options.ranks, cores));
+  const auto is_thread_variable = [](const char* entry) {
+    return std::strncmp(entry, "OPENBLAS_NUM_THREADS=", 21) == 0 ||
+           std::strncmp(entry, "OMP_NUM_THREADS=", 16) == 0;
+  };
 
   // A close-on-exec pipe carries the child's errno back if execvp fails; a successful exec
   // closes it and the parent reads end-of-file.
@@ -208,10 +214,12 @@ RelaunchResult relaunch_under_mpirun(const RelaunchOptions& options,
   child_argv.push_back(nullptr);
   std::vector<std::string> added_env;
   for (const char* name : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"}) {
-    if (std::getenv(name) == nullptr) {  // the caller's explicit setting wins
+    // The caller's explicit setting wins, unless --threads named a count.
+    if (forced_threads || std::getenv(name) == nullptr) {
       added_env.push_back(std::string(name) + "=" + threads);
     }
   }
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) added_env.push_back("OMP_WAIT_POLICY=passive");
   if (!options.job_dir.empty()) {
     // OpenMPI 4 reads MCA parameters from the environment (and passes them to the ranks);
     // another MPI ignores them.
@@ -225,7 +233,10 @@ RelaunchResult relaunch_under_mpirun(const RelaunchOptions& options,
   }
   const pid_t parent = ::getpid();
   std::vector<char*> child_env;
-  for (char** entry = environ; *entry != nullptr; ++entry) child_env.push_back(*entry);
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    if (forced_threads && is_thread_variable(*entry)) continue;  // replaced by added_env's
+    child_env.push_back(*entry);
+  }
   for (std::string& entry : added_env) child_env.push_back(entry.data());
   child_env.push_back(nullptr);
 

@@ -47,6 +47,9 @@ struct RelaunchOptions {
   // environment already sets them: on the 2-core CI machine 2..8 ranks get 1 thread each,
   // since oversubscribed BLAS threads spin against each other and slow every rank down.
   int cores = 0;
+  // Threads per rank (`strata run --threads`): when > 0, OPENBLAS_NUM_THREADS and
+  // OMP_NUM_THREADS are set to it for every rank whatever the caller's environment says.
+  int threads = 0;
   // After a stop is forwarded, how long the ranks get to finish their step and exit.
   double stop_grace_s = 3.0;
   // Where OpenMPI's session directory and shared-memory segments go (empty: its defaults).
@@ -61,7 +64,12 @@ struct RelaunchResult {
 
 // The full command line relaunch_under_mpirun runs (pure; for tests and for error messages):
 //   mpirun -q -np N --oversubscribe --bind-to none [--allow-run-as-root] -x OPENBLAS_NUM_THREADS
-//          -x OMP_NUM_THREADS [extra_args...] <binary> <args...>
+//          -x OMP_NUM_THREADS -x OMP_WAIT_POLICY [extra_args...] <binary> <args...>
+// The ranks get OMP_WAIT_POLICY=passive unless the caller sets it: an OpenMP thread that
+// waits for work sleeps instead of spinning, so on cores shared with other ranks or other
+// jobs it does not take the time of the thread it waits for (issue 19: 2 threads on a busy
+// 2-core VM ran the attention 3x slower than one thread with libgomp's default spinning,
+// and faster than one thread with passive waiting).
 // -q: mpirun's banners about a rank's non-zero exit would repeat what the rank printed (a
 // rank killed by a signal is still reported).
 // --allow-run-as-root is added when running_as_root.

@@ -1,7 +1,7 @@
-// Causal multi-head self-attention on a packed qkv tensor, forward and backward, on the CPU.
-// The (T, T) attention probabilities are materialised on purpose: the CPU backend is the
-// reference, and backward reads them. It deliberately has no flash/online-softmax path, no
-// dropout and no rotary embedding.
+// Causal multi-head self-attention on a packed qkv tensor, forward and backward, on the CPU,
+// with the (T, T) probabilities materialised: the plain reference that the CPU backend's
+// tiled kernels (flash_attention.h) and the CUDA kernels are tested against, kept simple on
+// purpose (one row at a time, libm's exp). No dropout, no rotary embedding.
 //
 // Layout: qkv: (B, T, 3*C) with each row [q | k | v], each of C = NH * HS laid out as
 // (NH, HS). C and NH are the LOCAL sizes under tensor parallelism (heads / t).

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/arg_checks.h"
+#include "kernels/cpu/parallel.h"
 
 namespace strata::kernels::cpu {
 namespace {
@@ -51,7 +52,7 @@ void gelu_forward(float* out, const float* inp, std::int64_t N) {
   detail::require_tensor("gelu_forward", "out", out);
   detail::require_tensor("gelu_forward", "inp", inp);
   detail::require_non_negative("gelu_forward", "N", N);
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (N >= kParallelMinElements)
   for (std::int64_t i = 0; i < N; ++i) {
     const float x = inp[i];
     const float u = kSqrt2OverPi * (x + kCubic * x * x * x);
@@ -66,7 +67,7 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, std::int64_
   detail::require_non_negative("gelu_backward", "N", N);
   // d/dx [0.5 x (1 + tanh u)] = 0.5 (1 + tanh u) + 0.5 x sech^2(u) du/dx,
   // du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2), sech^2 = 1 - tanh^2.
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (N >= kParallelMinElements)
   for (std::int64_t i = 0; i < N; ++i) {
     const float x = inp[i];
     const float u = kSqrt2OverPi * (x + kCubic * x * x * x);

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/arg_checks.h"
+#include "kernels/cpu/parallel.h"
 
 namespace strata::kernels::cpu {
 namespace {
@@ -48,7 +49,8 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
   float beta = 0.0f;
   if (bias != nullptr) {
     // Seed every row with the bias, then let sgemm add the product on top (beta = 1).
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) \
+    if (static_cast<std::int64_t>(BT) * OC >= kParallelMinElements)
     for (int i = 0; i < BT; ++i) {
       float* row = out + static_cast<std::int64_t>(i) * OC;
       for (int o = 0; o < OC; ++o) row[o] = bias[o];
@@ -81,7 +83,8 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
     // (contiguous reads within a row), so the result does not depend on the thread count.
     constexpr int kBlock = 64;
     const int blocks = (OC + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) \
+    if (static_cast<std::int64_t>(BT) * OC >= kParallelMinElements)
     for (int blk = 0; blk < blocks; ++blk) {
       const int o0 = blk * kBlock;
       const int o1 = std::min(OC, o0 + kBlock);

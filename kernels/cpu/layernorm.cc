@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/arg_checks.h"
+#include "kernels/cpu/parallel.h"
 
 namespace strata::kernels::cpu {
 
@@ -23,7 +24,8 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
   detail::require_tensor(kName, "bias", bias);
   detail::require_positive(kName, "BT", BT);
   detail::require_positive(kName, "C", C);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) \
+    if (static_cast<std::int64_t>(BT) * C >= kParallelMinElements)
   for (int i = 0; i < BT; ++i) {
     const float* x = inp + static_cast<std::int64_t>(i) * C;
     float* y = out + static_cast<std::int64_t>(i) * C;
@@ -62,7 +64,8 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
 
   // dinp: with xhat = (x - mean) * rstd and g = dout * weight,
   //   dx = rstd * (g - mean_c(g) - xhat * mean_c(g * xhat)).
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) \
+    if (static_cast<std::int64_t>(BT) * C >= kParallelMinElements)
   for (int i = 0; i < BT; ++i) {
     const std::int64_t row = static_cast<std::int64_t>(i) * C;
     const float* x = inp + row;
@@ -90,7 +93,8 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
   // each block summed over rows in order by one thread.
   constexpr int kBlock = 64;
   const int blocks = (C + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) \
+    if (static_cast<std::int64_t>(BT) * C >= kParallelMinElements)
   for (int blk = 0; blk < blocks; ++blk) {
     const int c0 = blk * kBlock;
     const int c1 = std::min(C, c0 + kBlock);

@@ -219,27 +219,28 @@ TEST(Activations, FormulaClosedFormsByHand) {
 TEST(Activations, ExecutorConventionsTinyModel) {
   const ModelSpec m = tiny();
   // s = 64, b = 2, h = 64, f = 256, a = 4, t = 1: sbh = 8192, sbf = 32768, rows sb = 128,
-  // scores a s s b = 32768.
+  // logsumexp a s b = 512.
   // CPU fp32: 5 sbh tensors (ln1_in, ln1_out, attn_out, ln2_in, ln2_out) 40960 + qkv 24576
-  // + probs 32768 + fc1_out, gelu_out 65536 + 4 statistics 512 = 164352 elements * 4 B.
+  // + logsumexp 512 + fc1_out, gelu_out 65536 + 4 statistics 512 = 132096 elements * 4 B
+  // (the tiled attention keeps no a s s b = 32768 probabilities).
   const auto cpu = layer_activation_tensors(m, 2, 1, false, ActivationConvention::kCpuExecutor, 4);
-  EXPECT_DOUBLE_EQ(sum_bytes(cpu), 164352.0 * 4);
+  EXPECT_DOUBLE_EQ(sum_bytes(cpu), 132096.0 * 4);
   // CUDA bf16: probs replaced by the fp32 logsumexp a s b = 512 elements:
   // (40960 + 24576 + 65536) * 2 + (512 + 512) * 4 = 262144 + 4096 = 266240.
   const auto cuda = layer_activation_tensors(m, 2, 1, false, ActivationConvention::kCudaExecutor, 2);
   EXPECT_DOUBLE_EQ(sum_bytes(cuda), 266240.0);
-  // Selective recompute drops exactly the attention core: the CPU executor's probabilities
-  // and attention output (rebuilt together), 32768 + s b h = 8192 elements.
+  // Selective recompute drops exactly the attention core: the CPU executor's logsumexp
+  // and attention output (rebuilt together), 512 + s b h = 8192 elements.
   EXPECT_DOUBLE_EQ(sum_bytes(apply_recompute(cpu, Recompute::kSelective)),
-                   (164352.0 - 32768 - 8192) * 4);
+                   (132096.0 - 512 - 8192) * 4);
   // Full recompute keeps ln1_in only: 8192 * 4.
   const auto full = apply_recompute(cpu, Recompute::kFull);
   ASSERT_EQ(full.size(), 1u);
   EXPECT_EQ(full[0].name, "ln1_in");
   EXPECT_DOUBLE_EQ(sum_bytes(full), 8192.0 * 4);
-  // t = 2 with SP: every tensor halves (S = 32, heads 2, f/t = 128): 164352 / 2 elements.
+  // t = 2 with SP: every tensor halves (S = 32, heads 2, f/t = 128): 132096 / 2 elements.
   const auto sp = layer_activation_tensors(m, 2, 2, true, ActivationConvention::kCpuExecutor, 4);
-  EXPECT_DOUBLE_EQ(sum_bytes(sp), 164352.0 / 2 * 4);
+  EXPECT_DOUBLE_EQ(sum_bytes(sp), 132096.0 / 2 * 4);
   EXPECT_THROW(layer_activation_tensors(m, 2, 3, false, ActivationConvention::kCpuExecutor, 4),
                InfeasiblePlan);
   EXPECT_THROW(layer_activation_tensors(m, 2, 1, false, ActivationConvention::kCpuExecutor, 3),
@@ -314,19 +315,20 @@ TEST(InFlight, ClosedFormsMatchGeneratedSchedules) {
 //                (P0 = 3526656); stage 1: 865792, 865792, 1731584 (3463168), plus the losses
 //                and their scale (m + 1) s b 4 = 2560 B: P1 = 3465728.
 //   one message (a layer's output, s b h) 8192 elements = 32768 B; token ids 128 x 4 = 512 B.
-//   a layer's saved tensors 164352 elements = 657408 B (ExecutorConventionsTinyModel), less
-//     its input: 624640 B. Its backward (layer_backward_peak_bytes) peaks in fc2's backward:
-//     all 624640 saved + dfc1 and its dgelu scratch, s b f = 32768 elements each: 886784 B,
+//   a layer's saved tensors 132096 elements = 528384 B (ExecutorConventionsTinyModel), less
+//     its input: 495616 B. Its backward (layer_backward_peak_bytes) peaks in fc2's backward:
+//     all 495616 saved + dfc1 and its dgelu scratch, s b f = 32768 elements each: 757760 B,
 //     i.e. 262144 B above the saved tensors it frees.
-//   A forward on rank 0: ids 512 + the embedding's output 32768 + 4 x (624640 + 32768)
-//     = 2662912 B, of which the last layer's output is the message sent on (kept until the
-//     pipeline's end). 1F1B rank 0: F0 F1 B0 F2 B1 F3 B2 B3. Before B2: P0 + mb 3's forward
-//     2662912 + three sent outputs 98304 + the received gradient 32768 = 6320640 + P0;
-//     its first layer's backward adds 262144: 9212928, the peak (B0 and B1 hold fewer sends).
+//   A forward on rank 0: ids 512 + the embedding's output 32768 + 4 x (495616 + 32768)
+//     = 2146816 B, of which the last layer's output is the message sent on (kept until the
+//     pipeline's end). 1F1B rank 0: F0 F1 B0 F2 B1 F3 B2 B3. Before B2: P0 + mb 2's and
+//     mb 3's forwards 2 x 2146816 + three sent outputs 98304 (one of them mb 3's last output,
+//     already counted: -32768) + the received gradient 32768 = P0 + 4391936 = 7918592; its
+//     first layer's backward adds 262144: 8180736, the peak (B0 and B1 hold fewer sends).
 //   Rank 1 (F0 B0 F1 B1 ...): before mb 3's head, P1 + 3 sent gradients 98304 + the received
-//     input 32768 + ids 512 + 4 layers 2629632 + the head's saved mean, rstd, lnf_dout 33792
-//     = 6260736; the head's working set (lnf_out 8192 + logits and their gradient s b V =
-//     32768 each + 4 s b statistics = 74240 elements = 296960 B) on top: 6557696.
+//     input 32768 + ids 512 + 4 layers 2113536 + the head's saved mean, rstd, lnf_dout 33792
+//     = 5744640; the head's working set (lnf_out 8192 + logits and their gradient s b V =
+//     32768 each + 4 s b statistics = 74240 elements = 296960 B) on top: 6041600.
 TEST(EstimateMemory, TinyModelByHand) {
   Plan plan;
   plan.tp = 1;
@@ -347,15 +349,15 @@ TEST(EstimateMemory, TinyModelByHand) {
   EXPECT_DOUBLE_EQ(s1.optimizer.device, 1731584);
   EXPECT_EQ(s0.in_flight, 2);
   EXPECT_EQ(s1.in_flight, 1);
-  EXPECT_DOUBLE_EQ(s0.layer_activation_bytes, 657408);
+  EXPECT_DOUBLE_EQ(s0.layer_activation_bytes, 528384);
   EXPECT_EQ(s0.peak_moment, "backward mb=2 chunk=0: compute layer3");
   EXPECT_EQ(s1.peak_moment, "forward mb=3 chunk=0: compute final_norm");
-  EXPECT_DOUBLE_EQ(s0.activations.device, 9212928 - 3526656);
-  EXPECT_DOUBLE_EQ(s0.total.device, 9212928);
-  EXPECT_DOUBLE_EQ(s1.total.device, 6557696);
+  EXPECT_DOUBLE_EQ(s0.activations.device, 8180736 - 3526656);
+  EXPECT_DOUBLE_EQ(s0.total.device, 8180736);
+  EXPECT_DOUBLE_EQ(s1.total.device, 6041600);
   EXPECT_DOUBLE_EQ(s0.total.host, 0);
   EXPECT_EQ(e.worst_pp_rank, 0);
-  EXPECT_DOUBLE_EQ(e.worst.device, 9212928);
+  EXPECT_DOUBLE_EQ(e.worst.device, 8180736);
 
   // The Prediction's memory fields: worst per tier and one RankMemory per stage.
   StepReport report;
@@ -364,13 +366,13 @@ TEST(EstimateMemory, TinyModelByHand) {
   ASSERT_EQ(report.per_rank.size(), 2u);
   EXPECT_EQ(report.per_rank[1].pp_rank, 1);
   EXPECT_EQ(report.per_rank[1].rank, 1);  // Megatron order: pp_rank * tp * dp
-  EXPECT_DOUBLE_EQ(report.per_rank[1].peak_bytes.device, 6557696);
+  EXPECT_DOUBLE_EQ(report.per_rank[1].peak_bytes.device, 6041600);
 }
 
 TEST(EstimateMemory, FullRecomputeKeepsOnlyLayerInputs) {
   // Same tiny plan, full recompute: a forward keeps only the layers' outputs (their next
   // layer's inputs): ids 512 + 5 x 32768 = 164352 B; a layer's backward rebuilds its
-  // 624640 B and works on top (886784 B in all, TinyModelByHand). 1F1B rank 0 runs
+  // 495616 B and works on top (757760 B in all, TinyModelByHand). 1F1B rank 0 runs
   // F0 F1 B0 F2 B1 F3 B2 B3.
   Plan plan;
   plan.pp = 2;
@@ -378,12 +380,12 @@ TEST(EstimateMemory, FullRecomputeKeepsOnlyLayerInputs) {
   plan.recompute = Recompute::kFull;
   const MemoryEstimate e =
       estimate_memory(tiny(), cluster(Backend::kCpu), train(8, Precision::kFp32), plan);
-  // The closed-form term stays: one layer's dropped tensors, 657408 - 32768.
-  EXPECT_DOUBLE_EQ(e.stages[0].recompute_working_bytes, 624640);
-  // Walk: F0 F1 hold 2 x 164352; recv 32768; B0's first layer +886784 -> 1248256. After B0:
-  // mb 1's 164352 + 1 send 32768 = 197120; F2 +164352, recv +32768 = 394240; B1 +886784 ->
-  // 1281024. After B1: 229888; F3, recv -> 427008; B2 -> 1313792 (the peak); B3: 1182208.
-  EXPECT_DOUBLE_EQ(e.stages[0].activations.device, 1313792);
+  // The closed-form term stays: one layer's dropped tensors, 528384 - 32768.
+  EXPECT_DOUBLE_EQ(e.stages[0].recompute_working_bytes, 495616);
+  // Walk: F0 F1 hold 2 x 164352; recv 32768; B0's first layer +757760 -> 1119232. After B0:
+  // mb 1's 164352 + 1 send 32768 = 197120; F2 +164352, recv +32768 = 394240; B1 +757760 ->
+  // 1152000. After B1: 229888; F3, recv -> 427008; B2 -> 1184768 (the peak); B3: 1053184.
+  EXPECT_DOUBLE_EQ(e.stages[0].activations.device, 1184768);
 }
 
 TEST(EstimateMemory, ZeroTwoHoldsAUnitsFullGradientFromItsFirstTouchToItsReduction) {
@@ -392,14 +394,14 @@ TEST(EstimateMemory, ZeroTwoHoldsAUnitsFullGradientFromItsFirstTouchToItsReducti
   // elements. Persistent fp32: params 4 x 420480 = 1681920, gradient shard 4 x 210240 =
   // 840960, m and v shards 8 x 210240 = 1681920, losses (1 + 1) x 256 x 4 = 2048.
   // At b = 4 everything per micro-batch doubles (TinyModelByHand's b = 2): a message 65536,
-  // a layer 1314816 with its input, its backward peak 1773568 (524288 above what it frees).
+  // a layer 1056768 with its input, its backward peak 1515520 (524288 above what it frees).
   // The walk: 4204800 + losses 2048 = 4206848; + ids and targets 2048 = 4208896; + the
-  // embedding's output 65536 = 4274432; + 8 layers 10518528 = 14792960; the head touches the
-  // tied wte's full gradient (4 x 20480 = 81920) -> 14874880 and keeps 67584 -> 14942464;
-  // the targets go -> 14941440. The backward: the final LN's gradient (512) and the gradient
-  // flowing down (65536) -> 15007488; the head's saved tensors and lnf_in go -> 14874368; the
-  // final LN is reduced at once (m = 1: the last micro-batch) -> 14873856; layer 7 touches its
-  // gradient (4 x 49984 = 199936) -> 15073792 and its backward adds 524288: 15598080, the
+  // embedding's output 65536 = 4274432; + 8 layers 8454144 = 12728576; the head touches the
+  // tied wte's full gradient (4 x 20480 = 81920) -> 12810496 and keeps 67584 -> 12878080;
+  // the targets go -> 12877056. The backward: the final LN's gradient (512) and the gradient
+  // flowing down (65536) -> 12943104; the head's saved tensors and lnf_in go -> 12809984; the
+  // final LN is reduced at once (m = 1: the last micro-batch) -> 12809472; layer 7 touches its
+  // gradient (4 x 49984 = 199936) -> 13009408 and its backward adds 524288: 13533696, the
   // peak, holding the embedding's and layer 7's full gradients: 81920 + 199936 = 281856.
   Plan plan;
   plan.dp = 2;
@@ -414,7 +416,7 @@ TEST(EstimateMemory, ZeroTwoHoldsAUnitsFullGradientFromItsFirstTouchToItsReducti
   EXPECT_EQ(s.peak_moment, "backward mb=0 chunk=0: compute layer7");
   EXPECT_DOUBLE_EQ(s.step_gradient_bytes, 281856);
   EXPECT_DOUBLE_EQ(s.gradients.device, 840960 + 281856);
-  EXPECT_DOUBLE_EQ(s.total.device, 15598080);
+  EXPECT_DOUBLE_EQ(s.total.device, 13533696);
 }
 
 TEST(EstimateMemory, PublishedConventionOnSeventyFiveBillionShape) {

@@ -50,15 +50,16 @@ TEST(MpiLaunch, CommandLine) {
   options.ranks = 4;
   const std::vector<std::string> expected = {
       "mpirun", "-q", "-np", "4", "--oversubscribe", "--bind-to", "none", "--allow-run-as-root",
-      "-x", "OPENBLAS_NUM_THREADS", "-x", "OMP_NUM_THREADS", "/bin/strata", "run", "--plan",
-      "p.json"};
+      "-x", "OPENBLAS_NUM_THREADS", "-x", "OMP_NUM_THREADS", "-x", "OMP_WAIT_POLICY",
+      "/bin/strata", "run", "--plan", "p.json"};
   EXPECT_EQ(mpirun_command(options, "/bin/strata", {"run", "--plan", "p.json"}, true), expected);
   options.extra_args = {"--mca", "btl", "self,vader"};
   const std::vector<std::string> as_user =
       mpirun_command(options, "/bin/strata", {}, false);
   const std::vector<std::string> expected_user = {
       "mpirun", "-q", "-np", "4", "--oversubscribe", "--bind-to", "none", "-x",
-      "OPENBLAS_NUM_THREADS", "-x", "OMP_NUM_THREADS", "--mca", "btl", "self,vader",
+      "OPENBLAS_NUM_THREADS", "-x", "OMP_NUM_THREADS", "-x", "OMP_WAIT_POLICY", "--mca", "btl",
+      "self,vader",
       "/bin/strata"};
   EXPECT_EQ(as_user, expected_user);
 }
@@ -147,6 +148,20 @@ TEST(RelaunchChild, SeesLauncherEnvironment) {
   ASSERT_NE(std::getenv("OPENBLAS_NUM_THREADS"), nullptr);
   EXPECT_STREQ(std::getenv("OPENBLAS_NUM_THREADS"), "1");
   EXPECT_STREQ(std::getenv("OMP_NUM_THREADS"), "1");
+  ASSERT_NE(std::getenv("OMP_WAIT_POLICY"), nullptr);
+  EXPECT_STREQ(std::getenv("OMP_WAIT_POLICY"), "passive");  // cleared by the parent too
+}
+
+// Run by MpiLaunch.ThreadsFlagOverridesTheEnvironment: --threads 3 over a caller's 1, and the
+// caller's own wait policy kept.
+TEST(RelaunchChild, SeesForcedThreads) {
+  if (!running_under_mpirun()) {
+    GTEST_SKIP() << "runs only as a rank started by MpiLaunch.ThreadsFlagOverridesTheEnvironment";
+  }
+  ASSERT_NE(std::getenv("OMP_NUM_THREADS"), nullptr);
+  EXPECT_STREQ(std::getenv("OMP_NUM_THREADS"), "3");
+  EXPECT_STREQ(std::getenv("OPENBLAS_NUM_THREADS"), "3");
+  EXPECT_STREQ(std::getenv("OMP_WAIT_POLICY"), "active");
 }
 
 TEST(RelaunchChild, FailsOnPurpose) {
@@ -163,6 +178,7 @@ TEST(MpiLaunch, RelaunchRunsRanksAndReturnsExitCode) {
   ScopedEnv env;
   env.set("OPENBLAS_NUM_THREADS", nullptr);
   env.set("OMP_NUM_THREADS", nullptr);
+  env.set("OMP_WAIT_POLICY", nullptr);
   RelaunchOptions options;
   options.ranks = 2;
   options.cores = 2;
@@ -172,6 +188,28 @@ TEST(MpiLaunch, RelaunchRunsRanksAndReturnsExitCode) {
                 .exit_code,
             0);
   EXPECT_EQ(relaunch_under_mpirun(options, {"--gtest_filter=RelaunchChild.FailsOnPurpose"}).exit_code,
+            1);
+}
+
+TEST(MpiLaunch, ThreadsFlagOverridesTheEnvironment) {
+  if (running_under_mpirun()) {
+    GTEST_SKIP() << "already a rank; a relaunch from here would recurse";
+  }
+  ScopedEnv env;
+  env.set("OPENBLAS_NUM_THREADS", "1");
+  env.set("OMP_NUM_THREADS", "1");
+  env.set("OMP_WAIT_POLICY", "active");
+  RelaunchOptions options;
+  options.ranks = 2;
+  options.cores = 2;
+  options.threads = 3;
+  EXPECT_EQ(relaunch_under_mpirun(options, {"--gtest_filter=RelaunchChild.SeesForcedThreads"})
+                .exit_code,
+            0);
+  // And the test can fail: without the flag the caller's 1 reaches the ranks.
+  options.threads = 0;
+  EXPECT_EQ(relaunch_under_mpirun(options, {"--gtest_filter=RelaunchChild.SeesForcedThreads"})
+                .exit_code,
             1);
 }
 

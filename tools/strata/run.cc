@@ -293,6 +293,7 @@ int launch_job(const RunOptions& o, const Validated& v, Backend backend) {
     RelaunchOptions relaunch;
     relaunch.ranks = static_cast<int>(v.plan.world_size());
     relaunch.stop_grace_s = o.stop_grace_s;
+    relaunch.threads = o.threads;
     relaunch.job_dir = job.path().string();
     result = relaunch_under_mpirun(relaunch, relaunch_args(o, v, backend, relaunch.job_dir));
     if (result.stop_signal == 0 && CommWatch::timeout_reported(job.path())) {
@@ -431,6 +432,10 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   command->add_option_function<std::string>(
       "--backend", [options](const std::string& b) { options->backend = b; },
       "cpu or cuda (default: cuda when a GPU is present and the plan fits this machine's GPUs)");
+  command->add_option("--threads", options->threads,
+                      "OpenMP and OpenBLAS threads per rank (default: the environment's "
+                      "OMP_NUM_THREADS / OPENBLAS_NUM_THREADS, else max(1, cores / ranks))")
+      ->check(CLI::Range(1, 1024));
   command->add_option("--ranks-per-gpu", options->ranks_per_gpu,
                       "CUDA: processes that may share one GPU (host-staged communicators; "
                       "default 1: one GPU per rank, NCCL)");

@@ -1,0 +1,314 @@
+// Tiled causal attention over cblas_sgemm with an online softmax (see flash_attention.h).
+//
+// Work split: the forward's tasks are (b, h, query block), the backward's (b, h): a task owns
+// every output element it writes (out and lse rows; dq, dk, dv of its head), so there are no
+// atomics and no cross-thread sums, and the order of every sum is fixed by the loop order and
+// the BLAS calls' shapes alone. A query block of kQueryBlock rows meets the keys before its
+// end in key blocks of kKeyBlock columns, a multiple of kQueryBlock starting at multiples of
+// it, so every key block starts at or before the query block: row r of a tile sees its
+// first min(cols, i0 - j0 + r + 1) >= 1 columns (only the last key block is cut by the
+// diagonal), and the online softmax never meets an all-masked row.
+//
+// The row loops (max, exp, rescale) are `omp simd` over fast_expf; the file is compiled with
+// -fno-trapping-math so GCC if-converts fast_expf's selects, and the tile functions are cloned
+// for AVX-512, AVX2 and the baseline (ifunc dispatch once per process) because the build
+// targets baseline x86-64 while OpenBLAS picks its own kernels at run time.
+#include "kernels/cpu/flash_attention.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/arg_checks.h"
+#include "kernels/cpu/blas_threads.h"
+#include "kernels/cpu/fast_exp.h"
+#include "kernels/cpu/gemm.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define STRATA_TILE_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define STRATA_TILE_CLONES
+#endif
+
+namespace strata::kernels::cpu {
+namespace {
+
+// Threads for `flops` of work: one per kMinFlopsPerThread (about 100 us at the ~40 GFLOP/s a
+// core reaches on these tiles), at most the OpenMP maximum and the task count. Waking a
+// second thread costs microseconds on an idle machine and milliseconds on a busy one (a
+// 2-core VM shared with a compile: 7x slower steps at tiny shapes when every call forked).
+constexpr double kMinFlopsPerThread = 4e6;
+
+int threads_for(double flops, std::int64_t tasks) {
+  const double by_work = std::max(1.0, std::floor(flops / kMinFlopsPerThread));
+  const double cap = static_cast<double>(std::min<std::int64_t>(omp_get_max_threads(), tasks));
+  return static_cast<int>(std::min(by_work, cap));
+}
+
+// Block sizes. A 64 x 256 fp32 tile is 64 KiB (the backward holds two): L2-resident beside the
+// q, k, v, dout rows it multiplies, and its GEMMs (64 x 256 x HS, 64 x HS x 256) pay
+// OpenBLAS's per-call packing over more work than 64 x 64 x 64 ones. 64 query rows keep the
+// diagonal's wasted upper triangle at 64 x 64 / 2 per query block. Measured forward +
+// backward CPU time at HS 64, T 256 and 1024, one thread (cpu_attention_bench): 64 x 256
+// beat 64 x 64 by 1.2x, and 128 x 256, 64 x 512, 64 x 1024, 32 x 512 by 3 to 25%.
+constexpr int kQueryBlock = 64;
+constexpr int kKeyBlock = 256;
+static_assert(kKeyBlock % kQueryBlock == 0);
+
+void check_shapes(const char* kernel, int B, int T, int C, int NH) {
+  detail::require_positive(kernel, "B", B);
+  detail::require_positive(kernel, "T", T);
+  detail::require_positive(kernel, "C", C);
+  detail::require_positive(kernel, "NH", NH);
+  if (C % NH != 0) {
+    throw KernelError(fmt::format("{}: C = {} is not divisible by NH = {}; expected C = NH * HS",
+                                  kernel, C, NH));
+  }
+}
+
+// Keys row r of a tile may see, `ahead` = i0 - j0 being how far the query block starts past
+// the key block's start.
+inline int visible(int ahead, int r, int cols) { return std::min(cols, ahead + r + 1); }
+
+// One key block's online-softmax step for a query block. s: (rows, kKeyBlock) scaled scores
+// in, exp(s - m_new) out (0 where masked); m, l: running row max and sum of exp, updated;
+// alpha[r] = exp(m_old - m_new), by which the caller rescales the row's output so far.
+STRATA_TILE_CLONES void online_softmax_tile(float* s, int rows, int cols, int ahead,
+                                            float* m, float* l, float* alpha) {
+  for (int r = 0; r < rows; ++r) {
+    float* row = s + static_cast<std::int64_t>(r) * kKeyBlock;
+    const int n = visible(ahead, r, cols);
+    float mx = m[r];
+#pragma omp simd reduction(max : mx)
+    for (int c = 0; c < n; ++c) mx = row[c] > mx ? row[c] : mx;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int c = 0; c < n; ++c) {
+      const float e = fast_expf(row[c] - mx);
+      row[c] = e;
+      sum += e;
+    }
+    for (int c = n; c < cols; ++c) row[c] = 0.0f;
+    alpha[r] = fast_expf(m[r] - mx);  // m[r] = -inf before the first block: alpha = 0
+    l[r] = l[r] * alpha[r] + sum;
+    m[r] = mx;
+  }
+}
+
+// rows x len strided rows (stride ld) each multiplied by its factor.
+STRATA_TILE_CLONES void scale_rows(float* x, std::int64_t ld, int rows, int len,
+                                   const float* factor) {
+  for (int r = 0; r < rows; ++r) {
+    float* row = x + r * ld;
+    const float a = factor[r];
+#pragma omp simd
+    for (int i = 0; i < len; ++i) row[i] *= a;
+  }
+}
+
+// The backward's probabilities: s (rows, kKeyBlock) scaled scores in, exp(s - lse) out, 0 where
+// masked. Bit-identical to the forward's exp of the same scores up to the forward's running
+// max (the forward divided by l at the end instead).
+STRATA_TILE_CLONES void probs_tile(float* s, int rows, int cols, int ahead,
+                                   const float* lse) {
+  for (int r = 0; r < rows; ++r) {
+    float* row = s + static_cast<std::int64_t>(r) * kKeyBlock;
+    const int n = visible(ahead, r, cols);
+    const float shift = lse[r];
+#pragma omp simd
+    for (int c = 0; c < n; ++c) row[c] = fast_expf(row[c] - shift);
+    for (int c = n; c < cols; ++c) row[c] = 0.0f;
+  }
+}
+
+// Softmax backward on a tile, scale folded in: dp (rows, kKeyBlock) = dout V^T in,
+// dS = scale * p (dp - D) out, where D[r] = dout_r . out_r = sum_c p dp over the full row.
+STRATA_TILE_CLONES void dscores_tile(float* dp, const float* p, int rows, int cols,
+                                     const float* D, float scale) {
+  for (int r = 0; r < rows; ++r) {
+    float* row = dp + static_cast<std::int64_t>(r) * kKeyBlock;
+    const float* pr = p + static_cast<std::int64_t>(r) * kKeyBlock;
+    const float d = D[r];
+#pragma omp simd
+    for (int c = 0; c < cols; ++c) row[c] = scale * pr[c] * (row[c] - d);
+  }
+}
+
+// D[t] = dout_t . out_t for the T rows of one head (strided by C).
+STRATA_TILE_CLONES void row_dots(float* D, const float* dout, const float* out, int T, int HS,
+                                 std::int64_t ld) {
+  for (int t = 0; t < T; ++t) {
+    const float* a = dout + t * ld;
+    const float* b = out + t * ld;
+    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+    for (int i = 0; i < HS; ++i) dot += a[i] * b[i];
+    D[t] = dot;
+  }
+}
+
+struct Shape {
+  int B, T, C, NH, HS;
+  std::int64_t C3;  // qkv's row stride
+  float scale;
+  int blocks;  // query blocks per sequence
+
+  Shape(int B_, int T_, int C_, int NH_)
+      : B(B_), T(T_), C(C_), NH(NH_), HS(C_ / NH_), C3(3 * static_cast<std::int64_t>(C_)),
+        scale(1.0f / std::sqrt(static_cast<float>(C_ / NH_))),
+        blocks((T_ + kQueryBlock - 1) / kQueryBlock) {}
+  // Rows [t0, t0 + kQueryBlock) clipped to T.
+  int rows_from(int t0) const { return std::min(kQueryBlock, T - t0); }
+  // Offsets of position t of sequence b, head h, in qkv's q part and in a (B, T, C) tensor.
+  std::int64_t qkv_at(int b, int t, int h) const {
+    return (static_cast<std::int64_t>(b) * T + t) * C3 + static_cast<std::int64_t>(h) * HS;
+  }
+  std::int64_t act_at(int b, int t, int h) const {
+    return (static_cast<std::int64_t>(b) * T + t) * C + static_cast<std::int64_t>(h) * HS;
+  }
+};
+
+// Tile buffers of one thread, allocated once per call and thread (not per tile).
+struct Tiles {
+  std::vector<float> a, b;
+  float m[kQueryBlock], l[kQueryBlock], alpha[kQueryBlock];
+  Tiles() : a(kQueryBlock * kKeyBlock), b(kQueryBlock * kKeyBlock) {}
+};
+
+void forward_block(float* out, float* lse, const float* qkv, const Shape& g, int b, int h,
+                   int qb, Tiles& w) {
+  const int i0 = qb * kQueryBlock;
+  const int rows = g.rows_from(i0);
+  const int end = i0 + rows;  // keys [0, end) are visible to some row of the block
+  const float* q = qkv + g.qkv_at(b, i0, h);
+  float* o = out + g.act_at(b, i0, h);
+  float* s = w.a.data();
+  std::fill(w.m, w.m + rows, -INFINITY);
+  std::fill(w.l, w.l + rows, 0.0f);
+  for (int j0 = 0; j0 < end; j0 += kKeyBlock) {
+    const int cols = std::min(kKeyBlock, end - j0);
+    const float* k = qkv + g.qkv_at(b, j0, h) + g.C;
+    const float* v = k + g.C;
+    // s = scale q k^T: (rows, cols)
+    sgemm(Trans::kNo, Trans::kYes, rows, cols, g.HS, g.scale, q, static_cast<int>(g.C3), k,
+          static_cast<int>(g.C3), 0.0f, s, kKeyBlock);
+    online_softmax_tile(s, rows, cols, i0 - j0, w.m, w.l, w.alpha);
+    // o = alpha o + p v: the first block overwrites (beta 0: o may hold anything).
+    if (j0 > 0) scale_rows(o, g.C, rows, g.HS, w.alpha);
+    sgemm(Trans::kNo, Trans::kNo, rows, g.HS, cols, 1.0f, s, kKeyBlock, v,
+          static_cast<int>(g.C3), j0 > 0 ? 1.0f : 0.0f, o, g.C);
+  }
+  float* lse_rows = lse + (static_cast<std::int64_t>(b) * g.NH + h) * g.T + i0;
+  for (int r = 0; r < rows; ++r) {
+    w.alpha[r] = 1.0f / w.l[r];
+    lse_rows[r] = w.m[r] + std::log(w.l[r]);
+  }
+  scale_rows(o, g.C, rows, g.HS, w.alpha);
+}
+
+// FlashAttention-2's backward for one (b, h), tile by tile: query blocks outer, key blocks
+// inner, so dq of a block is finished before the next and dk, dv accumulate in a fixed order.
+void backward_head(float* dqkv, float* D, const float* dout, const float* qkv, const float* out,
+                   const float* lse, const Shape& g, int b, int h, Tiles& w) {
+  const int ld = static_cast<int>(g.C3);
+  const std::int64_t bh = static_cast<std::int64_t>(b) * g.NH + h;
+  row_dots(D, dout + g.act_at(b, 0, h), out + g.act_at(b, 0, h), g.T, g.HS, g.C);
+  float* p = w.a.data();
+  float* ds = w.b.data();
+  for (int qb = 0; qb < g.blocks; ++qb) {
+    const int i0 = qb * kQueryBlock;
+    const int rows = g.rows_from(i0);
+    const int end = i0 + rows;
+    const float* q = qkv + g.qkv_at(b, i0, h);
+    float* dq = dqkv + g.qkv_at(b, i0, h);
+    const float* dO = dout + g.act_at(b, i0, h);
+    const float* lse_rows = lse + bh * g.T + i0;
+    for (int j0 = 0; j0 < end; j0 += kKeyBlock) {
+      const int cols = std::min(kKeyBlock, end - j0);
+      const float* k = qkv + g.qkv_at(b, j0, h) + g.C;
+      const float* v = k + g.C;
+      float* dk = dqkv + g.qkv_at(b, j0, h) + g.C;
+      float* dv = dk + g.C;
+      // p = exp(scale q k^T - lse): (rows, cols), the forward's probabilities again.
+      sgemm(Trans::kNo, Trans::kYes, rows, cols, g.HS, g.scale, q, ld, k, ld, 0.0f, p,
+            kKeyBlock);
+      probs_tile(p, rows, cols, i0 - j0, lse_rows);
+      // dv += p^T dout: (cols, HS)
+      sgemm(Trans::kYes, Trans::kNo, cols, g.HS, rows, 1.0f, p, kKeyBlock, dO, g.C, 1.0f, dv,
+            ld);
+      // dp = dout v^T: (rows, cols); then ds = scale p (dp - D)
+      sgemm(Trans::kNo, Trans::kYes, rows, cols, g.HS, 1.0f, dO, g.C, v, ld, 0.0f, ds,
+            kKeyBlock);
+      dscores_tile(ds, p, rows, cols, D + i0, g.scale);
+      // dq += ds k: (rows, HS); dk += ds^T q: (cols, HS)
+      sgemm(Trans::kNo, Trans::kNo, rows, g.HS, cols, 1.0f, ds, kKeyBlock, k, ld, 1.0f, dq, ld);
+      sgemm(Trans::kYes, Trans::kNo, cols, g.HS, rows, 1.0f, ds, kKeyBlock, q, ld, 1.0f, dk,
+            ld);
+    }
+  }
+}
+
+}  // namespace
+
+void flash_attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C,
+                             int NH) {
+  constexpr const char* kName = "flash_attention_forward";
+  detail::require_tensor(kName, "out", out);
+  detail::require_tensor(kName, "lse", lse);
+  detail::require_tensor(kName, "qkv", qkv);
+  check_shapes(kName, B, T, C, NH);
+  const Shape g(B, T, C, NH);
+  const std::int64_t tasks = static_cast<std::int64_t>(B) * NH * g.blocks;
+  const double flops = 2.0 * B * NH * static_cast<double>(T) * T * g.HS;  // causal forward
+  const int threads = threads_for(flops, tasks);
+  const SerialBlasScope serial_blas(threads);
+#pragma omp parallel num_threads(threads)
+  {
+    Tiles w;
+    // Dynamic: the causal triangle makes a late query block qb + 1 times the work of the
+    // first; tasks run latest block first so the long ones start early. Which thread runs a
+    // task does not change its result.
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t task = 0; task < tasks; ++task) {
+      const int qb = g.blocks - 1 - static_cast<int>(task % g.blocks);
+      const int bh = static_cast<int>(task / g.blocks);
+      forward_block(out, lse, qkv, g, bh / NH, bh % NH, qb, w);
+    }
+  }
+}
+
+std::int64_t flash_attention_backward_scratch_floats(int B, int T, int NH) {
+  return static_cast<std::int64_t>(B) * NH * T;
+}
+
+void flash_attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
+                              const float* out, const float* lse, int B, int T, int C, int NH) {
+  constexpr const char* kName = "flash_attention_backward";
+  detail::require_tensor(kName, "dqkv", dqkv);
+  detail::require_tensor(kName, "scratch", scratch);
+  detail::require_tensor(kName, "dout", dout);
+  detail::require_tensor(kName, "qkv", qkv);
+  detail::require_tensor(kName, "out", out);
+  detail::require_tensor(kName, "lse", lse);
+  check_shapes(kName, B, T, C, NH);
+  const Shape g(B, T, C, NH);
+  const int tasks = B * NH;
+  const double flops = 5.0 * B * NH * static_cast<double>(T) * T * g.HS;  // five causal GEMMs
+  const int threads = threads_for(flops, tasks);
+  const SerialBlasScope serial_blas(threads);
+#pragma omp parallel num_threads(threads)
+  {
+    Tiles w;
+#pragma omp for schedule(dynamic, 1)
+    for (int bh = 0; bh < tasks; ++bh) {
+      backward_head(dqkv, scratch + static_cast<std::int64_t>(bh) * T, dout, qkv, out, lse, g,
+                    bh / NH, bh % NH, w);
+    }
+  }
+}
+
+}  // namespace strata::kernels::cpu

@@ -1,0 +1,37 @@
+// Causal multi-head self-attention on the CPU in cache-sized tiles (FlashAttention-2's
+// algorithm over cblas_sgemm): the CPU backend's attention. It never holds the (T, T)
+// matrix: a query block's scores against one key block at a time live in a per-thread tile,
+// the softmax is online (running row max and sum), and the backward recomputes each tile's
+// probabilities from the forward's per-row log-sum-exp. The materialised kernels in
+// attention.h stay as the reference these are tested against.
+//
+// Layout as attention.h: qkv: (B, T, 3*C), each row [q | k | v], each of C = NH * HS laid
+// out as (NH, HS); C and NH are the LOCAL sizes under tensor parallelism. Scale 1/sqrt(HS);
+// position t attends to positions 0..t.
+//
+// Deterministic: every output element is owned by one task whose arithmetic order is fixed
+// (tiles in a fixed order, BLAS calls of fixed shapes), so the bits do not depend on the
+// run or on the thread count. One OpenMP region per call; inside it OpenBLAS runs on one
+// thread (tile-sized GEMMs, no nested threading).
+#pragma once
+
+#include <cstdint>
+
+namespace strata::kernels::cpu {
+
+// out: (B, T, C) overwritten; lse: (B, NH, T) overwritten with each query row's
+// log-sum-exp of its scaled scores (what the backward needs); qkv: (B, T, 3*C).
+// Throws KernelError unless NH divides C.
+void flash_attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C,
+                             int NH);
+
+// Floats of scratch flash_attention_backward needs: B * NH * T (each row's dout . out).
+std::int64_t flash_attention_backward_scratch_floats(int B, int T, int NH);
+
+// dqkv: (B, T, 3*C) += gradient (ACCUMULATES into the q, k and v parts);
+// scratch: flash_attention_backward_scratch_floats(B, T, NH) floats, contents ignored;
+// dout, out: (B, T, C); qkv: (B, T, 3*C); lse: (B, NH, T) from flash_attention_forward.
+void flash_attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
+                              const float* out, const float* lse, int B, int T, int C, int NH);
+
+}  // namespace strata::kernels::cpu

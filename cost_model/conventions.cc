@@ -6,7 +6,7 @@ namespace strata {
 KernelConventions executor_conventions(Backend backend) {
   KernelConventions c;
   const bool cpu = backend == Backend::kCpu;
-  c.attention = cpu ? AttentionKernel::kMaterialized : AttentionKernel::kFlash;
+  c.attention = AttentionKernel::kFlash;  // both backends' kernels are tiled (flash) now
   c.dropout = false;
   c.separate_bias = cpu;
   c.recompute = cpu ? RecomputeScope::kToGeluOutput : RecomputeScope::kWholeLayer;

@@ -18,8 +18,9 @@ namespace strata {
 // How attention is computed, which decides its memory traffic and what it keeps.
 enum class AttentionKernel {
   kMaterialized,  // scores and probabilities written to memory, fused scale-mask-softmax
-                  // (Megatron 2021; strata's CPU backend)
-  kFlash,         // fused flash attention: no s x s tensor in memory (strata's CUDA backend)
+                  // (Megatron 2021)
+  kFlash,         // tiled (flash) attention: no s x s tensor in memory (strata's CUDA and
+                  // CPU backends)
 };
 
 // What a full recomputation reruns.
@@ -62,8 +63,8 @@ struct KernelConventions {
   bool operator==(const KernelConventions&) const = default;
 };
 
-// strata's executor on a backend: CUDA flash attention with fused biases and whole-layer
-// recomputation; CPU materialised attention, separate biases, recomputation to the GeLU.
+// strata's executor on a backend: flash attention on both; CUDA fused biases and whole-layer
+// recomputation; CPU separate biases, recomputation to the GeLU.
 KernelConventions executor_conventions(Backend backend);
 
 // The published Megatron-LM runs of 2021 (Narayanan et al.; Korthikanti et al. for the

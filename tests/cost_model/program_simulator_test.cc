@@ -143,8 +143,10 @@ TEST(ProgramSimulator, OneFOneBTwoRanksFourMicroBatchesByHand) {
     EXPECT_DOUBLE_EQ(t.step.parts.backward_s, 8.0);
     EXPECT_DOUBLE_EQ(t.step.parts.bubble_s, 3.0);
     EXPECT_DOUBLE_EQ(t.step.parts.sum(), 15.0);
-    // The bound is exact for uniform stages and free transfers.
-    EXPECT_DOUBLE_EQ(bound_of(program, costs, mode), 15.0);
+    // The bound is exact for uniform stages and free transfers, less the relative 1e-12 it
+    // gives up so that rounding never lifts it above the replay.
+    EXPECT_DOUBLE_EQ(bound_of(program, costs, mode), 15.0 * (1.0 - 1e-12));
+    EXPECT_LE(bound_of(program, costs, mode), 15.0);
   }
 }
 

@@ -51,10 +51,17 @@ std::string describe(const UnitLayout& unit, const char* state, const RankCoords
   Json segments = Json::array();
   for (const ParamSegment& s : unit.segments) {
     const ParamSegment* f = find_segment(full, weights::full_owner(unit), s.name);
+    // Local (r, c) is full element (r / part_rows * part_stride + row_offset + r % part_rows,
+    // col_offset + c): ParamSegment::global_index, spelled out for readers without strata.
     segments.push_back({{"name", s.name},
                         {"offset", s.offset},
                         {"local_shape", {s.rows, s.cols}},
+                        {"valid_rows", s.valid_rows},
                         {"full_shape", {f ? f->rows : 0, f ? f->cols : 0}},
+                        {"part_rows", s.part_rows},
+                        {"part_stride", s.part_stride},
+                        {"row_offset", s.row_offset},
+                        {"col_offset", s.col_offset},
                         {"tp_replicated", s.tp_replicated}});
   }
   return Json{{"unit", unit.name},          {"state", state},        {"tp_rank", c.tp},

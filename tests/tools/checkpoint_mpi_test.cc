@@ -6,14 +6,16 @@
 //     AdamW m and v, the step that fixes the batch and the learning rate), copied without
 //     arithmetic; the resumed step runs the same kernels on the same values in the same
 //     order as the uninterrupted run, so its losses are the same doubles.
-//   - Another plan: the uninterrupted runs of different plans already differ in the order
-//     of their sums (reductions over TP/DP, pipeline micro-batches): ~1e-6 relative on
-//     these losses (~5.5), far inside 1e-4.
+//   - Another plan: the same state, but the plans differ in the order of their sums
+//     (reductions over TP/DP, pipeline micro-batches): the losses of steps 5-6 (~5.0)
+//     differ by ~1e-8 (measured on t2, p2, t2p2v2 and one rank), far inside 1e-4; a lost
+//     optimizer state moves them by ~5e-2 (the 1e-3 learning rate on fresh moments).
 #include <signal.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -30,10 +32,12 @@ namespace {
 namespace fs = std::filesystem;
 using namespace strata::testing;
 
-std::string plan_json(int tp, int pp, int dp, int v, int zero, const char* optimizer_tier) {
+std::string plan_json(int tp, int pp, int dp, int v, int zero, const char* optimizer_tier,
+                      const char* other_tiers = "none") {
   return Json{{"tp", tp}, {"pp", pp}, {"dp", dp}, {"virtual_stages", v}, {"micro_batch", 1},
               {"schedule", v > 1 ? "interleaved" : "1f1b"}, {"zero_stage", zero},
-              {"offload", {{"optimizer", optimizer_tier}, {"gradients", "none"}, {"params", "none"}}},
+              {"offload", {{"optimizer", optimizer_tier}, {"gradients", other_tiers},
+                           {"params", other_tiers}}},
               {"recompute", "none"}, {"sequence_parallel", false}}
       .dump();
 }
@@ -42,6 +46,7 @@ struct NamedPlan {
   const char* name;
   std::string json;
 };
+void PrintTo(const NamedPlan& p, std::ostream* os) { *os << p.name; }
 
 const NamedPlan kSingle{"single", plan_json(1, 1, 1, 1, 0, "none")};
 const NamedPlan kT2P2V2{"t2p2v2", plan_json(2, 2, 1, 2, 0, "none")};
@@ -50,6 +55,8 @@ const NamedPlan kNvme{"nvme_dp2", plan_json(1, 1, 2, 1, 1, "nvme")};
 const NamedPlan kZero1{"zero1_dp2", plan_json(1, 1, 2, 1, 1, "none")};
 const NamedPlan kTp2{"tp2", plan_json(2, 1, 1, 1, 0, "none")};
 const NamedPlan kPp2{"pp2", plan_json(1, 2, 1, 1, 0, "none")};
+// ZeRO-Infinity on the host: the parameter shards are the master, in host memory.
+const NamedPlan kHostOffload{"zero3_host_offload", plan_json(1, 1, 2, 1, 3, "cpu", "cpu")};
 
 struct Result {
   int code = -1;
@@ -133,19 +140,21 @@ TEST_P(SamePlan, ResumedRunEqualsTheUninterruptedOneBitForBit) {
   EXPECT_EQ(resumed.losses[1], full.losses[5]);
 }
 
-INSTANTIATE_TEST_SUITE_P(Plans, SamePlan, ::testing::Values(kSingle, kT2P2V2, kZero3, kNvme),
+INSTANTIATE_TEST_SUITE_P(Plans, SamePlan,
+                         ::testing::Values(kSingle, kT2P2V2, kZero3, kNvme, kHostOffload),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // --- another plan: resharded on load -------------------------------------------------------
 
-// Saved under dp2 ZeRO-1 after step 4 of 6, resumed under t2, p2, ZeRO-3 and the NVMe
-// optimizer: steps 5 and 6 within 1e-4 of the uninterrupted run's.
+// Saved under dp2 ZeRO-1 after step 4 of 6, resumed under t2, p2, ZeRO-3, the NVMe
+// optimizer and ZeRO-3 with everything on the host: steps 5 and 6 within 1e-4 of the
+// uninterrupted run's.
 TEST_F(Checkpoints, ReshardsOntoOtherPlans) {
   const Result full = run(kZero1, 6, "full", {"--save", (dir_ / "ckpt").string(), "--save-every", "4"});
   ASSERT_EQ(full.code, 0) << full.err;
   ASSERT_EQ(full.losses.size(), 6u);
   const std::string step4 = (dir_ / "ckpt" / "step-000004").string();
-  for (const NamedPlan& p : {kTp2, kPp2, kZero3, kNvme}) {
+  for (const NamedPlan& p : {kTp2, kPp2, kZero3, kNvme, kHostOffload}) {
     const Result r = run(p, 6, std::string("resumed_") + p.name, {"--resume", step4});
     ASSERT_EQ(r.code, 0) << p.name << ": " << r.err;
     ASSERT_EQ(r.losses.size(), 2u) << p.name;

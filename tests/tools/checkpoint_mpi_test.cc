@@ -196,9 +196,16 @@ TEST_F(Checkpoints, SigkilledRunResumesFromItsLastCompleteCheckpoint) {
   const std::int64_t step = *checkpoint::step_of_dir_name(left.back().filename().string());
   ASSERT_LT(step, kSteps) << "the run ended before the kill; make it longer";
 
-  const Result resumed = run(kSingle, kSteps, "resumed", {"--resume", save});
+  // Into the killed run's --out: its metrics.jsonl goes on, each step once.
+  const Result resumed = run(kSingle, kSteps, "killed", {"--resume", save});
   ASSERT_EQ(resumed.code, 0) << resumed.err;
   EXPECT_NE(resumed.out.find(fmt::format("after step {}", step)), std::string::npos) << resumed.out;
+  std::ifstream metrics(dir_ / "killed" / "metrics.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(metrics, line); ++lines) {
+    EXPECT_EQ(Json::parse(line)["step"], lines + 1) << line;
+  }
+  EXPECT_EQ(lines, kSteps);
   const Result full = run(kSingle, kSteps, "full", {});
   ASSERT_EQ(full.code, 0) << full.err;
   const std::vector<double> want = tail(full.losses, static_cast<std::size_t>(step));

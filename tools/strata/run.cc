@@ -19,7 +19,8 @@
 // Checkpoints (executor/checkpoint): --save DIR every --save-every steps and after the last
 // (and, with --save-on-signal, when a signal stops the run), keeping the last --keep;
 // --resume DIR continues from the newest complete one under any plan, at its step (the data
-// position and the LR schedule), with its parameters and AdamW state.
+// position and the LR schedule), with its parameters and AdamW state, continuing the
+// metrics.jsonl of the same --out.
 // Stops: SIGINT / SIGTERM reach every rank (the launcher forwards them through mpirun,
 // mpi_launch.h); the ranks agree at the next step boundary, write the report of the steps
 // done marked "stopped_by" (and --save-weights), remove their files and exit 130 / 143 with
@@ -176,6 +177,31 @@ int agreed_stop(MpiCommunicator& world) {
   return static_cast<int>(signal);
 }
 
+// A resumed run into the same --out continues its metrics.jsonl: the lines of the steps up
+// to the checkpoint stay, those a killed run wrote after it (and a line it was killed
+// writing) go, so each step appears once. Rewritten beside itself, then renamed.
+void keep_metrics_until(const std::string& path, std::int64_t step) {
+  std::ifstream in(path);
+  if (!in) return;  // another --out: a fresh file
+  std::string kept;
+  for (std::string line; std::getline(in, line);) {
+    const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+        j["step"].get<std::int64_t>() <= step) {
+      kept += line + "\n";
+    }
+  }
+  const std::string tmp = path + ".tmp";
+  std::ofstream out(tmp, std::ios::trunc);
+  out << kept;
+  out.close();
+  std::error_code ec;
+  if (out.fail() || (fs::rename(tmp, path, ec), ec)) {
+    throw SystemError(fmt::format("cannot rewrite '{}' through '{}'{}", path, tmp,
+                                  ec ? ": " + ec.message() : std::string()));
+  }
+}
+
 // One rank's training, the same loop for every backend; rank 0 prints progress to `out` and
 // writes the files. Returns the stop signal the ranks agreed on, or 0 when every step ran.
 int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, Backend backend,
@@ -239,7 +265,8 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
                                  : fmt::format("resumed from {} after step {}\n", v.resume_dir,
                                                v.start_step));
     const std::string path = (fs::path(o.out) / "metrics.jsonl").string();
-    metrics.open(path, std::ios::trunc);
+    if (v.start_step > 0) keep_metrics_until(path, v.start_step);
+    metrics.open(path, v.start_step > 0 ? std::ios::app : std::ios::trunc);
     if (!metrics) throw SystemError(fmt::format("cannot write '{}'", path));
   }
   std::vector<report::StepSample> samples;

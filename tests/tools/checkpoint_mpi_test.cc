@@ -12,6 +12,7 @@
 //     optimizer state moves them by ~5e-2 (the 1e-3 learning rate on fresh moments).
 #include <signal.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -67,8 +68,10 @@ struct Result {
 class Checkpoints : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("strata_ckpt_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    // Parameterised tests are named "Test/param": one flat directory each, nothing left above.
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(name.begin(), name.end(), '/', '_');
+    dir_ = fs::temp_directory_path() / ("strata_ckpt_" + name);
     fs::remove_all(dir_);
     fs::create_directories(dir_ / "nvme");
   }

@@ -122,6 +122,21 @@ class ModelState {
   // tests and checkpoints. Collective over the DP group at stage 3.
   std::vector<float> full_params(const std::string& name);
 
+  // Checkpoints (executor/checkpoint): the elements [begin, end) of unit u's padded buffer
+  // that this rank's optimizer owns (its ZeRO slice; the whole unit at stage 0), and that
+  // part's fp32 state read from, or written to, wherever the plan keeps it (device, host or
+  // NVMe). kParams is the fp32 master: the kept master, the offloaded copy, or the
+  // parameters themselves when they are fp32. Called between steps.
+  enum class StateKind { kParams, kAdamM, kAdamV };
+  struct Part {
+    std::int64_t begin = 0, end = 0;
+  };
+  Part optimizer_part(std::size_t u) const;
+  std::vector<float> read_part(std::size_t u, StateKind kind);
+  // The moments only: the parameters come in through the constructor's `init`, which places
+  // them (and their master) in every tier as a fresh run's would be.
+  void write_moments(std::size_t u, const std::vector<float>& m, const std::vector<float>& v);
+
  private:
   bool params_off() const { return zero_stage_ == 3 && offload_.params != OffloadTier::kNone; }
   bool grads_off() const { return zero_stage_ >= 2 && offload_.gradients != OffloadTier::kNone; }

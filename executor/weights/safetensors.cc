@@ -87,7 +87,14 @@ SafetensorsFile::SafetensorsFile(const std::string& path, const std::string& fla
   buffer_ = file_.data() + 8 + n;
   const std::int64_t buffer_bytes = file_.size() - 8 - static_cast<std::int64_t>(n);
   for (auto it = header.begin(); it != header.end(); ++it) {
-    if (it.key() == "__metadata__") continue;
+    if (it.key() == "__metadata__") {
+      // The format's metadata is a map of strings; anything else is not ours to read.
+      if (!it.value().is_object()) throw bad("\"__metadata__\" is not a JSON object");
+      for (auto m = it.value().begin(); m != it.value().end(); ++m) {
+        if (m.value().is_string()) metadata_[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
     const auto& v = it.value();
     const auto field = [&](const char* key) -> const nlohmann::json& {
       if (!v.is_object() || !v.contains(key)) throw bad(fmt::format("tensor '{}' has no \"{}\"", it.key(), key));

@@ -37,9 +37,12 @@ class SafetensorsFile {
   // Whether value() can read tensors of this dtype.
   static bool readable_dtype(const std::string& dtype);
   const std::string& path() const { return file_.path(); }
+  // The header's "__metadata__" strings (checkpoints describe each shard's slice there).
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:
   data::MappedFile file_;
+  std::map<std::string, std::string> metadata_;
   const std::uint8_t* buffer_ = nullptr;
   std::vector<TensorEntry> entries_;
   std::map<std::string, std::size_t> index_;

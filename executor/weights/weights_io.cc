@@ -14,6 +14,7 @@
 #include "cost_model/errors.h"
 #include "cost_model/partition.h"
 #include "executor/comm/mpi_check.h"
+#include "executor/weights/full_tensors.h"
 #include "executor/weights/gpt2_tensors.h"
 #include "executor/weights/safetensors.h"
 
@@ -80,27 +81,16 @@ model::UnitInit weights_file_init(const std::string& path, const ModelSpec& mode
   check_file(*file, model, flag);
   std::map<std::pair<std::string, std::string>, Gpt2Tensor> by_segment;
   for (Gpt2Tensor& g : gpt2_tensors(model)) by_segment[{g.unit, g.segment}] = std::move(g);
-  // The tied copy holds the embedding's wte.
-  return [file, by_segment](const UnitLayout& unit, float* dst, std::int64_t begin, std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i) dst[i - begin] = 0.0f;  // padding stays zero
-    const std::string owner = unit.kind == UnitKind::kTiedCopy ? "embedding" : unit.name;
-    for (const ParamSegment& s : unit.segments) {
-      const std::int64_t lo = std::max(begin, s.offset);
-      const std::int64_t hi = std::min(end, s.offset + s.count());
-      if (lo >= hi) continue;
-      const auto it = by_segment.find({owner, s.name});
-      if (it == by_segment.end()) throw std::logic_error("weights: no GPT-2 tensor for " + unit.name + "." + s.name);
-      const Gpt2Tensor& g = it->second;
-      const TensorEntry& t = *lookup(*file, g.name);
-      for (std::int64_t i = lo; i < hi; ++i) {
-        const std::int64_t local = i - s.offset;
-        const std::int64_t r = local / s.cols, c = local % s.cols;
-        if (r >= s.valid_rows) continue;  // vocabulary padding
-        const std::int64_t global = s.global_index(r, c);
-        dst[i - begin] = file->value(t, file_index(g, t, global / s.global_cols, global % s.global_cols));
-      }
-    }
-  };
+  return unit_init_from([file, by_segment = std::move(by_segment)](const std::string& owner,
+                                                                   const ParamSegment& s) {
+    const auto it = by_segment.find({owner, s.name});
+    if (it == by_segment.end()) throw std::logic_error("weights: no GPT-2 tensor for " + owner + "." + s.name);
+    const Gpt2Tensor& g = it->second;
+    const TensorEntry& t = *lookup(*file, g.name);
+    return SegmentValues([file, &g, &t](std::int64_t row, std::int64_t col) {
+      return file->value(t, file_index(g, t, row, col));
+    });
+  });
 }
 
 void save_weights(const std::string& path, const ModelSpec& model, const Plan& plan,
@@ -160,23 +150,17 @@ void save_weights(const std::string& path, const ModelSpec& model, const Plan& p
         MPI_CHECK(MPI_Recv(shard.data(), static_cast<int>(shard.size()), MPI_FLOAT, from, tag,
                            world.handle(), MPI_STATUS_IGNORE));
       }
-      for (const ParamSegment& s : layout.segments) {
-        if (s.tp_replicated && tp > 0) continue;  // identical on every TP rank
+      for_each_full_element(layout, 0, layout.count, [&](const ParamSegment& s, std::int64_t i,
+                                                         std::int64_t R, std::int64_t C) {
+        if (s.tp_replicated && tp > 0) return;  // identical on every TP rank
         const Gpt2Tensor* g = nullptr;
         for (const Gpt2Tensor& c : tensors) {
           if (c.unit == name && c.segment == s.name) g = &c;
         }
-        std::vector<float>& dst = global.at(s.name);
         const std::int64_t out_cols = g->shape.size() == 2 ? g->shape[1] : 1;
-        for (std::int64_t r = 0; r < std::min(s.rows, s.valid_rows); ++r) {
-          for (std::int64_t c = 0; c < s.cols; ++c) {
-            const std::int64_t gi = s.global_index(r, c);
-            const std::int64_t R = gi / s.global_cols, C = gi % s.global_cols;
-            const std::int64_t at = g->transposed ? C * out_cols + R : R * out_cols + C;
-            dst[static_cast<std::size_t>(at)] = shard[static_cast<std::size_t>(s.offset + r * s.cols + c)];
-          }
-        }
-      }
+        const std::int64_t at = g->transposed ? C * out_cols + R : R * out_cols + C;
+        global.at(s.name)[static_cast<std::size_t>(at)] = shard[static_cast<std::size_t>(i)];
+      });
     }
     for (const Gpt2Tensor& g : tensors) {
       if (g.unit == name) out->write(g.name, global.at(g.segment).data());

@@ -12,8 +12,9 @@
 //     holders send their TP shard to world rank 0, which places it in the global tensors
 //     and writes them (replicated tensors once, the tied wte copy not at all, vocabulary
 //     padding rows dropped). Collective over the world.
-// Deliberately not here: optimizer state (a checkpoint to resume from is another issue),
-// sharded files.
+// The map between a rank's slices and the full tensors is full_tensors.h's, shared with
+// the checkpoints (executor/checkpoint), which save optimizer state in sharded files.
+// Deliberately not here: optimizer state, sharded files.
 #pragma once
 
 #include <cstdint>

@@ -14,15 +14,15 @@
 namespace strata::cli {
 namespace fs = std::filesystem;
 
-void check_out_dir(const std::string& out) {
+void check_out_dir(const std::string& out, const char* flag) {
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec || !fs::is_directory(out)) {
-    throw ConfigError(fmt::format("--out: cannot create directory '{}': {}", out,
+    throw ConfigError(fmt::format("{}: cannot create directory '{}': {}", flag, out,
                                   ec ? ec.message() : "a file of that name exists"));
   }
   if (::access(out.c_str(), W_OK | X_OK) != 0) {
-    throw ConfigError(fmt::format("--out: directory '{}' is not writable: {}", out,
+    throw ConfigError(fmt::format("{}: directory '{}' is not writable: {}", flag, out,
                                   std::error_code(errno, std::generic_category()).message()));
   }
 }

@@ -9,8 +9,9 @@
 
 namespace strata::cli {
 
-// Creates `out` if missing; ConfigError naming --out when it cannot be made or written.
-void check_out_dir(const std::string& out);
+// Creates `out` if missing; ConfigError naming `flag` (--out, or --save for checkpoints) when
+// it cannot be made or written.
+void check_out_dir(const std::string& out, const char* flag = "--out");
 
 // check_out_dir, then the lock (DIR/.strata.lock, flock), held as long as the returned
 // FileLock lives; ConfigError when another run holds it.

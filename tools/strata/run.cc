@@ -16,6 +16,11 @@
 // --valid-data or --valid-fraction gives the validation stream that --eval-every evaluates.
 // Weights: from --init-from and to --save-weights, GPT-2 safetensors under any plan
 // (executor/weights).
+// Checkpoints (executor/checkpoint): --save DIR every --save-every steps and after the last
+// (and, with --save-on-signal, when a signal stops the run), keeping the last --keep;
+// --resume DIR continues from the newest complete one under any plan, at its step (the data
+// position and the LR schedule), with its parameters and AdamW state, continuing the
+// metrics.jsonl of the same --out.
 // Stops: SIGINT / SIGTERM reach every rank (the launcher forwards them through mpirun,
 // mpi_launch.h); the ranks agree at the next step boundary, write the report of the steps
 // done marked "stopped_by" (and --save-weights), remove their files and exit 130 / 143 with
@@ -52,6 +57,7 @@
 #include "cost_model/compute_model.h"
 #include "cost_model/profile_feedback.h"
 #include "cost_model/time_model.h"
+#include "executor/checkpoint/checkpoint_io.h"
 #include "executor/comm/comm_watch.h"
 #include "executor/comm/mpi_communicator.h"
 #include "executor/data/batch.h"
@@ -158,6 +164,31 @@ int agreed_stop(MpiCommunicator& world) {
   return static_cast<int>(signal);
 }
 
+// A resumed run into the same --out continues its metrics.jsonl: the lines of the steps up
+// to the checkpoint stay, those a killed run wrote after it (and a line it was killed
+// writing) go, so each step appears once. Rewritten beside itself, then renamed.
+void keep_metrics_until(const std::string& path, std::int64_t step) {
+  std::ifstream in(path);
+  if (!in) return;  // another --out: a fresh file
+  std::string kept;
+  for (std::string line; std::getline(in, line);) {
+    const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+        j["step"].get<std::int64_t>() <= step) {
+      kept += line + "\n";
+    }
+  }
+  const std::string tmp = path + ".tmp";
+  std::ofstream out(tmp, std::ios::trunc);
+  out << kept;
+  out.close();
+  std::error_code ec;
+  if (out.fail() || (fs::rename(tmp, path, ec), ec)) {
+    throw SystemError(fmt::format("cannot rewrite '{}' through '{}'{}", path, tmp,
+                                  ec ? ": " + ec.message() : std::string()));
+  }
+}
+
 // One rank's training, the same loop for every backend; rank 0 prints progress to `out` and
 // writes the files. Returns the stop signal the ranks agreed on, or 0 when every step ran.
 int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, Backend backend,
@@ -176,11 +207,33 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
   offload.prefetch_depth = o.prefetch_depth;
   const engine::BackendMaker make_backend =
       backend == Backend::kCuda ? cuda_backend_maker(o) : engine::cpu_backend_maker();
+  // A resumed run's parameters come in where a fresh run's initial values do; the moments
+  // after the state exists. The checkpoint's full tensors are let go of before training.
+  std::optional<checkpoint::CheckpointReader> resume;
+  if (!v.resume_dir.empty()) resume.emplace(v.resume_dir, v.model);
   const model::UnitInit init =
-      o.init_from.empty() ? model::UnitInit{}
-                          : weights::weights_file_init(o.init_from, v.model, "--init-from");
+      resume ? resume->params()
+      : o.init_from.empty() ? model::UnitInit{}
+                            : weights::weights_file_init(o.init_from, v.model, "--init-from");
   engine::RankTraining rank(v.model, v.train, v.plan, world, budgets, run_data.train_tokens,
                             offload, make_backend, init);
+  if (resume) resume->load_moments(rank.engine().state());
+  resume.reset();
+  std::int64_t saved_step = v.start_step;  // the newest checkpoint of this run's state
+  const auto save_checkpoint = [&](std::int64_t done) {
+    checkpoint::Manifest m;
+    m.step = done;
+    m.model = v.model;
+    m.train = v.train;
+    m.plan = v.plan;
+    m.seed = v.train.seed;
+    m.data = v.data_identity;
+    m.vocab_row_alignment = rank.backend().vocab_row_alignment();
+    const fs::path dir = checkpoint::save_checkpoint(o.save, std::move(m), rank.engine().state(),
+                                                     rank.groups(), world, o.keep);
+    saved_step = done;
+    if (world.rank() == 0) out << fmt::format("wrote checkpoint {}\n", dir.string()) << std::flush;
+  };
   std::optional<data::BatchSampler> valid;
   if (run_data.has_valid()) {
     valid.emplace(run_data.valid_tokens, v.train.seed, v.model.seq_len, data::SampleStream::kValidation);
@@ -194,9 +247,13 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
                        to_string(rank.backend().compute_dtype()), v.model.name, v.train.steps,
                        v.train.global_batch, v.model.seq_len, run_data.train.description(),
                        valid ? fmt::format(", validation {} tokens", run_data.valid_tokens.count) : "",
-                       o.init_from.empty() ? "" : ", weights from " + o.init_from);
+                       o.init_from.empty() ? "" : ", weights from " + o.init_from)
+        << (v.resume_dir.empty() ? std::string()
+                                 : fmt::format("resumed from {} after step {}\n", v.resume_dir,
+                                               v.start_step));
     const std::string path = (fs::path(o.out) / "metrics.jsonl").string();
-    metrics.open(path, std::ios::trunc);
+    if (v.start_step > 0) keep_metrics_until(path, v.start_step);
+    metrics.open(path, v.start_step > 0 ? std::ios::app : std::ios::trunc);
     if (!metrics) throw SystemError(fmt::format("cannot write '{}'", path));
   }
   std::vector<report::StepSample> samples;
@@ -206,7 +263,7 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
   const double tokens = static_cast<double>(v.train.global_batch * v.model.seq_len);
   const auto t0 = std::chrono::steady_clock::now();
   int stop = 0;
-  for (std::int64_t s = 0; s < v.train.steps; ++s) {
+  for (std::int64_t s = v.start_step; s < v.train.steps; ++s) {
     if ((stop = agreed_stop(world)) != 0) break;
     engine::StepResult r = rank.engine().step(s);
     samples.push_back({r.step_s, r.parts});
@@ -223,7 +280,8 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
     }
     if (printer) {
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const double eta = elapsed / static_cast<double>(s + 1) * static_cast<double>(v.train.steps - s - 1);
+      const double eta = elapsed / static_cast<double>(s + 1 - v.start_step) *
+                         static_cast<double>(v.train.steps - s - 1);
       out << fmt::format("step {:>5}/{}  loss {:.4f}  {:>9.0f} tokens/s  ETA {:.1f} s{}\n", s + 1,
                          v.train.steps, r.loss, tokens / r.step_s, eta,
                          eval_loss ? fmt::format("  validation loss {:.4f}", *eval_loss) : "")
@@ -233,7 +291,13 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
       if (eval_loss) line["eval_loss"] = *eval_loss;
       metrics << line.dump() << "\n" << std::flush;
     }
+    if (!o.save.empty() && (last || (o.save_every && (s + 1) % *o.save_every == 0))) {
+      save_checkpoint(s + 1);
+    }
   }
+  const std::int64_t done = v.start_step + static_cast<std::int64_t>(samples.size());
+  // A stop keeps the steps done: with --save-on-signal as a checkpoint to resume from.
+  if (stop != 0 && o.save_on_signal && done > saved_step) save_checkpoint(done);
   const std::string stopped = stop != 0 ? StopSignals::name(stop) : std::string();
   if (samples.empty()) {  // stopped before the first step: nothing measured to write
     if (printer) {
@@ -267,7 +331,7 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
     // The one line of a stopped run; a partial run does not feed the profile.
     std::cerr << fmt::format("strata: stopped by {} after {} of {} steps; wrote {}/report.json "
                              "(\"stopped_by\": \"{}\"), trace.json, memory_tags.json\n",
-                             stopped, samples.size(), v.train.steps, o.out, stopped)
+                             stopped, done, v.train.steps, o.out, stopped)
               << std::flush;
     return stop;
   }
@@ -445,6 +509,20 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   command->add_option("--stop-grace-s", options->stop_grace_s,
                       "after SIGINT/SIGTERM: how long the ranks get to finish their step and "
                       "write the report before they are killed (default 3)");
+  command->add_option("--save", options->save,
+                      "write checkpoints (parameters, AdamW state, step) to DIR/step-NNNNNN/, "
+                      "one shard per rank and a manifest; resumable under any plan");
+  command->add_option_function<std::int64_t>(
+      "--save-every", [options](const std::int64_t& n) { options->save_every = n; },
+      "--save: a checkpoint every N steps, N >= 1 (default: after the last step only)");
+  command->add_option_function<std::int64_t>(
+      "--keep", [options](const std::int64_t& k) { options->keep = k; },
+      "--save: keep the last K complete checkpoints, K >= 1 (default: all)");
+  command->add_flag("--save-on-signal", options->save_on_signal,
+                    "--save: a run stopped by SIGINT/SIGTERM writes a checkpoint of its steps");
+  command->add_option("--resume", options->resume,
+                      "continue from the newest complete checkpoint under DIR (or the step "
+                      "directory DIR), under this run's plan");
   // Set by the launching `strata run` for its ranks, never by hand.
   command->add_option("--job-dir", options->job_dir)->group("");
   command->callback([options, &context] { context.exit_code = run_command(*options, *context.out); });

@@ -17,6 +17,7 @@
 #include "cost_model/errors.h"
 #include "cost_model/limits.h"
 #include "cost_model/units.h"
+#include "executor/checkpoint/manifest.h"
 #include "executor/data/dataset.h"
 #include "executor/weights/weights_io.h"
 #include "planner/planner.h"
@@ -73,6 +74,21 @@ void check_flags(const RunOptions& o) {
     throw ConfigError(fmt::format("--eval-batches: value {}, expected an integer in [1, {}]",
                                   o.eval_batches, limits::kGlobalBatch));
   }
+  if (o.save.empty() && (o.save_every || o.keep || o.save_on_signal)) {
+    throw ConfigError("--save-every, --keep and --save-on-signal: need --save DIR");
+  }
+  if (o.save_every && (*o.save_every < 1 || *o.save_every > limits::kSteps)) {
+    throw ConfigError(fmt::format("--save-every: value {}, expected an integer in [1, {}]",
+                                  *o.save_every, limits::kSteps));
+  }
+  if (o.keep && (*o.keep < 1 || *o.keep > limits::kSteps)) {
+    throw ConfigError(fmt::format("--keep: value {}, expected an integer in [1, {}]", *o.keep,
+                                  limits::kSteps));
+  }
+  if (!o.resume.empty() && !o.init_from.empty()) {
+    throw ConfigError("--resume and --init-from: a resumed run takes its weights from the "
+                      "checkpoint; give one of them");
+  }
   if (o.eval_every > 0 && o.valid_data.empty() && o.valid_fraction == 0) {
     throw ConfigError("--eval-every: needs validation data (--valid-data FILE or --valid-fraction F)");
   }
@@ -80,8 +96,9 @@ void check_flags(const RunOptions& o) {
 
 // Every training and validation token inside the model's vocabulary, and enough of them
 // for one sequence.
-void check_data(const RunOptions& o, const Validated& v) {
+void check_data(const RunOptions& o, Validated& v) {
   const RunData d = open_run_data(o, v);
+  v.data_identity = data_identity(o, d);
   const std::string train_name =
       o.data.empty() ? "the generated corpus" : fmt::format("--data '{}'", o.data);
   data::check_tokens(d.train_tokens, v.model.vocab, v.model.seq_len,
@@ -129,6 +146,37 @@ void check_nvme_dir(const RunOptions& o, const Plan& plan) {
   }
 }
 
+// --resume: a complete checkpoint of this very model, data stream and batch, and a step
+// this run has still to train.
+void check_resume(const RunOptions& o, Validated& v) {
+  if (o.resume.empty()) return;
+  const fs::path dir = fs::absolute(checkpoint::resolve_resume(o.resume));
+  const checkpoint::Manifest m = checkpoint::read_complete(dir);
+  const std::string file = (dir / checkpoint::kManifestFile).string();
+  const auto differ = [&](const std::string& field, const Json& got, const Json& want,
+                          const std::string& whose) {
+    return ConfigError(fmt::format("--resume: {}: field '{}' is {}, expected {} ({})", file,
+                                   field, got.dump(), want.dump(), whose));
+  };
+  const Json got_model = m.model.to_json(), want_model = v.model.to_json();
+  for (const auto& [key, want] : want_model.items()) {
+    const Json got = got_model.contains(key) ? got_model.at(key) : Json();
+    if (got != want) throw differ("model." + key, got, want, "the run's model " + v.model_path);
+  }
+  if (m.seed != v.train.seed) throw differ("seed", m.seed, v.train.seed, "the run's train spec " + v.train_path);
+  if (m.train.global_batch != v.train.global_batch) {
+    throw differ("train.global_batch", m.train.global_batch, v.train.global_batch,
+                 "the run's train spec " + v.train_path);
+  }
+  if (m.data != v.data_identity) throw differ("data", m.data, v.data_identity, "the run's data");
+  if (m.step >= v.train.steps) {
+    throw ConfigError(fmt::format("--resume: {}: field 'step' is {}, expected less than the "
+                                  "run's {} steps (--steps)", file, m.step, v.train.steps));
+  }
+  v.resume_dir = dir.string();
+  v.start_step = m.step;
+}
+
 // --update-profile: parsed and validated now, and its directory writable (the file is
 // rewritten atomically beside itself at the end).
 void check_update_profile(const std::string& path) {
@@ -159,6 +207,13 @@ RunData open_run_data(const RunOptions& o, const Validated& v) {
     d.valid_tokens = split.valid;
   }
   return d;
+}
+
+std::string data_identity(const RunOptions& o, const RunData& d) {
+  const std::string source =
+      o.data.empty() ? std::string("generated corpus")
+                     : fmt::format("{} ({})", fs::absolute(o.data).string(), o.data_format);
+  return fmt::format("{}, {} training tokens", source, d.train_tokens.count);
 }
 
 ClusterSpec Validated::budget_cluster() const {
@@ -199,6 +254,8 @@ Validated validate(const RunOptions& o) {
   if (!o.profile.empty()) v.profile = Profile::load(o.profile);
   check_update_profile(o.update_profile);
   check_out_dir(o.out);
+  if (!o.save.empty()) check_out_dir(o.save, "--save");
+  check_resume(o, v);
   return v;
 }
 
@@ -269,6 +326,15 @@ std::vector<std::string> relaunch_args(const RunOptions& o, const Validated& v, 
     args.push_back("--profile");
     args.push_back(fs::absolute(o.profile).string());
   }
+  if (!o.save.empty()) {
+    args.push_back("--save");
+    args.push_back(fs::absolute(o.save).string());
+  }
+  if (o.save_every) args.insert(args.end(), {"--save-every", std::to_string(*o.save_every)});
+  if (o.keep) args.insert(args.end(), {"--keep", std::to_string(*o.keep)});
+  if (o.save_on_signal) args.push_back("--save-on-signal");
+  // The checkpoint chosen here, so every rank resumes from the same one.
+  if (!v.resume_dir.empty()) args.insert(args.end(), {"--resume", v.resume_dir});
   return args;
 }
 

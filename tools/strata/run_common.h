@@ -48,6 +48,15 @@ struct RunOptions {
   double comm_timeout_s = 300;    // a rank blocked this long in one MPI call ends the job
   double stop_grace_s = 3;        // after SIGINT/SIGTERM: time the ranks get to finish a step
   std::string job_dir;            // hidden: set by the launching `strata run` for its ranks
+  // Checkpoints (executor/checkpoint): --save DIR writes DIR/step-NNNNNN/ every --save-every
+  // steps (unset: after the last step only), keeping the last --keep (unset: all), and when a
+  // signal stops the run with --save-on-signal; --resume DIR continues from the newest
+  // complete one (or from DIR itself when it is a step directory).
+  std::string save;
+  std::optional<std::int64_t> save_every;
+  std::optional<std::int64_t> keep;
+  bool save_on_signal = false;
+  std::string resume;
 };
 
 // Everything a rank needs, loaded and checked before any rank starts.
@@ -59,6 +68,9 @@ struct Validated {
   std::optional<Profile> profile;  // --profile, parsed
   std::optional<double> device_budget_mib;
   std::string model_path, train_path, cluster_path, plan_path;
+  std::string data_identity;   // the training tokens' identity, recorded in checkpoints
+  std::string resume_dir;      // --resume resolved to one complete step directory
+  std::int64_t start_step = 0; // its step: the first step this run trains
   // The cluster with --device-budget-mib applied: what the fit check and the ranks' budgets use.
   ClusterSpec budget_cluster() const;
   bool uses_nvme() const;
@@ -73,10 +85,14 @@ struct RunData {
   bool has_valid() const { return valid_tokens.count > 0; }
 };
 RunData open_run_data(const RunOptions& o, const Validated& v);
+// What a checkpoint records of the training tokens and checks on resume: the generated
+// corpus, or the file (absolute path, format) and the tokens it trains on.
+std::string data_identity(const RunOptions& o, const RunData& d);
 
 // Loads and checks every input of a run (run_checks.cc): the specs, the plan against the
 // model, every flag's range, --data and the validation data (every token against the
-// model's vocabulary), --init-from and --save-weights, --out (created; writable), --profile and
+// model's vocabulary), --init-from and --save-weights, --out and --save (created; writable),
+// --resume (a complete checkpoint of this model, seed and data, before the last step), --profile and
 // --update-profile (parsed and validated; the latter's directory writable), the NVMe
 // directory. ConfigError / InfeasiblePlan naming the flag or file otherwise. Nothing runs
 // before it, so a bad argument costs no training.

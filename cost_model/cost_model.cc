@@ -244,6 +244,14 @@ double predict_step_time_bound(const ModelSpec& model, const ClusterSpec& cluste
       .step_s;
 }
 
+TrainSpec priced_train(const TrainSpec& train) {
+  TrainSpec priced;
+  priced.global_batch = train.global_batch;
+  priced.precision = train.precision;
+  priced.optimizer.name = train.optimizer.name;
+  return priced;
+}
+
 Prediction predict(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
                    const Plan& plan, const Profile* profile, const CostModelOptions& options) {
   return predict_with(model, cluster, train, plan, profile, options, nullptr);

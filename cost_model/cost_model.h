@@ -89,6 +89,13 @@ class PredictionCache {
   std::size_t replays_ = 0, replay_hits_ = 0;
 };
 
+// What the cost model reads of a TrainSpec: the global batch, the precision and the
+// optimizer's kind (the size of its state), nothing else: its hyperparameters, seed, step
+// count and learning-rate schedule are reset to the defaults. Two trains with the same
+// priced_train give the same Prediction for any plan (tested), so `strata select` prices a
+// grid's learning rates and seeds once.
+TrainSpec priced_train(const TrainSpec& train);
+
 // The prediction of one training step. Throws InfeasiblePlan if plan.check() fails.
 // With a Profile, measured GEMM/elementwise/collective rates replace the default curves.
 Prediction predict(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,

@@ -341,7 +341,8 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluste
       walked.params.device = walked.gradients.device = walked.optimizer.device = 0;
       const ExecutorMemoryTerms terms =
           executor_terms(model, train, plan, program, convention, walked);
-      const ProgramMemoryPeak peak = walk_program_memory(program, terms);
+      const ProgramMemoryPeak peak =
+          walk_program_memory(program, terms, WalkOptions{options.walk_reuses_passes});
       stage.params.device = walked.params.device;
       stage.gradients.device = walked.gradients.device + peak.step_gradients_at_peak;
       stage.optimizer.device = walked.optimizer.device;

@@ -231,6 +231,9 @@ struct MemoryModelOptions {
   // What the device loses outside the model's tensors (profile.h); added to every rank's
   // device total, so a plan that fits fits with it.
   DeviceHeadroom headroom;
+  // The executor's walk applies a repeated pass as its recorded sums (program_memory.h:
+  // WalkOptions); false walks every op. Either gives the same estimate, to the bit (tested).
+  bool walk_reuses_passes = true;
 };
 
 struct StageMemory {

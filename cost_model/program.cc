@@ -262,7 +262,8 @@ RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train, co
     throw InfeasiblePlan(fmt::format("program: pipeline rank {} is outside 0..{}", pp_rank, plan.pp - 1));
   }
   const std::int64_t m = plan.micro_batches(train);
-  const Schedule schedule = make_schedule(plan.schedule, plan.pp, plan.virtual_stages, m);
+  const std::vector<PipelineOp> pipeline =
+      make_rank_schedule(plan.schedule, plan.pp, plan.virtual_stages, m, pp_rank);
 
   RankProgram rank;
   rank.pp_rank = pp_rank;
@@ -309,7 +310,8 @@ RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train, co
   // The pipeline: make_schedule's ops, each pass naming its body, each pass after its
   // receive and each send after its pass.
   std::int32_t last_recv = -1, last_pass = -1;
-  for (const PipelineOp& p : schedule.ops[static_cast<std::size_t>(pp_rank)]) {
+  rank.ops.reserve(pipeline.size() + 3 * rank.units.size() + 4);
+  for (const PipelineOp& p : pipeline) {
     ProgramOp op;
     op.kind = program_kind(p.kind);
     op.micro_batch = static_cast<std::int32_t>(p.micro_batch);

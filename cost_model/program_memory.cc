@@ -2,6 +2,8 @@
 #include "cost_model/program_memory.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -11,9 +13,47 @@ namespace {
 
 using Kind = ProgramOpKind;
 
+// Whether every byte size is a whole number small enough that sums of them are exact in a
+// double (below 2^53 with room for a step's worth of them): then the walk's running totals
+// do not depend on the order the terms are added in, and a pass may be applied as its
+// recorded sums (PassEffect) with bitwise the result of walking it op by op.
+bool exact_in_double(const ExecutorMemoryTerms& t) {
+  constexpr double kLimit = 0x1p40;  // 1 TiB a term; 2^13 of them stay below 2^53
+  auto whole = [](double x) { return x >= 0 && x <= kLimit && std::trunc(x) == x; };
+  for (double x : {t.persistent, t.losses, t.message, t.tokens, t.layer_saved, t.layer_backward_peak,
+                   t.head_saved, t.head_working, t.embedding_working, t.optimizer_working}) {
+    if (!whole(x)) return false;
+  }
+  for (const auto* v : {&t.unit_grads, &t.unit_shard, &t.unit_gather, &t.unit_fetch}) {
+    if (!std::all_of(v->begin(), v->end(), whole)) return false;
+  }
+  return true;
+}
+
+// Where the walk observed a moment: the pipeline op being walked (nullptr: the step's start or
+// the tail) and the op within it. The peak's label is built from it once, at the end.
+struct Place {
+  const ProgramOp* pipeline_op = nullptr;
+  const ProgramOp* op = nullptr;
+  bool in_tail = false;
+};
+
+// What one walk of a pass did, relative to where it started: enough to apply the pass again
+// without walking its ops, when it starts in the same state (see Walk::pass).
+struct PassEffect {
+  bool valid = false;
+  std::int64_t flips_at_start = -1;  // the touched set it started from (see Walk::flips_)
+  double live = 0, activations = 0, step_grads = 0;  // the pass's net change of each
+  // Its highest moment: live + extra there, relative to the start, the activations and step
+  // gradients then (relative), and the first op reaching it.
+  double high = -std::numeric_limits<double>::infinity(), high_activations = 0, high_step_grads = 0;
+  const ProgramOp* high_op = nullptr;
+};
+
 class Walk {
  public:
-  Walk(const RankProgram& rank, const ExecutorMemoryTerms& t) : rank_(rank), t_(t) {
+  Walk(const RankProgram& rank, const ExecutorMemoryTerms& t, bool reuse_passes)
+      : rank_(rank), t_(t) {
     const std::size_t units = rank.units.size();
     for (const auto* v : {&t.unit_grads, &t.unit_shard, &t.unit_gather, &t.unit_fetch}) {
       if (v->size() != units) {
@@ -24,6 +64,10 @@ class Walk {
     touched_.assign(units, false);
     gathered_.assign(units, 0);
     fetched_.assign(units, 0);
+    effects_.resize(rank.bodies.size());
+    reuse_ = reuse_passes && exact_in_double(t);
+    // The tied wte whose gradient the head's forward touches.
+    tied_wte_ = rank.unit_index(rank.unit_index("embedding") >= 0 ? "embedding" : "wte_copy");
     live_ = t.persistent + t.losses;
     observe(nullptr, 0);
   }
@@ -34,11 +78,10 @@ class Walk {
     add_activation(-static_cast<double>(sends_) * t_.message);
     sends_ = 0;
     for (std::size_t i = static_cast<std::size_t>(rank_.tail_begin); i < rank_.ops.size(); ++i) {
-      const ProgramOp& op = rank_.ops[i];
-      pipeline_op_ = nullptr;
-      in_tail_ = true;
-      state_move(op, false);
+      place_ = {nullptr, nullptr, true};
+      state_move(rank_.ops[i], false);
     }
+    peak_.peak_at = label(peak_place_);
     return peak_;
   }
 
@@ -52,37 +95,43 @@ class Walk {
     step_grads_ += bytes;
   }
   // A moment at which `extra` transient bytes are live on top of what is held, during `op`
-  // (nullptr: the step's start, or the pipeline op itself). The label is built only when the
-  // peak rises: building one per op made a walk of 8192 micro-batches take 30 s.
+  // (nullptr: the step's start, or the pipeline op itself).
   void observe(const ProgramOp* op, double extra) {
+    if (recording_ != nullptr && live_ + extra - pass_start_.live > recording_->high) {
+      recording_->high = live_ + extra - pass_start_.live;
+      recording_->high_activations = activations_ + extra - pass_start_.activations;
+      recording_->high_step_grads = step_grads_ - pass_start_.step_grads;
+      recording_->high_op = op;
+    }
     if (live_ + extra <= peak_.peak_bytes) return;
     peak_.peak_bytes = live_ + extra;
-    peak_.peak_at = op != nullptr ? label(*op) : where();
     peak_.activations_at_peak = activations_ + extra;
     peak_.step_gradients_at_peak = step_grads_;
+    peak_place_ = place_;
+    peak_place_.op = op;
   }
-  // Where the walk is: the pipeline op ("forward mb=3 chunk=0"), the tail, or the start.
-  std::string where() const {
-    if (pipeline_op_ != nullptr) {
-      return fmt::format("{} mb={} chunk={}", to_string(pipeline_op_->kind),
-                         pipeline_op_->micro_batch, pipeline_op_->chunk);
+  // "forward mb=3 chunk=0: compute layer5", "tail: optimizer_step layer2", "the step's start".
+  std::string label(const Place& at) const {
+    std::string where = at.in_tail ? "tail" : "the step's start";
+    if (at.pipeline_op != nullptr) {
+      where = fmt::format("{} mb={} chunk={}", to_string(at.pipeline_op->kind),
+                          at.pipeline_op->micro_batch, at.pipeline_op->chunk);
     }
-    return in_tail_ ? "tail" : "the step's start";
-  }
-  std::string label(const ProgramOp& op) const {
-    std::string s = to_string(op.kind);
-    if (op.unit >= 0) s += " " + rank_.units[static_cast<std::size_t>(op.unit)].name;
-    return where() + ": " + s;
+    if (at.op == nullptr) return where;
+    std::string s = to_string(at.op->kind);
+    if (at.op->unit >= 0) s += " " + rank_.units[static_cast<std::size_t>(at.op->unit)].name;
+    return where + ": " + s;
   }
   void touch_grads(std::int32_t unit) {
     const auto u = static_cast<std::size_t>(unit);
     if (!t_.transient_grads || touched_[u]) return;
     touched_[u] = true;
+    ++flips_;
     add_grads(t_.unit_grads[u]);
   }
 
   void step_op(const ProgramOp& op) {
-    pipeline_op_ = &op;
+    place_ = {&op, nullptr, false};
     switch (op.kind) {
       case Kind::kRecvForward:
       case Kind::kRecvBackward: add_activation(t_.message); observe(nullptr, 0); return;
@@ -94,7 +143,50 @@ class Walk {
     }
   }
 
+  // A pass's effect depends only on its body and the state it starts in: which units' step
+  // gradients are touched, and what is gathered or fetched. When nothing is gathered or
+  // fetched at its start and end, and no gradient was touched or reduced since the recorded
+  // walk of the same body started (flips_ unchanged; a pass that flips one can thus never be
+  // reused), the recorded effect is the walk's. This makes a step of thousands of
+  // micro-batches cost a step op each instead of a pass body each.
   void pass(const ProgramOp& op) {
+    PassEffect& effect = effects_[static_cast<std::size_t>(op.body)];
+    const bool settled = outstanding_ == 0;
+    if (reuse_ && settled && effect.valid && effect.flips_at_start == flips_) {
+      apply(effect);
+      return;
+    }
+    PassEffect fresh;
+    fresh.flips_at_start = flips_;
+    pass_start_ = {live_, activations_, step_grads_};
+    recording_ = &fresh;
+    walk_pass(op);
+    recording_ = nullptr;
+    if (settled && outstanding_ == 0) {
+      fresh.live = live_ - pass_start_.live;
+      fresh.activations = activations_ - pass_start_.activations;
+      fresh.step_grads = step_grads_ - pass_start_.step_grads;
+      fresh.valid = true;
+      effect = fresh;
+    }
+  }
+
+  void apply(const PassEffect& e) {
+    // What the walk's observes would have left: the pass's highest moment, if it is higher
+    // than the peak so far (the first op reaching it: later equal moments do not replace it).
+    if (live_ + e.high > peak_.peak_bytes) {
+      peak_.peak_bytes = live_ + e.high;
+      peak_.activations_at_peak = activations_ + e.high_activations;
+      peak_.step_gradients_at_peak = step_grads_ + e.high_step_grads;
+      peak_place_ = place_;
+      peak_place_.op = e.high_op;
+    }
+    live_ += e.live;
+    activations_ += e.activations;
+    step_grads_ += e.step_grads;
+  }
+
+  void walk_pass(const ProgramOp& op) {
     const PassBody& body = rank_.bodies[static_cast<std::size_t>(op.body)];
     bool first = false, last = false;
     for (const ProgramOp& b : body.ops) {
@@ -140,8 +232,7 @@ class Walk {
       case Part::kHead: {
         if (forward) {
           // The tied wte's gradient gets the logits' share during the head's forward.
-          const std::int32_t wte = rank_.unit_index(rank_.unit_index("embedding") >= 0 ? "embedding" : "wte_copy");
-          touch_grads(wte);
+          touch_grads(tied_wte_);
           add_activation(t_.head_saved);
           observe(what, t_.head_working);
           add_activation(-t_.tokens);  // the targets
@@ -164,19 +255,23 @@ class Walk {
     switch (op.kind) {
       case Kind::kFetch:
         ++fetched_[u];
+        ++outstanding_;
         add_activation(t_.unit_fetch[u]);
         observe(what, 0);
         return;
       case Kind::kGather:
         if (gathered_[u]++ == 0) add_activation(t_.unit_gather[u]);
+        ++outstanding_;
         observe(what, 0);
         if (fetched_[u] > 0) {  // the fetched shard is consumed by the gather
           --fetched_[u];
+          --outstanding_;
           add_activation(-t_.unit_fetch[u]);
         }
         return;
       case Kind::kRelease:
         if (--gathered_[u] == 0) add_activation(-t_.unit_gather[u]);
+        --outstanding_;
         return;
       case Kind::kReduceGrads:
         if (t_.offloaded_grads) {
@@ -185,6 +280,7 @@ class Walk {
         }
         if (t_.transient_grads && touched_[u]) {
           touched_[u] = false;
+          ++flips_;
           add_grads(-t_.unit_grads[u]);
         }
         return;
@@ -206,21 +302,33 @@ class Walk {
     throw std::logic_error("program memory: " + to_string(op.kind) + " is not a state move");
   }
 
+  struct Totals {
+    double live = 0, activations = 0, step_grads = 0;
+  };
+
   const RankProgram& rank_;
   const ExecutorMemoryTerms& t_;
+  bool reuse_ = false;  // recorded pass effects may stand for walks (exact_in_double)
+  std::int32_t tied_wte_ = -1;
   double live_ = 0, activations_ = 0, step_grads_ = 0;
   std::int64_t sends_ = 0;
   std::vector<bool> touched_;
   std::vector<int> gathered_, fetched_;
-  const ProgramOp* pipeline_op_ = nullptr;  // the pipeline op being walked; nullptr in the tail
-  bool in_tail_ = false;
+  std::int64_t outstanding_ = 0;  // gathered and fetched units not yet released or consumed
+  std::int64_t flips_ = 0;        // changes of touched_ so far: equal counts, equal sets
+  std::vector<PassEffect> effects_;  // [body] its last reusable walk
+  PassEffect* recording_ = nullptr;  // the pass being walked, recording its effect
+  Totals pass_start_;
+  Place place_;       // where the walk is
+  Place peak_place_;  // where the peak was first reached
   ProgramMemoryPeak peak_;
 };
 
 }  // namespace
 
-ProgramMemoryPeak walk_program_memory(const RankProgram& rank, const ExecutorMemoryTerms& terms) {
-  return Walk(rank, terms).run();
+ProgramMemoryPeak walk_program_memory(const RankProgram& rank, const ExecutorMemoryTerms& terms,
+                                      const WalkOptions& options) {
+  return Walk(rank, terms, options.reuse_passes).run();
 }
 
 }  // namespace strata

@@ -62,7 +62,16 @@ struct ProgramMemoryPeak {
   double step_gradients_at_peak = 0;  // ZeRO-2/3 transient gradient buffers then
 };
 
+struct WalkOptions {
+  // A pass that starts in the state a recorded walk of its body started in is applied as
+  // that walk's sums, when every term is a whole number of bytes (exact in a double): the
+  // same peak, to the bit, for a step op per pass instead of a body's ops per pass. False
+  // walks every op (tests compare the two).
+  bool reuse_passes = true;
+};
+
 // Throws std::invalid_argument when the per-unit vectors do not match rank.units.
-ProgramMemoryPeak walk_program_memory(const RankProgram& rank, const ExecutorMemoryTerms& terms);
+ProgramMemoryPeak walk_program_memory(const RankProgram& rank, const ExecutorMemoryTerms& terms,
+                                      const WalkOptions& options = {});
 
 }  // namespace strata

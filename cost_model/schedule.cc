@@ -103,23 +103,48 @@ std::vector<PipelineOp> with_communication(const std::vector<ComputeOp>& order, 
 
 }  // namespace
 
-Schedule make_schedule(ScheduleKind kind, std::int64_t pp, std::int64_t virtual_stages,
-                       std::int64_t micro_batches) {
-  const std::string what = fmt::format("schedule {} with pp={} v={} m={}", to_string(kind), pp,
-                                       virtual_stages, micro_batches);
-  if (pp < 1) throw InfeasiblePlan(fmt::format("{}: pp must be >= 1", what));
-  if (virtual_stages < 1) throw InfeasiblePlan(fmt::format("{}: v must be >= 1", what));
-  if (micro_batches < 1) throw InfeasiblePlan(fmt::format("{}: m must be >= 1", what));
+namespace {
+
+void check_schedule(ScheduleKind kind, std::int64_t pp, std::int64_t virtual_stages,
+                    std::int64_t micro_batches) {
+  // Built only on an error: the planner makes hundreds of thousands of schedules.
+  const auto what = [&] {
+    return fmt::format("schedule {} with pp={} v={} m={}", to_string(kind), pp, virtual_stages,
+                       micro_batches);
+  };
+  if (pp < 1) throw InfeasiblePlan(fmt::format("{}: pp must be >= 1", what()));
+  if (virtual_stages < 1) throw InfeasiblePlan(fmt::format("{}: v must be >= 1", what()));
+  if (micro_batches < 1) throw InfeasiblePlan(fmt::format("{}: m must be >= 1", what()));
   if (virtual_stages > 1 && kind != ScheduleKind::kInterleaved) {
     throw InfeasiblePlan(
-        fmt::format("{}: v = {} > 1 needs the interleaved schedule", what, virtual_stages));
+        fmt::format("{}: v = {} > 1 needs the interleaved schedule", what(), virtual_stages));
   }
   if (kind == ScheduleKind::kInterleaved && micro_batches % pp != 0) {
     throw InfeasiblePlan(fmt::format(
-        "{}: the interleaved schedule needs m % pp == 0, but {} % {} = {}", what, micro_batches,
-        pp, micro_batches % pp));
+        "{}: the interleaved schedule needs m % pp == 0, but {} % {} = {}", what(),
+        micro_batches, pp, micro_batches % pp));
   }
+}
 
+std::vector<PipelineOp> unchecked_rank_ops(ScheduleKind kind, std::int64_t pp,
+                                           std::int64_t virtual_stages,
+                                           std::int64_t micro_batches, std::int64_t r) {
+  std::vector<ComputeOp> order;
+  if (kind == ScheduleKind::kGpipe) {
+    order = gpipe_order(micro_batches);
+  } else if (kind == ScheduleKind::kOneFOneB || virtual_stages == 1) {
+    order = one_f_one_b_order(pp, r, micro_batches);
+  } else {
+    order = interleaved_order(pp, virtual_stages, r, micro_batches);
+  }
+  return with_communication(order, pp, virtual_stages, r);
+}
+
+}  // namespace
+
+Schedule make_schedule(ScheduleKind kind, std::int64_t pp, std::int64_t virtual_stages,
+                       std::int64_t micro_batches) {
+  check_schedule(kind, pp, virtual_stages, micro_batches);
   Schedule schedule;
   schedule.kind = kind;
   schedule.pp = pp;
@@ -127,17 +152,20 @@ Schedule make_schedule(ScheduleKind kind, std::int64_t pp, std::int64_t virtual_
   schedule.micro_batches = micro_batches;
   schedule.ops.resize(static_cast<std::size_t>(pp));
   for (std::int64_t r = 0; r < pp; ++r) {
-    std::vector<ComputeOp> order;
-    if (kind == ScheduleKind::kGpipe) {
-      order = gpipe_order(micro_batches);
-    } else if (kind == ScheduleKind::kOneFOneB || virtual_stages == 1) {
-      order = one_f_one_b_order(pp, r, micro_batches);
-    } else {
-      order = interleaved_order(pp, virtual_stages, r, micro_batches);
-    }
-    schedule.ops[static_cast<std::size_t>(r)] = with_communication(order, pp, virtual_stages, r);
+    schedule.ops[static_cast<std::size_t>(r)] =
+        unchecked_rank_ops(kind, pp, virtual_stages, micro_batches, r);
   }
   return schedule;
+}
+
+std::vector<PipelineOp> make_rank_schedule(ScheduleKind kind, std::int64_t pp,
+                                           std::int64_t virtual_stages,
+                                           std::int64_t micro_batches, std::int64_t pp_rank) {
+  check_schedule(kind, pp, virtual_stages, micro_batches);
+  if (pp_rank < 0 || pp_rank >= pp) {
+    throw InfeasiblePlan(fmt::format("schedule: pipeline rank {} is outside 0..{}", pp_rank, pp - 1));
+  }
+  return unchecked_rank_ops(kind, pp, virtual_stages, micro_batches, pp_rank);
 }
 
 std::string to_string(OpKind kind) {

@@ -56,6 +56,12 @@ struct Schedule {
 // For interleaved with v == 1 the result is the 1F1B schedule.
 Schedule make_schedule(ScheduleKind kind, std::int64_t pp, std::int64_t virtual_stages,
                        std::int64_t micro_batches);
+// make_schedule(...).ops[pp_rank] alone (a Program is made one rank at a time: making every
+// rank's list for each made a p-stage Program cost p^2 m ops). Also throws InfeasiblePlan
+// when pp_rank is outside 0..pp-1.
+std::vector<PipelineOp> make_rank_schedule(ScheduleKind kind, std::int64_t pp,
+                                           std::int64_t virtual_stages,
+                                           std::int64_t micro_batches, std::int64_t pp_rank);
 
 // Op names shared by the simulator's and the executor's traces: "forward", "backward",
 // "recv_forward", "send_forward", "recv_backward", "send_backward".

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <string>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -294,7 +296,21 @@ std::vector<JobWays> job_ways(const std::vector<Job>& jobs, const ClusterSpec& c
   CostModelOptions cost;
   cost.node_ranks = options.devices;
   std::vector<JobWays> out;
+  // A grid's jobs differ in learning rate or seed more often than in anything the cost model
+  // reads (cost_model.h: priced_train): such jobs share their priced ways.
+  std::map<std::string, std::size_t> priced_as;  // model and priced train -> first job's index
   for (const Job& job : jobs) {
+    const std::string key =
+        job.model.to_json().dump() + priced_train(job.train).to_json().dump();
+    if (const auto same = priced_as.find(key); same != priced_as.end()) {
+      JobWays jw = out[same->second];
+      for (JobWay& w : jw.ways) w.duration_s = static_cast<double>(job.train.steps) * w.step_s;
+      std::stable_sort(jw.ways.begin(), jw.ways.end(),
+                       [](const JobWay& a, const JobWay& b) { return a.duration_s < b.duration_s; });
+      out.push_back(std::move(jw));
+      continue;
+    }
+    priced_as.emplace(key, out.size());
     JobWays jw;
     for (std::int64_t k = 1; k <= options.devices; ++k) {
       PlannerOptions planner;

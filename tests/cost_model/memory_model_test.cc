@@ -581,6 +581,73 @@ TEST(EstimateMemory, RejectsPlansThatDoNotDivide) {
                InfeasiblePlan);  // 8 layers % 3
 }
 
+// The walk applies a pass that repeats in the same state as its recorded sums
+// (program_memory.h); that must be the op-by-op walk's result to the bit, peak moment
+// included, for every kind of state the walk keeps: ZeRO 0-3 (transient gradients from 2),
+// offloaded parameters (fetches), gradients (shards) and optimizer, pipelines (sends held to
+// the pipeline's end, so the peak rises with every forward), interleaving, sequence
+// parallelism, recomputation; 32 micro-batches per rank and more, so most passes repeat.
+TEST(EstimateMemory, ReusedPassesGiveTheOpByOpWalkToTheBit) {
+  const ModelSpec m = tiny();
+  const ClusterSpec c = cluster(Backend::kCpu);
+  MemoryModelOptions op_by_op;
+  op_by_op.walk_reuses_passes = false;
+  std::int64_t compared = 0;
+  for (std::int64_t global_batch : {64, 256}) {
+    const TrainSpec t = train(global_batch, Precision::kFp32);
+    for (std::int64_t tp : {1, 2}) {
+      for (std::int64_t pp : {1, 2, 4}) {
+        for (std::int64_t dp : {1, 2}) {
+          for (std::int64_t v : {1, 2}) {
+            for (int z = 0; z <= 3; ++z) {
+              for (int off = 0; off < 4; ++off) {
+                for (Recompute rc : {Recompute::kNone, Recompute::kFull}) {
+                  Plan plan;
+                  plan.tp = tp;
+                  plan.pp = pp;
+                  plan.dp = dp;
+                  plan.virtual_stages = v;
+                  plan.schedule = v > 1 ? ScheduleKind::kInterleaved : ScheduleKind::kOneFOneB;
+                  plan.micro_batch = 1;
+                  plan.zero_stage = z;
+                  plan.recompute = rc;
+                  plan.sequence_parallel = tp > 1;
+                  if (off == 1) plan.offload.optimizer = OffloadTier::kCpu;
+                  if (off == 2) plan.offload = {OffloadTier::kNone, OffloadTier::kCpu, OffloadTier::kCpu};
+                  if (off == 3) plan.offload = {OffloadTier::kCpu, OffloadTier::kCpu, OffloadTier::kCpu};
+                  MemoryEstimate reused, walked;
+                  try {
+                    plan.check(m, c, t);
+                    reused = estimate_memory(m, c, t, plan);
+                  } catch (const InfeasiblePlan&) {
+                    continue;
+                  }
+                  walked = estimate_memory(m, c, t, plan, op_by_op);
+                  ASSERT_EQ(reused.stages.size(), walked.stages.size());
+                  for (std::size_t r = 0; r < reused.stages.size(); ++r) {
+                    const StageMemory& a = reused.stages[r];
+                    const StageMemory& b = walked.stages[r];
+                    const std::string what = plan.label() + " rank " + std::to_string(r);
+                    EXPECT_EQ(a.total.device, b.total.device) << what;
+                    EXPECT_EQ(a.activations.device, b.activations.device) << what;
+                    EXPECT_EQ(a.gradients.device, b.gradients.device) << what;
+                    EXPECT_EQ(a.step_gradient_bytes, b.step_gradient_bytes) << what;
+                    EXPECT_EQ(a.peak_moment, b.peak_moment) << what;
+                  }
+                  ++compared;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  // Of the 2 x 2 x 3 x 2 x 2 x 4 x 4 x 2 = 3072 combinations, those the plan rules accept
+  // (v > 1 needs p > 1; offloaded gradients ZeRO >= 2, parameters ZeRO 3; ...).
+  EXPECT_GT(compared, 300);
+}
+
 // The planner calls estimate_memory for every candidate: the 1T model (128 layers, h 25600,
 // 160 heads) on 3072 GPUs, every t | 8, p | 128, d = 3072 / (t p), b in 1..8, three
 // schedules, v up to 4, four ZeRO stages, three recompute policies must take < 2 s in all.

@@ -147,6 +147,23 @@ TEST(Schedule, InterleavedWithOneChunkIsOneFOneB) {
   EXPECT_EQ(a.ops, b.ops);
 }
 
+// One rank's list alone is that rank's list of the whole schedule, for every kind, and a
+// rank outside the pipeline is an error.
+TEST(Schedule, OneRanksListIsThatRanksListOfTheWholeSchedule) {
+  for (ScheduleKind kind : {ScheduleKind::kGpipe, ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved}) {
+    for (std::int64_t p : {1, 2, 4}) {
+      const std::int64_t v = kind == ScheduleKind::kInterleaved ? 2 : 1;
+      const Schedule whole = make_schedule(kind, p, v, 8);
+      for (std::int64_t r = 0; r < p; ++r) {
+        EXPECT_EQ(make_rank_schedule(kind, p, v, 8, r), whole.ops[static_cast<std::size_t>(r)])
+            << to_string(kind) << " p " << p << " rank " << r;
+      }
+      EXPECT_THROW(make_rank_schedule(kind, p, v, 8, p), InfeasiblePlan);
+      EXPECT_THROW(make_rank_schedule(kind, p, v, 8, -1), InfeasiblePlan);
+    }
+  }
+}
+
 TEST(Schedule, OpCountsPerRank) {
   for (const Case& c : many_cases()) {
     SCOPED_TRACE(label(c));

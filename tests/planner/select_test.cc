@@ -8,7 +8,10 @@
 
 #include <string>
 
+#include "cost_model/cluster_spec.h"
 #include "cost_model/errors.h"
+#include "cost_model/model_spec.h"
+#include "cost_model/train_spec.h"
 #include "tests/cost_model/spec_test_util.h"
 
 namespace strata {
@@ -99,6 +102,51 @@ TEST(SelectSchedule, PolicyNamesAreChecked) {
   EXPECT_EQ(select_policy_from_string("lrtf"), SelectPolicy::kLrtf);
   testing::expect_error<ConfigError>([] { select_policy_from_string("fifo"); },
                                      {"--policy", "fifo", "strata, lrtf or sequential"});
+}
+
+// Jobs that differ only in what the cost model does not read (learning rate, seed, weight
+// decay, steps) share one pricing: each gets the ways it gets when priced alone, its
+// durations from its own steps. A job with another global batch is priced on its own.
+TEST(SelectWays, JobsPricedAlikeShareTheirWaysAndKeepTheirSteps) {
+  const std::string configs = std::string(STRATA_SOURCE_DIR) + "/configs";
+  const ClusterSpec cluster = ClusterSpec::load(configs + "/clusters/local-cpu.json");
+  Job a;
+  a.name = "a";
+  a.model = ModelSpec::load(configs + "/models/tiny.json");
+  a.train = TrainSpec::load(configs + "/train/tiny.json");
+  a.train.steps = 10;
+  Job b = a;
+  b.name = "b";
+  b.train.optimizer.lr *= 0.3;
+  b.train.optimizer.weight_decay = 0.05;
+  b.train.seed += 7;
+  b.train.steps = 25;
+  Job c = a;
+  c.name = "c";
+  c.train.global_batch *= 2;
+  SelectOptions options;
+  options.devices = 2;
+  const std::vector<JobWays> together = job_ways({a, b, c}, cluster, options);
+  ASSERT_EQ(together.size(), 3u);
+  for (std::size_t j = 0; j < 3; ++j) {
+    const Job& alone_job = j == 0 ? a : (j == 1 ? b : c);
+    const std::vector<JobWays> alone = job_ways({alone_job}, cluster, options);
+    ASSERT_EQ(together[j].ways.size(), alone[0].ways.size()) << alone_job.name;
+    for (std::size_t i = 0; i < alone[0].ways.size(); ++i) {
+      const JobWay& x = together[j].ways[i];
+      const JobWay& y = alone[0].ways[i];
+      EXPECT_EQ(x.plan, y.plan) << alone_job.name;
+      EXPECT_EQ(x.devices, y.devices) << alone_job.name;
+      EXPECT_EQ(x.spilled, y.spilled) << alone_job.name;
+      EXPECT_EQ(x.step_s, y.step_s) << alone_job.name;
+      // duration = the job's own steps x the step: 10 for a, 25 for b.
+      EXPECT_EQ(x.duration_s, static_cast<double>(alone_job.train.steps) * y.step_s);
+    }
+  }
+  // b's steps are 2.5x a's: so are its durations; c's global batch is twice a's, its steps
+  // slower (twice the tokens on the same plans, or more micro-batches).
+  EXPECT_DOUBLE_EQ(together[1].ways.front().duration_s, 2.5 * together[0].ways.front().duration_s);
+  EXPECT_GT(together[2].ways.front().step_s, together[0].ways.front().step_s);
 }
 
 TEST(Workload, GridExpandsEveryPointInOrder) {

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <stdexcept>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -38,11 +40,38 @@ struct Place {
   bool in_tail = false;
 };
 
+// What the walk knows of each unit: whether its step gradient is held (ZeRO-2/3: touched
+// and not yet reduced), how often it is gathered and how many fetched shards wait for it.
+struct UnitState {
+  std::vector<std::uint64_t> touched;  // a bit per unit
+  std::vector<int> gathered, fetched;
+  std::int64_t outstanding = 0;        // the sum of gathered and fetched
+
+  bool is_touched(std::size_t u) const { return (touched[u / 64] >> (u % 64)) & 1U; }
+  void set_touched(std::size_t u, bool on) {
+    const std::uint64_t bit = std::uint64_t{1} << (u % 64);
+    touched[u / 64] = on ? (touched[u / 64] | bit) : (touched[u / 64] & ~bit);
+  }
+  // Nothing outstanding on both sides means every count is 0 on both: no need to compare.
+  bool same_as(const UnitState& o) const {
+    if (outstanding != o.outstanding || touched != o.touched) return false;
+    return outstanding == 0 || (gathered == o.gathered && fetched == o.fetched);
+  }
+  void assign(const UnitState& o) {
+    touched = o.touched;
+    if (outstanding != 0 || o.outstanding != 0) {
+      gathered = o.gathered;
+      fetched = o.fetched;
+    }
+    outstanding = o.outstanding;
+  }
+};
+
 // What one walk of a pass did, relative to where it started: enough to apply the pass again
 // without walking its ops, when it starts in the same state (see Walk::pass).
 struct PassEffect {
   bool valid = false;
-  std::int64_t flips_at_start = -1;  // the touched set it started from (see Walk::flips_)
+  UnitState start, end;  // the units' state before and after it
   double live = 0, activations = 0, step_grads = 0;  // the pass's net change of each
   // Its highest moment: live + extra there, relative to the start, the activations and step
   // gradients then (relative), and the first op reaching it.
@@ -61,9 +90,9 @@ class Walk {
             "program memory: {} per-unit sizes for {} units", v->size(), units));
       }
     }
-    touched_.assign(units, false);
-    gathered_.assign(units, 0);
-    fetched_.assign(units, 0);
+    units_.touched.assign((units + 63) / 64, 0);
+    units_.gathered.assign(units, 0);
+    units_.fetched.assign(units, 0);
     effects_.resize(rank.bodies.size());
     reuse_ = reuse_passes && exact_in_double(t);
     // The tied wte whose gradient the head's forward touches.
@@ -124,9 +153,8 @@ class Walk {
   }
   void touch_grads(std::int32_t unit) {
     const auto u = static_cast<std::size_t>(unit);
-    if (!t_.transient_grads || touched_[u]) return;
-    touched_[u] = true;
-    ++flips_;
+    if (!t_.transient_grads || units_.is_touched(u)) return;
+    units_.set_touched(u, true);
     add_grads(t_.unit_grads[u]);
   }
 
@@ -143,32 +171,32 @@ class Walk {
     }
   }
 
-  // A pass's effect depends only on its body and the state it starts in: which units' step
-  // gradients are touched, and what is gathered or fetched. When nothing is gathered or
-  // fetched at its start and end, and no gradient was touched or reduced since the recorded
-  // walk of the same body started (flips_ unchanged; a pass that flips one can thus never be
-  // reused), the recorded effect is the walk's. This makes a step of thousands of
-  // micro-batches cost a step op each instead of a pass body each.
+  // A pass's effect depends only on its body and the units' state it starts in (the byte
+  // totals only shift it). When a recorded walk of the same body started in the same state,
+  // its effect is this walk's: applied, it makes a step of thousands of micro-batches cost
+  // a step op each instead of a pass body each.
   void pass(const ProgramOp& op) {
     PassEffect& effect = effects_[static_cast<std::size_t>(op.body)];
-    const bool settled = outstanding_ == 0;
-    if (reuse_ && settled && effect.valid && effect.flips_at_start == flips_) {
+    if (reuse_ && effect.valid && units_.same_as(effect.start)) {
       apply(effect);
       return;
     }
-    PassEffect fresh;
-    fresh.flips_at_start = flips_;
+    if (!reuse_) {
+      walk_pass(op);
+      return;
+    }
+    effect.valid = false;
+    effect.start.assign(units_);
+    effect.high = -std::numeric_limits<double>::infinity();
     pass_start_ = {live_, activations_, step_grads_};
-    recording_ = &fresh;
+    recording_ = &effect;
     walk_pass(op);
     recording_ = nullptr;
-    if (settled && outstanding_ == 0) {
-      fresh.live = live_ - pass_start_.live;
-      fresh.activations = activations_ - pass_start_.activations;
-      fresh.step_grads = step_grads_ - pass_start_.step_grads;
-      fresh.valid = true;
-      effect = fresh;
-    }
+    effect.end.assign(units_);
+    effect.live = live_ - pass_start_.live;
+    effect.activations = activations_ - pass_start_.activations;
+    effect.step_grads = step_grads_ - pass_start_.step_grads;
+    effect.valid = true;
   }
 
   void apply(const PassEffect& e) {
@@ -184,6 +212,7 @@ class Walk {
     live_ += e.live;
     activations_ += e.activations;
     step_grads_ += e.step_grads;
+    units_.assign(e.end);
   }
 
   void walk_pass(const ProgramOp& op) {
@@ -254,33 +283,32 @@ class Walk {
     const auto u = static_cast<std::size_t>(op.unit < 0 ? 0 : op.unit);
     switch (op.kind) {
       case Kind::kFetch:
-        ++fetched_[u];
-        ++outstanding_;
+        ++units_.fetched[u];
+        ++units_.outstanding;
         add_activation(t_.unit_fetch[u]);
         observe(what, 0);
         return;
       case Kind::kGather:
-        if (gathered_[u]++ == 0) add_activation(t_.unit_gather[u]);
-        ++outstanding_;
+        if (units_.gathered[u]++ == 0) add_activation(t_.unit_gather[u]);
+        ++units_.outstanding;
         observe(what, 0);
-        if (fetched_[u] > 0) {  // the fetched shard is consumed by the gather
-          --fetched_[u];
-          --outstanding_;
+        if (units_.fetched[u] > 0) {  // the fetched shard is consumed by the gather
+          --units_.fetched[u];
+          --units_.outstanding;
           add_activation(-t_.unit_fetch[u]);
         }
         return;
       case Kind::kRelease:
-        if (--gathered_[u] == 0) add_activation(-t_.unit_gather[u]);
-        --outstanding_;
+        if (--units_.gathered[u] == 0) add_activation(-t_.unit_gather[u]);
+        --units_.outstanding;
         return;
       case Kind::kReduceGrads:
         if (t_.offloaded_grads) {
           add_activation(t_.unit_shard[u]);
           observe(what, 0);
         }
-        if (t_.transient_grads && touched_[u]) {
-          touched_[u] = false;
-          ++flips_;
+        if (t_.transient_grads && units_.is_touched(u)) {
+          units_.set_touched(u, false);
           add_grads(-t_.unit_grads[u]);
         }
         return;
@@ -312,10 +340,7 @@ class Walk {
   std::int32_t tied_wte_ = -1;
   double live_ = 0, activations_ = 0, step_grads_ = 0;
   std::int64_t sends_ = 0;
-  std::vector<bool> touched_;
-  std::vector<int> gathered_, fetched_;
-  std::int64_t outstanding_ = 0;  // gathered and fetched units not yet released or consumed
-  std::int64_t flips_ = 0;        // changes of touched_ so far: equal counts, equal sets
+  UnitState units_;
   std::vector<PassEffect> effects_;  // [body] its last reusable walk
   PassEffect* recording_ = nullptr;  // the pass being walked, recording its effect
   Totals pass_start_;

@@ -71,6 +71,15 @@ DeviceRates device_rates(const ClusterSpec& cluster, const TrainSpec& train,
   return rates;
 }
 
+double mfu_peak_flops(const ClusterSpec& cluster, const TrainSpec& train, const Profile* profile) {
+  double peak = train.precision == Precision::kBf16 ? cluster.device.bf16_flops
+                                                    : cluster.device.fp32_flops;
+  if (profile != nullptr) {
+    for (const GemmSample& g : profile->gemm) peak = std::max(peak, g.flops_per_s);
+  }
+  return peak;
+}
+
 double gemm_efficiency_curve(double m, double n, double k) {
   const auto saturation = [](double x) { return x / (x + kGemmHalfDim); };
   return kGemmPeakEfficiency * saturation(m) * saturation(n) * saturation(k);

@@ -90,6 +90,10 @@ DeviceRates device_rates(const ClusterSpec& cluster, const TrainSpec& train,
 // The same for `ranks_per_node` ranks of one plan on a node (sets compute_share, see above).
 DeviceRates device_rates(const ClusterSpec& cluster, const TrainSpec& train,
                          const Profile* profile, std::int64_t ranks_per_node);
+// The peak MFU is taken against: the cluster device's in the train precision, or the best
+// GEMM rate the profile measured when that is higher (a nominal figure below what the
+// hardware reached, as local-cpu's once was, put MFU above 100%).
+double mfu_peak_flops(const ClusterSpec& cluster, const TrainSpec& train, const Profile* profile);
 // Ranks of a plan that share one node (its host, its cores, its NVMe).
 inline std::int64_t plan_ranks_per_node(const Plan& plan, const ClusterSpec& cluster) {
   return std::min(plan.world_size(), cluster.gpus_per_node);

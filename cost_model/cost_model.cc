@@ -126,7 +126,7 @@ Prediction predict_with(const ModelSpec& model, const ClusterSpec& cluster, cons
     }
     fill_time(simulate_step(skeleton, priced, class_of, mode), p);
   }
-  fill_throughput(model, cluster, train, plan, p);
+  fill_throughput(model, cluster, train, plan, profile, p);
   return p;
 }
 
@@ -193,7 +193,7 @@ double PredictionCache::pipeline_end(const PipelineSkeleton& skeleton,
 }
 
 void fill_throughput(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
-                     const Plan& plan, Prediction& p) {
+                     const Plan& plan, const Profile* profile, Prediction& p) {
   const double tokens = static_cast<double>(train.global_batch * model.seq_len);
   const double gpus = static_cast<double>(plan.world_size());
   p.tokens_per_s = tokens / p.step_time_s;
@@ -201,7 +201,8 @@ void fill_throughput(const ModelSpec& model, const ClusterSpec& cluster, const T
                      gpus / units::kTera;
   p.model_tflops_per_gpu = model_flops_without_recompute(model, train.global_batch) /
                            p.step_time_s / gpus / units::kTera;
-  const double peak = device_rates(cluster, train, nullptr).peak_flops;
+  device_rates(cluster, train, nullptr);  // checks the cluster's peak and bandwidth
+  const double peak = mfu_peak_flops(cluster, train, profile);
   p.mfu = model_flops_without_recompute(model, train.global_batch) / p.step_time_s / gpus / peak;
 }
 

@@ -126,7 +126,7 @@ double predict_step_time_bound(const ModelSpec& model, const ClusterSpec& cluste
 // The throughput fields of a prediction from its step time: tokens/s, TFLOP/s per GPU (Megatron's
 // F), MFU (model FLOPs without recomputation over the train precision's peak).
 void fill_throughput(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
-                     const Plan& plan, Prediction& prediction);
+                     const Plan& plan, const Profile* profile, Prediction& prediction);
 
 // The plan's Program replayed op by op (`strata simulate`): the Program, how it was run,
 // and every op's start and end with the step's figures (those of predict()). Throws

@@ -93,7 +93,7 @@ class Search {
       Prediction& p = c.scored.prediction;
       p.step_time_s = predict_step_time(model_, cluster_, train_, c.scored.plan, options_.profile,
                                         options_.cost, cache_);
-      fill_throughput(model_, cluster_, train_, c.scored.plan, p);
+      fill_throughput(model_, cluster_, train_, c.scored.plan, options_.profile, p);
       keep_top(std::move(c.scored));
     }
     fitting_.clear();

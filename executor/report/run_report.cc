@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "cost_model/compute_model.h"
 #include "cost_model/units.h"
 #include "executor/comm/mpi_check.h"
 
@@ -147,7 +148,7 @@ std::vector<RankSummary> gather_summaries(const MpiCommunicator& world, const Ra
 }
 
 StepReport build_run_report(const ModelSpec& model, const ClusterSpec& cluster,
-                            const TrainSpec& train, const Plan& plan,
+                            const TrainSpec& train, const Plan& plan, const Profile* profile,
                             const std::vector<RankSummary>& ranks,
                             const std::vector<double>& losses) {
   StepReport r;
@@ -174,8 +175,7 @@ StepReport build_run_report(const ModelSpec& model, const ClusterSpec& cluster,
     const double flops_per_rank = hardware_flops(model, train.global_batch, plan.recompute) /
                                   static_cast<double>(plan.world_size()) / r.step_time_s;
     r.tflops_per_gpu = flops_per_rank / units::kTera;
-    const double peak = train.precision == Precision::kFp32 ? cluster.device.fp32_flops
-                                                            : cluster.device.bf16_flops;
+    const double peak = mfu_peak_flops(cluster, train, profile);
     const double mfu_flops_per_rank = model_flops_without_recompute(model, train.global_batch) /
                                       static_cast<double>(plan.world_size()) / r.step_time_s;
     r.model_tflops_per_gpu = mfu_flops_per_rank / units::kTera;

@@ -15,6 +15,7 @@
 #include "cost_model/cluster_spec.h"
 #include "cost_model/model_spec.h"
 #include "cost_model/plan.h"
+#include "cost_model/profile.h"
 #include "cost_model/step_report.h"
 #include "cost_model/train_spec.h"
 #include "executor/comm/mpi_communicator.h"
@@ -50,10 +51,10 @@ std::vector<RankSummary> gather_summaries(const MpiCommunicator& world, const Ra
 
 // The step time is the slowest rank's median step (the first step is a warm-up and is
 // skipped when there are more), its parts those of that median step; memory per tier is
-// the worst rank's peak; TFLOP/s per rank from megatron_model_flops; MFU against the
-// cluster device's peak in the train precision.
+// the worst rank's peak; TFLOP/s per rank from megatron_model_flops; MFU against
+// mfu_peak_flops (the cluster device's peak, or the profile's best measured GEMM when higher).
 StepReport build_run_report(const ModelSpec& model, const ClusterSpec& cluster,
-                            const TrainSpec& train, const Plan& plan,
+                            const TrainSpec& train, const Plan& plan, const Profile* profile,
                             const std::vector<RankSummary>& ranks,
                             const std::vector<double>& losses);
 

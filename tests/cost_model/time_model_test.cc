@@ -161,6 +161,21 @@ TEST(Compute, FlashBackwardUsesTheMeasuredBackwardRate) {
               1e-15);
 }
 
+// MFU's peak: the cluster's in the train precision (300 TFLOP/s bf16, 20 fp32 here), or the
+// best GEMM a profile measured when that is higher (the hardware reached it), never lower.
+TEST(Compute, MfuPeakIsTheClusterPeakOrAHigherMeasuredGemm) {
+  const ClusterSpec c = test_cluster();
+  TrainSpec bf16, fp32;
+  bf16.precision = Precision::kBf16;
+  fp32.precision = Precision::kFp32;
+  EXPECT_EQ(mfu_peak_flops(c, bf16, nullptr), 300e12);
+  EXPECT_EQ(mfu_peak_flops(c, fp32, nullptr), 20e12);
+  Profile measured;
+  measured.gemm = {{1024, 1024, 1024, 25e12}, {4096, 4096, 4096, 31e12}, {64, 64, 64, 2e12}};
+  EXPECT_EQ(mfu_peak_flops(c, fp32, &measured), 31e12);   // above the nominal 20
+  EXPECT_EQ(mfu_peak_flops(c, bf16, &measured), 300e12);  // below the nominal 300
+}
+
 TEST(Compute, LayerForwardFlopsMatchMegatronCount) {
   const ModelSpec m = test_model();
   const DeviceRates rates{300e12, 1600e9, 2, nullptr};

@@ -320,7 +320,8 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
   world.all_reduce_max(worst, 4);
   if (!printer) return stop;
   StepReport rep =
-      report::build_run_report(v.model, v.cluster, v.train, v.plan, summaries, losses);
+      report::build_run_report(v.model, v.cluster, v.train, v.plan,
+                               v.profile ? &*v.profile : nullptr, summaries, losses);
   rep.transfers = TransferBytes{worst[0], worst[1], worst[2], worst[3]};
   rep.stopped_by = stopped;
   const fs::path dir(o.out);

@@ -1,18 +1,25 @@
-// Tiled causal attention over cblas_sgemm with an online softmax (see flash_attention.h).
+// Tiled causal attention over tile_gemm with an online softmax (see flash_attention.h).
 //
 // Work split: the forward's tasks are (b, h, query block), the backward's (b, h): a task owns
 // every output element it writes (out and lse rows; dq, dk, dv of its head), so there are no
 // atomics and no cross-thread sums, and the order of every sum is fixed by the loop order and
-// the BLAS calls' shapes alone. A query block of kQueryBlock rows meets the keys before its
-// end in key blocks of kKeyBlock columns, a multiple of kQueryBlock starting at multiples of
-// it, so every key block starts at or before the query block: row r of a tile sees its
-// first min(cols, i0 - j0 + r + 1) >= 1 columns (only the last key block is cut by the
-// diagonal), and the online softmax never meets an all-masked row.
+// tile_gemm's (each element one sum in k order). A query block of kQueryBlock rows meets the
+// keys before its end in key blocks of kKeyBlock columns, a multiple of kQueryBlock starting at
+// multiples of it, so every key block starts at or before the query block: row r of a tile
+// sees its first min(cols, i0 - j0 + r + 1) >= 1 columns (only the last key block is cut by
+// the diagonal), and the online softmax never meets an all-masked row. On that diagonal
+// block the GEMMs skip what the mask zeroes (tile_gemm's causal limits): score columns past a
+// row's diagonal are not computed, and the sums over keys or queries stop where the
+// probabilities turn 0 (a fifth of the work at T = 256).
+//
+// The score GEMMs' B is the head's K^T or V^T, packed once per head (pack_transposed_chunks);
+// the others read their operands in place. OpenBLAS packed both operands on every tile-sized
+// call (K = 64), a fifth of the time.
 //
 // The row loops (max, exp, rescale) are `omp simd` over fast_expf; the file is compiled with
 // -fno-trapping-math so GCC if-converts fast_expf's selects, and the tile functions are cloned
 // for AVX-512, AVX2 and the baseline (ifunc dispatch once per process) because the build
-// targets baseline x86-64 while OpenBLAS picks its own kernels at run time.
+// targets baseline x86-64.
 #include "kernels/cpu/flash_attention.h"
 
 #include <omp.h>
@@ -23,9 +30,8 @@
 #include <vector>
 
 #include "kernels/cpu/arg_checks.h"
-#include "kernels/cpu/blas_threads.h"
 #include "kernels/cpu/fast_exp.h"
-#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/tile_gemm.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define STRATA_TILE_CLONES \
@@ -50,8 +56,8 @@ int threads_for(double flops, std::int64_t tasks) {
 }
 
 // Block sizes. A 64 x 256 fp32 tile is 64 KiB (the backward holds two): L2-resident beside the
-// q, k, v, dout rows it multiplies, and its GEMMs (64 x 256 x HS, 64 x HS x 256) pay
-// OpenBLAS's per-call packing over more work than 64 x 64 x 64 ones. 64 query rows keep the
+// q, k, v, dout rows it multiplies. (Chosen when the GEMMs were OpenBLAS's, whose per-call
+// packing favoured larger tiles.) 64 query rows keep the
 // diagonal's wasted upper triangle at 64 x 64 / 2 per query block. Measured forward +
 // backward CPU time at HS 64, T 256 and 1024, one thread (cpu_attention_bench): 64 x 256
 // beat 64 x 64 by 1.2x, and 128 x 256, 64 x 512, 64 x 1024, 32 x 512 by 3 to 25%.
@@ -126,15 +132,18 @@ STRATA_TILE_CLONES void probs_tile(float* s, int rows, int cols, int ahead,
 }
 
 // Softmax backward on a tile, scale folded in: dp (rows, kKeyBlock) = dout V^T in,
-// dS = scale * p (dp - D) out, where D[r] = dout_r . out_r = sum_c p dp over the full row.
-STRATA_TILE_CLONES void dscores_tile(float* dp, const float* p, int rows, int cols,
+// dS = scale * p (dp - D) out, where D[r] = dout_r . out_r = sum_c p dp over the full row;
+// 0 where masked (dp is not computed there: tile_gemm's causal limit).
+STRATA_TILE_CLONES void dscores_tile(float* dp, const float* p, int rows, int cols, int ahead,
                                      const float* D, float scale) {
   for (int r = 0; r < rows; ++r) {
     float* row = dp + static_cast<std::int64_t>(r) * kKeyBlock;
     const float* pr = p + static_cast<std::int64_t>(r) * kKeyBlock;
+    const int n = visible(ahead, r, cols);
     const float d = D[r];
 #pragma omp simd
-    for (int c = 0; c < cols; ++c) row[c] = scale * pr[c] * (row[c] - d);
+    for (int c = 0; c < n; ++c) row[c] = scale * pr[c] * (row[c] - d);
+    for (int c = n; c < cols; ++c) row[c] = 0.0f;
   }
 }
 
@@ -172,12 +181,63 @@ struct Shape {
   }
 };
 
-// Tile buffers of one thread, allocated once per call and thread (not per tile).
+// Tile buffers of one thread, allocated once per call and thread (not per tile). kt and vt
+// hold one head's K^T and V^T packed as tile_gemm's B operand (the score GEMMs' B), packed
+// once per head rather than per tile; kt_of names the (b, h) whose keys kt holds, -1 none.
 struct Tiles {
-  std::vector<float> a, b;
+  std::vector<float> a, b, kt, vt;
+  std::int64_t kt_of = -1;
   float m[kQueryBlock], l[kQueryBlock], alpha[kQueryBlock];
-  Tiles() : a(kQueryBlock * kKeyBlock), b(kQueryBlock * kKeyBlock) {}
+  explicit Tiles(const Shape& g)
+      : a(kQueryBlock * kKeyBlock), b(kQueryBlock * kKeyBlock),
+        kt(static_cast<std::size_t>(packed_transposed_floats(g.T, g.HS))), vt(kt.size()) {}
 };
+
+int round_up_lanes(int n) { return (n + 15) / 16 * 16; }
+
+// (rows, cols) scaled scores of a query block against the key block starting at key j0, into
+// the tile s: alpha q x^T, `packed` holding the head's keys (or values) packed from key 0.
+// Columns past the causal diagonal (ahead = i0 - j0) are not computed.
+void score_tile(float* s, const float* q, std::int64_t ldq, const float* packed, const Shape& g,
+                int rows, int cols, int j0, int ahead, float alpha) {
+  TileGemm t;
+  t.c = s;
+  t.ldc = kKeyBlock;
+  t.M = rows;
+  t.N = round_up_lanes(cols);  // <= kKeyBlock; the packing's zero rows fill the last chunk
+  t.K = g.HS;
+  t.a = q;
+  t.a_row = ldq;
+  t.a_k = 1;
+  t.b = packed + static_cast<std::int64_t>(j0 / TileGemm::kChunk) * TileGemm::kChunk * g.HS;
+  t.ldb = TileGemm::kChunk;
+  t.b_chunk = static_cast<std::int64_t>(TileGemm::kChunk) * g.HS;
+  t.alpha = alpha;
+  t.n_hi = ahead;
+  tile_gemm(t);
+}
+
+// c (m, HS) (+)= a b with b's rows (HS floats, stride ldb) read in place; a's element (i, k)
+// at a[i * a_row + k * a_k]; k_lo, k_hi as TileGemm's causal limits.
+void head_rows_gemm(float* c, std::int64_t ldc, int m, int k, const float* a,
+                    std::int64_t a_row, std::int64_t a_k, const float* b, std::int64_t ldb,
+                    bool accumulate, int k_lo, int k_hi, int HS) {
+  TileGemm t;
+  t.c = c;
+  t.ldc = ldc;
+  t.M = m;
+  t.N = HS;
+  t.K = k;
+  t.a = a;
+  t.a_row = a_row;
+  t.a_k = a_k;
+  t.b = b;
+  t.ldb = ldb;
+  t.accumulate = accumulate;
+  t.k_lo = k_lo;
+  t.k_hi = k_hi;
+  tile_gemm(t);
+}
 
 void forward_block(float* out, float* lse, const float* qkv, const Shape& g, int b, int h,
                    int qb, Tiles& w) {
@@ -187,20 +247,25 @@ void forward_block(float* out, float* lse, const float* qkv, const Shape& g, int
   const float* q = qkv + g.qkv_at(b, i0, h);
   float* o = out + g.act_at(b, i0, h);
   float* s = w.a.data();
+  const std::int64_t bh = static_cast<std::int64_t>(b) * g.NH + h;
+  if (w.kt_of != bh) {  // the thread's previous task was another head's
+    pack_transposed_chunks(w.kt.data(), qkv + g.qkv_at(b, 0, h) + g.C, g.C3, g.T, g.HS);
+    w.kt_of = bh;
+  }
   std::fill(w.m, w.m + rows, -INFINITY);
   std::fill(w.l, w.l + rows, 0.0f);
   for (int j0 = 0; j0 < end; j0 += kKeyBlock) {
     const int cols = std::min(kKeyBlock, end - j0);
-    const float* k = qkv + g.qkv_at(b, j0, h) + g.C;
-    const float* v = k + g.C;
+    const int ahead = i0 - j0;
+    const float* v = qkv + g.qkv_at(b, j0, h) + 2 * g.C;
     // s = scale q k^T: (rows, cols)
-    sgemm(Trans::kNo, Trans::kYes, rows, cols, g.HS, g.scale, q, static_cast<int>(g.C3), k,
-          static_cast<int>(g.C3), 0.0f, s, kKeyBlock);
-    online_softmax_tile(s, rows, cols, i0 - j0, w.m, w.l, w.alpha);
-    // o = alpha o + p v: the first block overwrites (beta 0: o may hold anything).
+    score_tile(s, q, g.C3, w.kt.data(), g, rows, cols, j0, ahead, g.scale);
+    online_softmax_tile(s, rows, cols, ahead, w.m, w.l, w.alpha);
+    // o = alpha o + p v: the first block overwrites (o may hold anything); row r's
+    // probabilities past its diagonal are 0, so its sum stops there.
     if (j0 > 0) scale_rows(o, g.C, rows, g.HS, w.alpha);
-    sgemm(Trans::kNo, Trans::kNo, rows, g.HS, cols, 1.0f, s, kKeyBlock, v,
-          static_cast<int>(g.C3), j0 > 0 ? 1.0f : 0.0f, o, g.C);
+    head_rows_gemm(o, g.C, rows, cols, s, kKeyBlock, 1, v, g.C3, j0 > 0, TileGemm::kNoLimit,
+                   ahead, g.HS);
   }
   float* lse_rows = lse + (static_cast<std::int64_t>(b) * g.NH + h) * g.T + i0;
   for (int r = 0; r < rows; ++r) {
@@ -214,9 +279,11 @@ void forward_block(float* out, float* lse, const float* qkv, const Shape& g, int
 // inner, so dq of a block is finished before the next and dk, dv accumulate in a fixed order.
 void backward_head(float* dqkv, float* D, const float* dout, const float* qkv, const float* out,
                    const float* lse, const Shape& g, int b, int h, Tiles& w) {
-  const int ld = static_cast<int>(g.C3);
+  const std::int64_t ld = g.C3;
   const std::int64_t bh = static_cast<std::int64_t>(b) * g.NH + h;
   row_dots(D, dout + g.act_at(b, 0, h), out + g.act_at(b, 0, h), g.T, g.HS, g.C);
+  pack_transposed_chunks(w.kt.data(), qkv + g.qkv_at(b, 0, h) + g.C, ld, g.T, g.HS);
+  pack_transposed_chunks(w.vt.data(), qkv + g.qkv_at(b, 0, h) + 2 * g.C, ld, g.T, g.HS);
   float* p = w.a.data();
   float* ds = w.b.data();
   for (int qb = 0; qb < g.blocks; ++qb) {
@@ -229,25 +296,22 @@ void backward_head(float* dqkv, float* D, const float* dout, const float* qkv, c
     const float* lse_rows = lse + bh * g.T + i0;
     for (int j0 = 0; j0 < end; j0 += kKeyBlock) {
       const int cols = std::min(kKeyBlock, end - j0);
+      const int ahead = i0 - j0;
       const float* k = qkv + g.qkv_at(b, j0, h) + g.C;
-      const float* v = k + g.C;
       float* dk = dqkv + g.qkv_at(b, j0, h) + g.C;
       float* dv = dk + g.C;
+      constexpr int kAll = TileGemm::kNoLimit;
       // p = exp(scale q k^T - lse): (rows, cols), the forward's probabilities again.
-      sgemm(Trans::kNo, Trans::kYes, rows, cols, g.HS, g.scale, q, ld, k, ld, 0.0f, p,
-            kKeyBlock);
-      probs_tile(p, rows, cols, i0 - j0, lse_rows);
-      // dv += p^T dout: (cols, HS)
-      sgemm(Trans::kYes, Trans::kNo, cols, g.HS, rows, 1.0f, p, kKeyBlock, dO, g.C, 1.0f, dv,
-            ld);
+      score_tile(p, q, ld, w.kt.data(), g, rows, cols, j0, ahead, g.scale);
+      probs_tile(p, rows, cols, ahead, lse_rows);
+      // dv += p^T dout: (cols, HS); key c meets queries r >= c - ahead only.
+      head_rows_gemm(dv, ld, cols, rows, p, 1, kKeyBlock, dO, g.C, true, ahead, kAll, g.HS);
       // dp = dout v^T: (rows, cols); then ds = scale p (dp - D)
-      sgemm(Trans::kNo, Trans::kYes, rows, cols, g.HS, 1.0f, dO, g.C, v, ld, 0.0f, ds,
-            kKeyBlock);
-      dscores_tile(ds, p, rows, cols, D + i0, g.scale);
+      score_tile(ds, dO, g.C, w.vt.data(), g, rows, cols, j0, ahead, 1.0f);
+      dscores_tile(ds, p, rows, cols, ahead, D + i0, g.scale);
       // dq += ds k: (rows, HS); dk += ds^T q: (cols, HS)
-      sgemm(Trans::kNo, Trans::kNo, rows, g.HS, cols, 1.0f, ds, kKeyBlock, k, ld, 1.0f, dq, ld);
-      sgemm(Trans::kYes, Trans::kNo, cols, g.HS, rows, 1.0f, ds, kKeyBlock, q, ld, 1.0f, dk,
-            ld);
+      head_rows_gemm(dq, ld, rows, cols, ds, kKeyBlock, 1, k, ld, true, kAll, ahead, g.HS);
+      head_rows_gemm(dk, ld, cols, rows, ds, 1, kKeyBlock, q, ld, true, ahead, kAll, g.HS);
     }
   }
 }
@@ -265,10 +329,9 @@ void flash_attention_forward(float* out, float* lse, const float* qkv, int B, in
   const std::int64_t tasks = static_cast<std::int64_t>(B) * NH * g.blocks;
   const double flops = 2.0 * B * NH * static_cast<double>(T) * T * g.HS;  // causal forward
   const int threads = threads_for(flops, tasks);
-  const SerialBlasScope serial_blas(threads);
 #pragma omp parallel num_threads(threads)
   {
-    Tiles w;
+    Tiles w(g);
     // Dynamic: the causal triangle makes a late query block qb + 1 times the work of the
     // first; tasks run latest block first so the long ones start early. Which thread runs a
     // task does not change its result.
@@ -299,10 +362,9 @@ void flash_attention_backward(float* dqkv, float* scratch, const float* dout, co
   const int tasks = B * NH;
   const double flops = 5.0 * B * NH * static_cast<double>(T) * T * g.HS;  // five causal GEMMs
   const int threads = threads_for(flops, tasks);
-  const SerialBlasScope serial_blas(threads);
 #pragma omp parallel num_threads(threads)
   {
-    Tiles w;
+    Tiles w(g);
 #pragma omp for schedule(dynamic, 1)
     for (int bh = 0; bh < tasks; ++bh) {
       backward_head(dqkv, scratch + static_cast<std::int64_t>(bh) * T, dout, qkv, out, lse, g,

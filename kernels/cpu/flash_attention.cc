@@ -55,15 +55,20 @@ int threads_for(double flops, std::int64_t tasks) {
   return static_cast<int>(std::min(by_work, cap));
 }
 
-// Block sizes. A 64 x 256 fp32 tile is 64 KiB (the backward holds two): L2-resident beside the
-// q, k, v, dout rows it multiplies. (Chosen when the GEMMs were OpenBLAS's, whose per-call
-// packing favoured larger tiles.) 64 query rows keep the
-// diagonal's wasted upper triangle at 64 x 64 / 2 per query block. Measured forward +
-// backward CPU time at HS 64, T 256 and 1024, one thread (cpu_attention_bench): 64 x 256
-// beat 64 x 64 by 1.2x, and 128 x 256, 64 x 512, 64 x 1024, 32 x 512 by 3 to 25%.
+// Block sizes. A 64 x 128 fp32 tile is 32 KiB (the backward holds two), and a key block's K or
+// V rows (128 x HS 64) are 32 KiB: the B operand of the tile GEMMs over keys stays in the
+// 48 KiB L1 while every 6-row group meets it. Measured forward + backward CPU time at HS 64,
+// one thread, tile_gemm (cpu_attention_bench, 2026-11-24, a loaded VM, so within ~5%):
+// 64 x 128, 128 x 128 and 64 x 256 alike at T = 256 and 1024; 64 x 128 kept for the smaller
+// wasted diagonal (query rows). (With OpenBLAS, whose per-call packing favoured large tiles,
+// 64 x 256 had beaten 64 x 64 by 1.2x.)
 constexpr int kQueryBlock = 64;
-constexpr int kKeyBlock = 256;
+constexpr int kKeyBlock = 128;
 static_assert(kKeyBlock % kQueryBlock == 0);
+// Row stride of the score tiles: 16 floats past kKeyBlock, so that a column's consecutive rows
+// fall in different L1 sets. At a stride of 512 bytes (or any multiple of 1 KiB) the
+// transposed reads of p^T dout and ds^T q met 4 of the 64 sets and missed L1.
+constexpr int kTileLd = kKeyBlock + 16;
 
 void check_shapes(const char* kernel, int B, int T, int C, int NH) {
   detail::require_positive(kernel, "B", B);
@@ -80,13 +85,13 @@ void check_shapes(const char* kernel, int B, int T, int C, int NH) {
 // the key block's start.
 inline int visible(int ahead, int r, int cols) { return std::min(cols, ahead + r + 1); }
 
-// One key block's online-softmax step for a query block. s: (rows, kKeyBlock) scaled scores
+// One key block's online-softmax step for a query block. s: (rows, cols; stride kTileLd) scores
 // in, exp(s - m_new) out (0 where masked); m, l: running row max and sum of exp, updated;
 // alpha[r] = exp(m_old - m_new), by which the caller rescales the row's output so far.
 STRATA_TILE_CLONES void online_softmax_tile(float* s, int rows, int cols, int ahead,
                                             float* m, float* l, float* alpha) {
   for (int r = 0; r < rows; ++r) {
-    float* row = s + static_cast<std::int64_t>(r) * kKeyBlock;
+    float* row = s + static_cast<std::int64_t>(r) * kTileLd;
     const int n = visible(ahead, r, cols);
     float mx = m[r];
 #pragma omp simd reduction(max : mx)
@@ -116,13 +121,13 @@ STRATA_TILE_CLONES void scale_rows(float* x, std::int64_t ld, int rows, int len,
   }
 }
 
-// The backward's probabilities: s (rows, kKeyBlock) scaled scores in, exp(s - lse) out, 0 where
+// The backward's probabilities: s (rows, cols) scaled scores in, exp(s - lse) out, 0 where
 // masked. Bit-identical to the forward's exp of the same scores up to the forward's running
 // max (the forward divided by l at the end instead).
 STRATA_TILE_CLONES void probs_tile(float* s, int rows, int cols, int ahead,
                                    const float* lse) {
   for (int r = 0; r < rows; ++r) {
-    float* row = s + static_cast<std::int64_t>(r) * kKeyBlock;
+    float* row = s + static_cast<std::int64_t>(r) * kTileLd;
     const int n = visible(ahead, r, cols);
     const float shift = lse[r];
 #pragma omp simd
@@ -131,14 +136,14 @@ STRATA_TILE_CLONES void probs_tile(float* s, int rows, int cols, int ahead,
   }
 }
 
-// Softmax backward on a tile, scale folded in: dp (rows, kKeyBlock) = dout V^T in,
+// Softmax backward on a tile, scale folded in: dp (rows, cols) = dout V^T in,
 // dS = scale * p (dp - D) out, where D[r] = dout_r . out_r = sum_c p dp over the full row;
 // 0 where masked (dp is not computed there: tile_gemm's causal limit).
 STRATA_TILE_CLONES void dscores_tile(float* dp, const float* p, int rows, int cols, int ahead,
                                      const float* D, float scale) {
   for (int r = 0; r < rows; ++r) {
-    float* row = dp + static_cast<std::int64_t>(r) * kKeyBlock;
-    const float* pr = p + static_cast<std::int64_t>(r) * kKeyBlock;
+    float* row = dp + static_cast<std::int64_t>(r) * kTileLd;
+    const float* pr = p + static_cast<std::int64_t>(r) * kTileLd;
     const int n = visible(ahead, r, cols);
     const float d = D[r];
 #pragma omp simd
@@ -181,16 +186,36 @@ struct Shape {
   }
 };
 
-// Tile buffers of one thread, allocated once per call and thread (not per tile). kt and vt
-// hold one head's K^T and V^T packed as tile_gemm's B operand (the score GEMMs' B), packed
-// once per head rather than per tile; kt_of names the (b, h) whose keys kt holds, -1 none.
+// One head's (T, HS) rows of qkv, dout or out, strided by ld, copied to contiguous rows.
+// The tile GEMMs read them as B: rows 3 KiB apart (qkv's stride at C = 256) fall in 16 of
+// L1's 64 sets, so a key block of them did not stay in L1 (tile_gemm at 64 x 64 x 256: 157
+// GFLOP/s from qkv in place, 184 from a copy).
+void copy_head(float* dst, const float* src, std::int64_t ld, int T, int HS) {
+  for (int t = 0; t < T; ++t) {
+    std::copy_n(src + t * ld, HS, dst + static_cast<std::int64_t>(t) * HS);
+  }
+}
+
+// Buffers of one thread, allocated once per call and thread (not per tile): two score tiles;
+// one head's K^T and V^T packed as tile_gemm's B operand (the score GEMMs' B); its K, V, Q and
+// dout rows copied contiguous (copy_head). Each is filled once per head rather than per tile;
+// head_of names the (b, h) they hold, -1 none. The forward uses kt and v only.
 struct Tiles {
-  std::vector<float> a, b, kt, vt;
-  std::int64_t kt_of = -1;
+  std::vector<float> a, b, kt, vt, k, v, q, dout;
+  std::int64_t head_of = -1;
   float m[kQueryBlock], l[kQueryBlock], alpha[kQueryBlock];
-  explicit Tiles(const Shape& g)
-      : a(kQueryBlock * kKeyBlock), b(kQueryBlock * kKeyBlock),
-        kt(static_cast<std::size_t>(packed_transposed_floats(g.T, g.HS))), vt(kt.size()) {}
+  Tiles(const Shape& g, bool backward)
+      : a(kQueryBlock * kTileLd),
+        b(backward ? kQueryBlock * kTileLd : 0),
+        kt(static_cast<std::size_t>(packed_transposed_floats(g.T, g.HS))),
+        vt(backward ? kt.size() : 0),
+        k(backward ? head_floats(g) : 0),
+        v(head_floats(g)),
+        q(backward ? head_floats(g) : 0),
+        dout(backward ? head_floats(g) : 0) {}
+  static std::size_t head_floats(const Shape& g) {
+    return static_cast<std::size_t>(g.T) * static_cast<std::size_t>(g.HS);
+  }
 };
 
 int round_up_lanes(int n) { return (n + 15) / 16 * 16; }
@@ -202,7 +227,7 @@ void score_tile(float* s, const float* q, std::int64_t ldq, const float* packed,
                 int rows, int cols, int j0, int ahead, float alpha) {
   TileGemm t;
   t.c = s;
-  t.ldc = kKeyBlock;
+  t.ldc = kTileLd;
   t.M = rows;
   t.N = round_up_lanes(cols);  // <= kKeyBlock; the packing's zero rows fill the last chunk
   t.K = g.HS;
@@ -248,24 +273,25 @@ void forward_block(float* out, float* lse, const float* qkv, const Shape& g, int
   float* o = out + g.act_at(b, i0, h);
   float* s = w.a.data();
   const std::int64_t bh = static_cast<std::int64_t>(b) * g.NH + h;
-  if (w.kt_of != bh) {  // the thread's previous task was another head's
+  if (w.head_of != bh) {  // the thread's previous task was another head's
     pack_transposed_chunks(w.kt.data(), qkv + g.qkv_at(b, 0, h) + g.C, g.C3, g.T, g.HS);
-    w.kt_of = bh;
+    copy_head(w.v.data(), qkv + g.qkv_at(b, 0, h) + 2 * g.C, g.C3, g.T, g.HS);
+    w.head_of = bh;
   }
   std::fill(w.m, w.m + rows, -INFINITY);
   std::fill(w.l, w.l + rows, 0.0f);
   for (int j0 = 0; j0 < end; j0 += kKeyBlock) {
     const int cols = std::min(kKeyBlock, end - j0);
     const int ahead = i0 - j0;
-    const float* v = qkv + g.qkv_at(b, j0, h) + 2 * g.C;
+    const float* v = w.v.data() + static_cast<std::int64_t>(j0) * g.HS;
     // s = scale q k^T: (rows, cols)
     score_tile(s, q, g.C3, w.kt.data(), g, rows, cols, j0, ahead, g.scale);
     online_softmax_tile(s, rows, cols, ahead, w.m, w.l, w.alpha);
     // o = alpha o + p v: the first block overwrites (o may hold anything); row r's
     // probabilities past its diagonal are 0, so its sum stops there.
     if (j0 > 0) scale_rows(o, g.C, rows, g.HS, w.alpha);
-    head_rows_gemm(o, g.C, rows, cols, s, kKeyBlock, 1, v, g.C3, j0 > 0, TileGemm::kNoLimit,
-                   ahead, g.HS);
+    head_rows_gemm(o, g.C, rows, cols, s, kTileLd, 1, v, g.HS, j0 > 0, TileGemm::kNoLimit, ahead,
+                   g.HS);
   }
   float* lse_rows = lse + (static_cast<std::int64_t>(b) * g.NH + h) * g.T + i0;
   for (int r = 0; r < rows; ++r) {
@@ -284,34 +310,38 @@ void backward_head(float* dqkv, float* D, const float* dout, const float* qkv, c
   row_dots(D, dout + g.act_at(b, 0, h), out + g.act_at(b, 0, h), g.T, g.HS, g.C);
   pack_transposed_chunks(w.kt.data(), qkv + g.qkv_at(b, 0, h) + g.C, ld, g.T, g.HS);
   pack_transposed_chunks(w.vt.data(), qkv + g.qkv_at(b, 0, h) + 2 * g.C, ld, g.T, g.HS);
+  copy_head(w.q.data(), qkv + g.qkv_at(b, 0, h), ld, g.T, g.HS);
+  copy_head(w.k.data(), qkv + g.qkv_at(b, 0, h) + g.C, ld, g.T, g.HS);
+  copy_head(w.dout.data(), dout + g.act_at(b, 0, h), g.C, g.T, g.HS);
+  const std::int64_t hs = g.HS;
   float* p = w.a.data();
   float* ds = w.b.data();
   for (int qb = 0; qb < g.blocks; ++qb) {
     const int i0 = qb * kQueryBlock;
     const int rows = g.rows_from(i0);
     const int end = i0 + rows;
-    const float* q = qkv + g.qkv_at(b, i0, h);
+    const float* q = w.q.data() + i0 * hs;
     float* dq = dqkv + g.qkv_at(b, i0, h);
-    const float* dO = dout + g.act_at(b, i0, h);
+    const float* dO = w.dout.data() + i0 * hs;
     const float* lse_rows = lse + bh * g.T + i0;
     for (int j0 = 0; j0 < end; j0 += kKeyBlock) {
       const int cols = std::min(kKeyBlock, end - j0);
       const int ahead = i0 - j0;
-      const float* k = qkv + g.qkv_at(b, j0, h) + g.C;
+      const float* k = w.k.data() + j0 * hs;
       float* dk = dqkv + g.qkv_at(b, j0, h) + g.C;
       float* dv = dk + g.C;
       constexpr int kAll = TileGemm::kNoLimit;
       // p = exp(scale q k^T - lse): (rows, cols), the forward's probabilities again.
-      score_tile(p, q, ld, w.kt.data(), g, rows, cols, j0, ahead, g.scale);
+      score_tile(p, q, hs, w.kt.data(), g, rows, cols, j0, ahead, g.scale);
       probs_tile(p, rows, cols, ahead, lse_rows);
       // dv += p^T dout: (cols, HS); key c meets queries r >= c - ahead only.
-      head_rows_gemm(dv, ld, cols, rows, p, 1, kKeyBlock, dO, g.C, true, ahead, kAll, g.HS);
+      head_rows_gemm(dv, ld, cols, rows, p, 1, kTileLd, dO, hs, true, ahead, kAll, g.HS);
       // dp = dout v^T: (rows, cols); then ds = scale p (dp - D)
-      score_tile(ds, dO, g.C, w.vt.data(), g, rows, cols, j0, ahead, 1.0f);
+      score_tile(ds, dO, hs, w.vt.data(), g, rows, cols, j0, ahead, 1.0f);
       dscores_tile(ds, p, rows, cols, ahead, D + i0, g.scale);
       // dq += ds k: (rows, HS); dk += ds^T q: (cols, HS)
-      head_rows_gemm(dq, ld, rows, cols, ds, kKeyBlock, 1, k, ld, true, kAll, ahead, g.HS);
-      head_rows_gemm(dk, ld, cols, rows, ds, 1, kKeyBlock, q, ld, true, ahead, kAll, g.HS);
+      head_rows_gemm(dq, ld, rows, cols, ds, kTileLd, 1, k, hs, true, kAll, ahead, g.HS);
+      head_rows_gemm(dk, ld, cols, rows, ds, 1, kTileLd, q, hs, true, ahead, kAll, g.HS);
     }
   }
 }
@@ -331,7 +361,7 @@ void flash_attention_forward(float* out, float* lse, const float* qkv, int B, in
   const int threads = threads_for(flops, tasks);
 #pragma omp parallel num_threads(threads)
   {
-    Tiles w(g);
+    Tiles w(g, /*backward=*/false);
     // Dynamic: the causal triangle makes a late query block qb + 1 times the work of the
     // first; tasks run latest block first so the long ones start early. Which thread runs a
     // task does not change its result.
@@ -364,7 +394,7 @@ void flash_attention_backward(float* dqkv, float* scratch, const float* dout, co
   const int threads = threads_for(flops, tasks);
 #pragma omp parallel num_threads(threads)
   {
-    Tiles w(g);
+    Tiles w(g, /*backward=*/true);
 #pragma omp for schedule(dynamic, 1)
     for (int bh = 0; bh < tasks; ++bh) {
       backward_head(dqkv, scratch + static_cast<std::int64_t>(bh) * T, dout, qkv, out, lse, g,

@@ -1,13 +1,11 @@
 // Register-blocked GEMM for the attention's tiles (see tile_gemm.h).
 //
-// AVX-512 (chosen at run time; the build targets baseline x86-64): the
-// micro-kernel keeps a 6 x (16 NV) block of C in registers (6 x 64: 24
-// accumulators, 4 B vectors and a broadcast of A's element, 29 of the 32
-// registers) and walks k: each step loads NV vectors of B's row k and
-// broadcasts 6 elements of A's column k, for 6 NV fused multiply-adds. A last
-// partial vector of columns (N % 16) is loaded and stored under a mask.
-// Elsewhere a plain loop does the same sums in the same k order (without fusing
-// the multiply-adds).
+// AVX-512 (chosen at run time; the build targets baseline x86-64): the micro-kernel keeps a 6 x (16
+// NV) block of C in registers (6 x 64: 24 accumulators, 4 B vectors and a broadcast of A's element,
+// 29 of the 32 registers) and walks k: each step loads NV vectors of B's row k and broadcasts 6
+// elements of A's column k, for 6 NV fused multiply-adds. A last partial vector of columns (N % 16)
+// is loaded and stored under a mask. Elsewhere a plain loop does the same sums in the same k order
+// (without fusing the multiply-adds).
 #include "kernels/cpu/tile_gemm.h"
 
 #include <algorithm>
@@ -30,9 +28,8 @@ struct Group {
   int i0, mr, n, k0, k1;
 };
 
-// The causal limits of TileGemm applied to the group of rows starting at i0:
-// the k range of its rows together, and its columns up to the last row's limit,
-// rounded up to whole vectors.
+// The causal limits of TileGemm applied to the group of rows starting at i0: the k range of its
+// rows together, and its columns up to the last row's limit, rounded up to whole vectors.
 Group group_at(const TileGemm& g, int i0) {
   const int mr = std::min(kRows, g.M - i0);
   const std::int64_t last = i0 + mr - 1;
@@ -64,17 +61,16 @@ void portable_group(const TileGemm& g, const Group& r) {
 
 #define STRATA_AVX512 __attribute__((target("avx512f,fma")))
 
-// C block (MR, 16 NV) at c = alpha * sum_{k in [k0, k1)} A (i, k) B (k, :) (+
-// C); the last vector's lanes limited by `tail` (all 16 set but for a partial
-// last vector).
+// C block (MR, 16 NV) at c = alpha * sum_{k in [k0, k1)} A (i, k) B (k, :) (+ C); the last vector's
+// lanes limited by `tail` (all 16 set but for a partial last vector).
 template <int MR, int NV>
 STRATA_AVX512 inline __attribute__((always_inline)) void micro(const TileGemm& g, float* c,
                                                                const float* a, const float* b,
                                                                int k0, int k1, __mmask16 tail) {
   const std::int64_t ldb = g.ldb, a_k = g.a_k, a_row = g.a_row, ldc = g.ldc;
   // Every loop over MR and NV unrolled by pragma, so that GCC turns acc and bv into registers
-  // before register allocation (left to later passes, it kept acc on the stack in one
-  // build: 2x slower).
+  // before register allocation (left to later passes, it kept acc on the stack in one build: 2x
+  // slower).
   __m512 acc[MR][NV];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
@@ -140,9 +136,9 @@ STRATA_AVX512 void avx512_chunk(const TileGemm& g, const Group& r, int j0) {
   }
 }
 
-// Chunks outer, row groups inner: a chunk of B (64 columns by K) stays in L1 while every
-// group of rows meets it (the score tiles' B is 2 chunks at a key block of 128; measured a
-// few percent over groups outer, within this VM's noise).
+// Chunks outer, row groups inner: a chunk of B (64 columns by K) stays in L1 while every group of
+// rows meets it (the score tiles' B is 2 chunks at a key block of 128; measured a few percent over
+// groups outer, within this VM's noise).
 STRATA_AVX512 void avx512_gemm(const TileGemm& g) {
   for (int j0 = 0; j0 < g.N; j0 += TileGemm::kChunk) {
     for (int i0 = 0; i0 < g.M; i0 += kRows) {
@@ -177,8 +173,7 @@ std::int64_t packed_transposed_floats(int n, int cols) {
 
 namespace {
 
-// Rows [j0, j0 + rows) of x into a chunk, transposed: chunk[k * 64 + j] = x (j0
-// + j, k).
+// Rows [j0, j0 + rows) of x into a chunk, transposed: chunk[k * 64 + j] = x (j0 + j, k).
 void transpose_rows(float* chunk, const float* x, std::int64_t ldx, int j0, int rows, int cols,
                     int j_begin) {
   for (int j = j_begin; j < rows; ++j) {
@@ -188,10 +183,9 @@ void transpose_rows(float* chunk, const float* x, std::int64_t ldx, int j0, int 
 }
 
 #ifdef STRATA_TILE_GEMM_AVX512
-// Whole groups of 16 rows with one gather per 16 outputs (column k of 16 rows
-// of x): the scalar loop's stores, each to another cache line, cost ~3 cycles
-// an element and were an eighth of the attention's time at T = 256. Returns how
-// many rows it did.
+// Whole groups of 16 rows with one gather per 16 outputs (column k of 16 rows of x): the scalar
+// loop's stores, each to another cache line, cost ~3 cycles an element and were an eighth of the
+// attention's time at T = 256. Returns how many rows it did.
 STRATA_AVX512 int transpose_rows16(float* chunk, const float* x, std::int64_t ldx, int j0, int rows,
                                    int cols) {
   if (ldx * (kLanes - 1) > INT32_MAX) return 0;

@@ -1,8 +1,7 @@
-// The attention's micro-kernel GEMM (tile_gemm.h) against a naive double loop:
-// odd M, N and K around its 6-row groups, 16-column vectors and 64-column
-// chunks; A read in place or transposed; B read in place or packed by
-// pack_transposed_chunks; alpha and accumulation; the causal limits; and the
-// packed layout itself.
+// The attention's micro-kernel GEMM (tile_gemm.h) against a naive double loop: odd M, N and K
+// around its 6-row groups, 16-column vectors and 64-column chunks; A read in place or transposed; B
+// read in place or packed by pack_transposed_chunks; alpha and accumulation; the causal limits; and
+// the packed layout itself.
 #include "kernels/cpu/tile_gemm.h"
 
 #include <gtest/gtest.h>
@@ -24,8 +23,8 @@ struct Case {
   int M, N, K;
 };
 
-// Rows of 6, vectors of 16 and chunks of 64, each below, at and past a
-// boundary; K = 0 (an empty sum) and K not a multiple of anything.
+// Rows of 6, vectors of 16 and chunks of 64, each below, at and past a boundary; K = 0 (an empty
+// sum) and K not a multiple of anything.
 const Case kCases[] = {{1, 1, 1},    {5, 15, 3},    {6, 16, 64}, {7, 17, 77}, {13, 64, 1},
                        {12, 65, 64}, {64, 130, 64}, {3, 256, 5}, {20, 48, 0}};
 
@@ -34,8 +33,8 @@ struct Operands {
       packed;  // x: B as stored (K x N row-major) or X = B^T (N x K)
 };
 
-// C (M, N) = alpha A B + beta C0 in double, and the same over absolute values
-// (which bounds an fp32 evaluation's rounding error).
+// C (M, N) = alpha A B + beta C0 in double, and the same over absolute values (which bounds an fp32
+// evaluation's rounding error).
 void naive(const TileGemm& g, const std::vector<float>& c0, const std::vector<float>& a,
            const auto& b_at, double beta, std::vector<double>& c, std::vector<double>& abs) {
   c.assign(c0.size(), 0.0);
@@ -55,9 +54,9 @@ void naive(const TileGemm& g, const std::vector<float>& c0, const std::vector<fl
   }
 }
 
-// An fp32 sum of K products (fused or not) is off by at most gamma_K = K u / (1
-// - K u) of its absolute twin (u = 2^-24); alpha's product and the accumulation
-// add a rounding each. Bound: (K + 2) u, doubled for the first-order gamma.
+// An fp32 sum of K products (fused or not) is off by at most gamma_K = K u / (1 - K u) of its
+// absolute twin (u = 2^-24); alpha's product and the accumulation add a rounding each. Bound: (K +
+// 2) u, doubled for the first-order gamma.
 double tolerance(int K, double abs) { return 2.0 * (K + 2) * std::ldexp(1.0, -24) * abs; }
 
 using Kernel = void (*)(const TileGemm&);
@@ -120,8 +119,7 @@ void run_case(Kernel kernel, const Case& cs, bool transposed_a, bool packed_b, b
   }
 }
 
-// tile_gemm (the AVX-512 micro-kernel on this project's machines) and the
-// portable loops.
+// tile_gemm (the AVX-512 micro-kernel on this project's machines) and the portable loops.
 const Kernel kKernels[] = {&tile_gemm, &tile_gemm_portable};
 
 TEST(TileGemm, MatchesNaiveLoopForEveryOperandLayout) {
@@ -138,17 +136,15 @@ TEST(TileGemm, MatchesNaiveLoopForEveryOperandLayout) {
   }
 }
 
-// The attention's diagonal tiles: A (i, k) is 0 past row i's band, and only
-// columns up to the limit are asked for. Every element the limits promise must
-// equal the full product's.
+// The attention's diagonal tiles: A (i, k) is 0 past row i's band, and only columns up to the limit
+// are asked for. Every element the limits promise must equal the full product's.
 TEST(TileGemm, CausalLimitsKeepEveryPromisedElement) {
   const int M = 70, N = 100, K = 90;
   for (int ahead : {0, 7, 64}) {
     for (Kernel kernel : kKernels) {
       SCOPED_TRACE("ahead " + std::to_string(ahead));
-      // k_hi: row i sums k <= i + ahead (scores times values); A zero past it.
-      // k_lo: row i sums k >= i - ahead (probabilities^T times dout); A zero
-      // before it.
+      // k_hi: row i sums k <= i + ahead (scores times values); A zero past it. k_lo: row i sums k
+      // >= i - ahead (probabilities^T times dout); A zero before it.
       for (bool upper : {true, false}) {
         auto a = random_vector(std::size_t(M) * K, 21);
         for (int i = 0; i < M; ++i)

@@ -45,7 +45,8 @@ namespace strata::kernels::cpu {
 namespace {
 
 // Threads for `flops` of work: one per kMinFlopsPerThread (about 100 us at the ~40 GFLOP/s a
-// core reaches on these tiles), at most the OpenMP maximum and the task count. Waking a
+// core reached on the OpenBLAS tiles; 40 us at the ~100 of tile_gemm's, not re-tuned), at most
+// the OpenMP maximum and the task count. Waking a
 // second thread costs microseconds on an idle machine and milliseconds on a busy one (a
 // 2-core VM shared with a compile: 7x slower steps at tiny shapes when every call forked).
 constexpr double kMinFlopsPerThread = 4e6;

@@ -1,18 +1,25 @@
-// Tiled causal attention over cblas_sgemm with an online softmax (see flash_attention.h).
+// Tiled causal attention over tile_gemm with an online softmax (see flash_attention.h).
 //
 // Work split: the forward's tasks are (b, h, query block), the backward's (b, h): a task owns
 // every output element it writes (out and lse rows; dq, dk, dv of its head), so there are no
 // atomics and no cross-thread sums, and the order of every sum is fixed by the loop order and
-// the BLAS calls' shapes alone. A query block of kQueryBlock rows meets the keys before its
-// end in key blocks of kKeyBlock columns, a multiple of kQueryBlock starting at multiples of
-// it, so every key block starts at or before the query block: row r of a tile sees its
-// first min(cols, i0 - j0 + r + 1) >= 1 columns (only the last key block is cut by the
-// diagonal), and the online softmax never meets an all-masked row.
+// tile_gemm's (each element one sum in k order). A query block of kQueryBlock rows meets the
+// keys before its end in key blocks of kKeyBlock columns, a multiple of kQueryBlock starting at
+// multiples of it, so every key block starts at or before the query block: row r of a tile
+// sees its first min(cols, i0 - j0 + r + 1) >= 1 columns (only the last key block is cut by
+// the diagonal), and the online softmax never meets an all-masked row. On that diagonal
+// block the GEMMs skip what the mask zeroes (tile_gemm's causal limits): score columns past a
+// row's diagonal are not computed, and the sums over keys or queries stop where the
+// probabilities turn 0 (a fifth of the work at T = 256).
+//
+// The score GEMMs' B is the head's K^T or V^T, packed once per head (pack_transposed_chunks);
+// the others read their operands in place. OpenBLAS packed both operands on every tile-sized
+// call (K = 64), a fifth of the time.
 //
 // The row loops (max, exp, rescale) are `omp simd` over fast_expf; the file is compiled with
 // -fno-trapping-math so GCC if-converts fast_expf's selects, and the tile functions are cloned
 // for AVX-512, AVX2 and the baseline (ifunc dispatch once per process) because the build
-// targets baseline x86-64 while OpenBLAS picks its own kernels at run time.
+// targets baseline x86-64.
 #include "kernels/cpu/flash_attention.h"
 
 #include <omp.h>
@@ -23,9 +30,9 @@
 #include <vector>
 
 #include "kernels/cpu/arg_checks.h"
-#include "kernels/cpu/blas_threads.h"
 #include "kernels/cpu/fast_exp.h"
-#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/fast_exp_avx512.h"
+#include "kernels/cpu/tile_gemm.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define STRATA_TILE_CLONES \
@@ -38,7 +45,8 @@ namespace strata::kernels::cpu {
 namespace {
 
 // Threads for `flops` of work: one per kMinFlopsPerThread (about 100 us at the ~40 GFLOP/s a
-// core reaches on these tiles), at most the OpenMP maximum and the task count. Waking a
+// core reached on the OpenBLAS tiles; 40 us at the ~100 of tile_gemm's, not re-tuned), at most
+// the OpenMP maximum and the task count. Waking a
 // second thread costs microseconds on an idle machine and milliseconds on a busy one (a
 // 2-core VM shared with a compile: 7x slower steps at tiny shapes when every call forked).
 constexpr double kMinFlopsPerThread = 4e6;
@@ -49,15 +57,20 @@ int threads_for(double flops, std::int64_t tasks) {
   return static_cast<int>(std::min(by_work, cap));
 }
 
-// Block sizes. A 64 x 256 fp32 tile is 64 KiB (the backward holds two): L2-resident beside the
-// q, k, v, dout rows it multiplies, and its GEMMs (64 x 256 x HS, 64 x HS x 256) pay
-// OpenBLAS's per-call packing over more work than 64 x 64 x 64 ones. 64 query rows keep the
-// diagonal's wasted upper triangle at 64 x 64 / 2 per query block. Measured forward +
-// backward CPU time at HS 64, T 256 and 1024, one thread (cpu_attention_bench): 64 x 256
-// beat 64 x 64 by 1.2x, and 128 x 256, 64 x 512, 64 x 1024, 32 x 512 by 3 to 25%.
+// Block sizes. A 64 x 128 fp32 tile is 32 KiB (the backward holds two), and a key block's K or
+// V rows (128 x HS 64) are 32 KiB: the B operand of the tile GEMMs over keys stays in the
+// 48 KiB L1 while every 6-row group meets it. Measured forward + backward CPU time at HS 64,
+// one thread, tile_gemm (cpu_attention_bench, 2026-11-24, a loaded VM, so within ~5%):
+// 64 x 128, 128 x 128 and 64 x 256 alike at T = 256 and 1024; 64 x 128 kept for the smaller
+// wasted diagonal (query rows). (With OpenBLAS, whose per-call packing favoured large tiles,
+// 64 x 256 had beaten 64 x 64 by 1.2x.)
 constexpr int kQueryBlock = 64;
-constexpr int kKeyBlock = 256;
+constexpr int kKeyBlock = 128;
 static_assert(kKeyBlock % kQueryBlock == 0);
+// Row stride of the score tiles: 16 floats past kKeyBlock, so that a column's consecutive rows
+// fall in different L1 sets. At a stride of 512 bytes (or any multiple of 1 KiB) the
+// transposed reads of p^T dout and ds^T q met 4 of the 64 sets and missed L1.
+constexpr int kTileLd = kKeyBlock + 16;
 
 void check_shapes(const char* kernel, int B, int T, int C, int NH) {
   detail::require_positive(kernel, "B", B);
@@ -74,13 +87,13 @@ void check_shapes(const char* kernel, int B, int T, int C, int NH) {
 // the key block's start.
 inline int visible(int ahead, int r, int cols) { return std::min(cols, ahead + r + 1); }
 
-// One key block's online-softmax step for a query block. s: (rows, kKeyBlock) scaled scores
+// One key block's online-softmax step for a query block. s: (rows, cols; stride kTileLd) scores
 // in, exp(s - m_new) out (0 where masked); m, l: running row max and sum of exp, updated;
 // alpha[r] = exp(m_old - m_new), by which the caller rescales the row's output so far.
 STRATA_TILE_CLONES void online_softmax_tile(float* s, int rows, int cols, int ahead,
                                             float* m, float* l, float* alpha) {
   for (int r = 0; r < rows; ++r) {
-    float* row = s + static_cast<std::int64_t>(r) * kKeyBlock;
+    float* row = s + static_cast<std::int64_t>(r) * kTileLd;
     const int n = visible(ahead, r, cols);
     float mx = m[r];
 #pragma omp simd reduction(max : mx)
@@ -110,13 +123,13 @@ STRATA_TILE_CLONES void scale_rows(float* x, std::int64_t ld, int rows, int len,
   }
 }
 
-// The backward's probabilities: s (rows, kKeyBlock) scaled scores in, exp(s - lse) out, 0 where
+// The backward's probabilities: s (rows, cols) scaled scores in, exp(s - lse) out, 0 where
 // masked. Bit-identical to the forward's exp of the same scores up to the forward's running
 // max (the forward divided by l at the end instead).
 STRATA_TILE_CLONES void probs_tile(float* s, int rows, int cols, int ahead,
                                    const float* lse) {
   for (int r = 0; r < rows; ++r) {
-    float* row = s + static_cast<std::int64_t>(r) * kKeyBlock;
+    float* row = s + static_cast<std::int64_t>(r) * kTileLd;
     const int n = visible(ahead, r, cols);
     const float shift = lse[r];
 #pragma omp simd
@@ -125,16 +138,112 @@ STRATA_TILE_CLONES void probs_tile(float* s, int rows, int cols, int ahead,
   }
 }
 
-// Softmax backward on a tile, scale folded in: dp (rows, kKeyBlock) = dout V^T in,
-// dS = scale * p (dp - D) out, where D[r] = dout_r . out_r = sum_c p dp over the full row.
-STRATA_TILE_CLONES void dscores_tile(float* dp, const float* p, int rows, int cols,
+#ifdef STRATA_HAVE_FAST_EXP_AVX512
+// online_softmax_tile and probs_tile over fast_exp16, for CPUs with AVX-512 (the exp was a
+// sixth of the time at T = 256 in the portable versions). Same results up to the exp's
+// rounding and the row sum's order (16 lanes, then the lanes in order), both fixed.
+#define STRATA_ROW_AVX512 __attribute__((target("avx512f")))
+
+// Lanes [c, c + 16) of a row of n: all, or the first n - c.
+STRATA_ROW_AVX512 inline __mmask16 lanes_from(int c, int n) {
+  return n - c >= 16 ? __mmask16{0xffff} : static_cast<__mmask16>((1u << (n - c)) - 1u);
+}
+
+// A vector's lanes folded in lane order (GCC 12's _mm512_reduce_* warn of an uninitialized
+// operand). sum: the row sum's order, fixed.
+STRATA_ROW_AVX512 inline float lanes_max(__m512 v) {
+  alignas(64) float x[16];
+  _mm512_store_ps(x, v);
+  float m = x[0];
+  for (int i = 1; i < 16; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+STRATA_ROW_AVX512 inline float lanes_sum(__m512 v) {
+  alignas(64) float x[16];
+  _mm512_store_ps(x, v);
+  float s = 0.0f;
+  for (float e : x) s += e;
+  return s;
+}
+
+STRATA_ROW_AVX512 void online_softmax_tile_avx512(float* s, int rows, int cols, int ahead,
+                                                  float* m, float* l, float* alpha) {
+  for (int r = 0; r < rows; ++r) {
+    float* row = s + static_cast<std::int64_t>(r) * kTileLd;
+    const int n = visible(ahead, r, cols);
+    // vmaxps returns its second operand when either is NaN: NaN scores are skipped, as the
+    // portable loop's compare skips them.
+    __m512 mx = _mm512_set1_ps(m[r]);
+    for (int c = 0; c < n; c += 16) {
+      const __m512 x = _mm512_mask_loadu_ps(mx, lanes_from(c, n), row + c);
+      mx = _mm512_maskz_max_ps(0xffff, x, mx);
+    }
+    const float row_max = lanes_max(mx);
+    const __m512 shift = _mm512_set1_ps(row_max);
+    __m512 sum = _mm512_setzero_ps();
+    for (int c = 0; c < n; c += 16) {
+      const __mmask16 k = lanes_from(c, n);
+      const __m512 e = fast_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + c), shift));
+      _mm512_mask_storeu_ps(row + c, k, e);
+      sum = _mm512_mask_add_ps(sum, k, sum, e);
+    }
+    for (int c = n; c < cols; ++c) row[c] = 0.0f;
+    alpha[r] = fast_expf(m[r] - row_max);  // m[r] = -inf before the first block: alpha = 0
+    l[r] = l[r] * alpha[r] + lanes_sum(sum);
+    m[r] = row_max;
+  }
+}
+
+STRATA_ROW_AVX512 void probs_tile_avx512(float* s, int rows, int cols, int ahead,
+                                         const float* lse) {
+  for (int r = 0; r < rows; ++r) {
+    float* row = s + static_cast<std::int64_t>(r) * kTileLd;
+    const int n = visible(ahead, r, cols);
+    const __m512 shift = _mm512_set1_ps(lse[r]);
+    for (int c = 0; c < n; c += 16) {
+      const __mmask16 k = lanes_from(c, n);
+      _mm512_mask_storeu_ps(
+          row + c, k, fast_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + c), shift)));
+    }
+    for (int c = n; c < cols; ++c) row[c] = 0.0f;
+  }
+}
+#endif
+
+// The row loops above, AVX-512 where the CPU has it.
+void softmax_step(float* s, int rows, int cols, int ahead, float* m, float* l, float* alpha) {
+#ifdef STRATA_HAVE_FAST_EXP_AVX512
+  if (__builtin_cpu_supports("avx512f")) {
+    online_softmax_tile_avx512(s, rows, cols, ahead, m, l, alpha);
+    return;
+  }
+#endif
+  online_softmax_tile(s, rows, cols, ahead, m, l, alpha);
+}
+
+void probs(float* s, int rows, int cols, int ahead, const float* lse) {
+#ifdef STRATA_HAVE_FAST_EXP_AVX512
+  if (__builtin_cpu_supports("avx512f")) {
+    probs_tile_avx512(s, rows, cols, ahead, lse);
+    return;
+  }
+#endif
+  probs_tile(s, rows, cols, ahead, lse);
+}
+
+// Softmax backward on a tile, scale folded in: dp (rows, cols) = dout V^T in,
+// dS = scale * p (dp - D) out, where D[r] = dout_r . out_r = sum_c p dp over the full row;
+// 0 where masked (dp is not computed there: tile_gemm's causal limit).
+STRATA_TILE_CLONES void dscores_tile(float* dp, const float* p, int rows, int cols, int ahead,
                                      const float* D, float scale) {
   for (int r = 0; r < rows; ++r) {
-    float* row = dp + static_cast<std::int64_t>(r) * kKeyBlock;
-    const float* pr = p + static_cast<std::int64_t>(r) * kKeyBlock;
+    float* row = dp + static_cast<std::int64_t>(r) * kTileLd;
+    const float* pr = p + static_cast<std::int64_t>(r) * kTileLd;
+    const int n = visible(ahead, r, cols);
     const float d = D[r];
 #pragma omp simd
-    for (int c = 0; c < cols; ++c) row[c] = scale * pr[c] * (row[c] - d);
+    for (int c = 0; c < n; ++c) row[c] = scale * pr[c] * (row[c] - d);
+    for (int c = n; c < cols; ++c) row[c] = 0.0f;
   }
 }
 
@@ -172,12 +281,83 @@ struct Shape {
   }
 };
 
-// Tile buffers of one thread, allocated once per call and thread (not per tile).
+// One head's (T, HS) rows of qkv, dout or out, strided by ld, copied to contiguous rows.
+// The tile GEMMs read them as B: rows 3 KiB apart (qkv's stride at C = 256) fall in 16 of
+// L1's 64 sets, so a key block of them did not stay in L1 (tile_gemm at 64 x 64 x 256: 157
+// GFLOP/s from qkv in place, 184 from a copy).
+void copy_head(float* dst, const float* src, std::int64_t ld, int T, int HS) {
+  for (int t = 0; t < T; ++t) {
+    std::copy_n(src + t * ld, HS, dst + static_cast<std::int64_t>(t) * HS);
+  }
+}
+
+// Buffers of one thread, allocated once per call and thread (not per tile): two score tiles;
+// one head's K^T and V^T packed as tile_gemm's B operand (the score GEMMs' B); its K, V, Q and
+// dout rows copied contiguous (copy_head). Each is filled once per head rather than per tile;
+// head_of names the (b, h) they hold, -1 none. The forward uses kt and v only.
 struct Tiles {
-  std::vector<float> a, b;
+  std::vector<float> a, b, kt, vt, k, v, q, dout;
+  std::int64_t head_of = -1;
   float m[kQueryBlock], l[kQueryBlock], alpha[kQueryBlock];
-  Tiles() : a(kQueryBlock * kKeyBlock), b(kQueryBlock * kKeyBlock) {}
+  Tiles(const Shape& g, bool backward)
+      : a(kQueryBlock * kTileLd),
+        b(backward ? kQueryBlock * kTileLd : 0),
+        kt(static_cast<std::size_t>(packed_transposed_floats(g.T, g.HS))),
+        vt(backward ? kt.size() : 0),
+        k(backward ? head_floats(g) : 0),
+        v(head_floats(g)),
+        q(backward ? head_floats(g) : 0),
+        dout(backward ? head_floats(g) : 0) {}
+  static std::size_t head_floats(const Shape& g) {
+    return static_cast<std::size_t>(g.T) * static_cast<std::size_t>(g.HS);
+  }
 };
+
+int round_up_lanes(int n) { return (n + 15) / 16 * 16; }
+
+// (rows, cols) scaled scores of a query block against the key block starting at key j0, into
+// the tile s: alpha q x^T, `packed` holding the head's keys (or values) packed from key 0.
+// Columns past the causal diagonal (ahead = i0 - j0) are not computed.
+void score_tile(float* s, const float* q, std::int64_t ldq, const float* packed, const Shape& g,
+                int rows, int cols, int j0, int ahead, float alpha) {
+  TileGemm t;
+  t.c = s;
+  t.ldc = kTileLd;
+  t.M = rows;
+  t.N = round_up_lanes(cols);  // <= kKeyBlock; the packing's zero rows fill the last chunk
+  t.K = g.HS;
+  t.a = q;
+  t.a_row = ldq;
+  t.a_k = 1;
+  t.b = packed + static_cast<std::int64_t>(j0 / TileGemm::kChunk) * TileGemm::kChunk * g.HS;
+  t.ldb = TileGemm::kChunk;
+  t.b_chunk = static_cast<std::int64_t>(TileGemm::kChunk) * g.HS;
+  t.alpha = alpha;
+  t.n_hi = ahead;
+  tile_gemm(t);
+}
+
+// c (m, HS) (+)= a b with b's rows (HS floats, stride ldb) read in place; a's element (i, k)
+// at a[i * a_row + k * a_k]; k_lo, k_hi as TileGemm's causal limits.
+void head_rows_gemm(float* c, std::int64_t ldc, int m, int k, const float* a,
+                    std::int64_t a_row, std::int64_t a_k, const float* b, std::int64_t ldb,
+                    bool accumulate, int k_lo, int k_hi, int HS) {
+  TileGemm t;
+  t.c = c;
+  t.ldc = ldc;
+  t.M = m;
+  t.N = HS;
+  t.K = k;
+  t.a = a;
+  t.a_row = a_row;
+  t.a_k = a_k;
+  t.b = b;
+  t.ldb = ldb;
+  t.accumulate = accumulate;
+  t.k_lo = k_lo;
+  t.k_hi = k_hi;
+  tile_gemm(t);
+}
 
 void forward_block(float* out, float* lse, const float* qkv, const Shape& g, int b, int h,
                    int qb, Tiles& w) {
@@ -187,20 +367,26 @@ void forward_block(float* out, float* lse, const float* qkv, const Shape& g, int
   const float* q = qkv + g.qkv_at(b, i0, h);
   float* o = out + g.act_at(b, i0, h);
   float* s = w.a.data();
+  const std::int64_t bh = static_cast<std::int64_t>(b) * g.NH + h;
+  if (w.head_of != bh) {  // the thread's previous task was another head's
+    pack_transposed_chunks(w.kt.data(), qkv + g.qkv_at(b, 0, h) + g.C, g.C3, g.T, g.HS);
+    copy_head(w.v.data(), qkv + g.qkv_at(b, 0, h) + 2 * g.C, g.C3, g.T, g.HS);
+    w.head_of = bh;
+  }
   std::fill(w.m, w.m + rows, -INFINITY);
   std::fill(w.l, w.l + rows, 0.0f);
   for (int j0 = 0; j0 < end; j0 += kKeyBlock) {
     const int cols = std::min(kKeyBlock, end - j0);
-    const float* k = qkv + g.qkv_at(b, j0, h) + g.C;
-    const float* v = k + g.C;
+    const int ahead = i0 - j0;
+    const float* v = w.v.data() + static_cast<std::int64_t>(j0) * g.HS;
     // s = scale q k^T: (rows, cols)
-    sgemm(Trans::kNo, Trans::kYes, rows, cols, g.HS, g.scale, q, static_cast<int>(g.C3), k,
-          static_cast<int>(g.C3), 0.0f, s, kKeyBlock);
-    online_softmax_tile(s, rows, cols, i0 - j0, w.m, w.l, w.alpha);
-    // o = alpha o + p v: the first block overwrites (beta 0: o may hold anything).
+    score_tile(s, q, g.C3, w.kt.data(), g, rows, cols, j0, ahead, g.scale);
+    softmax_step(s, rows, cols, ahead, w.m, w.l, w.alpha);
+    // o = alpha o + p v: the first block overwrites (o may hold anything); row r's
+    // probabilities past its diagonal are 0, so its sum stops there.
     if (j0 > 0) scale_rows(o, g.C, rows, g.HS, w.alpha);
-    sgemm(Trans::kNo, Trans::kNo, rows, g.HS, cols, 1.0f, s, kKeyBlock, v,
-          static_cast<int>(g.C3), j0 > 0 ? 1.0f : 0.0f, o, g.C);
+    head_rows_gemm(o, g.C, rows, cols, s, kTileLd, 1, v, g.HS, j0 > 0, TileGemm::kNoLimit, ahead,
+                   g.HS);
   }
   float* lse_rows = lse + (static_cast<std::int64_t>(b) * g.NH + h) * g.T + i0;
   for (int r = 0; r < rows; ++r) {
@@ -214,40 +400,43 @@ void forward_block(float* out, float* lse, const float* qkv, const Shape& g, int
 // inner, so dq of a block is finished before the next and dk, dv accumulate in a fixed order.
 void backward_head(float* dqkv, float* D, const float* dout, const float* qkv, const float* out,
                    const float* lse, const Shape& g, int b, int h, Tiles& w) {
-  const int ld = static_cast<int>(g.C3);
+  const std::int64_t ld = g.C3;
   const std::int64_t bh = static_cast<std::int64_t>(b) * g.NH + h;
   row_dots(D, dout + g.act_at(b, 0, h), out + g.act_at(b, 0, h), g.T, g.HS, g.C);
+  pack_transposed_chunks(w.kt.data(), qkv + g.qkv_at(b, 0, h) + g.C, ld, g.T, g.HS);
+  pack_transposed_chunks(w.vt.data(), qkv + g.qkv_at(b, 0, h) + 2 * g.C, ld, g.T, g.HS);
+  copy_head(w.q.data(), qkv + g.qkv_at(b, 0, h), ld, g.T, g.HS);
+  copy_head(w.k.data(), qkv + g.qkv_at(b, 0, h) + g.C, ld, g.T, g.HS);
+  copy_head(w.dout.data(), dout + g.act_at(b, 0, h), g.C, g.T, g.HS);
+  const std::int64_t hs = g.HS;
   float* p = w.a.data();
   float* ds = w.b.data();
   for (int qb = 0; qb < g.blocks; ++qb) {
     const int i0 = qb * kQueryBlock;
     const int rows = g.rows_from(i0);
     const int end = i0 + rows;
-    const float* q = qkv + g.qkv_at(b, i0, h);
+    const float* q = w.q.data() + i0 * hs;
     float* dq = dqkv + g.qkv_at(b, i0, h);
-    const float* dO = dout + g.act_at(b, i0, h);
+    const float* dO = w.dout.data() + i0 * hs;
     const float* lse_rows = lse + bh * g.T + i0;
     for (int j0 = 0; j0 < end; j0 += kKeyBlock) {
       const int cols = std::min(kKeyBlock, end - j0);
-      const float* k = qkv + g.qkv_at(b, j0, h) + g.C;
-      const float* v = k + g.C;
+      const int ahead = i0 - j0;
+      const float* k = w.k.data() + j0 * hs;
       float* dk = dqkv + g.qkv_at(b, j0, h) + g.C;
       float* dv = dk + g.C;
+      constexpr int kAll = TileGemm::kNoLimit;
       // p = exp(scale q k^T - lse): (rows, cols), the forward's probabilities again.
-      sgemm(Trans::kNo, Trans::kYes, rows, cols, g.HS, g.scale, q, ld, k, ld, 0.0f, p,
-            kKeyBlock);
-      probs_tile(p, rows, cols, i0 - j0, lse_rows);
-      // dv += p^T dout: (cols, HS)
-      sgemm(Trans::kYes, Trans::kNo, cols, g.HS, rows, 1.0f, p, kKeyBlock, dO, g.C, 1.0f, dv,
-            ld);
+      score_tile(p, q, hs, w.kt.data(), g, rows, cols, j0, ahead, g.scale);
+      probs(p, rows, cols, ahead, lse_rows);
+      // dv += p^T dout: (cols, HS); key c meets queries r >= c - ahead only.
+      head_rows_gemm(dv, ld, cols, rows, p, 1, kTileLd, dO, hs, true, ahead, kAll, g.HS);
       // dp = dout v^T: (rows, cols); then ds = scale p (dp - D)
-      sgemm(Trans::kNo, Trans::kYes, rows, cols, g.HS, 1.0f, dO, g.C, v, ld, 0.0f, ds,
-            kKeyBlock);
-      dscores_tile(ds, p, rows, cols, D + i0, g.scale);
+      score_tile(ds, dO, hs, w.vt.data(), g, rows, cols, j0, ahead, 1.0f);
+      dscores_tile(ds, p, rows, cols, ahead, D + i0, g.scale);
       // dq += ds k: (rows, HS); dk += ds^T q: (cols, HS)
-      sgemm(Trans::kNo, Trans::kNo, rows, g.HS, cols, 1.0f, ds, kKeyBlock, k, ld, 1.0f, dq, ld);
-      sgemm(Trans::kYes, Trans::kNo, cols, g.HS, rows, 1.0f, ds, kKeyBlock, q, ld, 1.0f, dk,
-            ld);
+      head_rows_gemm(dq, ld, rows, cols, ds, kTileLd, 1, k, hs, true, kAll, ahead, g.HS);
+      head_rows_gemm(dk, ld, cols, rows, ds, 1, kTileLd, q, hs, true, ahead, kAll, g.HS);
     }
   }
 }
@@ -265,10 +454,9 @@ void flash_attention_forward(float* out, float* lse, const float* qkv, int B, in
   const std::int64_t tasks = static_cast<std::int64_t>(B) * NH * g.blocks;
   const double flops = 2.0 * B * NH * static_cast<double>(T) * T * g.HS;  // causal forward
   const int threads = threads_for(flops, tasks);
-  const SerialBlasScope serial_blas(threads);
 #pragma omp parallel num_threads(threads)
   {
-    Tiles w;
+    Tiles w(g, /*backward=*/false);
     // Dynamic: the causal triangle makes a late query block qb + 1 times the work of the
     // first; tasks run latest block first so the long ones start early. Which thread runs a
     // task does not change its result.
@@ -299,10 +487,9 @@ void flash_attention_backward(float* dqkv, float* scratch, const float* dout, co
   const int tasks = B * NH;
   const double flops = 5.0 * B * NH * static_cast<double>(T) * T * g.HS;  // five causal GEMMs
   const int threads = threads_for(flops, tasks);
-  const SerialBlasScope serial_blas(threads);
 #pragma omp parallel num_threads(threads)
   {
-    Tiles w;
+    Tiles w(g, /*backward=*/true);
 #pragma omp for schedule(dynamic, 1)
     for (int bh = 0; bh < tasks; ++bh) {
       backward_head(dqkv, scratch + static_cast<std::int64_t>(bh) * T, dout, qkv, out, lse, g,

@@ -1,18 +1,17 @@
 // Causal multi-head self-attention on the CPU in cache-sized tiles (FlashAttention-2's
-// algorithm over cblas_sgemm): the CPU backend's attention. It never holds the (T, T)
-// matrix: a query block's scores against one key block at a time live in a per-thread tile,
-// the softmax is online (running row max and sum), and the backward recomputes each tile's
-// probabilities from the forward's per-row log-sum-exp. The materialised kernels in
-// attention.h stay as the reference these are tested against.
+// algorithm over a register-blocked tile GEMM, tile_gemm.h): the CPU backend's attention.
+// It never holds the (T, T) matrix: a query block's scores against one key block at a time
+// live in a per-thread tile, the softmax is online (running row max and sum), and the
+// backward recomputes each tile's probabilities from the forward's per-row log-sum-exp. The
+// materialised kernels in attention.h stay as the reference these are tested against.
 //
 // Layout as attention.h: qkv: (B, T, 3*C), each row [q | k | v], each of C = NH * HS laid
 // out as (NH, HS); C and NH are the LOCAL sizes under tensor parallelism. Scale 1/sqrt(HS);
 // position t attends to positions 0..t.
 //
 // Deterministic: every output element is owned by one task whose arithmetic order is fixed
-// (tiles in a fixed order, BLAS calls of fixed shapes), so the bits do not depend on the
-// run or on the thread count. One OpenMP region per call; inside it OpenBLAS runs on one
-// thread (tile-sized GEMMs, no nested threading).
+// (tiles in a fixed order, tile GEMMs of fixed shapes), so the bits do not depend on the
+// run or on the thread count. One OpenMP region per call; no BLAS calls inside it.
 #pragma once
 
 #include <cstdint>

@@ -9,9 +9,11 @@ strata_add_test(kernels_cpu_test
     ${CMAKE_CURRENT_LIST_DIR}/elementwise_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/embedding_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/fast_exp_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/fast_exp_avx512_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/flash_attention_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/gelu_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/gemm_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/layernorm_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/tile_gemm_test.cc
   LIBS strata_kernels_cpu
   LABELS kernels)

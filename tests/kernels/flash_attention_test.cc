@@ -155,11 +155,12 @@ struct Case {
 };
 
 // T below a 64-row query block, exactly one, one row past it, ragged over several; exactly
-// one 256-column key block, one past it, several with a ragged last (the online softmax's
-// rescaling); HS 4 to 128.
+// one 128-column key block, one past it, several with a ragged last (the online softmax's
+// rescaling); HS 4 to 128: below, at and past tile_gemm's 16-float vectors and 64-column
+// chunks, and the benchmark's 64 at a T that is no multiple of either block (300).
 const Case kCases[] = {{2, 1, 8, 2},    {2, 5, 8, 2},    {1, 64, 16, 2},  {2, 65, 24, 3},
                        {1, 130, 64, 2}, {1, 200, 32, 1}, {1, 77, 256, 2}, {1, 256, 16, 2},
-                       {2, 257, 8, 1},  {1, 600, 32, 2}};
+                       {2, 257, 8, 1},  {1, 600, 32, 2}, {2, 300, 128, 2}, {1, 129, 40, 2}};
 
 class FlashAttention : public ::testing::TestWithParam<Case> {};
 
@@ -207,8 +208,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttention, ::testing::ValuesIn(kCases),
                          });
 
 TEST(FlashAttentionGrad, BackwardMatchesFiniteDifferencesAcrossABlockEdgeAndAccumulates) {
-  // T = 260: four full 64-row query blocks and a ragged one, a full 256-column key block and
-  // a ragged one, so unmasked tiles, the diagonal's masked ones and the online softmax's
+  // T = 260: four full 64-row query blocks and a ragged one, two full 128-column key blocks
+  // and a ragged one, so unmasked tiles, the diagonal's masked ones and the online softmax's
   // rescale are all in the loss.
   const int B = 1, T = 260, C = 4, NH = 2;
   auto qkv = random_vector(size_t(B) * T * 3 * C, 301);

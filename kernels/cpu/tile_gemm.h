@@ -1,0 +1,53 @@
+// The tiled attention's small GEMMs (flash_attention.cc): C (M, N) = alpha A B (+ C), with A read
+// in place through two strides (row-major or transposed, no packing) and B's rows read in 64-column
+// chunks (B's own rows, or a K^T packed once per head by pack_transposed_chunks). OpenBLAS packs
+// both operands on every call, which was a fifth of the attention's time at these shapes (K = 64,
+// tile-sized M and N); here nothing is packed per call.
+//
+// Causal limits let the diagonal tiles skip their masked half: for row i of C, k_lo / k_hi bound
+// the k range to [i - k_lo, i + k_hi] and n_hi the columns to j <= i + n_hi. They are applied per
+// group of rows and rounded to whole vectors, so they are promises by the caller, not masks: A (i,
+// k) must be 0 outside row i's k range (products there may or may not be summed), and C (i, j) past
+// i + n_hi is left unspecified.
+//
+// Deterministic: C (i, j) is one sum over k in increasing order (fused multiply-adds where the CPU
+// has them), the same for any call split or thread count.
+#pragma once
+
+#include <cstdint>
+
+namespace strata::kernels::cpu {
+
+struct TileGemm {
+  static constexpr int kNoLimit = 1 << 30;
+  static constexpr int kChunk = 64;  // B's columns come in chunks of this many
+
+  float* c = nullptr;
+  std::int64_t ldc = 0;
+  int M = 0, N = 0, K = 0;
+  // A (i, k) = a[i * a_row + k * a_k]: a_row = lda, a_k = 1 for row-major A; swapped for A^T.
+  const float* a = nullptr;
+  std::int64_t a_row = 0, a_k = 0;
+  // B (k, j) = b[(j / kChunk) * b_chunk + k * ldb + j % kChunk]: b_chunk = kChunk for a row-major
+  // B, kChunk * K for pack_transposed_chunks' layout.
+  const float* b = nullptr;
+  std::int64_t ldb = 0, b_chunk = kChunk;
+  float alpha = 1.0f;
+  bool accumulate = false;  // C += alpha A B; otherwise C = alpha A B (C's contents ignored)
+  int k_lo = kNoLimit, k_hi = kNoLimit, n_hi = kNoLimit;
+};
+
+// Requires M, N, K >= 0 and non-null pointers where M * N > 0 (the caller's tiles). Runs the
+// AVX-512 micro-kernel where the CPU has it, tile_gemm_portable otherwise.
+void tile_gemm(const TileGemm& g);
+// The same sums as plain loops, without fused multiply-adds (named so that tests reach it on
+// AVX-512 machines too).
+void tile_gemm_portable(const TileGemm& g);
+
+// Packs the transpose of x (n rows of `cols` floats, row stride ldx) as B operand chunks: out[(j /
+// 64) * 64 * cols + k * 64 + j % 64] = x (j, k), rows j in [n, round_up(n, 64)) zero. out holds
+// packed_transposed_floats(n, cols) floats.
+std::int64_t packed_transposed_floats(int n, int cols);
+void pack_transposed_chunks(float* out, const float* x, std::int64_t ldx, int n, int cols);
+
+}  // namespace strata::kernels::cpu

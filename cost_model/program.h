@@ -170,7 +170,9 @@ struct ProgramOptions {
   int prefetch_distance = 2;
   // Published conventions (Megatron with DeepSpeed ZeRO-3): the recomputed forward is a
   // pass of its own, so under ZeRO-3 with full recomputation a layer is gathered twice in
-  // backward. strata's engine recomputes inside the layer's backward with one gather.
+  // backward: once prefetched a step ahead, once on demand right before its compute (issued
+  // before the next layer's prefetch, which then runs under the compute). strata's engine
+  // recomputes inside the layer's backward with one gather.
   bool recompute_regathers = false;
   // The backend's wte shard padding (partition.h: vocab_row_alignment): the units' sizes.
   std::int64_t vocab_row_alignment = 1;

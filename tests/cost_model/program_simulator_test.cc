@@ -328,6 +328,38 @@ TEST(ProgramSimulator, PrefetchedGathersHideBehindComputeButTheFirst) {
   }
 }
 
+TEST(ProgramSimulator, PublishedBackwardExposesTheRegatherAndThePreviousReduction) {
+  // p = 1, d = 2, ZeRO 3, full recomputation, the published regathers, 4 layers, m = 1; a
+  // layer's backward (its recomputation included) b, every gather and reduce-scatter g (the
+  // same bytes). Backward step k issues the regather R(k) (after the prefetched G(k)), the
+  // prefetch G(k-1), the compute, then the reduce-scatter RS(k), all on the comm stream,
+  // every comm op after the compute issued before it (rule 1). From the pass start: G3
+  // [0, g] (prefetched in the head's step), then per layer, t the end of the previous
+  // layer's compute: RS(k+1) and R(k) before the compute, G(k-1) beside it:
+  //   b > g: the cycle is b + 2g; layer 3 starts at 2g, layer 0 ends at 2g + 4b + 3 (2g)
+  //          = 8g + 4b, its reduce-scatter ends g later: 9g + 4b. (b = 3, g = 1: 20, 21.)
+  //   b < g: the link paces it, 3g a layer (R, G, RS back to back); layer 3 starts at 2g,
+  //          layer 0 at 2g + 3 (3g) = 11g, ends at 11g + b, its reduce-scatter g later.
+  //          (b = 1, g = 2: 23, 25.)
+  // With the prefetch issued before the regather the compute would wait for three
+  // transfers, b + 3g a layer but the last (nothing left to prefetch): 23 at b = 3, g = 1.
+  Plan plan = plan_of(ScheduleKind::kOneFOneB, 1, 1, 2, 3);
+  plan.recompute = Recompute::kFull;
+  ProgramOptions published;
+  published.recompute_regathers = true;
+  const Program program = make_program(model_of(4), train_of(2), plan, published);
+  for (const auto& [b, g, compute_end, end] : {std::tuple{3.0, 1.0, 20.0, 21.0}, {1.0, 2.0, 23.0, 25.0}}) {
+    TestCosts costs;
+    costs.b = b;
+    costs.gather = g;
+    costs.reduce = g;
+    const ProgramTimeline t = simulate_program(program, costs, SimulationMode::kStreams);
+    const TimedOp& backward = find(program, t, 0, Kind::kBackward, 0, 0);
+    EXPECT_DOUBLE_EQ(backward.end_s - backward.start_s, compute_end) << "b = " << b;
+    EXPECT_DOUBLE_EQ(t.step.pipeline_s - backward.start_s, end) << "b = " << b;
+  }
+}
+
 TEST(ProgramSimulator, PassReplayEqualsTheOpByOneReplay) {
   // A pass's max-plus response gives the times its ops give one by one, for bodies with every
   // kind of state move (ZeRO-3 with parameters and gradients offloaded, sequence parallel,

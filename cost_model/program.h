@@ -55,12 +55,14 @@
 // matching send's data has arrived.
 // One comm stream carries gathers and reductions, as strata's engine runs them (one DP
 // communicator, its NCCL operations in order). DeepSpeed reduces on a stream of its own
-// beside the prefetching gathers, both sharing the rank's link; priced as a link that serves
-// the ready ops one by one (ties in issue order), that gives the same times as the one stream: each comm op waits
-// for the compute issued before it (rule 1) and a reduction is issued right after the
-// compute that completes its gradient, so the comm ops become ready in list order. (An op
-// that also waits for a fetch would break that: under ZeRO-3 with offloaded parameters a
-// gather waiting for a slow fetch holds up the reduction issued after it.)
+// beside the prefetching gathers, both sharing the rank's link; priced as a link that
+// serves the ready ops one by one (ties in issue order), that gives the one stream's times
+// under ZeRO-3: each comm op waits for the compute issued before it (rule 1) and a reduction
+// is issued right after the compute that completes its gradient, so the comm ops become
+// ready in list order. An op that waits for more breaks that, and there the one stream can
+// be slower than DeepSpeed's two (tested, not modelled): with sequence parallelism a
+// reduction waits for its LayerNorm sums and holds up the gathers issued after it; with
+// offloaded parameters a gather waits for its fetch and holds up the reduction after it.
 // Deliberately not here: durations (the time model and the simulator price ops), the bytes
 // of each op (memory_model.h), the loss sum (metrics, not training), anything inside a
 // compute step (the TP collectives of a layer are part of its compute).

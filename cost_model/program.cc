@@ -59,11 +59,15 @@ class BodyBuilder {
       if (policy_.fetches && i + policy_.prefetch_distance < n) {
         fetch(steps, i + policy_.prefetch_distance);
       }
-      if (policy_.gathers && i + 1 < n) gather(steps, i + 1);
       const Step& step = steps[static_cast<std::size_t>(i)];
+      // The regather this step waits for is issued before the next step's prefetch: queued
+      // behind it, the prefetch of a later layer would stand between a compute and its own
+      // gather on the comm stream (three transfers before each layer's backward instead of
+      // the previous reduction and the regather).
       if (!body_.forward && policy_.recompute_regathers && step.part == Part::kLayer) {
         regather_for_recompute(step, gather_of_[static_cast<std::size_t>(i)]);
       }
+      if (policy_.gathers && i + 1 < n) gather(steps, i + 1);
       ProgramOp compute;
       compute.kind = Kind::kCompute;
       compute.stream = Stream::kCompute;
@@ -104,6 +108,8 @@ class BodyBuilder {
 
   // Published conventions: the recomputed forward is a pass of its own that gathers the
   // layer and releases it before the backward gathers it again (reusing the fetched shard).
+  // Gathered on demand, right before the layer's compute: the layer's first gather was the
+  // one prefetched a step ahead.
   void regather_for_recompute(const Step& step, std::vector<std::int32_t>& gathers) {
     if (!policy_.gathers) return;
     for (std::int32_t u : step.needs) {

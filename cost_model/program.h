@@ -53,6 +53,16 @@
 //      complete (the tail is the step's end: nothing of it overlaps the pipeline).
 // A body op starts no earlier than its pass starts. Receives block their stream until the
 // matching send's data has arrived.
+// One comm stream carries gathers and reductions, as strata's engine runs them (one DP
+// communicator, its NCCL operations in order). DeepSpeed reduces on a stream of its own
+// beside the prefetching gathers, both sharing the rank's link; priced as a link that
+// serves the ready ops one by one (ties in issue order), that gives the one stream's times
+// under ZeRO-3: each comm op waits for the compute issued before it (rule 1) and a reduction
+// is issued right after the compute that completes its gradient, so the comm ops become
+// ready in list order. An op that waits for more breaks that, and there the one stream can
+// be slower than DeepSpeed's two (tested, not modelled): with sequence parallelism a
+// reduction waits for its LayerNorm sums and holds up the gathers issued after it; with
+// offloaded parameters a gather waits for its fetch and holds up the reduction after it.
 // Deliberately not here: durations (the time model and the simulator price ops), the bytes
 // of each op (memory_model.h), the loss sum (metrics, not training), anything inside a
 // compute step (the TP collectives of a layer are part of its compute).
@@ -170,7 +180,9 @@ struct ProgramOptions {
   int prefetch_distance = 2;
   // Published conventions (Megatron with DeepSpeed ZeRO-3): the recomputed forward is a
   // pass of its own, so under ZeRO-3 with full recomputation a layer is gathered twice in
-  // backward. strata's engine recomputes inside the layer's backward with one gather.
+  // backward: once prefetched a step ahead, once on demand right before its compute (issued
+  // before the next layer's prefetch, which then runs under the compute). strata's engine
+  // recomputes inside the layer's backward with one gather.
   bool recompute_regathers = false;
   // The backend's wte shard padding (partition.h: vocab_row_alignment): the units' sizes.
   std::int64_t vocab_row_alignment = 1;

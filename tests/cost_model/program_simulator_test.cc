@@ -328,6 +328,38 @@ TEST(ProgramSimulator, PrefetchedGathersHideBehindComputeButTheFirst) {
   }
 }
 
+TEST(ProgramSimulator, PublishedBackwardExposesTheRegatherAndThePreviousReduction) {
+  // p = 1, d = 2, ZeRO 3, full recomputation, the published regathers, 4 layers, m = 1; a
+  // layer's backward (its recomputation included) b, every gather and reduce-scatter g (the
+  // same bytes). Backward step k issues the regather R(k) (after the prefetched G(k)), the
+  // prefetch G(k-1), the compute, then the reduce-scatter RS(k), all on the comm stream,
+  // every comm op after the compute issued before it (rule 1). From the pass start: G3
+  // [0, g] (prefetched in the head's step), then per layer, t the end of the previous
+  // layer's compute: RS(k+1) and R(k) before the compute, G(k-1) beside it:
+  //   b > g: the cycle is b + 2g; layer 3 starts at 2g, layer 0 ends at 2g + 4b + 3 (2g)
+  //          = 8g + 4b, its reduce-scatter ends g later: 9g + 4b. (b = 3, g = 1: 20, 21.)
+  //   b < g: the link paces it, 3g a layer (R, G, RS back to back); layer 3 starts at 2g,
+  //          layer 0 at 2g + 3 (3g) = 11g, ends at 11g + b, its reduce-scatter g later.
+  //          (b = 1, g = 2: 23, 25.)
+  // With the prefetch issued before the regather the compute would wait for three
+  // transfers, b + 3g a layer but the last (nothing left to prefetch): 23 at b = 3, g = 1.
+  Plan plan = plan_of(ScheduleKind::kOneFOneB, 1, 1, 2, 3);
+  plan.recompute = Recompute::kFull;
+  ProgramOptions published;
+  published.recompute_regathers = true;
+  const Program program = make_program(model_of(4), train_of(2), plan, published);
+  for (const auto& [b, g, compute_end, end] : {std::tuple{3.0, 1.0, 20.0, 21.0}, {1.0, 2.0, 23.0, 25.0}}) {
+    TestCosts costs;
+    costs.b = b;
+    costs.gather = g;
+    costs.reduce = g;
+    const ProgramTimeline t = simulate_program(program, costs, SimulationMode::kStreams);
+    const TimedOp& backward = find(program, t, 0, Kind::kBackward, 0, 0);
+    EXPECT_DOUBLE_EQ(backward.end_s - backward.start_s, compute_end) << "b = " << b;
+    EXPECT_DOUBLE_EQ(t.step.pipeline_s - backward.start_s, end) << "b = " << b;
+  }
+}
+
 TEST(ProgramSimulator, PassReplayEqualsTheOpByOneReplay) {
   // A pass's max-plus response gives the times its ops give one by one, for bodies with every
   // kind of state move (ZeRO-3 with parameters and gradients offloaded, sequence parallel,
@@ -391,6 +423,96 @@ TEST(ProgramSimulator, PassReplayEqualsTheOpByOneReplay) {
       }
     }
   }
+}
+
+TEST(ProgramSimulator, ZeroThreeCommOpsBecomeReadyInListOrderWithoutSequenceParallelOrFetches) {
+  // program.h ("Streams and order"): one comm stream prices DeepSpeed's reductions on a
+  // stream of their own sharing the link with the gathers, a link that serves ready ops one
+  // by one (ties in issue order), because the comm ops become ready in list order. Ready, on
+  // two streams (the reductions with the LayerNorm sums that precede them, whose sums they
+  // reduce, on one; the gathers on the other): after the pass start,
+  // the compute issued before (rule 1), the ops it names and the op before it on its own
+  // stream. If that is non-decreasing in list order, the link serves them in list order and
+  // each starts at max(ready, the previous op's end): the one stream's times (by induction
+  // over the ops). Checked for every body of ZeRO-3 Programs with the published regathers,
+  // gradients offloaded or not, random durations. Two things break the order, and there the
+  // one stream is not DeepSpeed's two: with sequence parallelism a reduction waits for its
+  // norm sum, and a gather ready meanwhile would go first; with offloaded parameters a
+  // gather waits for its fetch, and a slow one would let the reduction after it go first.
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> u(0.0, 3.0);
+  struct RandomCosts final : OpCosts {
+    std::vector<double> table;
+    double at(std::size_t i) const { return table[i % table.size()]; }
+    StepTimeParts compute(const RankProgram&, Part part, std::int32_t unit, bool forward) const override {
+      StepTimeParts t;
+      t.forward_s = at(static_cast<std::size_t>(unit) * 7 + static_cast<std::size_t>(part) * 3 + (forward ? 1 : 0));
+      return t;
+    }
+    StepTimeParts state_move(const RankProgram&, Kind kind, std::int32_t unit) const override {
+      StepTimeParts t;
+      t.dp_comm_s = at(static_cast<std::size_t>(unit) * 11 + static_cast<std::size_t>(kind) * 5);
+      return t;
+    }
+    StepTimeParts transfer(const RankProgram&, Kind, std::int32_t) const override { return {}; }
+    StepTimeParts tail(const RankProgram&, const ProgramOp&) const override { return {}; }
+  };
+  // Whether every comm op of `body`, expanded from a pass start on free streams, is ready no
+  // earlier than the comm op before it.
+  const auto in_order = [](const PricedBody& body, double s) {
+    std::vector<std::array<double, 2>> times;
+    expand_body(body, SimulationMode::kStreams, s, s, s, times);
+    const auto& ops = body.body->ops;
+    double compute_end = s, last_ready = s;
+    std::array<double, 2> stream_end{s, s};  // [0 gathers, 1 norm sums and reductions]
+    for (std::size_t k = 0; k < ops.size(); ++k) {
+      if (ops[k].stream == Stream::kCompute) compute_end = times[k][1];
+      if (ops[k].stream != Stream::kComm) continue;
+      const std::size_t own = ops[k].kind == Kind::kGather ? 0 : 1;
+      double ready = std::max(compute_end, stream_end[own]);
+      for (std::int32_t a : ops[k].after) {
+        if (a >= 0) ready = std::max(ready, times[static_cast<std::size_t>(a)][1]);
+      }
+      if (ready < last_ready) return false;
+      last_ready = ready;
+      stream_end[own] = times[k][1];
+    }
+    return true;
+  };
+  ProgramOptions published;
+  published.recompute_regathers = true;
+  bool broken_by_sums = false, broken_by_fetches = false;
+  for (const bool sp : {false, true}) {
+    for (const OffloadTier grads : {OffloadTier::kNone, OffloadTier::kCpu}) {
+      for (const OffloadTier params : {OffloadTier::kNone, OffloadTier::kCpu}) {
+        Plan plan = plan_of(ScheduleKind::kOneFOneB, 2, 1, 2, 3);
+        plan.tp = 2;
+        plan.sequence_parallel = sp;
+        plan.offload = {OffloadTier::kNone, grads, params};
+        plan.recompute = Recompute::kFull;
+        const Program program = make_program(model_of(6), train_of(8), plan, published);
+        for (int trial = 0; trial < 30; ++trial) {
+          RandomCosts costs;
+          for (int i = 0; i < 97; ++i) costs.table.push_back(u(rng));
+          for (const RankProgram& rank : program.ranks) {
+            const PricedRank priced = price_rank(rank, costs, SimulationMode::kStreams);
+            for (const PricedBody& body : priced.bodies) {
+              const bool ordered = in_order(body, u(rng));
+              if (!sp && params == OffloadTier::kNone) {
+                EXPECT_TRUE(ordered) << plan.label();
+              } else if (params == OffloadTier::kNone) {
+                broken_by_sums = broken_by_sums || !ordered;
+              } else if (!sp) {
+                broken_by_fetches = broken_by_fetches || !ordered;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(broken_by_sums);
+  EXPECT_TRUE(broken_by_fetches);
 }
 
 TEST(ProgramSimulator, SkeletonOfTheShapeIsTheProgramsAndFillsAndDrains) {

@@ -9,11 +9,33 @@
 
 #include "cost_model/errors.h"
 
+// Under AddressSanitizer a block in a free list is poisoned, so a Buffer's stale pointer
+// read after its reset() is still reported as it was when blocks went back to free().
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define STRATA_ARENA_ASAN 1  // clang
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define STRATA_ARENA_ASAN 1  // gcc
+#endif
+#if defined(STRATA_ARENA_ASAN)
+#include <sanitizer/asan_interface.h>
+#define STRATA_ARENA_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), static_cast<size_t>(n))
+#define STRATA_ARENA_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), static_cast<size_t>(n))
+#else
+#define STRATA_ARENA_POISON(p, n) ((void)(p), (void)(n))
+#define STRATA_ARENA_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 namespace strata {
 
 HostArena::~HostArena() {
   for (auto& [bytes, blocks] : free_) {
-    for (void* block : blocks) std::free(block);
+    for (void* block : blocks) {
+      STRATA_ARENA_UNPOISON(block, bytes);
+      std::free(block);
+    }
   }
 }
 
@@ -26,6 +48,7 @@ void* HostArena::take(std::int64_t block_bytes) {
       it->second.pop_back();
       stats_.free_bytes -= block_bytes;
       ++stats_.reuses;
+      STRATA_ARENA_UNPOISON(block, block_bytes);
       return block;
     }
   }
@@ -48,6 +71,7 @@ void HostArena::give_back(void* data, std::int64_t block_bytes) noexcept {
     try {
       free_[block_bytes].push_back(data);
       stats_.free_bytes += block_bytes;
+      STRATA_ARENA_POISON(data, block_bytes);
       return;
     } catch (...) {
       // No memory for the list's entry: the block goes back to the system instead.

@@ -11,9 +11,12 @@ namespace strata::cpu_backend {
 namespace cpu = strata::kernels::cpu;
 
 engine::Tensor CpuBackend::allocate(MemoryTier tier, DType dtype, std::int64_t n,
-                                    const std::string& tag, bool /*zeroed*/) {
-  // The accounting allocator always zero-fills.
-  return tensor_of(alloc_->allocate(tier, n * dtype_bytes(dtype), tag), dtype, tier);
+                                    const std::string& tag, bool zeroed) {
+  // Blocks are reused across steps (host_arena.h): a zero fill the caller does not need is
+  // a memset of the whole tensor every step.
+  return tensor_of(alloc_->allocate(tier, n * dtype_bytes(dtype), tag,
+                                    zeroed ? Fill::kZero : Fill::kUninitialized),
+                   dtype, tier);
 }
 
 void CpuBackend::zero(void* data, DType dtype, std::int64_t n, Stream) {

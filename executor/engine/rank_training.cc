@@ -25,9 +25,10 @@ BackendMaker cpu_backend_maker() {
 RankTraining::RankTraining(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
                            MpiCommunicator& world, const TierBudgets& budgets,
                            data::TokenView tokens, const OffloadOptions& offload,
-                           const BackendMaker& make_backend, const model::UnitInit& init)
+                           const BackendMaker& make_backend, const model::UnitInit& init,
+                           const HostArenaOptions& arena)
     : world_(&world),
-      alloc_(budgets),
+      alloc_(budgets, arena),
       backend_(make_backend(alloc_, world)),
       groups_(backend_->communicators(), parallel_dims(plan)),
       sampler_(tokens, train.seed, model.seq_len),

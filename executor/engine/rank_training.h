@@ -30,12 +30,13 @@ class RankTraining {
  public:
   // Collective over world (size must be plan.world_size()). The tokens must outlive this.
   // init: each unit's initial values (empty: drawn from train.seed; weights_io.h loads a
-  // safetensors file instead).
+  // safetensors file instead). arena: the allocator's block reuse (host_arena.h; tests turn
+  // it off or poison uninitialised memory).
   RankTraining(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
                MpiCommunicator& world, const TierBudgets& budgets, data::TokenView tokens,
                const OffloadOptions& offload = {},
                const BackendMaker& make_backend = cpu_backend_maker(),
-               const model::UnitInit& init = {});
+               const model::UnitInit& init = {}, const HostArenaOptions& arena = {});
   RankTraining(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
                MpiCommunicator& world, const TierBudgets& budgets,
                const std::vector<std::uint8_t>& corpus, const OffloadOptions& offload = {},

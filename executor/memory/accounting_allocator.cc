@@ -5,8 +5,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -15,8 +13,6 @@
 
 namespace strata {
 namespace {
-
-constexpr std::int64_t kAlignment = 64;  // a cache line; also AVX-512 friendly
 
 size_t index_of(MemoryTier tier) { return static_cast<size_t>(tier); }
 
@@ -94,8 +90,13 @@ void Reservation::release() noexcept {
 // ---- Buffer ----
 
 Buffer::Buffer(Buffer&& other) noexcept
-    : data_(other.data_), reservation_(std::move(other.reservation_)) {
+    : data_(other.data_),
+      reservation_(std::move(other.reservation_)),
+      arena_(other.arena_),
+      block_bytes_(other.block_bytes_) {
   other.data_ = nullptr;
+  other.arena_ = nullptr;
+  other.block_bytes_ = 0;
 }
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
@@ -103,20 +104,27 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     reset();
     data_ = other.data_;
     reservation_ = std::move(other.reservation_);
+    arena_ = other.arena_;
+    block_bytes_ = other.block_bytes_;
     other.data_ = nullptr;
+    other.arena_ = nullptr;
+    other.block_bytes_ = 0;
   }
   return *this;
 }
 
 void Buffer::reset() noexcept {
-  std::free(data_);
+  if (arena_ != nullptr) arena_->give_back(data_, block_bytes_);
   data_ = nullptr;
+  arena_ = nullptr;
+  block_bytes_ = 0;
   reservation_.release();
 }
 
 // ---- AccountingAllocator ----
 
-AccountingAllocator::AccountingAllocator(TierBudgets budgets) : budgets_(budgets) {
+AccountingAllocator::AccountingAllocator(TierBudgets budgets, HostArenaOptions arena)
+    : budgets_(budgets), arena_(arena) {
   for (int t = 0; t < kMemoryTierCount; ++t) {
     const MemoryTier tier = static_cast<MemoryTier>(t);
     if (budgets_.of(tier) < 0) {
@@ -157,24 +165,31 @@ Reservation AccountingAllocator::reserve(MemoryTier tier, std::int64_t bytes,
   return Reservation(this, tier, bytes, it->second);
 }
 
-Buffer AccountingAllocator::allocate(MemoryTier tier, std::int64_t bytes, const std::string& tag) {
+Buffer AccountingAllocator::allocate(MemoryTier tier, std::int64_t bytes, const std::string& tag,
+                                     Fill fill) {
   if (tier == MemoryTier::kNvme) {
     throw std::invalid_argument(fmt::format(
         "allocate '{}': the nvme tier holds files, not memory; use reserve() for its bytes", tag));
   }
   Reservation reservation = reserve(tier, bytes, tag);  // checks the budget first
   if (bytes == 0) {
-    return Buffer(nullptr, std::move(reservation));
+    return Buffer(nullptr, std::move(reservation), nullptr, 0);
   }
-  const std::int64_t padded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* data = std::aligned_alloc(static_cast<size_t>(kAlignment), static_cast<size_t>(padded));
-  if (data == nullptr) {
-    throw SystemError(fmt::format(
-        "aligned_alloc({}, {}) for '{}' on tier '{}' failed at {}:{}: {}", kAlignment, padded, tag,
-        to_string(tier), __FILE__, __LINE__, std::strerror(errno)));
+  const std::int64_t block_bytes = HostArena::block_bytes(bytes);
+  void* data = nullptr;
+  try {
+    data = arena_.take(block_bytes);
+  } catch (const SystemError& e) {
+    throw SystemError(fmt::format("allocating '{}' on tier '{}': {}", tag, to_string(tier), e.what()));
   }
-  std::memset(data, 0, static_cast<size_t>(padded));
-  return Buffer(data, std::move(reservation));
+  // A reused block holds the bytes of whatever used it last, and a fresh one is zero only
+  // when the system happened to map new pages: zero-fill is the caller's choice, not luck.
+  if (fill == Fill::kZero) {
+    std::memset(data, 0, static_cast<size_t>(block_bytes));
+  } else if (arena_.options().poison_uninitialized) {
+    std::memset(data, 0xFF, static_cast<size_t>(block_bytes));
+  }
+  return Buffer(data, std::move(reservation), &arena_, block_bytes);
 }
 
 void AccountingAllocator::release(MemoryTier tier, std::int64_t bytes, int tag_id) noexcept {

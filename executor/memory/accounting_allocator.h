@@ -2,10 +2,14 @@
 // (device, host, nvme), so a run reports its peak bytes per tier (and per tag) and the memory
 // model can be tested against it to the byte.
 //
-// - allocate(tier, bytes, tag): real memory, 64-byte aligned and zero-initialised, owned by a
-//   move-only Buffer that gives its bytes back on destruction. On the CPU backend the
-//   "device" tier is host memory under the device budget. The nvme tier holds no memory, so
-//   allocate() rejects it.
+// - allocate(tier, bytes, tag[, fill]): real memory, 64-byte aligned, zero-filled unless the
+//   caller asks for Fill::kUninitialized, owned by a move-only Buffer that gives its bytes
+//   back on destruction. On the CPU backend the "device" tier is host memory under the
+//   device budget. The nvme tier holds no memory, so allocate() rejects it.
+// - The memory comes from a HostArena (host_arena.h) that keeps freed blocks for the next
+//   request of the same size, so a training step after the first makes no system
+//   allocation and touches no fresh page. The arena is below the accounting: budgets, tags
+//   and peaks count the requested bytes whether a block is new or reused.
 // - reserve(tier, bytes, tag): accounting only, for memory someone else holds (NVMe files,
 //   cudaMalloc'd device memory, pinned host buffers): a move-only Reservation.
 // - Accounting counts the requested bytes (padding to 64 bytes is not counted), so a
@@ -14,7 +18,7 @@
 //   request, the free bytes, the budget and the biggest live tags.
 // - Thread-safe (one mutex; allocations are coarse, whole tensors). The allocator must
 //   outlive every Buffer and Reservation it hands out.
-// Deliberately not here: caching or pooling, pinned memory, the I/O of the nvme tier.
+// Deliberately not here: pinned memory, the I/O of the nvme tier.
 #pragma once
 
 #include <array>
@@ -27,6 +31,7 @@
 #include <vector>
 
 #include "cost_model/step_report.h"
+#include "executor/memory/host_arena.h"
 
 namespace strata {
 
@@ -88,7 +93,8 @@ class Reservation {
   int tag_id_ = -1;
 };
 
-// Accounted, 64-byte aligned, zero-initialised memory. Move-only; frees on destruction.
+// Accounted, 64-byte aligned memory. Move-only; gives its block back to the arena on
+// destruction.
 class Buffer {
  public:
   Buffer() = default;
@@ -109,22 +115,33 @@ class Buffer {
 
  private:
   friend class AccountingAllocator;
-  Buffer(void* data, Reservation reservation) : data_(data), reservation_(std::move(reservation)) {}
+  Buffer(void* data, Reservation reservation, HostArena* arena, std::int64_t block_bytes)
+      : data_(data), reservation_(std::move(reservation)), arena_(arena), block_bytes_(block_bytes) {}
   void* data_ = nullptr;
   Reservation reservation_;
+  HostArena* arena_ = nullptr;    // where data_ goes back (null when data_ is)
+  std::int64_t block_bytes_ = 0;  // data_'s block size in the arena (bytes() padded)
+};
+
+// What allocate() leaves in the memory it hands out.
+enum class Fill {
+  kZero,           // zero-filled: for memory accumulated into (gradients, +=)
+  kUninitialized,  // whatever the block held: for memory written in full before it is read
 };
 
 class AccountingAllocator {
  public:
-  explicit AccountingAllocator(TierBudgets budgets = {});
+  explicit AccountingAllocator(TierBudgets budgets = {}, HostArenaOptions arena = {});
   AccountingAllocator(const AccountingAllocator&) = delete;
   AccountingAllocator& operator=(const AccountingAllocator&) = delete;
 
   // Throws OutOfMemory when bytes do not fit, std::invalid_argument for bytes < 0 or
   // allocate() on the nvme tier, SystemError if the system allocator fails.
-  Buffer allocate(MemoryTier tier, std::int64_t bytes, const std::string& tag);
-  Buffer allocate_floats(MemoryTier tier, std::int64_t count, const std::string& tag) {
-    return allocate(tier, count * static_cast<std::int64_t>(sizeof(float)), tag);
+  Buffer allocate(MemoryTier tier, std::int64_t bytes, const std::string& tag,
+                  Fill fill = Fill::kZero);
+  Buffer allocate_floats(MemoryTier tier, std::int64_t count, const std::string& tag,
+                         Fill fill = Fill::kZero) {
+    return allocate(tier, count * static_cast<std::int64_t>(sizeof(float)), tag, fill);
   }
   Reservation reserve(MemoryTier tier, std::int64_t bytes, const std::string& tag);
 
@@ -134,6 +151,8 @@ class AccountingAllocator {
   std::vector<TagUsage> tags() const;  // every tag seen, sorted by (tier, tag)
   // Start a new peak window (e.g. after setup, per step): peaks := current.
   void reset_peaks();
+  // The arena under the Buffers: system allocations and reuses (tests, measurements).
+  HostArenaStats arena_stats() const { return arena_.stats(); }
 
  private:
   friend class Reservation;
@@ -145,6 +164,7 @@ class AccountingAllocator {
   std::array<TierUsage, kMemoryTierCount> usage_{};
   std::vector<TagUsage> tags_;                 // indexed by tag id
   std::map<std::pair<int, std::string>, int> tag_ids_;  // (tier, tag) -> id
+  HostArena arena_;  // its own lock: a block's system allocation is outside mutex_
 };
 
 }  // namespace strata

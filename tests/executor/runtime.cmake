@@ -28,3 +28,9 @@ foreach(ranks 4 8)
     LABELS mpi PROCESSORS 2 TIMEOUT 60
     ENVIRONMENT "OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1")
 endforeach()
+
+# The allocator's arena: freed blocks reused by size, zero-fill and poison, accounting of
+# requested bytes over reused blocks.
+strata_add_test(executor_runtime_arena_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/runtime_arena_test.cc
+  LIBS strata_executor)

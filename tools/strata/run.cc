@@ -40,6 +40,7 @@
 #include <chrono>
 #include <fstream>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <iostream>
@@ -380,7 +381,43 @@ int launch_job(const RunOptions& o, const Validated& v, Backend backend) {
   return code;
 }
 
+// libgomp and OpenBLAS read their thread settings from the environment once, when they load,
+// so a run in this process (one rank) takes them by executing itself again with them set:
+// the count --threads names, and OMP_WAIT_POLICY=passive, as a multi-rank launch gives its
+// ranks (mpi_launch.cc). Without passive, an OpenMP thread spins for a while after each
+// region on the core that OpenBLAS's own worker needs next: perf showed 55% of a 2-thread
+// step's samples in libgomp's spin loop and the step 3x slower than with one thread.
+// The second process finds everything set and goes on; a failed exec leaves this one going.
+void reexec_with_thread_env(int threads) {
+  const std::string count = std::to_string(threads);
+  const auto differs = [&](const char* name) {
+    const char* value = std::getenv(name);
+    return value == nullptr || count != value;
+  };
+  const bool set_count =
+      threads > 0 && (differs("OMP_NUM_THREADS") || differs("OPENBLAS_NUM_THREADS"));
+  const bool set_policy = std::getenv("OMP_WAIT_POLICY") == nullptr;
+  if (!set_count && !set_policy) return;
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> words;
+  for (std::string word; std::getline(in, word, '\0');) words.push_back(word);
+  if (words.empty()) return;
+  std::vector<char*> argv;
+  for (std::string& word : words) argv.push_back(word.data());
+  argv.push_back(nullptr);
+  if (set_count) {
+    ::setenv("OMP_NUM_THREADS", count.c_str(), 1);
+    ::setenv("OPENBLAS_NUM_THREADS", count.c_str(), 1);
+  }
+  if (set_policy) ::setenv("OMP_WAIT_POLICY", "passive", 1);
+  std::cout << std::flush;
+  std::cerr << std::flush;
+  ::execv("/proc/self/exe", argv.data());  // returns only on failure: go on as we are
+}
+
 int run_command(const RunOptions& o, std::ostream& out) {
+  // Before anything is opened or locked: the exec keeps file descriptors and locks.
+  if (!detect_launch_env().under_launcher) reexec_with_thread_env(o.threads);
   const StopSignals stops;  // from here on SIGINT / SIGTERM ask for a clean stop
   // --backend wins; without it a GPU is used when present and the plan fits this machine's
   // GPUs, and the CPU backend otherwise. Chosen first, so a bad --backend leaves nothing

@@ -90,6 +90,26 @@ TEST(StrataRun, MultiRankReportMatchesSingleRank) {
   EXPECT_EQ(tags.at("ranks").size(), 4u);
 }
 
+// A one-rank run trains in strata's own process, which re-executes itself with --threads in
+// OMP_NUM_THREADS / OPENBLAS_NUM_THREADS (the caller's 1 here is overridden). The kernels
+// split work so that every output element has one owner and one summation order, so two
+// threads give the one-thread losses to the bit.
+TEST(StrataRun, OneRankRunGivesTheSameLossesAtAnyThreadCount) {
+  const fs::path one = scratch("threads1");
+  const fs::path two = scratch("threads2");
+  ASSERT_EQ(strata("run --plan tiny-single --model tiny --train tiny --steps 3 --threads 1 --out " +
+                   one.string()),
+            0);
+  ASSERT_EQ(strata("run --plan tiny-single --model tiny --train tiny --steps 3 --threads 2 --out " +
+                   two.string()),
+            0);
+  const StepReport a = StepReport::load((one / "report.json").string());
+  const StepReport b = StepReport::load((two / "report.json").string());
+  ASSERT_EQ(a.losses.size(), 3u);
+  ASSERT_EQ(b.losses.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(b.losses[i], a.losses[i]) << "step " << i;
+}
+
 TEST(StrataRun, LossFallsOver200Steps) {
   const fs::path out = scratch("long");
   ASSERT_EQ(strata("run --plan tiny-single --model tiny --train tiny --steps 200 --out " + out.string()), 0);

@@ -38,8 +38,10 @@ Tensor tensor_of(Buffer buffer, DType dtype, MemoryTier tier) {
 }
 
 Tensor CpuLayerOps::activations(std::int64_t n, const std::string& tag) {
-  return tensor_of(alloc_->allocate_floats(MemoryTier::kDevice, n, tag), DType::kF32,
-                   MemoryTier::kDevice);
+  // LayerOps promises undefined contents (CUDA's pool hands them out as they are): every
+  // kernel writes its output in full before reading it, so zeroing would be wasted stores.
+  return tensor_of(alloc_->allocate_floats(MemoryTier::kDevice, n, tag, Fill::kUninitialized),
+                   DType::kF32, MemoryTier::kDevice);
 }
 
 std::int64_t CpuLayerOps::attention_stats_floats(int B, int T, int NH) const {
@@ -168,7 +170,12 @@ void CpuLayerOps::cross_entropy_forward_backward(float* losses, Tensor& logits,
   }
   tp.all_reduce_sum_f32(row_sum, 2 * static_cast<std::int64_t>(BT));
   cpu::vocab_parallel_loss(losses, row_lse, row_max, row_sum, target_logit, BT);
-  Tensor dlogits = activations(static_cast<std::int64_t>(BT) * Vlocal, "dlogits");
+  // Zero-filled: the kernel accumulates into dlogits (activations() hands out what the block
+  // held).
+  Tensor dlogits = tensor_of(alloc_->allocate_floats(MemoryTier::kDevice,
+                                                     static_cast<std::int64_t>(BT) * Vlocal,
+                                                     "dlogits", Fill::kZero),
+                             DType::kF32, MemoryTier::kDevice);
   if (Vlocal > 0) {
     cpu::vocab_parallel_cross_entropy_backward(dlogits.f32(), dlosses, z, row_lse, targets, BT,
                                                Vlocal, v0);

@@ -233,7 +233,6 @@ double layer_backward_peak_bytes(const ModelSpec& model, std::int64_t micro_batc
   const Dims d = dims_of(model, micro_batch, tp, sequence_parallel);
   check_compute_bytes(compute_bytes);
   const bool sp = sequence_parallel && d.t > 1;
-  const bool cpu = convention == ActivationConvention::kCpuExecutor;
   const double c = compute_bytes;
   const double n = static_cast<double>(d.s * d.b * d.h) * c;   // a full (B T, C) tensor
   const double nl = static_cast<double>(d.S * d.b * d.h) * c;  // this rank's rows of it
@@ -261,7 +260,7 @@ double layer_backward_peak_bytes(const ModelSpec& model, std::int64_t micro_batc
   // gpt_layer.cc's layer_backward phase by phase (the gradient flowing through, dres, is
   // the engine's and not counted here):
   const double phases[] = {
-      all + nf + (cpu ? nf : 0.0) + g,  // fc2: dfc1, (CPU: its dgelu scratch), gathered dy
+      all + nf + g,                     // fc2: dfc1, gathered dy
       after_mlp_out + nf + n + g,       // fc1: dfc1, dln2 (full), gathered ln2_out
       after_fc1 + n + (sp ? nl : 0.0),  // ln2: dln2 (full) and its reduce-scattered rows
       after_ln2 + na + g,               // proj: dattn, gathered dres

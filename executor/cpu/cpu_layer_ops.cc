@@ -87,19 +87,18 @@ void CpuLayerOps::matmul_residual_forward(void* out, const void* inp, const void
 
 void CpuLayerOps::matmul_backward(void* dinp, float* dw, float* db, const void* dout,
                                   const void* inp, const void* w, int BT, int C, int OC) {
-  // The kernel accumulates; the op overwrites.
-  if (dinp != nullptr) cpu::zero(f(dinp), static_cast<std::int64_t>(BT) * C);
-  cpu::matmul_backward(f(dinp), dw, db, f(dout), f(inp), f(w), BT, C, OC);
+  cpu::matmul_backward(f(dinp), dw, db, f(dout), f(inp), f(w), BT, C, OC,
+                       cpu::InputGrad::kOverwrite);
 }
 
 void CpuLayerOps::matmul_gelu_backward(void* dinp, float* dw, float* db, const void* dout,
                                        const void* gelu_out, const void* w, const void* pre,
                                        int BT, int C, int OC) {
-  const std::int64_t n = static_cast<std::int64_t>(BT) * C;
-  Buffer dgelu = alloc_->allocate_floats(MemoryTier::kDevice, n, "backward_scratch");
-  cpu::matmul_backward(dgelu.f32(), dw, db, f(dout), f(gelu_out), f(w), BT, C, OC);
-  cpu::zero(f(dinp), n);
-  cpu::gelu_backward(f(dinp), f(pre), dgelu.f32(), n);
+  // The gradient at gelu's output goes straight into dinp and is turned into the one at its
+  // input in place: no scratch, as CUDA's fused epilogue.
+  cpu::matmul_backward(f(dinp), dw, db, f(dout), f(gelu_out), f(w), BT, C, OC,
+                       cpu::InputGrad::kOverwrite);
+  cpu::gelu_backward_in_place(f(dinp), f(pre), static_cast<std::int64_t>(BT) * C);
 }
 
 void CpuLayerOps::attention_forward(void* out, float* stats, const void* qkv, int B, int T,

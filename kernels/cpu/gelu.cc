@@ -46,6 +46,15 @@ inline float fast_tanh(float u) {
   return std::copysign(t, u);
 }
 
+// d/dx [0.5 x (1 + tanh u)] = 0.5 (1 + tanh u) + 0.5 x sech^2(u) du/dx,
+// du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2), sech^2 = 1 - tanh^2.
+inline float gelu_grad(float x) {
+  const float u = kSqrt2OverPi * (x + kCubic * x * x * x);
+  const float th = fast_tanh(u);
+  const float du = kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
+  return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
+}
+
 }  // namespace
 
 void gelu_forward(float* out, const float* inp, std::int64_t N) {
@@ -65,17 +74,16 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, std::int64_
   detail::require_tensor("gelu_backward", "inp", inp);
   detail::require_tensor("gelu_backward", "dout", dout);
   detail::require_non_negative("gelu_backward", "N", N);
-  // d/dx [0.5 x (1 + tanh u)] = 0.5 (1 + tanh u) + 0.5 x sech^2(u) du/dx,
-  // du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2), sech^2 = 1 - tanh^2.
 #pragma omp parallel for simd schedule(static) if (N >= kParallelMinElements)
-  for (std::int64_t i = 0; i < N; ++i) {
-    const float x = inp[i];
-    const float u = kSqrt2OverPi * (x + kCubic * x * x * x);
-    const float th = fast_tanh(u);
-    const float du = kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
-    const float grad = 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
-    dinp[i] += grad * dout[i];
-  }
+  for (std::int64_t i = 0; i < N; ++i) dinp[i] += gelu_grad(inp[i]) * dout[i];
+}
+
+void gelu_backward_in_place(float* d, const float* inp, std::int64_t N) {
+  detail::require_tensor("gelu_backward_in_place", "d", d);
+  detail::require_tensor("gelu_backward_in_place", "inp", inp);
+  detail::require_non_negative("gelu_backward_in_place", "N", N);
+#pragma omp parallel for simd schedule(static) if (N >= kParallelMinElements)
+  for (std::int64_t i = 0; i < N; ++i) d[i] *= gelu_grad(inp[i]);
 }
 
 }  // namespace strata::kernels::cpu

@@ -13,4 +13,8 @@ void gelu_forward(float* out, const float* inp, std::int64_t N);
 // dinp: (N) += gelu'(inp) * dout; inp, dout: (N). ACCUMULATES.
 void gelu_backward(float* dinp, const float* inp, const float* dout, std::int64_t N);
 
+// d: (N) = gelu'(inp) * d, in place: the gradient at gelu's output becomes the one at its
+// input without a second buffer. inp: (N).
+void gelu_backward_in_place(float* d, const float* inp, std::int64_t N);
+
 }  // namespace strata::kernels::cpu

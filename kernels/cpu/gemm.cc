@@ -62,7 +62,8 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 }
 
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                     const float* inp, const float* weight, int BT, int C, int OC) {
+                     const float* inp, const float* weight, int BT, int C, int OC,
+                     InputGrad dinp_mode) {
   constexpr const char* kName = "matmul_backward";
   detail::require_tensor(kName, "dout", dout);
   detail::require_positive(kName, "BT", BT);
@@ -70,8 +71,10 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
   detail::require_positive(kName, "OC", OC);
   if (dinp != nullptr) {
     detail::require_tensor(kName, "weight", weight);
-    // dinp (BT, C) += dout (BT, OC) @ weight (OC, C)
-    sgemm(Trans::kNo, Trans::kNo, BT, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
+    // dinp (BT, C) (+)= dout (BT, OC) @ weight (OC, C); beta = 0 never reads dinp (BLAS
+    // semantics), so NaN left in it by an earlier user does not leak in.
+    const float beta = dinp_mode == InputGrad::kAccumulate ? 1.0f : 0.0f;
+    sgemm(Trans::kNo, Trans::kNo, BT, C, OC, 1.0f, dout, OC, weight, C, beta, dinp, C);
   }
   if (dweight != nullptr) {
     detail::require_tensor(kName, "inp", inp);

@@ -12,14 +12,20 @@ namespace strata::kernels::cpu {
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
                     int BT, int C, int OC);
 
-// Backward of matmul_forward; ACCUMULATES (+=) into every gradient given:
+// What matmul_backward does with dinp: a layer's input gradient is usually new memory
+// (kOverwrite spares the caller a memset and sgemm a read of it); kAccumulate adds to it.
+enum class InputGrad { kAccumulate, kOverwrite };
+
+// Backward of matmul_forward; ACCUMULATES (+=) into every gradient given, dinp only when
+// dinp_mode is kAccumulate (kOverwrite: dinp = dout @ weight, its contents never read):
 //   dinp: (BT, C)    += dout @ weight        (null: skipped)
 //   dweight: (OC, C) += dout^T @ inp         (null: skipped)
 //   dbias: (OC)      += sum over BT of dout  (null: skipped)
 // dout: (BT, OC), inp: (BT, C), weight: (OC, C). The dbias reduction runs in a fixed order
 // (deterministic for any thread count).
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                     const float* inp, const float* weight, int BT, int C, int OC);
+                     const float* inp, const float* weight, int BT, int C, int OC,
+                     InputGrad dinp_mode = InputGrad::kAccumulate);
 
 enum class Trans { kNo, kYes };
 

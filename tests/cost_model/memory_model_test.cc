@@ -317,14 +317,14 @@ TEST(InFlight, ClosedFormsMatchGeneratedSchedules) {
 //   one message (a layer's output, s b h) 8192 elements = 32768 B; token ids 128 x 4 = 512 B.
 //   a layer's saved tensors 132096 elements = 528384 B (ExecutorConventionsTinyModel), less
 //     its input: 495616 B. Its backward (layer_backward_peak_bytes) peaks in fc2's backward:
-//     all 495616 saved + dfc1 and its dgelu scratch, s b f = 32768 elements each: 757760 B,
-//     i.e. 262144 B above the saved tensors it frees.
+//     all 495616 saved + dfc1, s b f = 32768 elements: 626688 B, i.e. 131072 B above the
+//     saved tensors it frees (the gelu backward runs in place in dfc1).
 //   A forward on rank 0: ids 512 + the embedding's output 32768 + 4 x (495616 + 32768)
 //     = 2146816 B, of which the last layer's output is the message sent on (kept until the
 //     pipeline's end). 1F1B rank 0: F0 F1 B0 F2 B1 F3 B2 B3. Before B2: P0 + mb 2's and
 //     mb 3's forwards 2 x 2146816 + three sent outputs 98304 (one of them mb 3's last output,
 //     already counted: -32768) + the received gradient 32768 = P0 + 4391936 = 7918592; its
-//     first layer's backward adds 262144: 8180736, the peak (B0 and B1 hold fewer sends).
+//     first layer's backward adds 131072: 8049664, the peak (B0 and B1 hold fewer sends).
 //   Rank 1 (F0 B0 F1 B1 ...): before mb 3's head, P1 + 3 sent gradients 98304 + the received
 //     input 32768 + ids 512 + 4 layers 2113536 + the head's saved mean, rstd, lnf_dout 33792
 //     = 5744640; the head's working set (lnf_out 8192 + logits and their gradient s b V =
@@ -352,12 +352,12 @@ TEST(EstimateMemory, TinyModelByHand) {
   EXPECT_DOUBLE_EQ(s0.layer_activation_bytes, 528384);
   EXPECT_EQ(s0.peak_moment, "backward mb=2 chunk=0: compute layer3");
   EXPECT_EQ(s1.peak_moment, "forward mb=3 chunk=0: compute final_norm");
-  EXPECT_DOUBLE_EQ(s0.activations.device, 8180736 - 3526656);
-  EXPECT_DOUBLE_EQ(s0.total.device, 8180736);
+  EXPECT_DOUBLE_EQ(s0.activations.device, 8049664 - 3526656);
+  EXPECT_DOUBLE_EQ(s0.total.device, 8049664);
   EXPECT_DOUBLE_EQ(s1.total.device, 6041600);
   EXPECT_DOUBLE_EQ(s0.total.host, 0);
   EXPECT_EQ(e.worst_pp_rank, 0);
-  EXPECT_DOUBLE_EQ(e.worst.device, 8180736);
+  EXPECT_DOUBLE_EQ(e.worst.device, 8049664);
 
   // The Prediction's memory fields: worst per tier and one RankMemory per stage.
   StepReport report;
@@ -372,7 +372,7 @@ TEST(EstimateMemory, TinyModelByHand) {
 TEST(EstimateMemory, FullRecomputeKeepsOnlyLayerInputs) {
   // Same tiny plan, full recompute: a forward keeps only the layers' outputs (their next
   // layer's inputs): ids 512 + 5 x 32768 = 164352 B; a layer's backward rebuilds its
-  // 495616 B and works on top (757760 B in all, TinyModelByHand). 1F1B rank 0 runs
+  // 495616 B and works on top (626688 B in all, TinyModelByHand). 1F1B rank 0 runs
   // F0 F1 B0 F2 B1 F3 B2 B3.
   Plan plan;
   plan.pp = 2;
@@ -382,10 +382,10 @@ TEST(EstimateMemory, FullRecomputeKeepsOnlyLayerInputs) {
       estimate_memory(tiny(), cluster(Backend::kCpu), train(8, Precision::kFp32), plan);
   // The closed-form term stays: one layer's dropped tensors, 528384 - 32768.
   EXPECT_DOUBLE_EQ(e.stages[0].recompute_working_bytes, 495616);
-  // Walk: F0 F1 hold 2 x 164352; recv 32768; B0's first layer +757760 -> 1119232. After B0:
-  // mb 1's 164352 + 1 send 32768 = 197120; F2 +164352, recv +32768 = 394240; B1 +757760 ->
-  // 1152000. After B1: 229888; F3, recv -> 427008; B2 -> 1184768 (the peak); B3: 1053184.
-  EXPECT_DOUBLE_EQ(e.stages[0].activations.device, 1184768);
+  // Walk: F0 F1 hold 2 x 164352; recv 32768; B0's first layer +626688 -> 988160. After B0:
+  // mb 1's 164352 + 1 send 32768 = 197120; F2 +164352, recv +32768 = 394240; B1 +626688 ->
+  // 1020928. After B1: 229888; F3, recv -> 427008; B2 -> 1053696 (the peak); B3: 922112.
+  EXPECT_DOUBLE_EQ(e.stages[0].activations.device, 1053696);
 }
 
 TEST(EstimateMemory, ZeroTwoHoldsAUnitsFullGradientFromItsFirstTouchToItsReduction) {
@@ -394,15 +394,16 @@ TEST(EstimateMemory, ZeroTwoHoldsAUnitsFullGradientFromItsFirstTouchToItsReducti
   // elements. Persistent fp32: params 4 x 420480 = 1681920, gradient shard 4 x 210240 =
   // 840960, m and v shards 8 x 210240 = 1681920, losses (1 + 1) x 256 x 4 = 2048.
   // At b = 4 everything per micro-batch doubles (TinyModelByHand's b = 2): a message 65536,
-  // a layer 1056768 with its input, its backward peak 1515520 (524288 above what it frees).
+  // a layer 1056768 with its input, its backward peak 1253376 (262144 above what it frees).
   // The walk: 4204800 + losses 2048 = 4206848; + ids and targets 2048 = 4208896; + the
   // embedding's output 65536 = 4274432; + 8 layers 8454144 = 12728576; the head touches the
   // tied wte's full gradient (4 x 20480 = 81920) -> 12810496 and keeps 67584 -> 12878080;
-  // the targets go -> 12877056. The backward: the final LN's gradient (512) and the gradient
-  // flowing down (65536) -> 12943104; the head's saved tensors and lnf_in go -> 12809984; the
-  // final LN is reduced at once (m = 1: the last micro-batch) -> 12809472; layer 7 touches its
-  // gradient (4 x 49984 = 199936) -> 13009408 and its backward adds 524288: 13533696, the
-  // peak, holding the embedding's and layer 7's full gradients: 81920 + 199936 = 281856.
+  // its working set on top (TinyModelByHand's 74240 elements doubled: 593920 B) -> 13472000,
+  // the peak, holding the embedding's full gradient (81920) from its first touch. The targets
+  // go -> 12877056. The backward: the final LN's gradient (512) and the gradient flowing down
+  // (65536) -> 12943104; the head's saved tensors and lnf_in go -> 12809984; the final LN is
+  // reduced at once (m = 1: the last micro-batch) -> 12809472; layer 7 touches its gradient
+  // (4 x 49984 = 199936) -> 13009408 and its backward adds 262144: 13271552, below the head's.
   Plan plan;
   plan.dp = 2;
   plan.micro_batch = 4;
@@ -413,10 +414,10 @@ TEST(EstimateMemory, ZeroTwoHoldsAUnitsFullGradientFromItsFirstTouchToItsReducti
   const StageMemory& s = e.stages[0];
   EXPECT_DOUBLE_EQ(s.params.device, 1681920);
   EXPECT_DOUBLE_EQ(s.optimizer.device, 1681920);
-  EXPECT_EQ(s.peak_moment, "backward mb=0 chunk=0: compute layer7");
-  EXPECT_DOUBLE_EQ(s.step_gradient_bytes, 281856);
-  EXPECT_DOUBLE_EQ(s.gradients.device, 840960 + 281856);
-  EXPECT_DOUBLE_EQ(s.total.device, 13533696);
+  EXPECT_EQ(s.peak_moment, "forward mb=0 chunk=0: compute final_norm");
+  EXPECT_DOUBLE_EQ(s.step_gradient_bytes, 81920);
+  EXPECT_DOUBLE_EQ(s.gradients.device, 840960 + 81920);
+  EXPECT_DOUBLE_EQ(s.total.device, 13472000);
 }
 
 TEST(EstimateMemory, PublishedConventionOnSeventyFiveBillionShape) {

@@ -85,10 +85,24 @@ TEST(Gelu, BackwardMatchesFiniteDifferencesAndAccumulates) {
   EXPECT_TRUE(gradient_matches("dinp", x, accumulated_part(d, d0), loss, 1e-3, 1e-3, 1e-2));
 }
 
+// In place: d = gelu'(x) * d, bit for bit what gelu_backward accumulates into zeros (the same
+// product, plus 0).
+TEST(Gelu, BackwardInPlaceEqualsTheAccumulatedGradientOnZeros) {
+  const std::int64_t N = 1000;
+  auto x = random_vector(N, 81, -5.0f, 5.0f);
+  auto dout = random_vector(N, 82);
+  std::vector<float> accumulated(N, 0.0f);
+  gelu_backward(accumulated.data(), x.data(), dout.data(), N);
+  auto in_place = dout;
+  gelu_backward_in_place(in_place.data(), x.data(), N);
+  EXPECT_EQ(in_place, accumulated);
+}
+
 TEST(Gelu, BadArgumentsThrowKernelError) {
   std::vector<float> buf(4, 0.0f);
   EXPECT_THROW(gelu_forward(nullptr, buf.data(), 4), KernelError);
   EXPECT_THROW(gelu_backward(buf.data(), buf.data(), buf.data(), -1), KernelError);
+  EXPECT_THROW(gelu_backward_in_place(nullptr, buf.data(), 4), KernelError);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <vector>
 
 #include "kernels/check.h"
@@ -72,6 +73,26 @@ TEST(Matmul, BackwardMatchesFiniteDifferencesAndAccumulates) {
   EXPECT_TRUE(gradient_matches("dweight", w, accumulated_part(dw, dw0), loss, 1e-2, 1e-4, 1e-3));
   EXPECT_TRUE(gradient_matches("dbias", bias, accumulated_part(db, db0), loss, 1e-2, 1e-4,
                                1e-3));
+}
+
+// kOverwrite: dinp = dout @ weight whatever dinp held (NaN included: beta = 0 never reads
+// it), bit for bit the accumulate mode's result on a zeroed dinp (x + 0 = x); dweight and
+// dbias still accumulate.
+TEST(Matmul, BackwardOverwritesTheInputGradientWhenAsked) {
+  const int BT = 5, C = 7, OC = 3;
+  auto inp = random_vector(BT * C, 31);
+  auto w = random_vector(OC * C, 32);
+  auto dout = random_vector(BT * OC, 33);
+  std::vector<float> dinp_zeroed(BT * C, 0.0f), dw_a(OC * C, 0.5f), db_a(OC, 0.5f);
+  matmul_backward(dinp_zeroed.data(), dw_a.data(), db_a.data(), dout.data(), inp.data(),
+                  w.data(), BT, C, OC);
+  std::vector<float> dinp_garbage(BT * C, std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> dw_o(OC * C, 0.5f), db_o(OC, 0.5f);
+  matmul_backward(dinp_garbage.data(), dw_o.data(), db_o.data(), dout.data(), inp.data(),
+                  w.data(), BT, C, OC, InputGrad::kOverwrite);
+  EXPECT_EQ(dinp_garbage, dinp_zeroed);
+  EXPECT_EQ(dw_o, dw_a);
+  EXPECT_EQ(db_o, db_a);
 }
 
 TEST(Matmul, BackwardSkipsNullGradients) {

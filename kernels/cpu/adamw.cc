@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/arg_checks.h"
+#include "kernels/cpu/parallel.h"
 
 namespace strata::kernels::cpu {
 namespace {
@@ -25,11 +26,41 @@ void check_hyper(const char* kernel, const AdamWParams& hp, int step) {
   }
 }
 
+// The per-element update, compiled for baseline x86-64 and AVX-512 (isa.h); adamw.cc is
+// compiled without FMA contraction, so both give the same bits (the division and square root
+// are correctly rounded in either).
+struct StepConstants {
+  float b1, b2, bc1, bc2, lr, eps, wd;
+};
+[[gnu::always_inline]] inline void update_span(float* param, const float* grad, float* m,
+                                               float* v, std::int64_t n,
+                                               const StepConstants& k) {
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float g = grad[i];
+    const float mi = k.b1 * m[i] + (1.0f - k.b1) * g;
+    const float vi = k.b2 * v[i] + (1.0f - k.b2) * g * g;
+    const float mhat = mi / k.bc1;
+    const float vhat = vi / k.bc2;
+    m[i] = mi;
+    v[i] = vi;
+    param[i] -= k.lr * (mhat / (std::sqrt(vhat) + k.eps) + k.wd * param[i]);
+  }
+}
+STRATA_TARGET_AVX512 void update_avx512(float* param, const float* grad, float* m, float* v,
+                                        std::int64_t n, const StepConstants& k) {
+  update_span(param, grad, m, v, n, k);
+}
+void update_baseline(float* param, const float* grad, float* m, float* v, std::int64_t n,
+                     const StepConstants& k) {
+  update_span(param, grad, m, v, n, k);
+}
+
 }  // namespace
 
 void adamw_update_range(float* param, const float* grad, float* m, float* v,
                         std::int64_t begin, std::int64_t end, const AdamWParams& hp,
-                        int step) {
+                        int step, Isa isa) {
   constexpr const char* kName = "adamw_update";
   detail::require_tensor(kName, "param", param);
   detail::require_tensor(kName, "grad", grad);
@@ -41,23 +72,23 @@ void adamw_update_range(float* param, const float* grad, float* m, float* v,
   }
   check_hyper(kName, hp, step);
   // Per-step constants, computed once so every element (and every tile) sees the same bits.
-  const float b1 = hp.beta1;
-  const float b2 = hp.beta2;
-  const float bc1 = 1.0f - static_cast<float>(std::pow(static_cast<double>(b1), step));
-  const float bc2 = 1.0f - static_cast<float>(std::pow(static_cast<double>(b2), step));
-  const float lr = hp.lr;
-  const float eps = hp.eps;
-  const float wd = hp.weight_decay;
-#pragma omp parallel for simd schedule(static)
-  for (std::int64_t i = begin; i < end; ++i) {
-    const float g = grad[i];
-    const float mi = b1 * m[i] + (1.0f - b1) * g;
-    const float vi = b2 * v[i] + (1.0f - b2) * g * g;
-    const float mhat = mi / bc1;
-    const float vhat = vi / bc2;
-    m[i] = mi;
-    v[i] = vi;
-    param[i] -= lr * (mhat / (std::sqrt(vhat) + eps) + wd * param[i]);
+  StepConstants k;
+  k.b1 = hp.beta1;
+  k.b2 = hp.beta2;
+  k.bc1 = 1.0f - static_cast<float>(std::pow(static_cast<double>(k.b1), step));
+  k.bc2 = 1.0f - static_cast<float>(std::pow(static_cast<double>(k.b2), step));
+  k.lr = hp.lr;
+  k.eps = hp.eps;
+  k.wd = hp.weight_decay;
+  const auto update = use_avx512(isa, kName) ? update_avx512 : update_baseline;
+  // Blocks of whole cache lines' worth of elements, split over the team when worth one.
+  constexpr std::int64_t kBlock = 1 << 14;
+  const std::int64_t n = end - begin;
+  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::int64_t i = begin + b * kBlock;
+    update(param + i, grad + i, m + i, v + i, std::min(kBlock, end - i), k);
   }
 }
 

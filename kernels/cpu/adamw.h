@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/isa.h"
+
 namespace strata::kernels::cpu {
 
 struct AdamWParams {
@@ -29,9 +31,11 @@ void adamw_update(float* param, const float* grad, float* m, float* v, std::int6
 
 // The same update on the elements [begin, end) of arrays whose pointers address element 0
 // (the offload path streams optimizer state through in tiles). Applying it over tiles that
-// cover [0, n) gives bit-identical results to adamw_update over [0, n).
+// cover [0, n) gives bit-identical results to adamw_update over [0, n). isa: which compiled
+// version runs (isa.h); both give the same bits.
 void adamw_update_range(float* param, const float* grad, float* m, float* v,
-                        std::int64_t begin, std::int64_t end, const AdamWParams& hp, int step);
+                        std::int64_t begin, std::int64_t end, const AdamWParams& hp, int step,
+                        Isa isa = Isa::kBest);
 
 // Sum of x[i]^2 over (n), accumulated in double in fixed-size blocks added in a fixed order:
 // deterministic for any thread count. Global norm = sqrt(sum over tensors and ranks).

@@ -7,12 +7,36 @@
 #include <cstdint>
 
 #include "kernels/cpu/arg_checks.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/parallel.h"
 
 namespace strata::kernels::cpu {
 namespace {
 
 CBLAS_TRANSPOSE to_cblas(Trans t) { return t == Trans::kYes ? CblasTrans : CblasNoTrans; }
+
+// dbias[o] += sum over rows of dout[., o] for o in [o0, o1), in double, rows in order; the
+// column loop vectorizes without reordering any sum, so the AVX-512 and baseline versions
+// (isa.h) give the same bits.
+constexpr int kBiasBlock = 64;
+[[gnu::always_inline]] inline void bias_block_body(float* dbias, const float* dout, int BT,
+                                                   int OC, int o0, int o1) {
+  double sum[kBiasBlock] = {};
+  const int n = o1 - o0;
+  for (int i = 0; i < BT; ++i) {
+    const float* row = dout + static_cast<std::int64_t>(i) * OC + o0;
+#pragma omp simd
+    for (int o = 0; o < n; ++o) sum[o] += row[o];
+  }
+  for (int o = 0; o < n; ++o) dbias[o0 + o] += static_cast<float>(sum[o]);
+}
+STRATA_TARGET_AVX512 void bias_block_avx512(float* dbias, const float* dout, int BT, int OC,
+                                            int o0, int o1) {
+  bias_block_body(dbias, dout, BT, OC, o0, o1);
+}
+void bias_block_baseline(float* dbias, const float* dout, int BT, int OC, int o0, int o1) {
+  bias_block_body(dbias, dout, BT, OC, o0, o1);
+}
 
 }  // namespace
 
@@ -84,19 +108,13 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
   if (dbias != nullptr) {
     // Each block of output channels is owned by one thread and summed over rows in order
     // (contiguous reads within a row), so the result does not depend on the thread count.
-    constexpr int kBlock = 64;
-    const int blocks = (OC + kBlock - 1) / kBlock;
+    const auto block = use_avx512(Isa::kBest, kName) ? bias_block_avx512 : bias_block_baseline;
+    const int blocks = (OC + kBiasBlock - 1) / kBiasBlock;
 #pragma omp parallel for schedule(static) \
     if (static_cast<std::int64_t>(BT) * OC >= kParallelMinElements)
     for (int blk = 0; blk < blocks; ++blk) {
-      const int o0 = blk * kBlock;
-      const int o1 = std::min(OC, o0 + kBlock);
-      double sum[kBlock] = {};
-      for (int i = 0; i < BT; ++i) {
-        const float* row = dout + static_cast<std::int64_t>(i) * OC;
-        for (int o = o0; o < o1; ++o) sum[o - o0] += row[o];
-      }
-      for (int o = o0; o < o1; ++o) dbias[o] += static_cast<float>(sum[o - o0]);
+      const int o0 = blk * kBiasBlock;
+      block(dbias, dout, BT, OC, o0, std::min(OC, o0 + kBiasBlock));
     }
   }
 }

@@ -73,6 +73,22 @@ TEST(AdamW, TiledUpdateIsBitIdenticalToFull) {
   EXPECT_EQ(v1, v2);
 }
 
+// The AVX-512 and baseline versions run the same float operations per element (adamw.cc
+// has no FMA contraction; division and square root are correctly rounded): the same bits.
+TEST(AdamW, AvxAndBaselineVersionsGiveTheSameBits) {
+  if (!cpu_has_avx512()) GTEST_SKIP() << "this CPU has no avx512f";
+  const std::int64_t n = 70001;  // several blocks and a remainder past the 16-lane vectors
+  auto p1 = random_vector(n, 211), g = random_vector(n, 212);
+  auto m1 = random_vector(n, 213, -0.1f, 0.1f), v1 = random_vector(n, 214, 0.0f, 0.1f);
+  auto p2 = p1, m2 = m1, v2 = v1;
+  const AdamWParams hp{3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f};
+  adamw_update_range(p1.data(), g.data(), m1.data(), v1.data(), 0, n, hp, 3, Isa::kAvx512);
+  adamw_update_range(p2.data(), g.data(), m2.data(), v2.data(), 0, n, hp, 3, Isa::kBaseline);
+  EXPECT_EQ(p1, p2);
+  EXPECT_EQ(m1, m2);
+  EXPECT_EQ(v1, v2);
+}
+
 TEST(AdamW, WeightDecayIsDecoupledFromTheGradient) {
   // Zero gradient and zero state: the Adam term is 0 / (0 + eps) = 0, so only decay acts:
   // p = p - lr * wd * p = 2 - 0.5 * 0.1 * 2 = 1.9.

@@ -74,6 +74,39 @@ TEST(LayerNorm, BackwardMatchesFiniteDifferencesAndAccumulates) {
   EXPECT_TRUE(gradient_matches("dbias", b, accumulated_part(db, db0), loss, 1e-3, 1e-3, 1e-2));
 }
 
+// The AVX-512 and baseline versions sum a row's statistics in double in other orders: they
+// agree to a few float ulps (the statistics differ by ~1e-16 relative, the float outputs by
+// at most one rounding: 1e-6 relative; a C that is not a multiple of 16 leaves remainders).
+TEST(LayerNorm, AvxAndBaselineVersionsAgree) {
+  if (!cpu_has_avx512()) GTEST_SKIP() << "this CPU has no avx512f";
+  const int BT = 9, C = 203;
+  const auto inp = random_vector(BT * C, 101, -3.0f, 3.0f);
+  const auto w = random_vector(C, 102);
+  const auto b = random_vector(C, 103);
+  const auto dout = random_vector(BT * C, 104);
+  struct Out {
+    std::vector<float> y, mean, rstd, dx, dw, db;
+  };
+  const auto run = [&](Isa isa) {
+    Out o{std::vector<float>(BT * C), std::vector<float>(BT), std::vector<float>(BT),
+          std::vector<float>(BT * C, 0.5f), std::vector<float>(C, 0.5f),
+          std::vector<float>(C, 0.5f)};
+    layernorm_forward(o.y.data(), o.mean.data(), o.rstd.data(), inp.data(), w.data(), b.data(),
+                      BT, C, isa);
+    layernorm_backward(o.dx.data(), o.dw.data(), o.db.data(), dout.data(), inp.data(), w.data(),
+                       o.mean.data(), o.rstd.data(), BT, C, isa);
+    return o;
+  };
+  const Out wide = run(Isa::kAvx512);
+  const Out base = run(Isa::kBaseline);
+  EXPECT_TRUE(all_close("y", wide.y, base.y, 1e-6, 1e-6));
+  EXPECT_TRUE(all_close("mean", wide.mean, base.mean, 1e-7, 1e-6));
+  EXPECT_TRUE(all_close("rstd", wide.rstd, base.rstd, 1e-7, 1e-6));
+  EXPECT_TRUE(all_close("dx", wide.dx, base.dx, 1e-6, 1e-6));
+  EXPECT_TRUE(all_close("dw", wide.dw, base.dw, 1e-6, 1e-6));
+  EXPECT_TRUE(all_close("db", wide.db, base.db, 1e-6, 1e-6));
+}
+
 TEST(LayerNorm, BadArgumentsThrowKernelError) {
   std::vector<float> buf(8, 0.0f);
   EXPECT_THROW(layernorm_forward(buf.data(), buf.data(), buf.data(), buf.data(), buf.data(),

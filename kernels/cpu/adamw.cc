@@ -56,6 +56,34 @@ void update_baseline(float* param, const float* grad, float* m, float* v, std::i
   update_span(param, grad, m, v, n, k);
 }
 
+// One block's sum of squares in kLanes double lanes (element i into lane i mod kLanes, each
+// lane in order), the lanes then added in order: a fixed order that vectorizes on both
+// ISAs, so they give the same bits.
+constexpr std::int64_t kSquaresBlock = 4096;
+constexpr int kLanes = 8;
+[[gnu::always_inline]] inline double squares_body(const float* x, std::int64_t n) {
+  double lane[kLanes] = {};
+  const std::int64_t whole = n - n % kLanes;
+  for (std::int64_t i = 0; i < whole; i += kLanes) {
+#pragma omp simd
+    for (int k = 0; k < kLanes; ++k) {
+      const double e = x[i + k];
+      lane[k] += e * e;
+    }
+  }
+  for (std::int64_t i = whole; i < n; ++i) {
+    const double e = x[i];
+    lane[i - whole] += e * e;
+  }
+  double s = 0.0;
+  for (double l : lane) s += l;
+  return s;
+}
+STRATA_TARGET_AVX512 double squares_avx512(const float* x, std::int64_t n) {
+  return squares_body(x, n);
+}
+double squares_baseline(const float* x, std::int64_t n) { return squares_body(x, n); }
+
 }  // namespace
 
 void adamw_update_range(float* param, const float* grad, float* m, float* v,
@@ -103,21 +131,18 @@ void adamw_update(float* param, const float* grad, float* m, float* v, std::int6
   adamw_update(param, grad, m, v, n, AdamWParams{lr, beta1, beta2, eps, weight_decay}, step);
 }
 
-double sum_of_squares(const float* x, std::int64_t n) {
+double sum_of_squares(const float* x, std::int64_t n, Isa isa) {
   detail::require_tensor("sum_of_squares", "x", x);
   detail::require_non_negative("sum_of_squares", "n", n);
-  // Fixed blocks, each summed in order, then the block sums added in order: the result
-  // depends only on n, never on the thread count or schedule.
-  constexpr std::int64_t kBlock = 4096;
-  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
+  // Fixed blocks, each summed in fixed lanes, then the block sums added in order: the result
+  // depends only on n, never on the thread count, the schedule or the ISA.
+  const std::int64_t blocks = (n + kSquaresBlock - 1) / kSquaresBlock;
   std::vector<double> partial(static_cast<std::size_t>(blocks), 0.0);
-#pragma omp parallel for schedule(static)
+  const auto block = use_avx512(isa, "sum_of_squares") ? squares_avx512 : squares_baseline;
+#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
   for (std::int64_t b = 0; b < blocks; ++b) {
-    const std::int64_t i0 = b * kBlock;
-    const std::int64_t i1 = std::min(n, i0 + kBlock);
-    double s = 0.0;
-    for (std::int64_t i = i0; i < i1; ++i) s += static_cast<double>(x[i]) * x[i];
-    partial[static_cast<std::size_t>(b)] = s;
+    const std::int64_t i0 = b * kSquaresBlock;
+    partial[static_cast<std::size_t>(b)] = block(x + i0, std::min(n, i0 + kSquaresBlock) - i0);
   }
   double total = 0.0;
   for (double s : partial) total += s;

@@ -37,9 +37,10 @@ void adamw_update_range(float* param, const float* grad, float* m, float* v,
                         std::int64_t begin, std::int64_t end, const AdamWParams& hp, int step,
                         Isa isa = Isa::kBest);
 
-// Sum of x[i]^2 over (n), accumulated in double in fixed-size blocks added in a fixed order:
-// deterministic for any thread count. Global norm = sqrt(sum over tensors and ranks).
-double sum_of_squares(const float* x, std::int64_t n);
+// Sum of x[i]^2 over (n), accumulated in double in fixed-size blocks of fixed lanes added in
+// a fixed order: deterministic for any thread count, and the same bits from either compiled
+// version (isa). Global norm = sqrt(sum over tensors and ranks).
+double sum_of_squares(const float* x, std::int64_t n, Isa isa = Isa::kBest);
 
 // Clip factor for global-norm clipping: min(1, max_norm / (norm + 1e-6)); 1 when
 // max_norm <= 0 (clipping off).

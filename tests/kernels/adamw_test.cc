@@ -98,7 +98,7 @@ TEST(AdamW, WeightDecayIsDecoupledFromTheGradient) {
 }
 
 TEST(SumOfSquares, MatchesDoubleLoopAndIgnoresThreadCount) {
-  const std::int64_t n = 10007;  // spans 3 blocks of 4096
+  const std::int64_t n = 10007;  // spans 3 blocks of 4096, a remainder past the 8 lanes
   auto x = random_vector(n, 211);
   double ref = 0.0;
   for (float e : x) ref += double{e} * e;
@@ -110,6 +110,10 @@ TEST(SumOfSquares, MatchesDoubleLoopAndIgnoresThreadCount) {
   omp_set_num_threads(saved);
   EXPECT_NEAR(one, ref, 1e-9 * ref);  // both in double; only the order differs
   EXPECT_EQ(one, two);                // fixed blocks: bit-identical
+  if (cpu_has_avx512()) {
+    EXPECT_EQ(sum_of_squares(x.data(), n, Isa::kAvx512),
+              sum_of_squares(x.data(), n, Isa::kBaseline));  // fixed lanes: the same bits
+  }
   // clip_scale: norm 10, max 1 -> 1 / (10 + 1e-6); norm below max -> 1; max <= 0 -> off.
   EXPECT_FLOAT_EQ(clip_scale(10.0, 1.0f), static_cast<float>(1.0 / (10.0 + 1e-6)));
   EXPECT_EQ(clip_scale(0.5, 1.0f), 1.0f);

@@ -71,13 +71,25 @@ DeviceRates device_rates(const ClusterSpec& cluster, const TrainSpec& train,
   return rates;
 }
 
-double mfu_peak_flops(const ClusterSpec& cluster, const TrainSpec& train, const Profile* profile) {
+double mfu_peak_flops(const ClusterSpec& cluster, const TrainSpec& train, const Profile* profile,
+                      double cores_per_rank) {
   double peak = train.precision == Precision::kBf16 ? cluster.device.bf16_flops
                                                     : cluster.device.fp32_flops;
   if (profile != nullptr) {
-    for (const GemmSample& g : profile->gemm) peak = std::max(peak, g.flops_per_s);
+    const double timed_on = cluster.backend == Backend::kCpu
+                                ? static_cast<double>(std::max<std::int64_t>(profile->threads_per_rank, 1))
+                                : 1.0;
+    for (const GemmSample& g : profile->gemm) peak = std::max(peak, g.flops_per_s / timed_on);
   }
-  return peak;
+  return peak * cores_per_rank;
+}
+
+double mfu_cores_per_rank(const ClusterSpec& cluster, std::int64_t ranks_per_node,
+                          std::int64_t threads_per_rank) {
+  if (cluster.backend != Backend::kCpu || cluster.host.cpu_cores <= 0) return 1.0;
+  const double ranks = static_cast<double>(std::max<std::int64_t>(ranks_per_node, 1));
+  return std::min(static_cast<double>(std::max<std::int64_t>(threads_per_rank, 1)),
+                  static_cast<double>(cluster.host.cpu_cores) / ranks);
 }
 
 double gemm_efficiency_curve(double m, double n, double k) {

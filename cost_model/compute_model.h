@@ -90,10 +90,18 @@ DeviceRates device_rates(const ClusterSpec& cluster, const TrainSpec& train,
 // The same for `ranks_per_node` ranks of one plan on a node (sets compute_share, see above).
 DeviceRates device_rates(const ClusterSpec& cluster, const TrainSpec& train,
                          const Profile* profile, std::int64_t ranks_per_node);
-// The peak MFU is taken against: the cluster device's in the train precision, or the best
-// GEMM rate the profile measured when that is higher (a nominal figure below what the
-// hardware reached, as local-cpu's once was, put MFU above 100%).
-double mfu_peak_flops(const ClusterSpec& cluster, const TrainSpec& train, const Profile* profile);
+// The peak MFU is taken against, per rank: the cluster device's in the train precision, or
+// the best GEMM rate the profile measured when that is higher (a nominal figure below what
+// the hardware reached, as local-cpu's once was, put MFU above 100%), times the cores the
+// rank's kernels run on. On the CPU backend the device is one core and the profile's GEMMs
+// ran on its threads_per_rank threads, so both are per core before the multiplication (a
+// 2-thread rank compared with one core's peak read 105%); on GPUs cores_per_rank is 1.
+double mfu_peak_flops(const ClusterSpec& cluster, const TrainSpec& train, const Profile* profile,
+                      double cores_per_rank = 1);
+// The cores one rank's kernels run on: on the CPU backend min(threads_per_rank, host cores /
+// ranks_per_node) (ranks time-sharing the cores each get their share of one), else 1.
+double mfu_cores_per_rank(const ClusterSpec& cluster, std::int64_t ranks_per_node,
+                          std::int64_t threads_per_rank);
 // Ranks of a plan that share one node (its host, its cores, its NVMe).
 inline std::int64_t plan_ranks_per_node(const Plan& plan, const ClusterSpec& cluster) {
   return std::min(plan.world_size(), cluster.gpus_per_node);

@@ -2,6 +2,7 @@
 #include "executor/report/run_report.h"
 
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <algorithm>
 
@@ -70,6 +71,7 @@ Json RankSummary::to_json() const {
   }
   j["steps"] = Json::array();
   for (const auto& s : steps) j["steps"].push_back({{"step_s", s.step_s}, {"parts", parts_json(s.parts)}});
+  j["kernel_threads"] = kernel_threads;
   j["trace"] = Json::array();
   for (const auto& e : trace) {
     j["trace"].push_back({{"name", e.name}, {"cat", e.category}, {"tid", e.tid},
@@ -91,6 +93,7 @@ RankSummary RankSummary::from_json(const Json& j) {
     r.tags.push_back(u);
   }
   for (const auto& s : j.at("steps")) r.steps.push_back({s.at("step_s"), parts_from(s.at("parts"))});
+  r.kernel_threads = j.at("kernel_threads");
   for (const auto& e : j.at("trace")) {
     TraceEvent ev;
     ev.name = e.at("name");
@@ -113,6 +116,7 @@ RankSummary summarize_rank(const ProcessGroups& groups, const AccountingAllocato
   r.tags = alloc.tags();
   r.steps = std::move(steps);
   r.trace = std::move(trace);
+  r.kernel_threads = omp_get_max_threads();
   return r;
 }
 
@@ -175,7 +179,11 @@ StepReport build_run_report(const ModelSpec& model, const ClusterSpec& cluster,
     const double flops_per_rank = hardware_flops(model, train.global_batch, plan.recompute) /
                                   static_cast<double>(plan.world_size()) / r.step_time_s;
     r.tflops_per_gpu = flops_per_rank / units::kTera;
-    const double peak = mfu_peak_flops(cluster, train, profile);
+    std::int64_t threads = 1;
+    for (const auto& rank : ranks) threads = std::max(threads, rank.kernel_threads);
+    const double peak = mfu_peak_flops(
+        cluster, train, profile,
+        mfu_cores_per_rank(cluster, plan_ranks_per_node(plan, cluster), threads));
     const double mfu_flops_per_rank = model_flops_without_recompute(model, train.global_batch) /
                                       static_cast<double>(plan.world_size()) / r.step_time_s;
     r.model_tflops_per_gpu = mfu_flops_per_rank / units::kTera;

@@ -37,6 +37,7 @@ struct RankSummary {
   std::vector<TagUsage> tags;
   std::vector<StepSample> steps;
   std::vector<TraceEvent> trace;  // one step's events (pid/tid filled by the trace builder)
+  std::int64_t kernel_threads = 1;  // the rank's OpenMP threads (CPU kernels; MFU's peak)
 
   Json to_json() const;
   static RankSummary from_json(const Json& json);
@@ -52,7 +53,8 @@ std::vector<RankSummary> gather_summaries(const MpiCommunicator& world, const Ra
 // The step time is the slowest rank's median step (the first step is a warm-up and is
 // skipped when there are more), its parts those of that median step; memory per tier is
 // the worst rank's peak; TFLOP/s per rank from megatron_model_flops; MFU against
-// mfu_peak_flops (the cluster device's peak, or the profile's best measured GEMM when higher).
+// mfu_peak_flops (the cluster device's peak, or the profile's best measured GEMM when higher,
+// times the cores a rank's kernel_threads keep busy: mfu_cores_per_rank).
 StepReport build_run_report(const ModelSpec& model, const ClusterSpec& cluster,
                             const TrainSpec& train, const Plan& plan, const Profile* profile,
                             const std::vector<RankSummary>& ranks,

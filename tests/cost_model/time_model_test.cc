@@ -176,6 +176,35 @@ TEST(Compute, MfuPeakIsTheClusterPeakOrAHigherMeasuredGemm) {
   EXPECT_EQ(mfu_peak_flops(c, bf16, &measured), 300e12);  // below the nominal 300
 }
 
+// On the CPU backend the device is one core: a rank's peak is one core's times the cores its
+// threads keep busy, min(threads, cores / ranks per node); a profile's GEMMs, timed on its
+// threads_per_rank threads, count per core. 2 cores, 0.2 TFLOP/s a core:
+//   1 rank x 2 threads -> 2 cores: 0.4; 1 x 1 -> 0.2; 2 ranks x 2 threads -> 1 core each:
+//   0.2; 8 ranks -> a quarter core each: 0.05.
+//   A profile timed at 2 threads with a best GEMM of 0.5 TFLOP/s is 0.25 a core, above the
+//   nominal 0.2: 1 rank x 2 threads -> 0.5.
+// On GPUs the cores are 1 whatever the threads.
+TEST(Compute, MfuPeakCountsTheCoresACpuRankRunsOn) {
+  ClusterSpec cpu = test_cluster();
+  cpu.backend = Backend::kCpu;
+  cpu.host.cpu_cores = 2;
+  cpu.device.fp32_flops = 0.2e12;
+  TrainSpec fp32;
+  fp32.precision = Precision::kFp32;
+  EXPECT_DOUBLE_EQ(mfu_cores_per_rank(cpu, 1, 2), 2.0);
+  EXPECT_DOUBLE_EQ(mfu_cores_per_rank(cpu, 1, 1), 1.0);
+  EXPECT_DOUBLE_EQ(mfu_cores_per_rank(cpu, 2, 2), 1.0);
+  EXPECT_DOUBLE_EQ(mfu_cores_per_rank(cpu, 8, 1), 0.25);
+  EXPECT_DOUBLE_EQ(mfu_peak_flops(cpu, fp32, nullptr, mfu_cores_per_rank(cpu, 1, 2)), 0.4e12);
+  EXPECT_DOUBLE_EQ(mfu_peak_flops(cpu, fp32, nullptr, mfu_cores_per_rank(cpu, 8, 1)), 0.05e12);
+  Profile two_threads;
+  two_threads.threads_per_rank = 2;
+  two_threads.gemm = {{2048, 768, 256, 0.5e12}};
+  EXPECT_DOUBLE_EQ(mfu_peak_flops(cpu, fp32, &two_threads, 2.0), 0.5e12);
+  const ClusterSpec gpu = test_cluster();
+  EXPECT_DOUBLE_EQ(mfu_cores_per_rank(gpu, 8, 16), 1.0);
+}
+
 TEST(Compute, LayerForwardFlopsMatchMegatronCount) {
   const ModelSpec m = test_model();
   const DeviceRates rates{300e12, 1600e9, 2, nullptr};

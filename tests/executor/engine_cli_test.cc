@@ -108,6 +108,11 @@ TEST(StrataRun, OneRankRunGivesTheSameLossesAtAnyThreadCount) {
   ASSERT_EQ(a.losses.size(), 3u);
   ASSERT_EQ(b.losses.size(), 3u);
   for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(b.losses[i], a.losses[i]) << "step " << i;
+  // MFU's peak is one core's (local-cpu: 0.2 TFLOP/s) times the cores the rank's threads
+  // keep busy, min(threads, 2 cores / 1 rank): 1 core at --threads 1, 2 at --threads 2 (a
+  // 2-thread run against one core's peak read 105%).
+  EXPECT_NEAR(a.mfu, a.model_tflops_per_gpu / 0.2, 1e-9 * a.mfu);
+  EXPECT_NEAR(b.mfu, b.model_tflops_per_gpu / 0.4, 1e-9 * b.mfu);
 }
 
 TEST(StrataRun, LossFallsOver200Steps) {

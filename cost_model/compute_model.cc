@@ -13,13 +13,14 @@
 
 namespace strata {
 
+std::int64_t profile_threads_per_rank(const Profile* profile) {
+  return profile != nullptr && profile->threads_per_rank > 0 ? profile->threads_per_rank : 1;
+}
+
 double cpu_compute_share(const ClusterSpec& cluster, const Profile* profile,
                          std::int64_t ranks_per_node) {
   if (cluster.backend != Backend::kCpu || cluster.host.cpu_cores <= 0) return 1.0;
-  const double threads =
-      profile != nullptr && profile->threads_per_rank > 0
-          ? static_cast<double>(profile->threads_per_rank)
-          : 1.0;
+  const auto threads = static_cast<double>(profile_threads_per_rank(profile));
   const double ranks = static_cast<double>(std::max<std::int64_t>(ranks_per_node, 1));
   const double cores = static_cast<double>(cluster.host.cpu_cores);
   const double share = std::min(1.0, cores / (ranks * threads));
@@ -77,7 +78,7 @@ double mfu_peak_flops(const ClusterSpec& cluster, const TrainSpec& train, const 
                                                     : cluster.device.fp32_flops;
   if (profile != nullptr) {
     const double timed_on = cluster.backend == Backend::kCpu
-                                ? static_cast<double>(std::max<std::int64_t>(profile->threads_per_rank, 1))
+                                ? static_cast<double>(profile_threads_per_rank(profile))
                                 : 1.0;
     for (const GemmSample& g : profile->gemm) peak = std::max(peak, g.flops_per_s / timed_on);
   }

@@ -106,8 +106,11 @@ double mfu_cores_per_rank(const ClusterSpec& cluster, std::int64_t ranks_per_nod
 inline std::int64_t plan_ranks_per_node(const Plan& plan, const ClusterSpec& cluster) {
   return std::min(plan.world_size(), cluster.gpus_per_node);
 }
+// The kernel threads of one rank the rates assume: profile->threads_per_rank when recorded,
+// else 1.
+std::int64_t profile_threads_per_rank(const Profile* profile);
 // min(1, cores / (ranks x threads)) on the CPU backend, 1 otherwise; threads =
-// profile->threads_per_rank when recorded, else 1.
+// profile_threads_per_rank.
 double cpu_compute_share(const ClusterSpec& cluster, const Profile* profile,
                          std::int64_t ranks_per_node);
 

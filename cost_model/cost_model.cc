@@ -202,11 +202,10 @@ void fill_throughput(const ModelSpec& model, const ClusterSpec& cluster, const T
   p.model_tflops_per_gpu = model_flops_without_recompute(model, train.global_batch) /
                            p.step_time_s / gpus / units::kTera;
   device_rates(cluster, train, nullptr);  // checks the cluster's peak and bandwidth
-  // The threads the rates assume (cpu_compute_share): the profile's, else one per rank.
-  const std::int64_t threads = profile != nullptr ? profile->threads_per_rank : 1;
   const double peak = mfu_peak_flops(
       cluster, train, profile,
-      mfu_cores_per_rank(cluster, plan_ranks_per_node(plan, cluster), threads));
+      mfu_cores_per_rank(cluster, plan_ranks_per_node(plan, cluster),
+                         profile_threads_per_rank(profile)));
   p.mfu = model_flops_without_recompute(model, train.global_batch) / p.step_time_s / gpus / peak;
 }
 

@@ -109,15 +109,10 @@ void adamw_update_range(float* param, const float* grad, float* m, float* v,
   k.eps = hp.eps;
   k.wd = hp.weight_decay;
   const auto update = use_avx512(isa, kName) ? update_avx512 : update_baseline;
-  // Blocks of whole cache lines' worth of elements, split over the team when worth one.
-  constexpr std::int64_t kBlock = 1 << 14;
-  const std::int64_t n = end - begin;
-  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    const std::int64_t i = begin + b * kBlock;
-    update(param + i, grad + i, m + i, v + i, std::min(kBlock, end - i), k);
-  }
+  parallel_spans(end - begin, [&](std::int64_t i, std::int64_t n) {
+    const std::int64_t at = begin + i;
+    update(param + at, grad + at, m + at, v + at, n, k);
+  });
 }
 
 void adamw_update(float* param, const float* grad, float* m, float* v, std::int64_t n,

@@ -32,6 +32,7 @@
 #include "kernels/cpu/arg_checks.h"
 #include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/fast_exp_avx512.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/tile_gemm.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -213,7 +214,7 @@ STRATA_ROW_AVX512 void probs_tile_avx512(float* s, int rows, int cols, int ahead
 // The row loops above, AVX-512 where the CPU has it.
 void softmax_step(float* s, int rows, int cols, int ahead, float* m, float* l, float* alpha) {
 #ifdef STRATA_HAVE_FAST_EXP_AVX512
-  if (__builtin_cpu_supports("avx512f")) {
+  if (cpu_has_avx512()) {
     online_softmax_tile_avx512(s, rows, cols, ahead, m, l, alpha);
     return;
   }
@@ -223,7 +224,7 @@ void softmax_step(float* s, int rows, int cols, int ahead, float* m, float* l, f
 
 void probs(float* s, int rows, int cols, int ahead, const float* lse) {
 #ifdef STRATA_HAVE_FAST_EXP_AVX512
-  if (__builtin_cpu_supports("avx512f")) {
+  if (cpu_has_avx512()) {
     probs_tile_avx512(s, rows, cols, ahead, lse);
     return;
   }

@@ -102,18 +102,6 @@ void backward_in_place_baseline(float* d, const float* inp, std::int64_t n) {
   backward_in_place_span(d, inp, n);
 }
 
-// Runs span(begin, end) over [0, N) in blocks, on the OpenMP team when N is worth one.
-template <typename Span>
-void over_blocks(std::int64_t N, const Span& span) {
-  constexpr std::int64_t kBlock = 1 << 14;
-  const std::int64_t blocks = (N + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (N >= kParallelMinElements)
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    const std::int64_t begin = b * kBlock;
-    span(begin, std::min(N, begin + kBlock) - begin);
-  }
-}
-
 
 }  // namespace
 
@@ -122,7 +110,7 @@ void gelu_forward(float* out, const float* inp, std::int64_t N, Isa isa) {
   detail::require_tensor("gelu_forward", "inp", inp);
   detail::require_non_negative("gelu_forward", "N", N);
   const bool wide = use_avx512(isa, "gelu_forward");
-  over_blocks(N, [&](std::int64_t i, std::int64_t n) {
+  parallel_spans(N, [&](std::int64_t i, std::int64_t n) {
     (wide ? forward_avx512 : forward_baseline)(out + i, inp + i, n);
   });
 }
@@ -134,7 +122,7 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, std::int64_
   detail::require_tensor("gelu_backward", "dout", dout);
   detail::require_non_negative("gelu_backward", "N", N);
   const bool wide = use_avx512(isa, "gelu_backward");
-  over_blocks(N, [&](std::int64_t i, std::int64_t n) {
+  parallel_spans(N, [&](std::int64_t i, std::int64_t n) {
     (wide ? backward_avx512 : backward_baseline)(dinp + i, inp + i, dout + i, n);
   });
 }
@@ -144,7 +132,7 @@ void gelu_backward_in_place(float* d, const float* inp, std::int64_t N, Isa isa)
   detail::require_tensor("gelu_backward_in_place", "inp", inp);
   detail::require_non_negative("gelu_backward_in_place", "N", N);
   const bool wide = use_avx512(isa, "gelu_backward_in_place");
-  over_blocks(N, [&](std::int64_t i, std::int64_t n) {
+  parallel_spans(N, [&](std::int64_t i, std::int64_t n) {
     (wide ? backward_in_place_avx512 : backward_in_place_baseline)(d + i, inp + i, n);
   });
 }

@@ -7,8 +7,6 @@
 
 namespace strata::kernels::cpu {
 
-bool cpu_has_avx512() { return __builtin_cpu_supports("avx512f"); }
-
 bool use_avx512(Isa isa, const char* kernel) {
   const bool has = cpu_has_avx512();
   if (isa == Isa::kAvx512 && !has) {

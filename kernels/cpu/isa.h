@@ -17,6 +17,7 @@ enum class Isa {
 // Whether `kernel` runs its AVX-512 version for `isa` on this CPU.
 bool use_avx512(Isa isa, const char* kernel);
 
-bool cpu_has_avx512();
+// Inline: the tiled attention asks once per tile.
+inline bool cpu_has_avx512() { return __builtin_cpu_supports("avx512f"); }
 
 }  // namespace strata::kernels::cpu

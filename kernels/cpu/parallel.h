@@ -8,10 +8,25 @@
 // which path ran.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 namespace strata::kernels::cpu {
 
 inline constexpr std::int64_t kParallelMinElements = std::int64_t{1} << 16;
+
+// Runs span(begin, count) over [0, N) in blocks of kSpanBlock elements, on the OpenMP team
+// when N is worth one: the shape of an elementwise kernel whose loop body is a dispatched
+// span (isa.h).
+inline constexpr std::int64_t kSpanBlock = std::int64_t{1} << 14;
+template <typename Span>
+void parallel_spans(std::int64_t N, const Span& span) {
+  const std::int64_t blocks = (N + kSpanBlock - 1) / kSpanBlock;
+#pragma omp parallel for schedule(static) if (N >= kParallelMinElements)
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::int64_t begin = b * kSpanBlock;
+    span(begin, std::min(N, begin + kSpanBlock) - begin);
+  }
+}
 
 }  // namespace strata::kernels::cpu

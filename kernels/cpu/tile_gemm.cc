@@ -12,6 +12,8 @@
 #include <climits>
 #include <cstdint>
 
+#include "kernels/cpu/isa.h"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define STRATA_TILE_GEMM_AVX512 1
@@ -154,7 +156,7 @@ STRATA_AVX512 void avx512_gemm(const TileGemm& g) {
 
 void tile_gemm(const TileGemm& g) {
 #ifdef STRATA_TILE_GEMM_AVX512
-  if (__builtin_cpu_supports("avx512f")) {
+  if (cpu_has_avx512()) {
     avx512_gemm(g);
     return;
   }
@@ -213,7 +215,7 @@ void pack_transposed_chunks(float* out, const float* x, std::int64_t ldx, int n,
     const int rows = std::min(kC, n - j0);
     int done = 0;
 #ifdef STRATA_TILE_GEMM_AVX512
-    if (__builtin_cpu_supports("avx512f")) done = transpose_rows16(chunk, x, ldx, j0, rows, cols);
+    if (cpu_has_avx512()) done = transpose_rows16(chunk, x, ldx, j0, rows, cols);
 #endif
     transpose_rows(chunk, x, ldx, j0, rows, cols, done);
     for (int j = rows; j < kC; ++j) {

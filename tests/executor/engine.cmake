@@ -65,6 +65,15 @@ foreach(entry IN LISTS strata_equivalence_plans)
     LABELS mpi PROCESSORS 2 TIMEOUT 120 PASS_REGULAR_EXPRESSION "PASSED"
     FAIL_REGULAR_EXPRESSION "FAILED|over 1e-4|memory over 5%"
     ENVIRONMENT "OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1")
+  # The same plan under the CPU backend's CUDA-semantics mode (executor/cpu/cuda_semantics):
+  # queued streams, a pool that reuses freed blocks at once with NaN, communicators that write
+  # at once, and the happens-before checker; against the plain CPU single rank.
+  add_test(NAME executor_engine_cuda_semantics_${entry}
+    COMMAND ${MPIEXEC_EXECUTABLE} -np ${ranks} --oversubscribe --bind-to none
+            --allow-run-as-root $<TARGET_FILE:executor_engine_equivalence> --cuda-semantics ${args})
+  set_tests_properties(executor_engine_cuda_semantics_${entry} PROPERTIES
+    LABELS "mpi;cuda_semantics" PROCESSORS 2 TIMEOUT 120
+    ENVIRONMENT "OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1")
 endforeach()
 
 # `strata run` end to end (spawns the strata binary, which re-launches itself under mpirun).
@@ -100,4 +109,9 @@ strata_add_test(executor_data_formats_test
 # same losses and per-tag peaks as without reuse, uninitialised memory poisoned.
 strata_add_test(executor_engine_arena_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_arena_test.cc
+  LIBS strata_executor)
+
+# The CUDA-semantics CPU mode's scheduler, race checker and pool on their own.
+strata_add_test(executor_cuda_semantics_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_semantics_test.cc
   LIBS strata_executor)

@@ -22,6 +22,24 @@ SimStream link_stream(GroupStream kind, int index) {
   return index == 0 ? SimStream::kLinkRecv0 : SimStream::kLinkRecv1;
 }
 
+// A send or receive's completion, as NCCL's: the host waits for an event recorded on the
+// communicator's stream after the operation, so it then knows that stream's work so far.
+class StreamRequest final : public Request::Impl {
+ public:
+  StreamRequest(Request inner, SimStream stream, StreamScheduler& scheduler)
+      : inner_(std::move(inner)), stream_(stream), scheduler_(&scheduler) {}
+  void wait() override {
+    inner_.wait();
+    scheduler_->host_wait(stream_);
+  }
+  void wait_noexcept() noexcept override { Request done = std::move(inner_); }
+
+ private:
+  Request inner_;
+  SimStream stream_;
+  StreamScheduler* scheduler_;
+};
+
 }  // namespace
 
 void StreamedCommunicator::all_reduce_sum(void* data, std::int64_t n, DType dtype) {
@@ -56,7 +74,7 @@ Request StreamedCommunicator::send(const void* data, std::int64_t n, DType dtype
   Request request;
   scheduler_->run_now(stream_, "send", {reads(data, n, dtype)},
                       [&] { request = inner_->send(data, n, dtype, peer, tag); });
-  return request;
+  return Request(std::make_unique<StreamRequest>(std::move(request), stream_, *scheduler_));
 }
 
 void StreamedCommunicator::recv(void* data, std::int64_t n, DType dtype, int peer, int tag) {
@@ -69,7 +87,7 @@ Request StreamedCommunicator::irecv(void* data, std::int64_t n, DType dtype, int
   Request request;
   scheduler_->run_now(stream_, "irecv", {writes(data, n, dtype)},
                       [&] { request = inner_->irecv(data, n, dtype, peer, tag); });
-  return request;
+  return Request(std::make_unique<StreamRequest>(std::move(request), stream_, *scheduler_));
 }
 
 void StreamedCommunicator::barrier() {

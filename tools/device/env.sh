@@ -1,13 +1,19 @@
-# Sourced on the lent GPU machine before running a bundle of tools/device/bundle.sh:
-# the bundle's libraries, then NCCL from the machine's Python wheel (nvidia-nccl-cu13), and
-# the bundled Open MPI when there is one (mpirun on PATH, relocated by OPAL_PREFIX).
-bundle=${1:-.gpu}
+# shellcheck shell=bash
+# Sourced on the GPU machine before running a bundle of tools/device/bundle.sh (the
+# argument: the unpacked bundle's directory, absolute or relative): the bundle's libraries,
+# then NCCL from the machine's Python wheel (nvidia-nccl-cu13), and the bundled Open MPI
+# when there is one (mpirun on PATH, relocated by OPAL_PREFIX).
+bundle=$(cd "${1:-.gpu}" && pwd)
 nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
-export LD_LIBRARY_PATH="$PWD/$bundle/lib${nccl_dir:+:$nccl_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export PATH="$PWD/$bundle/bin:$PATH"
-if [[ -d $PWD/$bundle/mpi ]]; then
-  export OPAL_PREFIX="$PWD/$bundle/mpi"
-  export PMIX_INSTALL_PREFIX="$PWD/$bundle/mpi"
-  export PATH="$PWD/$bundle/mpi/bin:$PATH"
-  export LD_LIBRARY_PATH="$PWD/$bundle/mpi/lib/x86_64-linux-gnu/openmpi/lib:$LD_LIBRARY_PATH"
+export LD_LIBRARY_PATH="$bundle/lib${nccl_dir:+:$nccl_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="$bundle/bin:$PATH"
+if [[ -d $bundle/mpi ]]; then
+  export OPAL_PREFIX="$bundle/mpi"
+  export PMIX_INSTALL_PREFIX="$bundle/mpi"
+  export PATH="$bundle/mpi/bin:$PATH"
+  export LD_LIBRARY_PATH="$bundle/mpi/lib/x86_64-linux-gnu/openmpi/lib:$LD_LIBRARY_PATH"
 fi
+# The bundled PMIx finds no compression library there and says so in 12 lines on every
+# launch; PMIx reads this switch from the environment (its MCA parameter
+# pcompress_base_silence_warning). Without compression only very large launches slow down.
+export PMIX_MCA_pcompress_base_silence_warning=1

@@ -13,7 +13,3 @@ if [[ -d $bundle/mpi ]]; then
   export PATH="$bundle/mpi/bin:$PATH"
   export LD_LIBRARY_PATH="$bundle/mpi/lib/x86_64-linux-gnu/openmpi/lib:$LD_LIBRARY_PATH"
 fi
-# The bundled PMIx finds no compression library there and says so in 12 lines on every
-# launch; PMIx reads this switch from the environment (its MCA parameter
-# pcompress_base_silence_warning). Without compression only very large launches slow down.
-export PMIX_MCA_pcompress_base_silence_warning=1

@@ -109,10 +109,14 @@ else
 fi
 # strata finds its configs here, whatever directory it runs from.
 export STRATA_CONFIG_DIR=$repo/configs
+# The bundled PMIx finds no compression library on the GPU machine and says so in 12 lines
+# on every launch; PMIx reads this switch (its MCA parameter pcompress_base_silence_warning)
+# from the environment of mpirun and of each rank. Without compression only very large
+# launches slow down.
+export PMIX_MCA_pcompress_base_silence_warning=1
 mpirun_path=$(command -v mpirun) || die "no mpirun on PATH (and no bundle with one)"
 mpi=("$mpirun_path" --oversubscribe --bind-to none -x PMIX_MCA_pcompress_base_silence_warning)
 [[ $(id -u) == 0 ]] && mpi+=(--allow-run-as-root)
-export PMIX_MCA_pcompress_base_silence_warning=${PMIX_MCA_pcompress_base_silence_warning:-1}
 
 # The test binaries read configs/ and tests/ under the source directory they were compiled in,
 # and select_cuda_test runs strata at its build path. On a GPU machine where that directory

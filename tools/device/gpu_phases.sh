@@ -40,13 +40,16 @@ gpu_unit_tests=(cuda_kernels_test cuda_runtime_gpu_test cuda_vocab_parallel_loss
                 cuda_engine_gpu_test select_cuda_test calibrate_cuda_gpu_test)
 gpu_mpi_tests=(cuda_runtime_host_staged_mpi_test cuda_runtime_nccl_mpi_test)
 phase_tests() {
-  local t np rc ok=0 skipped=0 failed=()
+  local t np rc ok=0 skipped=0 failed=() counts p s cases_passed=0 cases_skipped=0
   ((dry)) && check_against_ctest "${gpu_unit_tests[@]}" "${gpu_mpi_tests[@]}" cuda_engine_equivalence
   for t in "${gpu_unit_tests[@]}"; do
     step "$t.log" "$(bin "$t")" --gtest_brief=1
     rc=$?
     if ((rc == 0)); then ((ok++)); else failed+=("$t"); fi
-    echo "$t: rc $rc, $(gtest_counts "$logs/$t.log")" >>"$logs/tests.txt"
+    counts=$(gtest_counts "$logs/$t.log")
+    echo "$t: exit code $rc, $counts" >>"$logs/tests.txt"
+    read -r p _ s _ <<<"${counts//,/}"
+    cases_passed=$((cases_passed + p)) cases_skipped=$((cases_skipped + s))
   done
   for np in 2 4; do
     mpi_step "host_staged_np$np.log" "$np" "$(bin cuda_runtime_host_staged_mpi_test)" --gtest_brief=1
@@ -60,6 +63,7 @@ phase_tests() {
   STATUS=PASS
   ((${#failed[@]} == 0)) || STATUS=FAIL
   FIGURE="$ok binaries passed, $skipped skipped, ${#failed[@]} failed${failed:+: ${failed[*]}}"
+  FIGURE+="; test cases of the one-process binaries: $cases_passed passed, $cases_skipped skipped"
 }
 
 # The CUDA equivalence matrix: the entries of its ctest definition (one list, in

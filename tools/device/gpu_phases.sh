@@ -40,12 +40,12 @@ gpu_unit_tests=(cuda_kernels_test cuda_runtime_gpu_test cuda_vocab_parallel_loss
                 cuda_engine_gpu_test select_cuda_test calibrate_cuda_gpu_test)
 gpu_mpi_tests=(cuda_runtime_host_staged_mpi_test cuda_runtime_nccl_mpi_test)
 phase_tests() {
-  local t np rc ok=0 skipped=0 failed=() counts p s cases_passed=0 cases_skipped=0
+  local t np rc ok=0 skipped=0 failed=() stopped=() counts p s cases_passed=0 cases_skipped=0
   ((dry)) && check_against_ctest "${gpu_unit_tests[@]}" "${gpu_mpi_tests[@]}" cuda_engine_equivalence
   for t in "${gpu_unit_tests[@]}"; do
     step "$t.log" "$(bin "$t")" --gtest_brief=1
     rc=$?
-    if ((rc == 0)); then ((ok++)); else failed+=("$t"); fi
+    case $rc in 0) ((ok++)) ;; 124|125) stopped+=("$t") ;; *) failed+=("$t") ;; esac
     counts=$(gtest_counts "$logs/$t.log")
     echo "$t: exit code $rc, $counts" >>"$logs/tests.txt"
     read -r p _ s _ <<<"${counts//,/}"
@@ -54,22 +54,25 @@ phase_tests() {
   for np in 2 4; do
     mpi_step "host_staged_np$np.log" "$np" "$(bin cuda_runtime_host_staged_mpi_test)" --gtest_brief=1
     rc=$?
-    case $rc in 0) ((ok++)) ;; 77) ((skipped++)) ;; *) failed+=("host_staged_np$np") ;; esac
+    case $rc in 0) ((ok++)) ;; 77) ((skipped++)) ;; 124|125) stopped+=("host_staged_np$np") ;;
+                *) failed+=("host_staged_np$np") ;; esac
   done
   # NCCL between processes needs a GPU each: with one GPU this binary skips (77).
   mpi_step nccl_np2.log 2 "$(bin cuda_runtime_nccl_mpi_test)" --gtest_brief=1
   rc=$?
-  case $rc in 0) ((ok++)) ;; 77) ((skipped++)) ;; *) failed+=(nccl_np2) ;; esac
+  case $rc in 0) ((ok++)) ;; 77) ((skipped++)) ;; 124|125) stopped+=(nccl_np2) ;; *) failed+=(nccl_np2) ;; esac
   STATUS=PASS
   ((${#failed[@]} == 0)) || STATUS=FAIL
+  ((${#stopped[@]} == 0)) || STATUS=FAIL
   FIGURE="$ok binaries passed, $skipped skipped, ${#failed[@]} failed${failed:+: ${failed[*]}}"
+  ((${#stopped[@]} == 0)) || FIGURE+=", ${#stopped[@]} stopped by the cap: ${stopped[*]}"
   FIGURE+="; test cases of the one-process binaries: $cases_passed passed, $cases_skipped skipped"
 }
 
 # The CUDA equivalence matrix: the entries of its ctest definition (one list, in
 # tests/executor/cuda_runtime.cmake), each under mpirun with every rank on the one GPU.
 phase_equivalence() {
-  local cmake entry args ranks rc log ok=0 skipped=0 failed=()
+  local cmake entry args ranks rc log ok=0 skipped=0 failed=() stopped=()
   cmake=$(input tests/executor/cuda_runtime.cmake)
   for entry in $(grep -Eo '"t[0-9]+_[0-9a-z_]+"' "$cmake" | tr -d '"'); do
     IFS=_ read -r -a args <<<"${entry#t}"
@@ -79,12 +82,13 @@ phase_equivalence() {
     rc=$?
     # The ctest entries' FAIL_REGULAR_EXPRESSION, so that both read a run the same way.
     if ((rc == 0)) && grep -Eq 'FAILED|over 1e-4' "$logs/$log" 2>/dev/null; then rc=1; fi
-    case $rc in 0) ((ok++)) ;; 77) ((skipped++)) ;; *) failed+=("$entry") ;; esac
+    case $rc in 0) ((ok++)) ;; 77) ((skipped++)) ;; 124|125) stopped+=("$entry") ;; *) failed+=("$entry") ;; esac
   done
   STATUS=PASS
-  ((${#failed[@]} == 0)) || STATUS=FAIL
   ((ok == 0 && ${#failed[@]} == 0)) && STATUS=SKIPPED
+  ((${#failed[@]} + ${#stopped[@]} == 0)) || STATUS=FAIL
   FIGURE="$ok plans passed, $skipped skipped, ${#failed[@]} failed${failed:+: ${failed[*]}}"
+  ((${#stopped[@]} == 0)) || FIGURE+=", ${#stopped[@]} stopped by the cap: ${stopped[*]}"
 }
 
 # `strata calibrate --backend cuda`: the profile the later phases predict with, also

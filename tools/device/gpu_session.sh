@@ -29,7 +29,9 @@
 # (gpu_phases.sh), retries.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tools/device/targets.sh
 source "$repo/tools/device/targets.sh"
+# shellcheck source=tools/device/gpu_phases.sh
 source "$repo/tools/device/gpu_phases.sh"
 
 die() { echo "gpu_session: $*" >&2; exit 2; }
@@ -88,7 +90,14 @@ echo "gpu_session: work directory $work, results in $out, deadline ${deadline_s}
 pack() {  # logs.tgz from everything under $logs, replaced whole (never half-written)
   tar -czf "$out/logs.tgz.part" -C "$work" logs 2>/dev/null && mv -f "$out/logs.tgz.part" "$out/logs.tgz"
 }
-trap 'pack; exit 1' TERM INT
+phase=""  # the phase under way, for a stop's summary line
+on_stop() {  # a TERM or INT: the phase under way gets its line, and the logs are packed
+  [[ -n $phase ]] && record "$phase" FAIL $((SECONDS - phase_start)) "stopped by a signal midway"
+  cp "$summary" "$logs/summary.txt"
+  pack
+  exit 1
+}
+trap on_stop TERM INT
 
 # --- binaries: the bundle's, or the build tree's -------------------------------------------
 declare -A BIN=()
@@ -193,8 +202,8 @@ stamp() {  # each line prefixed with the seconds since the command began: "[  12
 
 # step [--stdout FILE] LOG CMD...: one command of a phase under what is left of its cap,
 # stamped output in $logs/LOG (with --stdout, its standard output raw into FILE instead).
-# Returns the command's exit code; 124 when the cap stopped it. A dry run checks that the
-# command resolves and prints it instead.
+# Returns the command's exit code; 124 when the cap stopped it, 125 when the cap had run out
+# before it (not started). A dry run checks that the command resolves and prints it instead.
 step() {
   local stdout=""
   if [[ $1 == --stdout ]]; then stdout=$2; shift 2; fi
@@ -208,7 +217,7 @@ step() {
   fi
   local left=$((phase_end - SECONDS))
   echo "\$ $*" >"$log"
-  if ((left <= 0)); then echo "not started: the phase's cap ran out" >>"$log"; capped=1; return 124; fi
+  if ((left <= 0)); then echo "not started: the phase's cap ran out" >>"$log"; capped=1; return 125; fi
   local rc
   if [[ -n $stdout ]]; then
     timeout -k 10 "$left" "$@" 2> >(stamp >>"$log") >"$stdout"
@@ -259,8 +268,12 @@ if ((dry)); then
   echo "dry run: nothing runs on a GPU; each phase's commands follow" | tee -a "$logs/dry-run.txt"
 else
   lay_out_built_in
-  nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader \
-    >"$logs/gpu.txt" 2>&1
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader \
+      >"$logs/gpu.txt" 2>&1
+  else
+    echo "no nvidia-smi on PATH: the GPU phases will skip or fail" >"$logs/gpu.txt"
+  fi
   cat "$logs/gpu.txt"
 fi
 any_failed=0
@@ -268,7 +281,7 @@ for phase in "${phases[@]}"; do
   left=$((deadline_s - SECONDS))
   if ((cap[$phase] > left)); then
     record "$phase" "NOT RUN" 0 "(deadline: its cap is ${cap[$phase]} s, ${left} s were left)"
-    any_failed=1
+    phase="" any_failed=1
     continue
   fi
   ((dry)) && echo "$phase (cap ${cap[$phase]} s):" | tee -a "$logs/dry-run.txt"
@@ -285,6 +298,7 @@ for phase in "${phases[@]}"; do
   ((capped)) && STATUS=FAIL FIGURE="cap of ${cap[$phase]} s reached; $FIGURE"
   [[ $STATUS == FAIL ]] && any_failed=1
   record "$phase" "$STATUS" $((SECONDS - phase_start)) "$FIGURE"
+  phase=""
   cp "$summary" "$logs/summary.txt"
   pack
 done

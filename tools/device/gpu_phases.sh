@@ -17,7 +17,7 @@ gpu_phases=(tests equivalence calibrate gpt2 offload select pytorch sanitize)
 # deadline, and its commands are stopped when it runs out. From the H200 session of issue 25
 # (calibrate 91 s; GPT-2 1.5B's set-up up to 70 s before its fix) with a margin.
 declare -A gpu_phase_cap=([tests]=100 [equivalence]=110 [calibrate]=110 [gpt2]=110
-                          [offload]=75 [select]=60 [pytorch]=75 [sanitize]=60)
+                          [offload]=90 [select]=60 [pytorch]=75 [sanitize]=60)
 
 # What issue 25 asks of the calibrated cost model on one GPU: step time within 10% and the
 # worst rank's peak device memory within 5% of the measurement.
@@ -137,7 +137,7 @@ PY
     local common=(--model "$(cfg models "$model")" --cluster "$(cfg clusters h100-x1)"
                   --train "$(input "$dir/train.json")" --plan "$(input "$dir/plan.json")"
                   "${profile[@]}")
-    step --stdout "$dir/predicted.json" "predict-$model.log" "$(bin strata)" predict "${common[@]}" --json ||
+    step --cpu --stdout "$dir/predicted.json" "predict-$model.log" "$(bin strata)" predict "${common[@]}" --json ||
       broken=1
     step "run-$model.log" "$(bin strata)" run --backend cuda "${common[@]}" --out "$dir" || broken=1
     step --stdout "$dir/compare.json" "compare-$model.log" "$(bin strata)" compare \
@@ -152,18 +152,25 @@ PY
   ((${#profile[@]})) || FIGURE="$FIGURE (no calibrated profile)"
 }
 
-# gpt-8b, whose model states are over 1.5x the GPU's memory: the planner's best plan (it
-# offloads), three steps; how soon the first step came and the median step.
+# gpt-8b, whose model states are over 1.5x the GPU's memory: the planner's best plan for its
+# train config (on an H100: the optimizer on the CPU, micro-batch 4), trained for 3 steps of
+# 16 sequences (its config's 64 take ~14 s a step by the prediction: too long for the cap);
+# how soon the first step came.
 phase_offload() {
   local dir=$work/run-gpt-8b rc
   mkdir -p "$dir" "$work/nvme"
-  step plan-gpt-8b.log "$(bin strata)" plan --model "$(cfg models gpt-8b)" \
+  step --cpu plan-gpt-8b.log "$(bin strata)" plan --model "$(cfg models gpt-8b)" \
     --cluster "$(cfg clusters h100-x1)" --train "$(cfg train gpt-8b)" --top 1 --out "$dir/plan.json"
   rc=$?
-  if ((rc == 0)) || ((dry)); then
-    step run-gpt-8b.log "$(bin strata)" run --backend cuda --plan "$dir/plan.json" \
-      --model "$(cfg models gpt-8b)" --train "$(cfg train gpt-8b)" --cluster "$(cfg clusters h100-x1)" \
-      --steps 3 --nvme-dir "$work/nvme" --out "$dir"
+  python3 - "$(cfg train gpt-8b)" "$dir/train.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1])); t["global_batch"] = 16; t["steps"] = 3
+json.dump(t, open(sys.argv[2], "w"))
+PY
+  if ((rc == 0)); then
+    step run-gpt-8b.log "$(bin strata)" run --backend cuda --plan "$(input "$dir/plan.json")" \
+      --model "$(cfg models gpt-8b)" --train "$(input "$dir/train.json")" \
+      --cluster "$(cfg clusters h100-x1)" --nvme-dir "$work/nvme" --out "$dir"
     rc=$?
   fi
   rm -rf "$work/nvme"

@@ -200,14 +200,26 @@ stamp() {  # each line prefixed with the seconds since the command began: "[  12
   done
 }
 
-# step [--stdout FILE] LOG CMD...: one command of a phase under what is left of its cap,
-# stamped output in $logs/LOG (with --stdout, its standard output raw into FILE instead).
+# step [--cpu] [--stdout FILE] LOG CMD...: one command of a phase under what is left of its
+# cap, stamped output in $logs/LOG (with --stdout, its standard output raw into FILE instead).
+# --cpu: a command that needs no GPU and ends in seconds (predict, plan), which a dry run
+# runs too, so that it proves the command's configs and arguments are accepted.
 # Returns the command's exit code; 124 when the cap stopped it, 125 when the cap had run out
 # before it (not started). A dry run checks that the command resolves and prints it instead.
 step() {
-  local stdout=""
+  local stdout="" on_cpu=0
+  if [[ $1 == --cpu ]]; then on_cpu=1; shift; fi
   if [[ $1 == --stdout ]]; then stdout=$2; shift 2; fi
   local log=$logs/$1; shift
+  if ((dry && on_cpu)); then
+    local dry=0 rc
+    step ${stdout:+--stdout "$stdout"} "$(basename "$log")" "$@"
+    rc=$?
+    echo "  \$ $*${stdout:+ >${stdout#"$work"/}}   (needs no GPU: ran, exit code $rc)" | tee -a "$logs/dry-run.txt"
+    ((dry_commands++))
+    ((rc == 0)) || problem "$(basename "$1") ${2:-} exited $rc (logs/$(basename "$log"))"
+    return "$rc"
+  fi
   if ((dry)); then
     # bin, tool and host_command resolved bare names already (and said what was missing).
     [[ $1 != */* || -x $1 ]] || problem "command $1 not executable"
@@ -239,10 +251,10 @@ probe_mpi() {
   local cmd=("${mpi[@]}" -np 2 "$(bin strata)" run --backend cpu --threads 1 --steps 1
              --plan "$(cfg plans tiny-dp2)" --model "$(cfg models tiny)" --train "$(cfg train tiny)"
              --cluster "$(cfg clusters local-cpu)" --out "$dir")
-  echo "  (dry run: a 2-rank CPU job under this mpirun, run for real:)" | tee -a "$logs/dry-run.txt"
   local dry=0  # seen by step: this one command runs, under the phase's cap
   step mpi-probe.log "${cmd[@]}"
   local rc=$?
+  echo "  \$ ${cmd[*]}   (a 2-rank CPU job under this mpirun: ran, exit code $rc)" | tee -a "$logs/dry-run.txt"
   if ((rc != 0)) || [[ $(cat "$dir/metrics.jsonl" 2>/dev/null | wc -l) != 1 ]]; then
     problem "the 2-rank job under $mpirun_path failed (exit code $rc; logs/mpi-probe.log)"
   elif grep -q 'compression' "$logs/mpi-probe.log"; then

@@ -73,6 +73,10 @@ std::string timestamp_name() {
   return fmt::format("{}.{:03d}Z-{}", stamp, static_cast<int>(millis), ::getpid());
 }
 
+// This host: its name, CPU model and hardware threads (describe_machine()); not the
+// profile's "machine", which adds what the calibration was run with.
+std::string cpu_machine_key() { return "cpu-" + slug(calibrate::describe_machine()); }
+
 }  // namespace
 
 std::optional<std::string> profile_cache_dir() {
@@ -106,26 +110,25 @@ std::string gpu_class(const std::string& device_name) {
   return joined.empty() ? "unknown" : joined;
 }
 
-std::string machine_key_of(const Profile& profile) {
+std::string this_machine_key(const Profile& profile) {
   if (profile.backend == "cuda") {
     // calibrate --backend cuda writes "<GPU name>, <GiB> GiB, CUDA driver ..."
     // (executor/calibrate/cuda_calibration.cc): the name is what comes before the comma.
     return "cuda-" + gpu_class(profile.machine.substr(0, profile.machine.find(',')));
   }
-  // calibrate --backend cpu writes describe_machine(): host, CPU model, hardware threads.
-  return "cpu-" + slug(profile.machine);
+  return cpu_machine_key();
 }
 
 std::string cluster_machine_key(const ClusterSpec& cluster) {
   if (cluster.backend == Backend::kCuda) return "cuda-" + gpu_class(cluster.device.name);
-  return "cpu-" + slug(calibrate::describe_machine());
+  return cpu_machine_key();
 }
 
 CacheStore store_in_profile_cache(const Profile& profile) {
   CacheStore result;
   const std::optional<std::string> root = profile_cache_dir();
   if (!root) return result;
-  const fs::path dir = fs::path(*root) / machine_key_of(profile);
+  const fs::path dir = fs::path(*root) / this_machine_key(profile);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) {

@@ -7,7 +7,7 @@
 // test), else $XDG_CACHE_HOME/strata/profiles, else ~/.cache/strata/profiles.
 // Layout: <cache>/<machine key>/<UTC time of the calibration>.json, written beside itself
 // and renamed (a reader never sees half a profile); the newest is the greatest name.
-// Machine keys (machine_key_of / cluster_machine_key), one directory each:
+// Machine keys (this_machine_key / cluster_machine_key), one directory each:
 //   - CPU backend: "cpu-" + this host's name, CPU model and hardware threads (what
 //     describe_machine() says), because a CPU profile is a property of one host: the same
 //     CPU model in a VM of another size, or beside other tenants, measures differently;
@@ -32,8 +32,9 @@ std::optional<std::string> profile_cache_dir();
 // "h100"; "Tesla V100-SXM2-32GB" -> "v100"); else every word, lower case, joined by '-'.
 std::string gpu_class(const std::string& device_name);
 
-// The key of the machine a profile was calibrated on (this one: calibrate stores it at once).
-std::string machine_key_of(const Profile& profile);
+// The key of a profile calibrated on this machine (calibrate stores it at once): this host's
+// for the CPU backend, the class of the GPU its "machine" names for CUDA.
+std::string this_machine_key(const Profile& profile);
 
 // The key under which a cluster's profile is looked for: a CPU cluster runs on this host; a
 // CUDA cluster on GPUs of its device's class.

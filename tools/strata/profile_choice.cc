@@ -33,7 +33,8 @@ std::string uncalibrated_why(const ClusterSpec& cluster) {
     return fmt::format(
         "the cluster file's estimates, uncalibrated: GPT-2 124M on an H200 was predicted 38% "
         "slow without a profile and within 8% with one; `strata calibrate --backend cuda` on "
-        "a {} GPU measures it (about 90 s) and caches the profile for every command",
+        "one of the cluster's GPUs ({}) measures it (about 90 s) and caches the profile for "
+        "every command",
         cluster.device.name);
   }
   return "the cluster file's estimates, uncalibrated, which have been far off: `select "

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cost_model/cost_model.h"
+#include "cost_model/json_reader.h"
 #include "planner/planner.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/inputs.h"
@@ -66,9 +67,13 @@ int run_predict(const PredictOptions& options, std::ostream& out) {
       predict(inputs.model, inputs.cluster, inputs.train, plan, inputs.profile_ptr());
   const MemoryOvershoot over = memory_overshoot(prediction, inputs.cluster, plan.world_size());
   if (options.json) {
-    out << prediction.to_json().dump(2) << "\n";
+    // "profile" beside the StepReport's keys (compare reads it back: load_predicted).
+    Json json = prediction.to_json();
+    json["profile"] = inputs.profile.name;
+    out << json.dump(2) << "\n";
   } else {
     print_prediction(out, prediction, inputs, plan, over);
+    out << inputs.profile.line() << "\n";
   }
   return over.fits() ? 0 : kExitDoesNotFit;
 }

@@ -81,22 +81,18 @@
 namespace strata::cli {
 namespace fs = std::filesystem;
 // The measured step time and offload bytes beside the cost model's for the same plan: with
-// --profile the calibrated rates, else the cluster file's.
-void print_predicted(const Validated& v, const StepReport& rep, const std::string& profile_path,
-                     std::ostream& out) {
+// the chosen profile's rates (profile_choice.h), else the cluster file's.
+void print_predicted(const Validated& v, const StepReport& rep, std::ostream& out) {
   double predicted_s = 0;
-  std::optional<Profile> profile;
-  if (!profile_path.empty()) profile = Profile::load(profile_path);
   try {
-    predicted_s = predict(v.model, v.cluster, v.train, v.plan,
-                          profile ? &*profile : nullptr).step_time_s;
+    predicted_s = predict(v.model, v.cluster, v.train, v.plan, v.profile.get()).step_time_s;
   } catch (const InfeasiblePlan& e) {
     out << fmt::format("no prediction for this plan on cluster {}: {}\n", v.cluster.name, e.what());
   }
   if (predicted_s > 0) {
     out << fmt::format("step time {:.4f} s measured, {:.4f} s predicted by the cost model "
                        "(cluster {}, {})\n", rep.step_time_s, predicted_s, v.cluster.name,
-                       profile ? "profile " + profile_path : std::string("no profile"));
+                       v.profile ? "profile " + v.profile.name : std::string("no profile"));
   }
   if (rep.transfers.empty()) return;
   TransferBytes want;
@@ -344,7 +340,7 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
                      "peak device memory {} GiB (worst rank)\n",
                      rep.step_time_s, rep.tokens_per_s, rep.tflops_per_gpu, percent(rep.mfu),
                      gib(rep.memory_bytes.device));
-  print_predicted(v, rep, o.profile, out);
+  print_predicted(v, rep, out);
   out << fmt::format("wrote {}/report.json, trace.json, memory_tags.json\n", o.out);
   if (!o.update_profile.empty()) update_profile(o.update_profile, v, rep, out);
   return 0;
@@ -442,6 +438,7 @@ int run_command(const RunOptions& o, std::ostream& out) {
   }
   const LaunchEnv launch = detect_launch_env();
   if (!launch.under_launcher) {
+    out << v.profile.line() << "\n" << std::flush;  // once, by the launcher, not every rank
     if (const std::optional<std::string> why = does_not_fit(v)) {
       std::cerr << "strata: " << *why << "\n";
       return kExitDoesNotFit;
@@ -534,10 +531,8 @@ void add_run_command(CLI::App& app, CommandContext& context) {
                       "fold this run into the profile's fed-back factors (each a trimmed mean of "
                       "what the last 32 runs of its kind asked for), rewriting the file")
       ->check(CLI::ExistingFile);
-  command->add_option("--profile", options->profile,
-                      "calibrated profile (strata calibrate) for the prediction printed beside "
-                      "the measurement")
-      ->check(CLI::ExistingFile);
+  // The prediction printed beside the measurement, and the fit check.
+  add_profile_options(*command, options->profile, options->no_profile);
   command->add_option_function<std::string>(
       "--backend", [options](const std::string& b) { options->backend = b; },
       "cpu or cuda (default: cuda when a GPU is present and the plan fits this machine's GPUs)");

@@ -251,7 +251,7 @@ Validated validate(const RunOptions& o) {
   check_nvme_dir(o, v.plan);
   check_data(o, v);
   check_weights_flags(o, v);
-  if (!o.profile.empty()) v.profile = Profile::load(o.profile);
+  v.profile = choose_profile(ProfileFlags{o.profile, o.no_profile}, v.cluster);
   check_update_profile(o.update_profile);
   check_out_dir(o.out);
   if (!o.save.empty()) check_out_dir(o.save, "--save");
@@ -323,9 +323,13 @@ std::vector<std::string> relaunch_args(const RunOptions& o, const Validated& v, 
     args.push_back("--update-profile");
     args.push_back(fs::absolute(o.update_profile).string());
   }
-  if (!o.profile.empty()) {
+  // The profile chosen here, so that every rank prices with it even if a calibration
+  // caches a newer one meanwhile.
+  if (v.profile) {
     args.push_back("--profile");
-    args.push_back(fs::absolute(o.profile).string());
+    args.push_back(fs::absolute(v.profile.path).string());
+  } else {
+    args.push_back("--no-profile");
   }
   if (!o.save.empty()) {
     args.push_back("--save");

@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <utility>
@@ -12,21 +11,20 @@
 
 #include "cost_model/errors.h"
 #include "executor/cuda/system_error.h"
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace strata::cuda {
 
 namespace {
 
+// On every thread (kernels/cpu/elementwise.h): tens of GiB of offloaded state took seconds
+// on one.
 void zero_on_every_thread(void* data, std::int64_t bytes) {
-  constexpr std::int64_t kChunk = std::int64_t{64} << 20;  // 64 MiB: ~10 ms a thread
-  const std::int64_t chunks = (bytes + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (chunks > 1)
-  for (std::int64_t c = 0; c < chunks; ++c) {
-    const std::int64_t begin = c * kChunk;
-    std::memset(static_cast<char*>(data) + begin, 0,
-                static_cast<std::size_t>(std::min(kChunk, bytes - begin)));
-  }
+  const std::int64_t floats = bytes / static_cast<std::int64_t>(sizeof(float));
+  if (floats > 0) kernels::cpu::zero(static_cast<float*>(data), floats);
+  const std::int64_t tail = bytes - floats * static_cast<std::int64_t>(sizeof(float));
+  std::memset(static_cast<char*>(data) + (bytes - tail), 0, static_cast<std::size_t>(tail));
 }
 
 }  // namespace

@@ -53,7 +53,7 @@ ModelState::ModelState(Backend& backend, std::vector<UnitLayout> layouts, const 
   const model::UnitInit& init_values = init ? init : seeded;
   units_.reserve(layouts.size());
   // One host buffer for every unit's initial values, sized for the largest: a fresh vector
-  // per unit would fault in and zero its pages first (a third of a large model's set-up).
+  // per unit would fault in and zero its pages again (the largest are hundreds of MiB).
   std::int64_t largest = 0;
   for (auto& layout : layouts) {
     ParamUnit u;

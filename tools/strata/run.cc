@@ -77,6 +77,7 @@
 #include "tools/strata/inputs.h"
 #include "tools/strata/out_dir.h"
 #include "tools/strata/run_common.h"
+#include "tools/strata/setup_progress.h"
 
 namespace strata::cli {
 namespace fs = std::filesystem;
@@ -195,6 +196,9 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
     throw InfeasiblePlan(fmt::format("{}: the plan needs {} ranks, mpirun started {}", v.plan_path,
                                      v.plan.world_size(), world.size()));
   }
+  // Rank 0 says what it is doing when set-up takes over a second (setup_progress.h).
+  SetupProgress setup(out, v.model.name, v.model.total_params(), world.rank() == 0);
+  setup.phase("opening the data");
   const RunData run_data = open_run_data(o, v);
   TierBudgets budgets = TierBudgets::per_rank(v.cluster);
   if (v.device_budget_mib) {
@@ -211,14 +215,22 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
   // after the state exists. The checkpoint's full tensors are let go of before training.
   std::optional<checkpoint::CheckpointReader> resume;
   if (!v.resume_dir.empty()) resume.emplace(v.resume_dir, v.model);
-  const model::UnitInit init =
+  const model::UnitInit init = model::with_progress(
       resume ? resume->params()
-      : o.init_from.empty() ? model::UnitInit{}
-                            : weights::weights_file_init(o.init_from, v.model, "--init-from");
+      : o.init_from.empty() ? model::SeededInit{v.train.seed, {}}
+                            : weights::weights_file_init(o.init_from, v.model, "--init-from"),
+      setup.counter());
+  setup.phase("initialising parameters");
   engine::RankTraining rank(v.model, v.train, v.plan, world, budgets, run_data.train_tokens,
                             offload, make_backend, init);
   if (resume) resume->load_moments(rank.engine().state());
   resume.reset();
+  // Host memory on CUDA is pinned (offloaded state, staging); on the CPU it is the tier.
+  const double host_bytes =
+      static_cast<double>(rank.allocator().usage(MemoryTier::kHost).current_bytes);
+  setup.finish(backend == Backend::kCuda && host_bytes > 0
+                   ? fmt::format("{} GiB of host memory pinned", gib(host_bytes))
+                   : std::string());
   std::int64_t saved_step = v.start_step;  // the newest checkpoint of this run's state
   const auto save_checkpoint = [&](std::int64_t done) {
     checkpoint::Manifest m;
@@ -250,7 +262,8 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
                        o.init_from.empty() ? "" : ", weights from " + o.init_from)
         << (v.resume_dir.empty() ? std::string()
                                  : fmt::format("resumed from {} after step {}\n", v.resume_dir,
-                                               v.start_step));
+                                               v.start_step))
+        << std::flush;  // before a first step that may take minutes, even into a pipe
     const std::string path = (fs::path(o.out) / "metrics.jsonl").string();
     if (v.start_step > 0) keep_metrics_until(path, v.start_step);
     metrics.open(path, v.start_step > 0 ? std::ios::app : std::ios::trunc);

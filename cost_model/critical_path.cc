@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include <boost/graph/topological_sort.hpp>
+#include <boost/range/iterator_range.hpp>
 
 namespace strata {
 namespace {
@@ -51,7 +52,7 @@ CriticalPath critical_path(const Program& program, const std::vector<PricedRank>
       if (from[v] == kNone || end[u] > start[v]) {
         start[v] = std::max(start[v], end[u]);
         from[v] = u;
-        why[v] = g[e].dependency;
+        why[v] = dependency_between(g[u], g[v]);
       }
     }
   }

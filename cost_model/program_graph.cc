@@ -1,6 +1,7 @@
 // The Program's dependency graphs (see program_graph.h for the two flavours and their rules).
 #include "cost_model/program_graph.h"
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <stdexcept>
@@ -22,9 +23,31 @@ constexpr Vertex kNone = static_cast<Vertex>(-1);
 bool is_send(Kind k) { return k == Kind::kSendForward || k == Kind::kSendBackward; }
 bool is_forward_message(Kind k) { return k == Kind::kSendForward || k == Kind::kRecvForward; }
 
-void add_edge(ProgramGraph& g, Vertex from, Vertex to, Dependency why) {
+// The graph's vertices and edges as they are found; the CSR graph is made once at the end.
+struct GraphBuilder {
+  std::vector<GraphVertex> vertices;
+  std::vector<std::pair<Vertex, Vertex>> edges;
+  std::vector<std::vector<Vertex>> step_vertex;
+  Vertex step_end = 0;
+
+  Vertex add(const GraphVertex& v) {
+    vertices.push_back(v);
+    return static_cast<Vertex>(vertices.size() - 1);
+  }
+  ProgramGraph finish() {
+    ProgramGraph out;
+    out.graph = DependencyGraph(boost::edges_are_unsorted_multi_pass, edges.begin(), edges.end(),
+                                vertices.size());
+    for (Vertex v = 0; v < vertices.size(); ++v) out.graph[v] = vertices[v];
+    out.step_vertex = std::move(step_vertex);
+    out.step_end = step_end;
+    return out;
+  }
+};
+
+void add_edge(GraphBuilder& g, Vertex from, Vertex to) {
   if (from == kNone || from == to) return;
-  boost::add_edge(from, to, GraphEdge{why}, g.graph);
+  g.edges.emplace_back(from, to);
 }
 
 std::string describe_op(const Program& program, std::int32_t rank, std::int32_t index) {
@@ -37,66 +60,79 @@ std::string describe_op(const Program& program, std::int32_t rank, std::int32_t 
 }
 
 // Every step op a vertex, each rank's ops as they come.
-void add_step_vertices(const Program& program, ProgramGraph& g) {
+void add_step_vertices(const Program& program, GraphBuilder& g) {
+  std::size_t total = 0;
+  for (const RankProgram& rank : program.ranks) total += rank.ops.size();
+  g.vertices.resize(total);
   g.step_vertex.resize(program.ranks.size());
+  Vertex next = 0;
   for (std::size_t r = 0; r < program.ranks.size(); ++r) {
     const auto& ops = program.ranks[r].ops;
     g.step_vertex[r].reserve(ops.size());
     for (std::size_t i = 0; i < ops.size(); ++i) {
-      GraphVertex v;
+      GraphVertex& v = g.vertices[next];
       v.rank = static_cast<std::int32_t>(r);
       v.op = static_cast<std::int32_t>(i);
-      g.step_vertex[r].push_back(boost::add_vertex(v, g.graph));
+      g.step_vertex[r].push_back(next++);
     }
   }
 }
 
 // Each receive after the send of the same (sender, receiver, tag); throws ProgramDeadlock
-// for a message without exactly one partner.
-void add_message_edges(const Program& program, ProgramGraph& g) {
-  using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t>;
-  struct Ends {
-    std::vector<std::array<std::int32_t, 2>> sends, receives;  // {rank, op}
+// for a message without exactly one partner. A sorted list, not a map: the planner checks
+// pipelines of 10^5 messages (a map's node per message cost 4x the whole graph).
+void add_message_edges(const Program& program, GraphBuilder& g) {
+  struct End {
+    std::int64_t sender, receiver, tag;
+    bool send;
+    std::int32_t rank, op;
+    auto key() const { return std::tuple{sender, receiver, tag, !send}; }  // sends first
   };
-  std::map<Key, Ends> messages;
+  std::vector<End> ends;
   for (std::size_t r = 0; r < program.ranks.size(); ++r) {
     const auto& ops = program.ranks[r].ops;
     for (std::size_t i = 0; i < ops.size(); ++i) {
       if (!ops[i].is_message()) continue;
       const MessageEnds e = message_ends(program, static_cast<std::int64_t>(r), ops[i]);
-      Ends& ends = messages[{e.sender, e.receiver, e.tag}];
-      (is_send(ops[i].kind) ? ends.sends : ends.receives)
-          .push_back({static_cast<std::int32_t>(r), static_cast<std::int32_t>(i)});
+      ends.push_back({e.sender, e.receiver, e.tag, is_send(ops[i].kind),
+                      static_cast<std::int32_t>(r), static_cast<std::int32_t>(i)});
     }
   }
-  for (const auto& [key, ends] : messages) {
-    const auto& [sender, receiver, tag] = key;
-    if (ends.sends.size() == 1 && ends.receives.size() == 1) {
-      const auto& s = ends.sends[0];
-      const auto& v = ends.receives[0];
-      add_edge(g, g.step_vertex[static_cast<std::size_t>(s[0])][static_cast<std::size_t>(s[1])],
-               g.step_vertex[static_cast<std::size_t>(v[0])][static_cast<std::size_t>(v[1])],
-               Dependency::kMessage);
+  std::sort(ends.begin(), ends.end(), [](const End& a, const End& b) { return a.key() < b.key(); });
+  for (std::size_t i = 0; i < ends.size();) {
+    std::size_t j = i;
+    std::size_t sends = 0;
+    while (j < ends.size() && ends[j].sender == ends[i].sender &&
+           ends[j].receiver == ends[i].receiver && ends[j].tag == ends[i].tag) {
+      sends += ends[j].send ? 1 : 0;
+      ++j;
+    }
+    const std::size_t receives = j - i - sends;
+    const End& first = ends[i];
+    if (sends == 1 && receives == 1) {
+      const End& recv = ends[i + 1];
+      add_edge(g, g.step_vertex[static_cast<std::size_t>(first.rank)][static_cast<std::size_t>(first.op)],
+               g.step_vertex[static_cast<std::size_t>(recv.rank)][static_cast<std::size_t>(recv.op)]);
+      i = j;
       continue;
     }
-    const auto& first = ends.sends.empty() ? ends.receives[0] : ends.sends[0];
     std::string fault;
-    if (ends.sends.empty()) {
+    if (sends == 0) {
       fault = "has no matching send";
-    } else if (ends.receives.empty()) {
+    } else if (receives == 0) {
       fault = "has no matching receive";
     } else {
       fault = fmt::format("shares its message with {} send(s) and {} receive(s), expected one each",
-                          ends.sends.size(), ends.receives.size());
+                          sends, receives);
     }
     throw ProgramDeadlock(fmt::format("deadlock: {} (from rank {} to rank {}, tag {}) {}",
-                                      describe_op(program, first[0], first[1]), sender, receiver,
-                                      tag, fault));
+                                      describe_op(program, first.rank, first.op), first.sender,
+                                      first.receiver, first.tag, fault));
   }
 }
 
 // Each cross-rank collective: a join after every member's op, before each member's next op.
-void add_collective_joins(const Program& program, ProgramGraph& g) {
+void add_collective_joins(const Program& program, GraphBuilder& g) {
   // [members][k]: the k-th instance of that (kind, members) on each member rank.
   std::map<std::pair<Kind, std::vector<std::int64_t>>, std::map<std::int64_t, std::vector<std::int32_t>>>
       instances;
@@ -127,12 +163,12 @@ void add_collective_joins(const Program& program, ProgramGraph& g) {
       join.role = VertexRole::kJoin;
       join.rank = static_cast<std::int32_t>(members.front());
       join.op = by_rank.at(members.front())[k];
-      const Vertex j = boost::add_vertex(join, g.graph);
+      const Vertex j = g.add(join);
       for (std::int64_t m : members) {
         const auto r = static_cast<std::size_t>(m);
         const auto i = static_cast<std::size_t>(by_rank.at(m)[k]);
-        add_edge(g, g.step_vertex[r][i], j, Dependency::kCollective);
-        if (i + 1 < g.step_vertex[r].size()) add_edge(g, j, g.step_vertex[r][i + 1], Dependency::kCollective);
+        add_edge(g, g.step_vertex[r][i], j);
+        if (i + 1 < g.step_vertex[r].size()) add_edge(g, j, g.step_vertex[r][i + 1]);
       }
     }
   }
@@ -147,7 +183,7 @@ struct RankLanes {
   Vertex& of(Stream s) { return stream[static_cast<std::size_t>(s)]; }
 };
 
-Vertex add_op_vertex(ProgramGraph& g, std::int32_t rank, std::int32_t op, std::int32_t body_op,
+Vertex add_op_vertex(GraphBuilder& g, std::int32_t rank, std::int32_t op, std::int32_t body_op,
                      double seconds, const StepTimeParts* parts) {
   GraphVertex v;
   v.rank = rank;
@@ -155,16 +191,22 @@ Vertex add_op_vertex(ProgramGraph& g, std::int32_t rank, std::int32_t op, std::i
   v.body_op = body_op;
   v.duration_s = seconds;
   v.parts = parts;
-  return boost::add_vertex(v, g.graph);
+  return g.add(v);
 }
 
 }  // namespace
 
+Dependency dependency_between(const GraphVertex& from, const GraphVertex& to) {
+  if (from.role == VertexRole::kPipelineEnd) return Dependency::kPipelineEnd;
+  if (from.role == VertexRole::kJoin || to.role == VertexRole::kJoin) return Dependency::kCollective;
+  if (from.rank != to.rank) return Dependency::kMessage;
+  if (to.body_op >= 0 && from.op == to.op && from.body_op < 0) return Dependency::kPassStart;
+  return Dependency::kOrder;
+}
+
 std::string to_string(Dependency dependency) {
   switch (dependency) {
-    case Dependency::kOrder: return "order";
-    case Dependency::kIssue: return "issue";
-    case Dependency::kAfter: return "after";
+    case Dependency::kOrder: return "its rank's order";
     case Dependency::kPassStart: return "pass start";
     case Dependency::kMessage: return "message";
     case Dependency::kCollective: return "collective";
@@ -205,13 +247,13 @@ std::vector<std::int64_t> collective_members(const Program& program, const Progr
 }
 
 ProgramGraph dependency_graph(const Program& program) {
-  ProgramGraph g;
+  GraphBuilder g;
   add_step_vertices(program, g);
   for (std::size_t r = 0; r < program.ranks.size(); ++r) {
     const auto& ops = program.ranks[r].ops;
     const auto& vertex = g.step_vertex[r];
     for (std::size_t i = 0; i < ops.size(); ++i) {
-      if (i > 0) add_edge(g, vertex[i - 1], vertex[i], Dependency::kOrder);
+      if (i > 0) add_edge(g, vertex[i - 1], vertex[i]);
       for (std::int32_t a : ops[i].after) {
         if (a < 0) continue;
         if (static_cast<std::size_t>(a) >= ops.size()) {
@@ -220,13 +262,16 @@ ProgramGraph dependency_graph(const Program& program) {
                                                         static_cast<std::int32_t>(i)),
                                             a, ops.size()));
         }
-        add_edge(g, vertex[static_cast<std::size_t>(a)], vertex[i], Dependency::kAfter);
+        // The op right before is already an edge (list order): most `after`s name it.
+        if (static_cast<std::size_t>(a) + 1 != i) {
+          add_edge(g, vertex[static_cast<std::size_t>(a)], vertex[i]);
+        }
       }
     }
   }
   add_message_edges(program, g);
   add_collective_joins(program, g);
-  return g;
+  return g.finish();
 }
 
 ProgramGraph timing_graph(const Program& program, const std::vector<PricedRank>& priced,
@@ -236,14 +281,14 @@ ProgramGraph timing_graph(const Program& program, const std::vector<PricedRank>&
                                        priced.size(), program.ranks.size()));
   }
   const bool serial = mode == SimulationMode::kSerial;
-  ProgramGraph g;
+  GraphBuilder g;
   add_step_vertices(program, g);
   GraphVertex end;
   end.role = VertexRole::kPipelineEnd;
-  const Vertex pipeline_end = boost::add_vertex(end, g.graph);
+  const Vertex pipeline_end = g.add(end);
   end.role = VertexRole::kStepEnd;
-  g.step_end = boost::add_vertex(end, g.graph);
-  add_edge(g, pipeline_end, g.step_end, Dependency::kOrder);
+  g.step_end = g.add(end);
+  add_edge(g, pipeline_end, g.step_end);
   for (std::size_t r = 0; r < program.ranks.size(); ++r) {
     const RankProgram& rank = program.ranks[r];
     const PricedRank& pr = priced[r];
@@ -259,7 +304,7 @@ ProgramGraph timing_graph(const Program& program, const std::vector<PricedRank>&
     Vertex last_pass_end = kNone;                // serial mode: the pipeline end's input
     const auto wait_for_afters = [&](std::size_t i, Vertex v) {
       for (std::int32_t a : rank.ops[i].after) {
-        if (a >= 0) add_edge(g, done[static_cast<std::size_t>(a)], v, Dependency::kAfter);
+        if (a >= 0) add_edge(g, done[static_cast<std::size_t>(a)], v);
       }
     };
     for (std::size_t i = 0; i < static_cast<std::size_t>(rank.tail_begin); ++i) {
@@ -267,7 +312,7 @@ ProgramGraph timing_graph(const Program& program, const std::vector<PricedRank>&
       const Vertex v = vertex[i];
       wait_for_afters(i, v);
       if (op.is_pass()) {
-        add_edge(g, clock, v, Dependency::kOrder);
+        add_edge(g, clock, v);
         const PricedBody& body = pr.bodies[static_cast<std::size_t>(op.body)];
         std::vector<Vertex> body_vertex(body.op_s.size(), kNone);
         Vertex compute = v;  // the pass's compute lane: its start, then its compute ops
@@ -276,16 +321,16 @@ ProgramGraph timing_graph(const Program& program, const std::vector<PricedRank>&
           const Vertex b = add_op_vertex(g, rank_id, static_cast<std::int32_t>(i),
                                          static_cast<std::int32_t>(k), body.op_s[k], &body.op_times[k]);
           body_vertex[k] = b;
-          add_edge(g, v, b, Dependency::kPassStart);
+          add_edge(g, v, b);
           if (serial) {
-            add_edge(g, compute, b, Dependency::kOrder);
+            add_edge(g, compute, b);
             compute = b;
           } else {
             Vertex& lane = bop.stream == Stream::kCompute ? compute : lanes.of(bop.stream);
-            add_edge(g, lane, b, Dependency::kOrder);
-            if (bop.stream != Stream::kCompute) add_edge(g, compute, b, Dependency::kIssue);
+            add_edge(g, lane, b);
+            if (bop.stream != Stream::kCompute) add_edge(g, compute, b);
             for (std::int32_t a : bop.after) {
-              if (a >= 0) add_edge(g, body_vertex[static_cast<std::size_t>(a)], b, Dependency::kAfter);
+              if (a >= 0) add_edge(g, body_vertex[static_cast<std::size_t>(a)], b);
             }
             lane = b;
           }
@@ -296,27 +341,27 @@ ProgramGraph timing_graph(const Program& program, const std::vector<PricedRank>&
       } else {
         // A message: its stream (p2p, after the compute issued before it), or the one clock.
         if (serial) {
-          add_edge(g, clock, v, Dependency::kOrder);
+          add_edge(g, clock, v);
           clock = v;
         } else {
-          add_edge(g, lanes.of(Stream::kP2p), v, Dependency::kOrder);
-          add_edge(g, clock, v, Dependency::kIssue);
+          add_edge(g, lanes.of(Stream::kP2p), v);
+          add_edge(g, clock, v);
           lanes.of(Stream::kP2p) = v;
         }
         if (is_send(op.kind)) {
           const std::size_t dir = op.kind == Kind::kSendForward ? 0 : 1;
           const auto c = static_cast<std::size_t>(op.chunk);
-          g.graph[v].duration_s = pr.transfer_s[c][dir];
-          g.graph[v].parts = &pr.transfer[c][dir];
+          g.vertices[v].duration_s = pr.transfer_s[c][dir];
+          g.vertices[v].parts = &pr.transfer[c][dir];
         }
       }
     }
     // Rule 3: the pipeline ends when every pass with all its body ops has.
     if (serial) {
-      add_edge(g, last_pass_end, pipeline_end, Dependency::kPipelineEnd);
+      add_edge(g, last_pass_end, pipeline_end);
     } else {
       for (Stream s : {Stream::kCompute, Stream::kComm, Stream::kCopy}) {
-        add_edge(g, lanes.of(s), pipeline_end, Dependency::kPipelineEnd);
+        add_edge(g, lanes.of(s), pipeline_end);
       }
     }
     // The tail, from the pipeline's end on free streams.
@@ -326,26 +371,26 @@ ProgramGraph timing_graph(const Program& program, const std::vector<PricedRank>&
       const std::size_t i = static_cast<std::size_t>(rank.tail_begin) + k;
       const ProgramOp& op = rank.ops[i];
       const Vertex v = vertex[i];
-      g.graph[v].duration_s = pr.tail_times[k].sum();
-      g.graph[v].parts = &pr.tail_times[k];
-      add_edge(g, pipeline_end, v, Dependency::kPipelineEnd);
+      g.vertices[v].duration_s = pr.tail_times[k].sum();
+      g.vertices[v].parts = &pr.tail_times[k];
+      add_edge(g, pipeline_end, v);
       if (serial) {
-        add_edge(g, tail_clock, v, Dependency::kOrder);
+        add_edge(g, tail_clock, v);
         tail_clock = v;
       } else {
-        add_edge(g, tail.of(op.stream), v, Dependency::kOrder);
-        if (op.stream != Stream::kCompute) add_edge(g, tail.of(Stream::kCompute), v, Dependency::kIssue);
+        add_edge(g, tail.of(op.stream), v);
+        if (op.stream != Stream::kCompute) add_edge(g, tail.of(Stream::kCompute), v);
         for (std::int32_t a : op.after) {
-          if (a >= rank.tail_begin) add_edge(g, vertex[static_cast<std::size_t>(a)], v, Dependency::kAfter);
+          if (a >= rank.tail_begin) add_edge(g, vertex[static_cast<std::size_t>(a)], v);
         }
         tail.of(op.stream) = v;
       }
-      add_edge(g, v, g.step_end, Dependency::kOrder);
+      add_edge(g, v, g.step_end);
     }
   }
   // Receives after their sends (the same matching as the check graph's).
   add_message_edges(program, g);
-  return g;
+  return g.finish();
 }
 
 Program skeleton_program(const PipelineSkeleton& skeleton) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <boost/range/iterator_range.hpp>
 #include <gtest/gtest.h>
 
 #include "cost_model/cluster_spec.h"
@@ -91,7 +92,9 @@ TEST(ProgramCheck, TheCheckGraphHasAVertexPerStepOpAndAnEdgePerMessage) {
     if (g.graph[v].role == VertexRole::kJoin) ++joins;
   }
   for (auto e : boost::make_iterator_range(boost::edges(g.graph))) {
-    if (g.graph[e].dependency == Dependency::kMessage) ++messages;
+    const GraphVertex& from = g.graph[boost::source(e, g.graph)];
+    const GraphVertex& to = g.graph[boost::target(e, g.graph)];
+    if (dependency_between(from, to) == Dependency::kMessage) ++messages;
   }
   EXPECT_EQ(boost::num_vertices(g.graph), ops + joins);
   EXPECT_EQ(joins, 2u);

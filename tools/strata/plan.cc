@@ -53,6 +53,7 @@ Json result_json(const PlanSearchResult& result, const PlanOptions& options,
                {"fitting", result.fitting},
                {"dropped", result.dropped},
                {"profile", profile.name}};
+  if (!result.deadlock_example.empty()) json["deadlock_example"] = result.deadlock_example;
   json["plans"] = Json::array();
   for (const ScoredPlan& scored : result.top) json["plans"].push_back(plan_file_json(scored, options, profile));
   if (result.top.empty()) {
@@ -75,6 +76,7 @@ void print_counts(std::ostream& out, const PlanSearchResult& result) {
   if (dropped.empty()) out << " none";
   for (const auto& [reason, count] : dropped) out << fmt::format(" [{}: {}]", reason, count);
   out << "\n";
+  if (!result.deadlock_example.empty()) out << "  e.g. " << result.deadlock_example << "\n";
 }
 
 void print_table(std::ostream& out, const PlanSearchResult& result) {

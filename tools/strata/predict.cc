@@ -1,6 +1,7 @@
 // `strata predict`: the cost model's Prediction for one given plan: step time and its parts,
 // throughput, MFU, bubble and memory per tier (worst rank, then each pipeline rank), as text
-// or as StepReport JSON. Exit code 3 when the plan does not fit (the prediction is printed).
+// or as StepReport JSON; with --critical-path the ops that set the step time
+// (critical_path_print.h). Exit code 3 when the plan does not fit (the prediction is printed).
 #include <memory>
 #include <ostream>
 
@@ -10,6 +11,7 @@
 #include "cost_model/json_reader.h"
 #include "planner/planner.h"
 #include "tools/strata/commands.h"
+#include "tools/strata/critical_path_print.h"
 #include "tools/strata/inputs.h"
 
 namespace strata::cli {
@@ -19,6 +21,7 @@ struct PredictOptions {
   SpecOptions specs;
   std::string plan;
   bool json = false;
+  bool critical_path = false;
 };
 
 void print_prediction(std::ostream& out, const Prediction& r, const Inputs& inputs,
@@ -75,6 +78,11 @@ int run_predict(const PredictOptions& options, std::ostream& out) {
     print_prediction(out, prediction, inputs, plan, over);
     out << inputs.profile.line() << "\n";
   }
+  if (options.critical_path) {
+    const StepCriticalPath path =
+        step_critical_path(inputs.model, inputs.cluster, inputs.train, plan, inputs.profile_ptr());
+    print_critical_path(out, path.path);
+  }
   return over.fits() ? 0 : kExitDoesNotFit;
 }
 
@@ -87,6 +95,9 @@ void add_predict_command(CLI::App& app, CommandContext& context) {
   add_spec_options(*command, options->specs);
   command->add_option("--plan", options->plan, "plan: a JSON file or a bundled name")->required();
   command->add_flag("--json", options->json, "print the prediction as StepReport JSON");
+  command->add_flag("--critical-path", options->critical_path,
+                    "also print the chain of ops that sets the step time, its share by kind and "
+                    "the slack of the longest ops off it");
   command->footer("Exit code 3 when the plan does not fit in memory (the prediction is printed).");
   command->callback(
       [options, &context] { context.exit_code = run_predict(*options, *context.out); });

@@ -16,6 +16,8 @@
 #include "cost_model/cost_model.h"
 #include "cost_model/errors.h"
 #include "cost_model/limits.h"
+#include "cost_model/partition.h"
+#include "cost_model/program_check.h"
 #include "cost_model/units.h"
 #include "executor/checkpoint/manifest.h"
 #include "executor/data/dataset.h"
@@ -247,6 +249,15 @@ Validated validate(const RunOptions& o) {
     throw InfeasiblePlan(fmt::format(
         "{}: tp*pp*dp = {}*{}*{} = {} ranks, more than --max-ranks {} allows on this machine",
         v.plan_path, v.plan.tp, v.plan.pp, v.plan.dp, v.plan.world_size(), o.max_ranks));
+  }
+  // The Program every rank will replay cannot hang (cost_model/program_check.h): refused
+  // here, before any rank starts, not ended by the watchdog after --comm-timeout-s.
+  try {
+    check_deadlock_free(make_program(
+        v.model, v.train, v.plan,
+        ProgramOptions{o.prefetch_depth, false, vocab_row_alignment(v.cluster.backend)}));
+  } catch (const ProgramDeadlock& e) {
+    throw ProgramDeadlock(fmt::format("{}: {}", v.plan_path, e.what()));
   }
   check_nvme_dir(o, v.plan);
   check_data(o, v);

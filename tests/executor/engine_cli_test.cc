@@ -187,6 +187,31 @@ TEST(StrataRun, OneRankRunGivesTheSameLossesAtAnyThreadCount) {
   EXPECT_NEAR(b.mfu, b.model_tflops_per_gpu / 0.4, 1e-9 * b.mfu);
 }
 
+// --cuda-semantics reaches every rank of a relaunched job (run_checks.cc's relaunch
+// arguments) and runs the plan with CUDA's stream semantics and the race checker: the same
+// fp32 arithmetic, so the plain backend's losses; a pipeline plan exercises the link streams.
+// It is a mode of the CPU backend: asked for with --backend cuda it is bad input.
+TEST(StrataRun, CudaSemanticsRunsEveryRankAndGivesThePlainLosses) {
+  const fs::path plain = scratch("pp2_plain");
+  const fs::path checked = scratch("pp2_cuda_semantics");
+  ASSERT_EQ(strata("run --plan tiny-pp2 --model tiny --train tiny --steps 3 --backend cpu --out " +
+                   plain.string()),
+            0);
+  ASSERT_EQ(strata("run --plan tiny-pp2 --model tiny --train tiny --steps 3 --cuda-semantics --out " +
+                   checked.string()),
+            0);
+  const StepReport a = StepReport::load((plain / "report.json").string());
+  const StepReport b = StepReport::load((checked / "report.json").string());
+  ASSERT_EQ(a.losses.size(), 3u);
+  ASSERT_EQ(b.losses.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(b.losses[i], a.losses[i]) << "step " << i;
+  const fs::path refused = scratch("cuda_semantics_on_cuda");
+  EXPECT_EQ(strata("run --plan tiny-pp2 --model tiny --train tiny --steps 1 --backend cuda "
+                   "--cuda-semantics --out " + refused.string()),
+            2);
+  EXPECT_FALSE(fs::exists(refused / "report.json"));
+}
+
 TEST(StrataRun, LossFallsOver200Steps) {
   const fs::path out = scratch("long");
   ASSERT_EQ(strata("run --plan tiny-single --model tiny --train tiny --steps 200 --out " + out.string()), 0);

@@ -47,20 +47,11 @@ Plan to_plan(const CudaPlan& c) {
 }
 
 StepValues cuda_steps(const Plan& plan, int steps) {
-  const ModelSpec model = reference_model();
-  const TrainSpec train = reference_train();
-  plan.check_against_model(model, train, "test plan");
-  const auto corpus = data::generated_corpus(train.seed, data::kGeneratedCorpusBytes);
   auto world = MpiCommunicator::duplicate(MPI_COMM_SELF);
-  engine::RankTraining rank(model, train, plan, *world, TierBudgets{}, corpus, {},
-                            cuda::cuda_backend_maker({}));
-  StepValues values;
-  for (int s = 0; s < steps; ++s) {
-    const auto r = rank.engine().step(s);
-    values.losses.push_back(r.loss);
-    values.grad_norms.push_back(r.grad_norm);
-  }
-  return values;
+  const TrainSpec train = reference_train();
+  return run_steps(reference_model(), train, plan, *world, steps,
+                   data::generated_corpus(train.seed, data::kGeneratedCorpusBytes),
+                   cuda::cuda_backend_maker({}));
 }
 
 std::vector<double> cuda_losses(const Plan& plan, int steps) { return cuda_steps(plan, steps).losses; }

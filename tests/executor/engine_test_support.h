@@ -53,9 +53,10 @@ struct StepValues {
 };
 inline StepValues run_steps(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
                             MpiCommunicator& world, int steps,
-                            const std::vector<std::uint8_t>& corpus) {
+                            const std::vector<std::uint8_t>& corpus,
+                            const engine::BackendMaker& backend = engine::cpu_backend_maker()) {
   plan.check_against_model(model, train, "test plan");
-  engine::RankTraining rank(model, train, plan, world, TierBudgets{}, corpus);
+  engine::RankTraining rank(model, train, plan, world, TierBudgets{}, corpus, {}, backend);
   StepValues values;
   for (int s = 0; s < steps; ++s) {
     const auto r = rank.engine().step(s);

@@ -12,6 +12,7 @@
 
 #include "cost_model/partition.h"
 #include "executor/model/param_init.h"
+#include "tests/kernels/old_normal_formula.h"
 
 namespace strata {
 namespace {
@@ -20,23 +21,10 @@ ModelSpec model(const std::string& name) {
   return ModelSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/models/" + name + ".json");
 }
 
-// init_unit_range as it was before it ran on the team (commit e7b0168), with the draw of that
-// commit's normal_at, restated so the test shares no code with what it checks.
-std::uint64_t old_splitmix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-double old_uniform_at(std::uint64_t key, std::int64_t index) {
-  const std::uint64_t bits = old_splitmix64(key ^ old_splitmix64(static_cast<std::uint64_t>(index)));
-  return static_cast<double>(bits >> 11) * 0x1.0p-53;
-}
-double old_normal_at(std::uint64_t key, std::int64_t index) {
-  const double u1 = 1.0 - old_uniform_at(key, 2 * index);
-  const double u2 = old_uniform_at(key, 2 * index + 1);
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
-}
+using testing_support::old_normal_at;
+
+// init_unit_range as it was before it ran on the team (commit e7b0168), with that commit's
+// draw (old_normal_formula.h), restated so the test shares no code with what it checks.
 void old_init_unit_range(const UnitLayout& unit, std::uint64_t seed, float* dst,
                          std::int64_t begin, std::int64_t end) {
   for (std::int64_t i = begin; i < end; ++i) dst[i - begin] = 0.0f;

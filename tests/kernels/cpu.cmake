@@ -14,6 +14,9 @@ strata_add_test(kernels_cpu_test
     ${CMAKE_CURRENT_LIST_DIR}/gelu_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/gemm_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/layernorm_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/rmsnorm_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/rope_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/swiglu_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/tile_gemm_test.cc
   LIBS strata_kernels_cpu
   LABELS kernels)

@@ -73,14 +73,20 @@ static_assert(kKeyBlock % kQueryBlock == 0);
 // transposed reads of p^T dout and ds^T q met 4 of the 64 sets and missed L1.
 constexpr int kTileLd = kKeyBlock + 16;
 
-void check_shapes(const char* kernel, int B, int T, int C, int NH) {
+void check_shapes(const char* kernel, int B, int T, int C, int NH, int KVH) {
   detail::require_positive(kernel, "B", B);
   detail::require_positive(kernel, "T", T);
   detail::require_positive(kernel, "C", C);
   detail::require_positive(kernel, "NH", NH);
+  detail::require_positive(kernel, "KVH", KVH);
   if (C % NH != 0) {
     throw KernelError(fmt::format("{}: C = {} is not divisible by NH = {}; expected C = NH * HS",
                                   kernel, C, NH));
+  }
+  if (NH % KVH != 0) {
+    throw KernelError(fmt::format("{}: NH = {} is not divisible by KVH = {}; expected groups "
+                                  "of NH / KVH query heads per key/value head",
+                                  kernel, NH, KVH));
   }
 }
 
@@ -263,14 +269,18 @@ STRATA_TILE_CLONES void row_dots(float* D, const float* dout, const float* out, 
 
 struct Shape {
   int B, T, C, NH, HS;
-  std::int64_t C3;  // qkv's row stride
+  int KVH;           // key/value heads; query head h reads KV head h / (NH / KVH)
+  std::int64_t KVC;  // KVH * HS: the width of qkv's k and v parts
+  std::int64_t C3;   // qkv's row stride, C + 2 KVC (3 C without grouping)
   float scale;
   int blocks;  // query blocks per sequence
 
-  Shape(int B_, int T_, int C_, int NH_)
-      : B(B_), T(T_), C(C_), NH(NH_), HS(C_ / NH_), C3(3 * static_cast<std::int64_t>(C_)),
+  Shape(int B_, int T_, int C_, int NH_, int KVH_)
+      : B(B_), T(T_), C(C_), NH(NH_), HS(C_ / NH_), KVH(KVH_),
+        KVC(static_cast<std::int64_t>(KVH_) * (C_ / NH_)), C3(C_ + 2 * KVC),
         scale(1.0f / std::sqrt(static_cast<float>(C_ / NH_))),
         blocks((T_ + kQueryBlock - 1) / kQueryBlock) {}
+  int kv_head(int h) const { return h / (NH / KVH); }
   // Rows [t0, t0 + kQueryBlock) clipped to T.
   int rows_from(int t0) const { return std::min(kQueryBlock, T - t0); }
   // Offsets of position t of sequence b, head h, in qkv's q part and in a (B, T, C) tensor.
@@ -280,6 +290,11 @@ struct Shape {
   std::int64_t act_at(int b, int t, int h) const {
     return (static_cast<std::int64_t>(b) * T + t) * C + static_cast<std::int64_t>(h) * HS;
   }
+  // Offsets of position t of sequence b, KV head kvh, in qkv's k and v parts.
+  std::int64_t k_at(int b, int t, int kvh) const {
+    return (static_cast<std::int64_t>(b) * T + t) * C3 + C + static_cast<std::int64_t>(kvh) * HS;
+  }
+  std::int64_t v_at(int b, int t, int kvh) const { return k_at(b, t, kvh) + KVC; }
 };
 
 // One head's (T, HS) rows of qkv, dout or out, strided by ld, copied to contiguous rows.
@@ -295,7 +310,7 @@ void copy_head(float* dst, const float* src, std::int64_t ld, int T, int HS) {
 // Buffers of one thread, allocated once per call and thread (not per tile): two score tiles;
 // one head's K^T and V^T packed as tile_gemm's B operand (the score GEMMs' B); its K, V, Q and
 // dout rows copied contiguous (copy_head). Each is filled once per head rather than per tile;
-// head_of names the (b, h) they hold, -1 none. The forward uses kt and v only.
+// head_of names the (b, KV head) they hold, -1 none. The forward uses kt and v only.
 struct Tiles {
   std::vector<float> a, b, kt, vt, k, v, q, dout;
   std::int64_t head_of = -1;
@@ -368,11 +383,12 @@ void forward_block(float* out, float* lse, const float* qkv, const Shape& g, int
   const float* q = qkv + g.qkv_at(b, i0, h);
   float* o = out + g.act_at(b, i0, h);
   float* s = w.a.data();
-  const std::int64_t bh = static_cast<std::int64_t>(b) * g.NH + h;
-  if (w.head_of != bh) {  // the thread's previous task was another head's
-    pack_transposed_chunks(w.kt.data(), qkv + g.qkv_at(b, 0, h) + g.C, g.C3, g.T, g.HS);
-    copy_head(w.v.data(), qkv + g.qkv_at(b, 0, h) + 2 * g.C, g.C3, g.T, g.HS);
-    w.head_of = bh;
+  const int kvh = g.kv_head(h);
+  const std::int64_t bkv = static_cast<std::int64_t>(b) * g.KVH + kvh;
+  if (w.head_of != bkv) {  // the thread's previous task read another KV head
+    pack_transposed_chunks(w.kt.data(), qkv + g.k_at(b, 0, kvh), g.C3, g.T, g.HS);
+    copy_head(w.v.data(), qkv + g.v_at(b, 0, kvh), g.C3, g.T, g.HS);
+    w.head_of = bkv;
   }
   std::fill(w.m, w.m + rows, -INFINITY);
   std::fill(w.l, w.l + rows, 0.0f);
@@ -399,15 +415,15 @@ void forward_block(float* out, float* lse, const float* qkv, const Shape& g, int
 
 // FlashAttention-2's backward for one (b, h), tile by tile: query blocks outer, key blocks
 // inner, so dq of a block is finished before the next and dk, dv accumulate in a fixed order.
+// K and V of h's KV head are already in w (packed by the caller, once per KV head); dk and dv
+// of that KV head ACCUMULATE, so a group's query heads run one after another on one thread.
 void backward_head(float* dqkv, float* D, const float* dout, const float* qkv, const float* out,
                    const float* lse, const Shape& g, int b, int h, Tiles& w) {
   const std::int64_t ld = g.C3;
   const std::int64_t bh = static_cast<std::int64_t>(b) * g.NH + h;
+  const int kvh = g.kv_head(h);
   row_dots(D, dout + g.act_at(b, 0, h), out + g.act_at(b, 0, h), g.T, g.HS, g.C);
-  pack_transposed_chunks(w.kt.data(), qkv + g.qkv_at(b, 0, h) + g.C, ld, g.T, g.HS);
-  pack_transposed_chunks(w.vt.data(), qkv + g.qkv_at(b, 0, h) + 2 * g.C, ld, g.T, g.HS);
   copy_head(w.q.data(), qkv + g.qkv_at(b, 0, h), ld, g.T, g.HS);
-  copy_head(w.k.data(), qkv + g.qkv_at(b, 0, h) + g.C, ld, g.T, g.HS);
   copy_head(w.dout.data(), dout + g.act_at(b, 0, h), g.C, g.T, g.HS);
   const std::int64_t hs = g.HS;
   float* p = w.a.data();
@@ -424,8 +440,8 @@ void backward_head(float* dqkv, float* D, const float* dout, const float* qkv, c
       const int cols = std::min(kKeyBlock, end - j0);
       const int ahead = i0 - j0;
       const float* k = w.k.data() + j0 * hs;
-      float* dk = dqkv + g.qkv_at(b, j0, h) + g.C;
-      float* dv = dk + g.C;
+      float* dk = dqkv + g.k_at(b, j0, kvh);
+      float* dv = dk + g.KVC;
       constexpr int kAll = TileGemm::kNoLimit;
       // p = exp(scale q k^T - lse): (rows, cols), the forward's probabilities again.
       score_tile(p, q, hs, w.kt.data(), g, rows, cols, j0, ahead, g.scale);
@@ -442,16 +458,36 @@ void backward_head(float* dqkv, float* D, const float* dout, const float* qkv, c
   }
 }
 
+// The backward of every query head reading KV head kvh of sequence b, in head order (dk and
+// dv sum over the group in that fixed order).
+void backward_kv_head(float* dqkv, float* scratch, const float* dout, const float* qkv,
+                      const float* out, const float* lse, const Shape& g, int b, int kvh,
+                      Tiles& w) {
+  pack_transposed_chunks(w.kt.data(), qkv + g.k_at(b, 0, kvh), g.C3, g.T, g.HS);
+  pack_transposed_chunks(w.vt.data(), qkv + g.v_at(b, 0, kvh), g.C3, g.T, g.HS);
+  copy_head(w.k.data(), qkv + g.k_at(b, 0, kvh), g.C3, g.T, g.HS);
+  const int group = g.NH / g.KVH;
+  for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
+    float* D = scratch + (static_cast<std::int64_t>(b) * g.NH + h) * g.T;
+    backward_head(dqkv, D, dout, qkv, out, lse, g, b, h, w);
+  }
+}
+
 }  // namespace
 
 void flash_attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C,
                              int NH) {
+  flash_attention_forward(out, lse, qkv, B, T, C, NH, NH);
+}
+
+void flash_attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C,
+                             int NH, int KVH) {
   constexpr const char* kName = "flash_attention_forward";
   detail::require_tensor(kName, "out", out);
   detail::require_tensor(kName, "lse", lse);
   detail::require_tensor(kName, "qkv", qkv);
-  check_shapes(kName, B, T, C, NH);
-  const Shape g(B, T, C, NH);
+  check_shapes(kName, B, T, C, NH, KVH);
+  const Shape g(B, T, C, NH, KVH);
   const std::int64_t tasks = static_cast<std::int64_t>(B) * NH * g.blocks;
   const double flops = 2.0 * B * NH * static_cast<double>(T) * T * g.HS;  // causal forward
   const int threads = threads_for(flops, tasks);
@@ -476,6 +512,12 @@ std::int64_t flash_attention_backward_scratch_floats(int B, int T, int NH) {
 
 void flash_attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
                               const float* out, const float* lse, int B, int T, int C, int NH) {
+  flash_attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, NH);
+}
+
+void flash_attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
+                              const float* out, const float* lse, int B, int T, int C, int NH,
+                              int KVH) {
   constexpr const char* kName = "flash_attention_backward";
   detail::require_tensor(kName, "dqkv", dqkv);
   detail::require_tensor(kName, "scratch", scratch);
@@ -483,18 +525,19 @@ void flash_attention_backward(float* dqkv, float* scratch, const float* dout, co
   detail::require_tensor(kName, "qkv", qkv);
   detail::require_tensor(kName, "out", out);
   detail::require_tensor(kName, "lse", lse);
-  check_shapes(kName, B, T, C, NH);
-  const Shape g(B, T, C, NH);
-  const int tasks = B * NH;
+  check_shapes(kName, B, T, C, NH, KVH);
+  const Shape g(B, T, C, NH, KVH);
+  // A task is a (b, KV head): it owns that head's dk and dv, so a group's query heads never
+  // add into them from two threads.
+  const int tasks = B * KVH;
   const double flops = 5.0 * B * NH * static_cast<double>(T) * T * g.HS;  // five causal GEMMs
   const int threads = threads_for(flops, tasks);
 #pragma omp parallel num_threads(threads)
   {
     Tiles w(g, /*backward=*/true);
 #pragma omp for schedule(dynamic, 1)
-    for (int bh = 0; bh < tasks; ++bh) {
-      backward_head(dqkv, scratch + static_cast<std::int64_t>(bh) * T, dout, qkv, out, lse, g,
-                    bh / NH, bh % NH, w);
+    for (int task = 0; task < tasks; ++task) {
+      backward_kv_head(dqkv, scratch, dout, qkv, out, lse, g, task / KVH, task % KVH, w);
     }
   }
 }

@@ -33,4 +33,17 @@ std::int64_t flash_attention_backward_scratch_floats(int B, int T, int NH);
 void flash_attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
                               const float* out, const float* lse, int B, int T, int C, int NH);
 
+// Grouped-query attention (Ainslie et al. 2023; Llama 3's 8 KV heads): KVH key/value heads,
+// NH % KVH == 0, query head h reads KV head h / (NH / KVH) in place (no copies of K and V).
+// qkv and dqkv: (B, T, C + 2 KVC), each row [q (NH, HS) | k (KVH, HS) | v (KVH, HS)],
+// KVC = KVH * HS; out, dout: (B, T, C); lse: (B, NH, T); scratch as above. dk and dv of a KV
+// head are the sums over its group's query heads, added in head order. KVH == NH is the
+// layout and the bits of the overloads above (which call these).
+// Throws KernelError unless KVH > 0 divides NH.
+void flash_attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C,
+                             int NH, int KVH);
+void flash_attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
+                              const float* out, const float* lse, int B, int T, int C, int NH,
+                              int KVH);
+
 }  // namespace strata::kernels::cpu

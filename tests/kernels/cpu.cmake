@@ -13,6 +13,7 @@ strata_add_test(kernels_cpu_test
     ${CMAKE_CURRENT_LIST_DIR}/flash_attention_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/gelu_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/gemm_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/gqa_attention_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/layernorm_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/rmsnorm_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/rope_test.cc

@@ -10,7 +10,8 @@
 //            log2 domain (x = s * scale * log2 e, p = 2^(x - m)), P re-packed from the
 //            accumulator layout into A fragments, O += P V. lse = m ln 2 + ln l.
 //   rowsum   D[b, h, t] = sum_d dout * out (fp32, into the caller's scratch).
-//   dK/dV    block = 64 key rows; query tiles from the diagonal to T. The warp computes the
+//   dK/dV    block = 64 key rows of a KV head; query tiles from the diagonal to T, of each
+//            query head of the KV head's group in turn (grouped-query attention). The warp computes the
 //            transposed products directly: S^T = K Q^T, P^T = 2^(S^T scale log2e - lse log2e),
 //            dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - D), dK += dS^T Q.
 //   dQ       block = 64 query rows; key tiles up to the diagonal: S = Q K^T, P, dP = dO V^T,
@@ -38,11 +39,22 @@ constexpr int kRows = 16 * kWarps;  // rows of the block's own tile (queries or 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-// Addressing of the packed tensors (elements).
+// Addressing of the packed tensors (elements). qkv rows are [q (NH) | k (KVH) | v (KVH)]
+// heads of HS: 3 C wide without grouping (KVH = NH).
 struct Layout {
-  int T, C, NH, HS;
+  int T, C, NH, HS, KVH;
+  __host__ __device__ std::int64_t stride() const {
+    return C + 2 * static_cast<std::int64_t>(KVH) * HS;
+  }
+  __device__ int kv_head(int h) const { return h / (NH / KVH); }
   __device__ std::int64_t row(int b, int t) const { return static_cast<std::int64_t>(b) * T + t; }
-  __device__ std::int64_t q(int b, int t, int h) const { return row(b, t) * 3 * C + h * HS; }
+  __device__ std::int64_t q(int b, int t, int h) const { return row(b, t) * stride() + h * HS; }
+  __device__ std::int64_t k(int b, int t, int g) const {
+    return row(b, t) * stride() + C + static_cast<std::int64_t>(g) * HS;
+  }
+  __device__ std::int64_t v(int b, int t, int g) const {
+    return k(b, t, g) + static_cast<std::int64_t>(KVH) * HS;
+  }
   __device__ std::int64_t o(int b, int t, int h) const { return row(b, t) * C + h * HS; }
   __device__ std::int64_t stat(int b, int h, int t) const {
     return (static_cast<std::int64_t>(b) * NH + h) * T + t;
@@ -194,8 +206,8 @@ struct BwdConfig {
 };
 
 // ---------------------------------------------------------------------------------------
-// Kernels. Grid: (NH, B, row tiles); the tile index is in z so that the heavy tiles (long
-// causal loops) of every head are scheduled first.
+// Kernels. Grid: (NH, B, row tiles), (KVH, B, key tiles) for dK/dV; the tile index is in z
+// so that the heavy tiles (long causal loops) of every head are scheduled first.
 
 template <int HS>
 __global__ void __launch_bounds__(kThreads)
@@ -219,10 +231,10 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = threadIdx.x / device::kWarpSize, lane = threadIdx.x % device::kWarpSize;
   const int g = lane >> 2, c = lane & 3;
   const int T = L.T;
-  const std::int64_t stride = 3 * static_cast<std::int64_t>(L.C);
+  const std::int64_t stride = L.stride();
   const bf16* q_head = qkv + L.q(b, 0, h);
-  const bf16* k_head = q_head + L.C;
-  const bf16* v_head = q_head + 2 * L.C;
+  const bf16* k_head = qkv + L.k(b, 0, L.kv_head(h));
+  const bf16* v_head = qkv + L.v(b, 0, L.kv_head(h));
   const float sl2 = rsqrtf(static_cast<float>(HS)) * kLog2e;
 
   load_tile<HS, kBlockRows>(qs, q_head, stride, q0, T);
@@ -426,21 +438,30 @@ __global__ void __launch_bounds__(kThreads)
   bf16* qs = vs + Cfg::kOwnElems;         // [2][kQ][kStride]
   bf16* dos = qs + 2 * Cfg::kStreamElems;  // [2][kQ][kStride]
 
-  const int h = blockIdx.x, b = blockIdx.y;
+  const int kvh = blockIdx.x, b = blockIdx.y;  // a KV head: its group's query heads stream by
   const int k_tile = blockIdx.z;  // low key tiles see the most queries: scheduled first
   const int k0 = k_tile * kRows;
   const int warp = threadIdx.x / device::kWarpSize, lane = threadIdx.x % device::kWarpSize;
   const int g = lane >> 2, c = lane & 3;
   const int T = L.T;
-  const std::int64_t stride = 3 * static_cast<std::int64_t>(L.C);
-  const bf16* q_head = qkv + L.q(b, 0, h);
-  const bf16* do_head = dout + L.o(b, 0, h);
-  const float* lse_head = lse + L.stat(b, h, 0);
-  const float* d_head = D + L.stat(b, h, 0);
+  const std::int64_t stride = L.stride();
+  const int group = L.NH / L.KVH;
   const float scale = rsqrtf(static_cast<float>(HS));
   const float sl2 = scale * kLog2e;
 
-  auto load_stream = [&](int q_first, int buf) {
+  const int qt_first = k0 / kQ;  // queries before k0 see none of this block's keys
+  const int n_qt = static_cast<int>(device::ceil_div(T, kQ));
+  // Streamed steps: the query tiles qt_first .. n_qt - 1 of each of the group's query heads
+  // in head order, so dK and dV sum the group in a fixed order (one head without grouping).
+  const int per_head = n_qt - qt_first;
+  const int steps = group * per_head;
+  auto load_stream = [&](int step, int buf) {
+    const int h = kvh * group + step / per_head;
+    const int q_first = (qt_first + step % per_head) * kQ;
+    const bf16* q_head = qkv + L.q(b, 0, h);
+    const bf16* do_head = dout + L.o(b, 0, h);
+    const float* lse_head = lse + L.stat(b, h, 0);
+    const float* d_head = D + L.stat(b, h, 0);
     load_tile<HS, kQ>(qs + buf * Cfg::kStreamElems, q_head, stride, q_first, T);
     load_tile<HS, kQ>(dos + buf * Cfg::kStreamElems, do_head, L.C, q_first, T);
     for (int i = threadIdx.x; i < kQ; i += kThreads) {
@@ -450,11 +471,9 @@ __global__ void __launch_bounds__(kThreads)
     }
   };
 
-  const int qt_first = k0 / kQ;  // queries before k0 see none of this block's keys
-  const int n_qt = static_cast<int>(device::ceil_div(T, kQ));
-  load_tile<HS, kRows>(ks, q_head + L.C, stride, k0, T);
-  load_tile<HS, kRows>(vs, q_head + 2 * L.C, stride, k0, T);
-  load_stream(qt_first * kQ, 0);
+  load_tile<HS, kRows>(ks, qkv + L.k(b, 0, kvh), stride, k0, T);
+  load_tile<HS, kRows>(vs, qkv + L.v(b, 0, kvh), stride, k0, T);
+  load_stream(0, 0);
   cp_async_commit();
 
   const int key_lo = k0 + warp * 16 + g;  // this thread's keys: key_lo, key_lo + 8
@@ -464,17 +483,17 @@ __global__ void __launch_bounds__(kThreads)
     dv[i][0] = dv[i][1] = dv[i][2] = dv[i][3] = 0.0f;
   }
 
-  for (int qt = qt_first; qt < n_qt; ++qt) {
-    const int st = (qt - qt_first) & 1;
-    if (qt + 1 < n_qt) {
-      load_stream((qt + 1) * kQ, st ^ 1);
+  for (int step = 0; step < steps; ++step) {
+    const int st = step & 1;
+    if (step + 1 < steps) {
+      load_stream(step + 1, st ^ 1);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
     }
     __syncthreads();
-    const int q0 = qt * kQ;
+    const int q0 = (qt_first + step % per_head) * kQ;
     // Skip (warp-uniformly) a tile whose queries all precede this warp's keys.
     if (q0 + kQ - 1 >= k0 + warp * 16) {
       const bf16* qt_s = qs + st * Cfg::kStreamElems;
@@ -572,8 +591,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int r = 0; r < 2; ++r) {
     const int key = key_lo + r * 8;
     if (key >= T) continue;
-    bf16* dk_row = dqkv + L.q(b, key, h) + L.C + 2 * c;
-    bf16* dv_row = dk_row + L.C;
+    bf16* dk_row = dqkv + L.k(b, key, kvh) + 2 * c;
+    bf16* dv_row = dqkv + L.v(b, key, kvh) + 2 * c;
 #pragma unroll
     for (int nt = 0; nt < kDTiles; ++nt) {
       accumulate_pair(dk_row + nt * 8, dk[nt][2 * r], dk[nt][2 * r + 1], scale, accumulate);
@@ -605,10 +624,10 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = threadIdx.x / device::kWarpSize, lane = threadIdx.x % device::kWarpSize;
   const int g = lane >> 2, c = lane & 3;
   const int T = L.T;
-  const std::int64_t stride = 3 * static_cast<std::int64_t>(L.C);
+  const std::int64_t stride = L.stride();
   const bf16* q_head = qkv + L.q(b, 0, h);
-  const bf16* k_head = q_head + L.C;
-  const bf16* v_head = q_head + 2 * L.C;
+  const bf16* k_head = qkv + L.k(b, 0, L.kv_head(h));
+  const bf16* v_head = qkv + L.v(b, 0, L.kv_head(h));
   const float scale = rsqrtf(static_cast<float>(HS));
   const float sl2 = scale * kLog2e;
 
@@ -721,14 +740,20 @@ __global__ void __launch_bounds__(kThreads)
 // ---------------------------------------------------------------------------------------
 // Launchers
 
-void check_shapes(const char* kernel, int B, int T, int C, int NH) {
+void check_shapes(const char* kernel, int B, int T, int C, int NH, int KVH) {
   detail::require_positive(kernel, "B", B);
   detail::require_positive(kernel, "T", T);
   detail::require_positive(kernel, "C", C);
   detail::require_positive(kernel, "NH", NH);
+  detail::require_positive(kernel, "KVH", KVH);
   if (C % NH != 0) {
     throw KernelError(fmt::format("{}: C = {} is not divisible by NH = {}; expected C = NH * HS",
                                   kernel, C, NH));
+  }
+  if (NH % KVH != 0) {
+    throw KernelError(fmt::format("{}: NH = {} is not divisible by KVH = {}; expected groups "
+                                  "of NH / KVH query heads per key/value head",
+                                  kernel, NH, KVH));
   }
   detail::require_one_of(kernel, "HS = C / NH", C / NH, 64, 128);
   if (B > 65535 || NH > 65535) {
@@ -778,8 +803,8 @@ void launch_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* q
   CUDA_CHECK_LAUNCH();
   const dim3 grid = tile_grid(B, L.T, L.NH);
   set_smem(attention_dkdv_kernel<HS>, kBytes);
-  attention_dkdv_kernel<HS><<<grid, kThreads, kBytes, stream>>>(dqkv, dout, qkv, lse, scratch,
-                                                                 L, accumulate);
+  attention_dkdv_kernel<HS><<<tile_grid(B, L.T, L.KVH), kThreads, kBytes, stream>>>(
+      dqkv, dout, qkv, lse, scratch, L, accumulate);
   CUDA_CHECK_LAUNCH();
   set_smem(attention_dq_kernel<HS>, kBytes);
   attention_dq_kernel<HS><<<grid, kThreads, kBytes, stream>>>(dqkv, dout, qkv, lse, scratch, L,
@@ -791,14 +816,19 @@ void launch_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* q
 
 void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH,
                        cudaStream_t stream) {
+  attention_forward(out, lse, qkv, B, T, C, NH, NH, stream);
+}
+
+void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH,
+                       int KVH, cudaStream_t stream) {
   constexpr const char* kName = "attention_forward";
   detail::require_tensor(kName, "out", out);
   detail::require_tensor(kName, "lse", lse);
   detail::require_tensor(kName, "qkv", qkv);
-  check_shapes(kName, B, T, C, NH);
+  check_shapes(kName, B, T, C, NH, KVH);
   require_aligned(kName, "qkv", qkv);
   require_aligned(kName, "out", out);
-  const Layout L{T, C, NH, C / NH};
+  const Layout L{T, C, NH, C / NH, KVH};
   if (L.HS == 64) {
     launch_forward<64>(out, lse, qkv, B, L, stream);
   } else {
@@ -813,6 +843,12 @@ std::int64_t attention_backward_scratch_floats(int B, int T, int NH) {
 void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv,
                         const bf16* out, const float* lse, int B, int T, int C, int NH,
                         cudaStream_t stream, bool overwrite) {
+  attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, NH, stream, overwrite);
+}
+
+void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv,
+                        const bf16* out, const float* lse, int B, int T, int C, int NH, int KVH,
+                        cudaStream_t stream, bool overwrite) {
   constexpr const char* kName = "attention_backward";
   detail::require_tensor(kName, "dqkv", dqkv);
   detail::require_tensor(kName, "scratch", scratch);
@@ -820,12 +856,12 @@ void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16
   detail::require_tensor(kName, "qkv", qkv);
   detail::require_tensor(kName, "out", out);
   detail::require_tensor(kName, "lse", lse);
-  check_shapes(kName, B, T, C, NH);
+  check_shapes(kName, B, T, C, NH, KVH);
   require_aligned(kName, "dqkv", dqkv);
   require_aligned(kName, "dout", dout);
   require_aligned(kName, "qkv", qkv);
   require_aligned(kName, "out", out);
-  const Layout L{T, C, NH, C / NH};
+  const Layout L{T, C, NH, C / NH, KVH};
   if (L.HS == 64) {
     launch_backward<64>(dqkv, scratch, dout, qkv, out, lse, B, L, !overwrite, stream);
   } else {

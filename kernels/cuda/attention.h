@@ -37,4 +37,16 @@ void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16
                         const bf16* out, const float* lse, int B, int T, int C, int NH,
                         cudaStream_t stream, bool overwrite = false);
 
+// Grouped-query attention (kernels/cpu/flash_attention.h's KVH overloads, the same layout):
+// KVH key/value heads, NH % KVH == 0, query head h reads KV head h / (NH / KVH) in place (no
+// copies of K and V). qkv, dqkv: (B, T, C + 2 KVH HS), rows [q (NH) | k (KVH) | v (KVH)];
+// out, dout: (B, T, C); lse: (B, NH, T); scratch as above. dK and dV of a KV head sum its
+// group's query heads in head order inside one block (no atomics: still bit-reproducible).
+// KVH == NH is the overloads above, which call these.
+void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH,
+                       int KVH, cudaStream_t stream);
+void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv,
+                        const bf16* out, const float* lse, int B, int T, int C, int NH, int KVH,
+                        cudaStream_t stream, bool overwrite = false);
+
 }  // namespace strata::kernels::cuda

@@ -6,6 +6,7 @@ if(STRATA_HAVE_CUDA)
   strata_add_test(cuda_args_test
     SOURCES
       ${CMAKE_CURRENT_LIST_DIR}/cuda_args_test.cc
+      ${CMAKE_CURRENT_LIST_DIR}/cuda_llama_args_test.cc
     LIBS strata_kernels_cuda
     LABELS kernels)
 
@@ -15,8 +16,12 @@ if(STRATA_HAVE_CUDA)
       ${CMAKE_CURRENT_LIST_DIR}/cuda_attention_test.cc
       ${CMAKE_CURRENT_LIST_DIR}/cuda_elementwise_test.cc
       ${CMAKE_CURRENT_LIST_DIR}/cuda_gemm_test.cc
+      ${CMAKE_CURRENT_LIST_DIR}/cuda_gqa_attention_test.cc
       ${CMAKE_CURRENT_LIST_DIR}/cuda_layernorm_test.cc
       ${CMAKE_CURRENT_LIST_DIR}/cuda_loss_optim_test.cc
+      ${CMAKE_CURRENT_LIST_DIR}/cuda_rmsnorm_test.cc
+      ${CMAKE_CURRENT_LIST_DIR}/cuda_rope_test.cc
+      ${CMAKE_CURRENT_LIST_DIR}/cuda_swiglu_test.cc
     LIBS strata_kernels_cuda strata_kernels_cpu
     LABELS "gpu;kernels")
 

@@ -14,7 +14,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer(
       "Exit codes: 0 ok; 2 bad input or a failed system call; 3 the plan (or every plan) does "
-      "not fit in memory.");
+      "not fit in memory; 4 `run`: a rank waited past --comm-timeout-s; 5 `plan`: the GPU count "
+      "has no legal factorisation t x p x d; 6 `plan --tokens`: no GPU count meets the "
+      "deadline; 130, 143 `run` stopped by SIGINT, SIGTERM (the steps done are reported).");
   strata::cli::CommandContext context{&std::cout, 0};
   strata::cli::add_plan_command(app, context);
   strata::cli::add_predict_command(app, context);
@@ -24,6 +26,8 @@ int main(int argc, char** argv) {
   strata::cli::add_run_command(app, context);
   strata::cli::add_select_command(app, context);
   strata::cli::add_data_command(app, context);
+  strata::cli::add_cluster_command(app, context);
+  strata::cli::add_diff_command(app, context);
 
   const auto fail = [](const char* kind, const std::exception& e) {
     std::cerr << "strata: " << kind << e.what() << "\n";

@@ -114,12 +114,16 @@ Inputs load_inputs(const SpecOptions& options) {
 
 namespace {
 
-// The model a recorded name means: the bundled or file model it resolves to, else the name.
-std::string recorded_model_name(const std::string& recorded) {
+// Whether a plan file's recorded "model" means the model of this command: the same --model
+// text, the same model name once resolved, or (a path that no longer resolves from here) the
+// same file stem. Paths differ between directories; the model's name does not.
+bool same_model(const std::string& recorded, const SpecOptions& specs, const ModelSpec& model) {
+  if (recorded == specs.model) return true;
   try {
-    return ModelSpec::load(resolve_config("models", recorded, "plan")).name;
+    return ModelSpec::load(resolve_config("models", recorded, "plan")).name == model.name;
   } catch (const ConfigError&) {
-    return recorded;  // moved or renamed since: compare the name as written
+    const std::string stem = fs::path(recorded).stem().string();
+    return stem == model.name || stem == fs::path(specs.model).stem().string();
   }
 }
 
@@ -130,7 +134,7 @@ Plan load_plan(const std::string& value, const SpecOptions& specs, const ModelSp
   const Json json = read_json_file(path);
   if (json.is_object() && json.contains("model") && json["model"].is_string()) {
     const std::string recorded = json["model"].get<std::string>();
-    if (recorded != specs.model && recorded_model_name(recorded) != model.name) {
+    if (!same_model(recorded, specs, model)) {
       throw ConfigError(fmt::format(
           "--plan: {} was made for model '{}' (its \"model\"), but --model is '{}' ({}); "
           "plan for this model with `strata plan --model {}`, or pass --model {}",

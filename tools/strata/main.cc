@@ -8,6 +8,7 @@
 
 #include "cost_model/errors.h"
 #include "tools/strata/commands.h"
+#include "tools/strata/suggest.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"strata: plan, simulate and run the training of large transformer models", "strata"};
@@ -34,10 +35,20 @@ int main(int argc, char** argv) {
     return 2;
   };
   try {
+    if (const std::string unknown = strata::cli::unknown_subcommand_message(app, argc, argv);
+        !unknown.empty()) {
+      throw strata::ConfigError(unknown);
+    }
     app.parse(argc, argv);
     return context.exit_code;
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // CLI11 names a mistyped flag only as "not expected"; say what it may have meant.
+    if (const std::string unknown = strata::cli::unknown_flags_message(app, argc, argv);
+        !unknown.empty()) {
+      std::cerr << "strata: " << unknown << "\n";
+      return 2;
+    }
     return fail("", e);
   } catch (const strata::ConfigError& e) {
     return fail("", e);

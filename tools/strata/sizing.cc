@@ -103,8 +103,9 @@ int run_sizing(const PlanOptions& options, const Inputs& inputs, std::ostream& o
                      count_label(static_cast<double>(inputs.model.total_params())),
                      inputs.cluster.name, plural(inputs.cluster.gpus_per_node, "GPU"),
                      plural(sizing.max_gpus, "GPU"), inputs.train.global_batch);
-  out << fmt::format("{} tokens in {:.4g} days needs {:.0f} tokens/s", count_label(request.tokens),
-                     request.deadline_s / kSecondsPerDay, sizing.required_tokens_per_s);
+  const double days = request.deadline_s / kSecondsPerDay;
+  out << fmt::format("{} tokens in {:.4g} day{} needs {:.0f} tokens/s", count_label(request.tokens),
+                     days, days == 1 ? "" : "s", sizing.required_tokens_per_s);
   if (sizing.peak_floor_gpus > 0) {
     out << fmt::format("; fewer than {} cannot reach it even at 100% MFU",
                        plural(sizing.peak_floor_gpus, "GPU"));

@@ -66,10 +66,20 @@ TEST(NoNvmeTier, APlanAskingForNvmeIsRefused) {
 // factor 3 has nowhere to go.
 ClusterSpec four_nodes() { return small_cluster(80.0, 4); }
 
+// The small case's shape (4 layers, 4 heads: the same legal counts) made wide enough that
+// compute, not communication, sets the step time, so that more GPUs train faster.
+ModelSpec wide_model() {
+  ModelSpec model = small_model();
+  model.hidden = 2048;
+  model.ffn_hidden = 8192;
+  model.seq_len = 2048;
+  return model;
+}
+
 double best_rate(std::int64_t gpus) {
   PlannerOptions options;
   options.gpus = gpus;
-  return search_plans(small_model(), four_nodes(), small_train(), options)
+  return search_plans(wide_model(), four_nodes(), small_train(), options)
       .top.front()
       .prediction.tokens_per_s;
 }
@@ -97,7 +107,7 @@ TEST(Sizing, FindsTheSmallestCountThatMeetsTheDeadline) {
   request.tokens = 1e9;
   request.deadline_s = request.tokens / ((r4 + r8) / 2);
   const SizingResult result =
-      size_for_deadline(small_model(), four_nodes(), small_train(), PlannerOptions{}, request);
+      size_for_deadline(wide_model(), four_nodes(), small_train(), PlannerOptions{}, request);
   EXPECT_EQ(result.max_gpus, 16);
   ASSERT_TRUE(result.smallest.has_value());
   const SizingTry& chosen = result.tries[*result.smallest];

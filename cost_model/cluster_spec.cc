@@ -6,6 +6,8 @@
 
 #include <charconv>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -35,9 +37,54 @@ double to_unit(double si_value, double unit) {
   return value;
 }
 
+// The problems of one file, gathered instead of stopping at the first, so that a person
+// writing a cluster file sees every missing or wrong key in one message.
+class Problems {
+ public:
+  explicit Problems(std::string source) : source_(std::move(source)) {}
+
+  // Runs one read; its ConfigError becomes a problem and the read's target keeps its default.
+  template <typename Read>
+  void check(Read&& read) {
+    try {
+      read();
+    } catch (const ConfigError& e) {
+      add(e.what());
+    }
+  }
+
+  // The keys of `r`'s object that nothing read.
+  void unread(const JsonObjectReader& r) {
+    for (const std::string& key : r.unread_keys()) {
+      add(fmt::format("{}: {}: unknown key", source_, quote_cut(r.key_path(key))));
+    }
+  }
+
+  // One problem: thrown as it is, the message of a one-problem file unchanged. Several: one
+  // line (the fuzzer and scripts read one line), the file named once, "; " between them.
+  void throw_if_any() const {
+    if (messages_.empty()) return;
+    if (messages_.size() == 1) throw ConfigError(source_ + ": " + messages_.front());
+    throw ConfigError(fmt::format("{}: {} problems: {}", source_, messages_.size(),
+                                  fmt::join(messages_, "; ")));
+  }
+
+ private:
+  void add(const std::string& message) {
+    const std::string prefix = source_ + ": ";
+    messages_.push_back(message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message);
+  }
+
+  std::string source_;
+  std::vector<std::string> messages_;
+};
+
+// Optional; when given, a non-empty note.
 std::string read_source(JsonObjectReader& r) {
-  std::string s = r.get_string("source");
-  if (s.empty()) r.fail("source", "\"\"", "a non-empty note saying where the figures come from");
+  std::string s = r.get_string_or("source", "");
+  if (r.has("source") && s.empty()) {
+    r.fail("source", "\"\"", "a non-empty note saying where the figures come from (or no key)");
+  }
   return s;
 }
 
@@ -59,125 +106,177 @@ double non_negative(JsonObjectReader& r, const std::string& key, double unit, do
   return v * unit;
 }
 
-DeviceSpec device_from_json(JsonObjectReader r) {
+std::int64_t count(JsonObjectReader& r, const std::string& key, double max) {
+  const std::int64_t v = r.get_int(key);
+  r.require_positive(key, static_cast<double>(v));
+  r.require_at_most(key, static_cast<double>(v), max);
+  return v;
+}
+
+void source_to_json(Json& json, const std::string& source) {
+  if (!source.empty()) json["source"] = source;
+}
+
+DeviceSpec device_from_json(JsonObjectReader r, Problems& problems) {
   DeviceSpec d;
-  d.name = r.get_string("name");
-  if (d.name.empty()) r.fail("name", "\"\"", "a non-empty device name");
-  d.memory_bytes = positive(r, "memory_gib", units::kGiB, limits::kDeviceMemoryGib);
-  d.bf16_flops = positive(r, "bf16_tflops", units::kTera, limits::kTflops, limits::kMinTflops);
-  d.fp32_flops = positive(r, "fp32_tflops", units::kTera, limits::kTflops, limits::kMinTflops);
-  d.memory_bandwidth_bytes_per_s = positive(r, "hbm_bandwidth_gb_per_s", units::kGB,
-                                            limits::kBandwidthGbPerS, limits::kMinBandwidthGbPerS);
-  d.source = read_source(r);
-  r.finish();
+  problems.check([&] {
+    d.name = r.get_string("name");
+    if (d.name.empty()) r.fail("name", "\"\"", "a non-empty device name");
+  });
+  problems.check([&] { d.memory_bytes = positive(r, "memory_gib", units::kGiB, limits::kDeviceMemoryGib); });
+  problems.check([&] {
+    d.bf16_flops = positive(r, "bf16_tflops", units::kTera, limits::kTflops, limits::kMinTflops);
+  });
+  problems.check([&] {
+    d.fp32_flops = positive(r, "fp32_tflops", units::kTera, limits::kTflops, limits::kMinTflops);
+  });
+  problems.check([&] {
+    d.memory_bandwidth_bytes_per_s = positive(r, "hbm_bandwidth_gb_per_s", units::kGB,
+                                              limits::kBandwidthGbPerS, limits::kMinBandwidthGbPerS);
+  });
+  problems.check([&] { d.source = read_source(r); });
+  problems.unread(r);
   return d;
 }
 
-Json to_json(const DeviceSpec& d) {
-  return Json{{"name", d.name},
-              {"memory_gib", to_unit(d.memory_bytes, units::kGiB)},
-              {"bf16_tflops", to_unit(d.bf16_flops, units::kTera)},
-              {"fp32_tflops", to_unit(d.fp32_flops, units::kTera)},
-              {"hbm_bandwidth_gb_per_s", to_unit(d.memory_bandwidth_bytes_per_s, units::kGB)},
-              {"source", d.source}};
+Json block_json(const DeviceSpec& d) {
+  Json json{{"name", d.name},
+            {"memory_gib", to_unit(d.memory_bytes, units::kGiB)},
+            {"bf16_tflops", to_unit(d.bf16_flops, units::kTera)},
+            {"fp32_tflops", to_unit(d.fp32_flops, units::kTera)},
+            {"hbm_bandwidth_gb_per_s", to_unit(d.memory_bandwidth_bytes_per_s, units::kGB)}};
+  source_to_json(json, d.source);
+  return json;
 }
 
-HostSpec host_from_json(JsonObjectReader r) {
+HostSpec host_from_json(JsonObjectReader r, Problems& problems) {
   HostSpec h;
-  h.memory_bytes = positive(r, "memory_gib", units::kGiB, limits::kHostMemoryGib);
-  h.pcie_bandwidth_bytes_per_s = positive(r, "pcie_bandwidth_gb_per_s", units::kGB,
-                                          limits::kBandwidthGbPerS, limits::kMinBandwidthGbPerS);
-  h.cpu_cores = r.get_int("cpu_cores");
-  r.require_positive("cpu_cores", static_cast<double>(h.cpu_cores));
-  r.require_at_most("cpu_cores", static_cast<double>(h.cpu_cores), limits::kCpuCores);
-  h.cpu_flops = positive(r, "cpu_gflops", units::kGiga, limits::kCpuGflops,
-                         limits::kMinTflops * 1e3);
-  h.memory_bandwidth_bytes_per_s = positive(r, "memory_bandwidth_gb_per_s", units::kGB,
+  problems.check([&] { h.memory_bytes = positive(r, "memory_gib", units::kGiB, limits::kHostMemoryGib); });
+  problems.check([&] {
+    h.pcie_bandwidth_bytes_per_s = positive(r, "pcie_bandwidth_gb_per_s", units::kGB,
                                             limits::kBandwidthGbPerS, limits::kMinBandwidthGbPerS);
-  h.source = read_source(r);
-  r.finish();
+  });
+  problems.check([&] { h.cpu_cores = count(r, "cpu_cores", limits::kCpuCores); });
+  problems.check([&] {
+    h.cpu_flops = positive(r, "cpu_gflops", units::kGiga, limits::kCpuGflops,
+                           limits::kMinTflops * 1e3);
+  });
+  problems.check([&] {
+    h.memory_bandwidth_bytes_per_s = positive(r, "memory_bandwidth_gb_per_s", units::kGB,
+                                              limits::kBandwidthGbPerS, limits::kMinBandwidthGbPerS);
+  });
+  problems.check([&] { h.source = read_source(r); });
+  problems.unread(r);
   return h;
 }
 
-Json to_json(const HostSpec& h) {
-  return Json{{"memory_gib", to_unit(h.memory_bytes, units::kGiB)},
-              {"pcie_bandwidth_gb_per_s", to_unit(h.pcie_bandwidth_bytes_per_s, units::kGB)},
-              {"cpu_cores", h.cpu_cores},
-              {"cpu_gflops", to_unit(h.cpu_flops, units::kGiga)},
-              {"memory_bandwidth_gb_per_s", to_unit(h.memory_bandwidth_bytes_per_s, units::kGB)},
-              {"source", h.source}};
+Json block_json(const HostSpec& h) {
+  Json json{{"memory_gib", to_unit(h.memory_bytes, units::kGiB)},
+            {"pcie_bandwidth_gb_per_s", to_unit(h.pcie_bandwidth_bytes_per_s, units::kGB)},
+            {"cpu_cores", h.cpu_cores},
+            {"cpu_gflops", to_unit(h.cpu_flops, units::kGiga)},
+            {"memory_bandwidth_gb_per_s", to_unit(h.memory_bandwidth_bytes_per_s, units::kGB)}};
+  source_to_json(json, h.source);
+  return json;
 }
 
-// A node may have no NVMe (capacity 0, bandwidths 0); one that has capacity must be able
-// to read and write it.
-NvmeSpec nvme_from_json(JsonObjectReader r) {
+// A block with capacity 0 says "no NVMe" as the absent block does; one that has capacity
+// must be able to read and write it.
+NvmeSpec nvme_from_json(JsonObjectReader r, Problems& problems) {
   NvmeSpec n;
-  n.capacity_bytes = non_negative(r, "capacity_gb", units::kGB, limits::kNvmeCapacityGb);
-  n.read_bytes_per_s = non_negative(r, "read_bandwidth_gb_per_s", units::kGB,
-                                    limits::kBandwidthGbPerS);
-  n.write_bytes_per_s = non_negative(r, "write_bandwidth_gb_per_s", units::kGB,
-                                     limits::kBandwidthGbPerS);
-  if (n.capacity_bytes > 0) {
-    r.require_positive("read_bandwidth_gb_per_s", n.read_bytes_per_s);
-    r.require_positive("write_bandwidth_gb_per_s", n.write_bytes_per_s);
-    for (const auto& [key, rate] : {std::pair{"read_bandwidth_gb_per_s", n.read_bytes_per_s},
-                                    std::pair{"write_bandwidth_gb_per_s", n.write_bytes_per_s}}) {
-      if (rate < limits::kMinBandwidthGbPerS * units::kGB) {
-        r.fail(key, fmt::format("{}", rate / units::kGB),
-               fmt::format("a value >= {}", limits::kMinBandwidthGbPerS));
+  problems.check([&] {
+    n.capacity_bytes = non_negative(r, "capacity_gb", units::kGB, limits::kNvmeCapacityGb);
+  });
+  for (auto [key, rate] : {std::pair{"read_bandwidth_gb_per_s", &n.read_bytes_per_s},
+                           std::pair{"write_bandwidth_gb_per_s", &n.write_bytes_per_s}}) {
+    problems.check([&, key = key, rate = rate] {
+      *rate = non_negative(r, key, units::kGB, limits::kBandwidthGbPerS);
+      if (n.capacity_bytes > 0) {
+        r.require_positive(key, *rate);
+        if (*rate < limits::kMinBandwidthGbPerS * units::kGB) {
+          r.fail(key, fmt::format("{}", *rate / units::kGB),
+                 fmt::format("a value >= {}", limits::kMinBandwidthGbPerS));
+        }
       }
-    }
+    });
   }
-  n.source = read_source(r);
-  r.finish();
+  problems.check([&] { n.source = read_source(r); });
+  problems.unread(r);
   return n;
 }
 
-Json to_json(const NvmeSpec& n) {
-  return Json{{"capacity_gb", to_unit(n.capacity_bytes, units::kGB)},
-              {"read_bandwidth_gb_per_s", to_unit(n.read_bytes_per_s, units::kGB)},
-              {"write_bandwidth_gb_per_s", to_unit(n.write_bytes_per_s, units::kGB)},
-              {"source", n.source}};
+Json block_json(const NvmeSpec& n) {
+  Json json{{"capacity_gb", to_unit(n.capacity_bytes, units::kGB)},
+            {"read_bandwidth_gb_per_s", to_unit(n.read_bytes_per_s, units::kGB)},
+            {"write_bandwidth_gb_per_s", to_unit(n.write_bytes_per_s, units::kGB)}};
+  source_to_json(json, n.source);
+  return json;
 }
 
-LinkSpec link_from_json(JsonObjectReader r) {
+LinkSpec link_from_json(JsonObjectReader r, Problems& problems) {
   LinkSpec l;
-  l.bandwidth_bytes_per_s = positive(r, "bandwidth_gb_per_s", units::kGB,
-                                     limits::kBandwidthGbPerS, limits::kMinBandwidthGbPerS);
-  l.latency_s = non_negative(r, "latency_us", units::kMicrosecond, limits::kLatencyUs);
-  l.source = read_source(r);
-  r.finish();
+  problems.check([&] {
+    l.bandwidth_bytes_per_s = positive(r, "bandwidth_gb_per_s", units::kGB,
+                                       limits::kBandwidthGbPerS, limits::kMinBandwidthGbPerS);
+  });
+  problems.check([&] { l.latency_s = non_negative(r, "latency_us", units::kMicrosecond, limits::kLatencyUs); });
+  problems.check([&] { l.source = read_source(r); });
+  problems.unread(r);
   return l;
 }
 
-Json to_json(const LinkSpec& l) {
-  return Json{{"bandwidth_gb_per_s", to_unit(l.bandwidth_bytes_per_s, units::kGB)},
-              {"latency_us", to_unit(l.latency_s, units::kMicrosecond)},
-              {"source", l.source}};
+Json block_json(const LinkSpec& l) {
+  Json json{{"bandwidth_gb_per_s", to_unit(l.bandwidth_bytes_per_s, units::kGB)},
+            {"latency_us", to_unit(l.latency_s, units::kMicrosecond)}};
+  source_to_json(json, l.source);
+  return json;
+}
+
+// Reads block `key` with `read` when it is there (a problem when it is missing and required).
+template <typename Spec, typename Read>
+void read_block(JsonObjectReader& r, const std::string& key, bool required, Problems& problems,
+                Spec& target, Read read) {
+  if (!required && !r.has(key)) return;
+  problems.check([&] { target = read(r.get_object(key), problems); });
+}
+
+std::int64_t shape_value(const std::string& flag, std::int64_t value, double max,
+                         std::int64_t file_value) {
+  if (value == 0) return file_value;
+  if (value < 1 || static_cast<double>(value) > max) {
+    throw ConfigError(fmt::format("{}: value {} is not in 1..{}", flag, value, max));
+  }
+  return value;
 }
 
 }  // namespace
 
 ClusterSpec ClusterSpec::from_json(const Json& json, const std::string& source) {
   JsonObjectReader r(json, source);
+  Problems problems(source);
   ClusterSpec c;
-  c.name = r.get_string("name");
-  if (c.name.empty()) r.fail("name", "\"\"", "a non-empty name");
-  // The one optional key: nearly every cluster is a CUDA one.
-  c.backend = r.get_enum_or("backend", {"cuda", "cpu"}, "cuda") == "cpu" ? Backend::kCpu
-                                                                         : Backend::kCuda;
-  c.nodes = r.get_int("nodes");
-  r.require_positive("nodes", static_cast<double>(c.nodes));
-  r.require_at_most("nodes", static_cast<double>(c.nodes), limits::kNodes);
-  c.gpus_per_node = r.get_int("gpus_per_node");
-  r.require_positive("gpus_per_node", static_cast<double>(c.gpus_per_node));
-  r.require_at_most("gpus_per_node", static_cast<double>(c.gpus_per_node), limits::kGpusPerNode);
-  c.device = device_from_json(r.get_object("device"));
-  c.host = host_from_json(r.get_object("host"));
-  c.nvme = nvme_from_json(r.get_object("nvme"));
-  c.intra_node = link_from_json(r.get_object("intra_node"));
-  c.inter_node = link_from_json(r.get_object("inter_node"));
-  r.finish();
+  problems.check([&] {
+    c.name = r.get_string("name");
+    if (c.name.empty()) r.fail("name", "\"\"", "a non-empty name");
+  });
+  problems.check([&] {
+    c.backend = r.get_enum_or("backend", {"cuda", "cpu"}, "cuda") == "cpu" ? Backend::kCpu
+                                                                           : Backend::kCuda;
+  });
+  problems.check([&] { c.nodes = count(r, "nodes", limits::kNodes); });
+  problems.check([&] { c.gpus_per_node = count(r, "gpus_per_node", limits::kGpusPerNode); });
+  read_block(r, "device", true, problems, c.device, device_from_json);
+  read_block(r, "host", true, problems, c.host, host_from_json);
+  read_block(r, "nvme", false, problems, c.nvme, nvme_from_json);
+  // One GPU per node has no link inside a node (collectives.cc prices none).
+  read_block(r, "intra_node", c.gpus_per_node > 1, problems, c.intra_node, link_from_json);
+  // A one-node cluster never crosses the network (collectives.cc: group_link).
+  read_block(r, "inter_node", c.nodes > 1, problems, c.inter_node, link_from_json);
+  if (r.has("device_headroom")) {
+    problems.check([&] { c.headroom = device_headroom_from_json(r.get_object("device_headroom")); });
+  }
+  problems.unread(r);
+  problems.throw_if_any();
   return c;
 }
 
@@ -186,15 +285,37 @@ ClusterSpec ClusterSpec::load(const std::string& path) {
 }
 
 Json ClusterSpec::to_json() const {
-  return Json{{"name", name},
-              {"backend", to_string(backend)},
-              {"nodes", nodes},
-              {"gpus_per_node", gpus_per_node},
-              {"device", strata::to_json(device)},
-              {"host", strata::to_json(host)},
-              {"nvme", strata::to_json(nvme)},
-              {"intra_node", strata::to_json(intra_node)},
-              {"inter_node", strata::to_json(inter_node)}};
+  Json json{{"name", name},
+            {"backend", to_string(backend)},
+            {"nodes", nodes},
+            {"gpus_per_node", gpus_per_node},
+            {"device", block_json(device)},
+            {"host", block_json(host)}};
+  if (has_intra_node()) json["intra_node"] = block_json(intra_node);
+  if (has_nvme() || !nvme.source.empty()) json["nvme"] = block_json(nvme);
+  if (has_inter_node()) json["inter_node"] = block_json(inter_node);
+  if (headroom.any() || !headroom.source.empty()) json["device_headroom"] = strata::to_json(headroom);
+  return json;
+}
+
+ClusterSpec with_shape(ClusterSpec cluster, const ClusterShape& shape) {
+  cluster.nodes = shape_value("--nodes", shape.nodes, limits::kNodes, cluster.nodes);
+  cluster.gpus_per_node =
+      shape_value("--gpus-per-node", shape.gpus_per_node, limits::kGpusPerNode, cluster.gpus_per_node);
+  if (cluster.gpus_per_node > 1 && !cluster.has_intra_node()) {
+    throw ConfigError(fmt::format(
+        "--gpus-per-node: value {} needs the link between a node's GPUs, but cluster '{}' is a "
+        "one-GPU-per-node file without an \"intra_node\" block (bandwidth_gb_per_s, latency_us "
+        "per GPU); add one",
+        cluster.gpus_per_node, cluster.name));
+  }
+  if (cluster.nodes > 1 && !cluster.has_inter_node()) {
+    throw ConfigError(fmt::format(
+        "--nodes: value {} needs the network between nodes, but cluster '{}' is a one-node file "
+        "without an \"inter_node\" block (bandwidth_gb_per_s, latency_us per GPU); add one",
+        cluster.nodes, cluster.name));
+  }
+  return cluster;
 }
 
 }  // namespace strata

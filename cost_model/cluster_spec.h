@@ -1,11 +1,17 @@
 // ClusterSpec: the machines a plan runs on. JSON keys carry units (memory_gib, bf16_tflops,
-// bandwidth_gb_per_s = 1e9 bytes/s, latency_us); the struct holds SI values. Every hardware
-// block has a "source" string saying where the figures come from.
+// bandwidth_gb_per_s = 1e9 bytes/s, latency_us); the struct holds SI values. Each hardware
+// block may have a "source" string saying where the figures come from (optional, but the
+// bundled files all cite theirs). Optional blocks: "nvme" (absent: the nodes have no NVMe
+// tier and no plan may offload to one), "intra_node" (required when gpus_per_node > 1),
+// "inter_node" (required when nodes > 1) and "device_headroom" (device_headroom.h): a one-GPU
+// machine needs only "device" and "host". A file with problems is refused
+// with one ConfigError naming every missing or wrong key at once.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "cost_model/device_headroom.h"
 #include "cost_model/json_reader.h"
 
 namespace strata {
@@ -50,16 +56,34 @@ struct ClusterSpec {
   std::int64_t gpus_per_node = 0;
   DeviceSpec device;
   HostSpec host;
-  NvmeSpec nvme;
-  LinkSpec intra_node;  // NVLink/NVSwitch (or shared memory on the CPU backend)
-  LinkSpec inter_node;  // each GPU's share of the node's network (8 x 200 Gb/s HDR / 8 GPUs = 25 GB/s)
+  NvmeSpec nvme;         // all zero when the file has no "nvme" block
+  LinkSpec intra_node;   // NVLink/NVSwitch (or shared memory on the CPU backend); all zero
+                         // when a one-GPU-per-node file has no "intra_node" block
+  LinkSpec inter_node;   // each GPU's share of the node's network (8 x 200 Gb/s HDR / 8 GPUs
+                         // = 25 GB/s); all zero when a one-node file has no "inter_node" block
+  DeviceHeadroom headroom;  // reserved on every device until a profile measures it
 
   static ClusterSpec from_json(const Json& json, const std::string& source);
   static ClusterSpec load(const std::string& path);
   Json to_json() const;
 
   std::int64_t total_gpus() const { return nodes * gpus_per_node; }
+  bool has_nvme() const { return nvme.capacity_bytes > 0; }
+  bool has_intra_node() const { return intra_node.bandwidth_bytes_per_s > 0; }
+  bool has_inter_node() const { return inter_node.bandwidth_bytes_per_s > 0; }
 };
+
+// `--nodes` / `--gpus-per-node`: the cluster's shape, changed from the command line. Every
+// per-GPU and per-node figure stays the file's.
+struct ClusterShape {
+  std::int64_t nodes = 0;          // 0: the file's
+  std::int64_t gpus_per_node = 0;  // 0: the file's
+};
+
+// The cluster with `shape` applied. ConfigError naming the flag when a value is out of range,
+// or when it asks for a link the file does not describe (several GPUs per node without
+// "intra_node", several nodes without "inter_node").
+ClusterSpec with_shape(ClusterSpec cluster, const ClusterShape& shape);
 
 std::string to_string(Backend backend);
 

@@ -41,16 +41,18 @@ std::int64_t ring_steps(CollectiveOp op, std::int64_t ranks) {
 
 CollectiveTime collective_time(CollectiveOp op, double bytes, std::int64_t ranks,
                                const LinkRate& rate) {
-  if (!(rate.bandwidth_bytes_per_s > 0)) {
-    throw ConfigError(fmt::format("{}: link bandwidth must be > 0 bytes/s, got {}", to_string(op),
-                                  rate.bandwidth_bytes_per_s));
-  }
   if (bytes < 0 || ranks < 1) {
     throw ConfigError(fmt::format("{}: expected bytes >= 0 and ranks >= 1, got {} bytes over {}",
                                   to_string(op), bytes, ranks));
   }
   CollectiveTime time;
+  // Before the bandwidth check: a one-GPU node has no intra-node link (cluster_spec.h) and
+  // its one-rank groups move nothing.
   if (bytes == 0 || (op != CollectiveOp::kP2p && ranks == 1)) return time;
+  if (!(rate.bandwidth_bytes_per_s > 0)) {
+    throw ConfigError(fmt::format("{}: link bandwidth must be > 0 bytes/s, got {}", to_string(op),
+                                  rate.bandwidth_bytes_per_s));
+  }
   time.bus_bytes = bytes * bus_factor(op, ranks);
   time.latency_s = static_cast<double>(ring_steps(op, ranks)) * rate.latency_s;
   time.bandwidth_s = time.bus_bytes / rate.bandwidth_bytes_per_s;

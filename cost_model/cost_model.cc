@@ -25,11 +25,13 @@
 namespace strata {
 namespace {
 
-MemoryModelOptions memory_options(const KernelConventions& conventions, const Profile* profile) {
+MemoryModelOptions memory_options(const KernelConventions& conventions, const ClusterSpec& cluster,
+                                  const Profile* profile) {
   MemoryModelOptions memory;
   memory.published_activations = conventions.activations == ActivationAccounting::kPublished;
   memory.zero3_module_gathers = conventions.zero3_module_gathers;
-  if (profile != nullptr) memory.headroom = profile->headroom;
+  // A profile's measured headroom, else the cluster file's documented estimate (device_headroom.h).
+  memory.headroom = profile != nullptr && profile->headroom.any() ? profile->headroom : cluster.headroom;
   return memory;
 }
 
@@ -244,7 +246,7 @@ Prediction predict_memory(const ModelSpec& model, const ClusterSpec& cluster,
       p.transfers.nvme_to_host = std::max(p.transfers.nvme_to_host, t.nvme_to_host);
     }
   }
-  fill_prediction_memory(estimate_memory(model, cluster, train, plan, memory_options(conventions_for(cluster, profile, options), profile)),
+  fill_prediction_memory(estimate_memory(model, cluster, train, plan, memory_options(conventions_for(cluster, profile, options), cluster, profile)),
                          plan, p);
   return p;
 }

@@ -337,11 +337,18 @@ std::string JsonObjectReader::get_enum_or(const std::string& key,
   return has(key) ? get_enum(key, allowed) : fallback;
 }
 
-void JsonObjectReader::finish() const {
+std::vector<std::string> JsonObjectReader::unread_keys() const {
+  std::vector<std::string> keys;
   for (auto it = object_.begin(); it != object_.end(); ++it) {
-    if (!used_.count(it.key())) {
-      throw ConfigError(fmt::format("{}: {}: unknown key", source_, quote_cut(key_path(it.key()))));
-    }
+    if (!used_.count(it.key())) keys.push_back(it.key());
+  }
+  return keys;
+}
+
+void JsonObjectReader::finish() const {
+  const std::vector<std::string> unread = unread_keys();
+  if (!unread.empty()) {
+    throw ConfigError(fmt::format("{}: {}: unknown key", source_, quote_cut(key_path(unread.front()))));
   }
 }
 

@@ -77,6 +77,8 @@ class JsonObjectReader {
 
   // Throws ConfigError naming the first key that was never read.
   void finish() const;
+  // Every key never read, in the object's order (for readers that report all problems at once).
+  std::vector<std::string> unread_keys() const;
 
   // Validation helpers that name this object's file and key path.
   [[noreturn]] void fail(const std::string& key, const std::string& value_text,

@@ -225,6 +225,17 @@ void Plan::check(const ModelSpec& model, const ClusterSpec& cluster, const Train
                      "a node",
                      tp, cluster.gpus_per_node, cluster.name));
   }
+  if (!cluster.has_nvme()) {
+    for (auto [kind, tier] : {std::pair{"optimizer", offload.optimizer},
+                              std::pair{"gradients", offload.gradients},
+                              std::pair{"params", offload.params}}) {
+      if (tier == OffloadTier::kNvme) {
+        fail(fmt::format("offload.{} = \"nvme\" but cluster {} has no NVMe tier (no \"nvme\" "
+                         "block, or capacity_gb 0)",
+                         kind, cluster.name));
+      }
+    }
+  }
   if (world > cluster.gpus_per_node && world % cluster.gpus_per_node != 0) {
     fail(fmt::format("tp*pp*dp = {} spans nodes but is not a multiple of gpus_per_node = {} "
                      "(a plan spanning nodes uses whole nodes)",

@@ -143,20 +143,7 @@ Profile Profile::from_json(const Json& json, const std::string& source) {
         JsonObjectReader(collectives[i], source, fmt::format("collectives[{}]", i))));
   }
   if (r.has("conventions")) p.conventions = KernelConventions::from_json(r.get_object("conventions"));
-  if (r.has("device_headroom")) {
-    JsonObjectReader h = r.get_object("device_headroom");
-    p.headroom.context_bytes = h.get_number("context_mib") * units::kMiB;
-    h.require_non_negative("context_mib", p.headroom.context_bytes);
-    p.headroom.communicator_bytes = h.get_number("communicator_mib") * units::kMiB;
-    h.require_non_negative("communicator_mib", p.headroom.communicator_bytes);
-    p.headroom.fragmentation_fraction = h.get_number("fragmentation_fraction");
-    if (!(p.headroom.fragmentation_fraction >= 0 && p.headroom.fragmentation_fraction < 1)) {
-      h.fail("fragmentation_fraction", std::to_string(p.headroom.fragmentation_fraction),
-             "a fraction in [0, 1)");
-    }
-    p.headroom.source = h.get_string("source");
-    h.finish();
-  }
+  if (r.has("device_headroom")) p.headroom = device_headroom_from_json(r.get_object("device_headroom"));
   r.finish();
   return p;
 }
@@ -190,10 +177,7 @@ Json Profile::to_json() const {
   j["collectives"] = c;
   if (conventions) j["conventions"] = conventions->to_json();
   if (headroom.any() || !headroom.source.empty()) {
-    j["device_headroom"] = Json{{"context_mib", headroom.context_bytes / units::kMiB},
-                                {"communicator_mib", headroom.communicator_bytes / units::kMiB},
-                                {"fragmentation_fraction", headroom.fragmentation_fraction},
-                                {"source", headroom.source}};
+    j["device_headroom"] = strata::to_json(headroom);
   }
   return j;
 }

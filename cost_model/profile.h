@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cost_model/conventions.h"
+#include "cost_model/device_headroom.h"
 #include "cost_model/json_reader.h"
 
 namespace strata {
@@ -28,19 +29,6 @@ struct CollectiveFit {
   std::int64_t ranks = 0;
   double latency_s = 0;
   double bus_bandwidth_bytes_per_s = 0;
-};
-
-// The device memory a run takes outside the model's tensors: the CUDA context (with cuBLAS
-// and cuDNN loaded), each communicator's buffers, and the caching allocator's
-// fragmentation. Measured on a GPU by `strata calibrate --backend cuda`, or set by hand with
-// its source. JSON: "device_headroom": {"context_mib", "communicator_mib",
-// "fragmentation_fraction", "source"}.
-struct DeviceHeadroom {
-  double context_bytes = 0;
-  double communicator_bytes = 0;     // per communicator the plan's rank belongs to
-  double fragmentation_fraction = 0; // of the allocated bytes, lost to the allocator
-  std::string source;
-  bool any() const { return context_bytes > 0 || communicator_bytes > 0 || fragmentation_fraction > 0; }
 };
 
 struct Profile {

@@ -77,14 +77,15 @@ std::vector<bool> sequence_parallel_options(const ModelSpec& model, std::int64_t
   return {false, true};
 }
 
-std::vector<OffloadPlan> offload_options(int zero_stage) {
-  constexpr OffloadTier kTiers[] = {OffloadTier::kNone, OffloadTier::kCpu, OffloadTier::kNvme};
+std::vector<OffloadPlan> offload_options(int zero_stage, bool nvme_tier) {
+  std::vector<OffloadTier> tiers = {OffloadTier::kNone, OffloadTier::kCpu};
+  if (nvme_tier) tiers.push_back(OffloadTier::kNvme);
   // Tiers compare by depth through their enumerator order: none < cpu < nvme.
   std::vector<OffloadPlan> out;
-  for (OffloadTier opt : kTiers) {
-    for (OffloadTier grad : kTiers) {
+  for (OffloadTier opt : tiers) {
+    for (OffloadTier grad : tiers) {
       if (grad > opt || (grad != OffloadTier::kNone && zero_stage < 2)) continue;
-      for (OffloadTier params : kTiers) {
+      for (OffloadTier params : tiers) {
         if (params > grad || (params != OffloadTier::kNone && zero_stage < 3)) continue;
         out.push_back({opt, grad, params});
       }

@@ -64,7 +64,8 @@ std::vector<bool> sequence_parallel_options(const ModelSpec& model, std::int64_t
 // how ZeRO-Offload/Infinity place them; a placement with parameters deeper than the
 // optimizer state moves the most-read bytes furthest for no memory gain. First entry is
 // always "no offload"; entries are in lexicographic (optimizer, gradients, params) order.
-std::vector<OffloadPlan> offload_options(int zero_stage);
+// Without an NVMe tier (ClusterSpec::has_nvme) no placement names one.
+std::vector<OffloadPlan> offload_options(int zero_stage, bool nvme_tier);
 
 // {none, selective, full}: in this order, the cheapest first.
 std::vector<Recompute> recompute_options();

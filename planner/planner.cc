@@ -143,14 +143,15 @@ class Search {
   const TrainSpec& train_;
   const PlannerOptions& options_;
   PlanSearchResult& result_;
-  PredictionCache cache_;
+  PredictionCache own_cache_;
+  PredictionCache& cache_ = options_.cache != nullptr ? *options_.cache : own_cache_;
   std::vector<Candidate> fitting_;
 };
 
 // All memory variants (offload x recompute) of one plan whose other fields are set.
-void search_memory_variants(Plan plan, const PlannerOptions& options, Search& search,
-                            PlanSearchResult& result) {
-  const std::vector<OffloadPlan> placements = offload_options(plan.zero_stage);
+void search_memory_variants(Plan plan, bool nvme_tier, const PlannerOptions& options,
+                            Search& search, PlanSearchResult& result) {
+  const std::vector<OffloadPlan> placements = offload_options(plan.zero_stage, nvme_tier);
   const std::vector<Recompute> policies = recompute_options();
   result.candidates += static_cast<std::int64_t>(placements.size() * policies.size());
   std::vector<OffloadPlan> fit_without_recompute;
@@ -240,7 +241,9 @@ PlanSearchResult search_plans(const ModelSpec& model, const ClusterSpec& cluster
 
   for_each_base_plan(model, cluster, train, result.gpus, options.allow_tp_across_nodes,
                      options.max_virtual_stages, options.max_micro_batch, result.dropped,
-                     [&](const Plan& plan) { search_memory_variants(plan, options, search, result); });
+                     [&](const Plan& plan) {
+                       search_memory_variants(plan, cluster.has_nvme(), options, search, result);
+                     });
   search.finish();
 
   // The reason that dropped the most plans (the first in key order on ties).

@@ -38,6 +38,9 @@ struct PlannerOptions {
   // Replay every plan that fits instead of stopping at the first whose step-time bound is
   // already slower than the k-th best (see planner.cc): the same result, slower; for tests.
   bool replay_all = false;
+  // Shared by several searches of one model and cluster (sizing tries several GPU counts);
+  // null: each search keeps its own. Not owned, not thread-safe.
+  PredictionCache* cache = nullptr;
 };
 
 struct ScoredPlan {
@@ -84,6 +87,9 @@ struct PlanSearchResult {
   std::string deadlock_example;
   std::optional<ScoredPlan> closest;
   std::optional<MemoryOvershoot> closest_overshoot;
+  // Every t x p x d = gpus broke a rule of the model, the cluster or the batch: nothing to
+  // score, which is not "does not fit in memory".
+  bool no_legal_factorisation() const { return candidates == 0; }
 };
 
 // Everything above, for `gpus` (0: the cluster's) GPUs. Throws ConfigError when the request

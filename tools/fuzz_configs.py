@@ -7,7 +7,7 @@ a literal 1e999 or NaN, a long string, a deep array, another type), a number sca
 deleted, added or duplicated, a value wrapped in an array, or the text cut or flipped. Each
 runs one command (predict, plan, simulate, select --plan-only) and must:
   - end by itself (no signal, no hang past --timeout),
-  - exit 0, 2 or 3,
+  - exit 0, 2, 3 or 5 (plan: the GPU count has no legal factorisation),
   - on exit 2 print one line on stderr, under 1000 characters, naming the mutant file and,
     unless the error is about the text itself (syntax, nesting), a key of the file.
 Standard library only. `--mode ci` (ctest: ~1 minute on 2 cores) and `--mode dev` (1000
@@ -279,7 +279,7 @@ def check(result, mutant_path, keys):
         return "hung (killed after the timeout)"
     if rc < 0:
         return "killed by signal %d" % -rc
-    if rc not in (0, 2, 3):
+    if rc not in (0, 2, 3, 5):
         return "exit code %d" % rc
     if rc != 2:
         return None

@@ -72,16 +72,17 @@ TEST(ClusterSpec, UnknownKeysAtEveryLevel) {
 }
 
 TEST(ClusterSpec, MissingKeysNameTheirPath) {
+  // The fixture has 2 nodes of 8 GPUs, so both links are required.
   const std::pair<const char*, const char*> keys[] = {
       {"", "name"},           {"", "nodes"},          {"", "gpus_per_node"},
-      {"", "device"},         {"", "host"},           {"", "nvme"},
+      {"", "device"},         {"", "host"},
       {"", "intra_node"},     {"", "inter_node"},     {"device", "memory_gib"},
       {"device", "bf16_tflops"}, {"device", "fp32_tflops"}, {"device", "hbm_bandwidth_gb_per_s"},
-      {"device", "source"},   {"device", "name"},     {"host", "pcie_bandwidth_gb_per_s"},
+      {"device", "name"},     {"host", "pcie_bandwidth_gb_per_s"},
       {"host", "cpu_cores"},  {"host", "cpu_gflops"}, {"host", "memory_bandwidth_gb_per_s"},
       {"host", "memory_gib"}, {"nvme", "capacity_gb"}, {"nvme", "read_bandwidth_gb_per_s"},
       {"nvme", "write_bandwidth_gb_per_s"}, {"intra_node", "latency_us"},
-      {"inter_node", "bandwidth_gb_per_s"}, {"inter_node", "source"},
+      {"inter_node", "bandwidth_gb_per_s"},
   };
   for (const auto& [block, key] : keys) {
     Json j = cluster_json();
@@ -181,6 +182,109 @@ TEST(ClusterSpec, NvmeMayBeAbsentButNotUnreadable) {
   unreadable["nvme"]["read_bandwidth_gb_per_s"] = 0;  // 15 TB that cannot be read
   expect_error<ConfigError>([&] { ClusterSpec::from_json(unreadable, "c.json"); },
                             {"c.json", "nvme.read_bandwidth_gb_per_s", "got 0", "> 0"});
+}
+
+TEST(ClusterSpec, EveryProblemInOneMessage) {
+  // Three problems in three places: a missing key, a wrong type, an unknown key. Today's
+  // writer of a cluster file gets all three at once, not one per attempt.
+  Json j = cluster_json();
+  j["device"].erase("fp32_tflops");
+  j["host"]["cpu_cores"] = "many";
+  j["inter_node"]["bandwidth_gbps"] = 25;
+  expect_error<ConfigError>([&] { ClusterSpec::from_json(j, "c.json"); },
+                            {"c.json: 3 problems", "device.fp32_tflops: missing key",
+                             "host.cpu_cores", "\"many\"", "an integer",
+                             "inter_node.bandwidth_gbps: unknown key"});
+  // One line (scripts and the config fuzzer read one), the file named once.
+  try {
+    ClusterSpec::from_json(j, "c.json");
+  } catch (const ConfigError& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    EXPECT_EQ(message.find("c.json", 1), std::string::npos) << message;
+  }
+  // Every unknown key of one block, not the first only.
+  Json unknown = cluster_json();
+  unknown["nvme"]["a"] = 1;
+  unknown["nvme"]["b"] = 2;
+  expect_error<ConfigError>([&] { ClusterSpec::from_json(unknown, "c.json"); },
+                            {"2 problems", "nvme.a: unknown key", "nvme.b: unknown key"});
+}
+
+TEST(ClusterSpec, OneGpuMachineNeedsOnlyDeviceAndHost) {
+  Json j = cluster_json();
+  j["nodes"] = 1;
+  j["gpus_per_node"] = 1;
+  for (const char* block : {"nvme", "intra_node", "inter_node"}) j.erase(block);
+  for (const char* block : {"device", "host"}) j[block].erase("source");
+  const ClusterSpec c = ClusterSpec::from_json(j, "c.json");
+  EXPECT_EQ(c.total_gpus(), 1);
+  EXPECT_FALSE(c.has_nvme());
+  EXPECT_FALSE(c.has_intra_node());
+  EXPECT_FALSE(c.has_inter_node());
+  EXPECT_EQ(c.device.source, "");
+  // Written back without the blocks it never had.
+  EXPECT_EQ(c.to_json(), j);
+}
+
+TEST(ClusterSpec, LinksAreRequiredWhereTheyAreCrossed) {
+  Json two_nodes = cluster_json();
+  two_nodes.erase("inter_node");
+  expect_error<ConfigError>([&] { ClusterSpec::from_json(two_nodes, "c.json"); },
+                            {"c.json", "inter_node: missing key"});
+  two_nodes["nodes"] = 1;  // one node: nothing crosses the network
+  EXPECT_FALSE(ClusterSpec::from_json(two_nodes, "c.json").has_inter_node());
+  Json eight_gpus = cluster_json();
+  eight_gpus.erase("intra_node");
+  expect_error<ConfigError>([&] { ClusterSpec::from_json(eight_gpus, "c.json"); },
+                            {"c.json", "intra_node: missing key"});
+}
+
+TEST(ClusterSpec, SourcesAreOptionalButNotEmpty) {
+  Json j = cluster_json();
+  for (const char* block : {"device", "host", "nvme", "intra_node", "inter_node"}) {
+    j[block].erase("source");
+  }
+  EXPECT_EQ(ClusterSpec::from_json(j, "c.json").to_json(), j);
+  j["device"]["source"] = "";
+  expect_error<ConfigError>([&] { ClusterSpec::from_json(j, "c.json"); },
+                            {"c.json", "device.source", "non-empty"});
+}
+
+TEST(ClusterSpec, HeadroomBlockRoundTrips) {
+  Json j = cluster_json();
+  j["device_headroom"] = Json::parse(R"({"context_mib": 533, "communicator_mib": 576,
+                                         "fragmentation_fraction": 0.05, "source": "measured"})");
+  const ClusterSpec c = ClusterSpec::from_json(j, "c.json");
+  EXPECT_DOUBLE_EQ(c.headroom.context_bytes, 533.0 * 1048576.0);  // MiB = 2^20
+  EXPECT_DOUBLE_EQ(c.headroom.communicator_bytes, 576.0 * 1048576.0);
+  EXPECT_DOUBLE_EQ(c.headroom.fragmentation_fraction, 0.05);
+  EXPECT_EQ(c.to_json(), j);
+  j["device_headroom"]["fragmentation_fraction"] = 1.5;
+  expect_error<ConfigError>([&] { ClusterSpec::from_json(j, "c.json"); },
+                            {"c.json", "device_headroom.fragmentation_fraction", "[0, 1)"});
+}
+
+TEST(ClusterSpec, ShapeOverrides) {
+  const ClusterSpec file = ClusterSpec::from_json(cluster_json(), "c.json");  // 2 x 8
+  const ClusterSpec big = with_shape(file, ClusterShape{128, 0});
+  EXPECT_EQ(big.total_gpus(), 1024);  // 128 nodes x the file's 8
+  EXPECT_EQ(with_shape(file, ClusterShape{0, 4}).total_gpus(), 8);  // the file's 2 x 4
+  EXPECT_EQ(with_shape(file, ClusterShape{}).total_gpus(), 16);     // unchanged
+  expect_error<ConfigError>([&] { with_shape(file, ClusterShape{-1, 0}); },
+                            {"--nodes", "-1", "not in 1.."});
+  // A one-node file has no network to price: more nodes need an inter_node block.
+  Json one = cluster_json();
+  one["nodes"] = 1;
+  one.erase("inter_node");
+  const ClusterSpec single = ClusterSpec::from_json(one, "c.json");
+  expect_error<ConfigError>([&] { with_shape(single, ClusterShape{2, 0}); },
+                            {"--nodes", "2", "inter_node"});
+  one["gpus_per_node"] = 1;
+  one.erase("intra_node");
+  expect_error<ConfigError>(
+      [&] { with_shape(ClusterSpec::from_json(one, "c.json"), ClusterShape{0, 8}); },
+      {"--gpus-per-node", "8", "intra_node"});
 }
 
 }  // namespace

@@ -46,6 +46,9 @@ ClusterSpec cluster(std::int64_t nodes, std::int64_t gpus_per_node) {
   c.name = "testc";
   c.nodes = nodes;
   c.gpus_per_node = gpus_per_node;
+  // An NVMe tier, so that the offload rules, not its absence, decide (plans on a node without
+  // NVMe: planner/sizing_test.cc NoNvmeTier).
+  c.nvme = {1e12, 1e9, 1e9, "test"};
   return c;
 }
 

@@ -102,13 +102,13 @@ TEST(Offload, PlacementsPerZeroStage) {
   // optimizer; parameters need ZeRO-3 and go no deeper than the gradients.
   // ZeRO 0/1: 3 placements. ZeRO 2: pairs (o, g) with g <= o: 3 + 2 + 1 = 6.
   // ZeRO 3: triples o >= g >= p over 3 tiers: C(3 + 2, 3) = 10.
-  EXPECT_EQ(offload_options(0).size(), 3u);
-  EXPECT_EQ(offload_options(1).size(), 3u);
-  EXPECT_EQ(offload_options(2).size(), 6u);
-  EXPECT_EQ(offload_options(3).size(), 10u);
+  EXPECT_EQ(offload_options(0, true).size(), 3u);
+  EXPECT_EQ(offload_options(1, true).size(), 3u);
+  EXPECT_EQ(offload_options(2, true).size(), 6u);
+  EXPECT_EQ(offload_options(3, true).size(), 10u);
   for (int zero = 0; zero <= 3; ++zero) {
-    EXPECT_EQ(offload_options(zero).front(), OffloadPlan{}) << "no offload comes first";
-    for (const OffloadPlan& o : offload_options(zero)) {
+    EXPECT_EQ(offload_options(zero, true).front(), OffloadPlan{}) << "no offload comes first";
+    for (const OffloadPlan& o : offload_options(zero, true)) {
       EXPECT_GE(o.optimizer, o.gradients);
       EXPECT_GE(o.gradients, o.params);
     }
@@ -123,7 +123,7 @@ TEST(Generators, EveryPlanPassesPlanCheck) {
     std::int64_t plans = 0;
     for_each_base_plan(small_model(), cluster, small_train(), cluster.total_gpus(), false, 8, 16,
                        dropped, [&](const Plan& base) {
-      for (const OffloadPlan& offload : offload_options(base.zero_stage)) {
+      for (const OffloadPlan& offload : offload_options(base.zero_stage, cluster.has_nvme())) {
         for (Recompute recompute : recompute_options()) {
           Plan plan = base;
           plan.offload = offload;

@@ -102,7 +102,7 @@ TEST_P(MegatronTable1, EveryGeneratedPlanPassesPlanCheck) {
   std::int64_t illegal = 0, plans = 0;
   for_each_base_plan(model, cluster, train, row.gpus, false, defaults.max_virtual_stages,
                      defaults.max_micro_batch, dropped, [&](const Plan& base) {
-    for (const OffloadPlan& offload : offload_options(base.zero_stage)) {
+    for (const OffloadPlan& offload : offload_options(base.zero_stage, cluster.has_nvme())) {
       for (Recompute recompute : recompute_options()) {
         Plan plan = base;
         plan.offload = offload;

@@ -12,3 +12,6 @@ strata_add_test(planner_megatron_test
 strata_add_test(planner_select_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/select_test.cc
   LIBS strata_planner)
+strata_add_test(planner_sizing_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/sizing_test.cc
+  LIBS strata_planner)

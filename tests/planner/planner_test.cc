@@ -47,7 +47,7 @@ std::vector<ScoredPlan> score_everything(const ClusterSpec& cluster) {
   std::map<std::string, std::int64_t> dropped;
   for_each_base_plan(small_model(), cluster, small_train(), cluster.total_gpus(), false, 8, 16,
                      dropped, [&](const Plan& base) {
-    for (const OffloadPlan& offload : offload_options(base.zero_stage)) {
+    for (const OffloadPlan& offload : offload_options(base.zero_stage, cluster.has_nvme())) {
       for (Recompute recompute : recompute_options()) {
         Plan plan = base;
         plan.offload = offload;

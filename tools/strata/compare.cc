@@ -17,6 +17,7 @@
 #include "cost_model/units.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/inputs.h"
+#include "tools/strata/report_files.h"
 
 namespace strata::cli {
 namespace {
@@ -29,31 +30,6 @@ struct CompareOptions {
   std::string predicted_trace;  // `strata simulate --trace`
   std::string measured_trace;   // `strata run`'s DIR/trace.json
 };
-
-// A plan file (`strata plan --out`: the plan's keys plus "prediction") or a bare StepReport
-// (`strata predict --json`), with the "profile" those commands write beside the report's
-// keys: the profile that priced it (profile_choice.h), empty when the file does not say.
-struct Predicted {
-  StepReport report;
-  std::string profile;
-};
-Predicted load_predicted(const std::string& path) {
-  Json json = read_json_file(path);
-  const bool plan_file = json.is_object() && json.contains("prediction");
-  Json& report = plan_file ? json["prediction"] : json;
-  Predicted p;
-  if (report.is_object() && report.contains("profile")) {
-    if (!report["profile"].is_string()) {
-      throw ConfigError(fmt::format("{}: field '{}profile' is {}, expected a string", path,
-                                    plan_file ? "prediction." : "", report["profile"].dump()));
-    }
-    p.profile = report["profile"].get<std::string>();
-    report.erase("profile");
-  }
-  p.report = plan_file ? StepReport::from_json(report, path + ": prediction")
-                       : StepReport::from_json(report, path);
-  return p;
-}
 
 // Which profile priced the prediction, as the command that made it recorded.
 std::string profile_line(const std::string& profile) {
@@ -107,9 +83,19 @@ void print_table(std::ostream& out, const CompareOptions& options, const StepRep
 }
 
 int run_compare(const CompareOptions& options, std::ostream& out) {
-  const Predicted loaded = load_predicted(options.predicted);
+  const ReportFile loaded = load_report_file(options.predicted);
   const StepReport& predicted = loaded.report;
-  const StepReport measured = StepReport::load(options.measured);
+  const ReportFile measured_file = load_report_file(options.measured);
+  if (measured_file.is_prediction()) {
+    // Two predictions compared as prediction and measurement read as "measured over 0
+    // steps" with an error column; `diff` sets plans side by side with ratios instead.
+    throw ConfigError(fmt::format(
+        "--measured: {} is a prediction ({}), not a run's report.json; to set plans or "
+        "predictions side by side use `strata diff {} {}`",
+        options.measured, measured_file.plan_file ? "a plan file" : "kind \"prediction\"",
+        options.predicted, options.measured));
+  }
+  const StepReport& measured = measured_file.report;
   const ReportComparison comparison = compare_reports(predicted, measured);
   if (!options.trace.empty()) {
     const ChromeTrace merged =

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "cost_model/errors.h"
+#include "cost_model/json_reader.h"
 #include "cost_model/units.h"
 
 namespace strata::cli {
@@ -79,11 +80,24 @@ std::string resolve_config(const std::string& kind, const std::string& value,
   throw ConfigError(fmt::format("{}: file '{}' does not exist", flag, value));
 }
 
+void add_cluster_shape_options(CLI::App& command, ClusterShape& shape) {
+  command.add_option("--nodes", shape.nodes, "nodes of the cluster (default: the file's)")
+      ->check(CLI::PositiveNumber);
+  command.add_option("--gpus-per-node", shape.gpus_per_node,
+                     "GPUs per node (default: the file's); per-GPU and per-node figures stay")
+      ->check(CLI::PositiveNumber);
+}
+
+ClusterSpec load_cluster(const std::string& value, const ClusterShape& shape) {
+  return with_shape(ClusterSpec::load(resolve_config("clusters", value, "--cluster")), shape);
+}
+
 void add_spec_options(CLI::App& command, SpecOptions& options) {
   command.add_option("--model", options.model, "model: a JSON file or a bundled name (tiny, ...)")
       ->required();
   command.add_option("--cluster", options.cluster, "cluster: a JSON file or a bundled name")
       ->required();
+  add_cluster_shape_options(command, options.shape);
   command.add_option("--train", options.train, "training setup: a JSON file or a bundled name")
       ->required();
   add_profile_options(command, options.profile.profile, options.profile.no_profile);
@@ -92,14 +106,42 @@ void add_spec_options(CLI::App& command, SpecOptions& options) {
 Inputs load_inputs(const SpecOptions& options) {
   Inputs inputs;
   inputs.model = ModelSpec::load(resolve_config("models", options.model, "--model"));
-  inputs.cluster = ClusterSpec::load(resolve_config("clusters", options.cluster, "--cluster"));
+  inputs.cluster = load_cluster(options.cluster, options.shape);
   inputs.train = TrainSpec::load(resolve_config("train", options.train, "--train"));
   inputs.profile = choose_profile(options.profile, inputs.cluster);
   return inputs;
 }
 
-Plan load_plan(const std::string& value) {
-  return Plan::load(resolve_config("plans", value, "--plan"));
+namespace {
+
+// Whether a plan file's recorded "model" means the model of this command: the same --model
+// text, the same model name once resolved, or (a path that no longer resolves from here) the
+// same file stem. Paths differ between directories; the model's name does not.
+bool same_model(const std::string& recorded, const SpecOptions& specs, const ModelSpec& model) {
+  if (recorded == specs.model) return true;
+  try {
+    return ModelSpec::load(resolve_config("models", recorded, "plan")).name == model.name;
+  } catch (const ConfigError&) {
+    const std::string stem = fs::path(recorded).stem().string();
+    return stem == model.name || stem == fs::path(specs.model).stem().string();
+  }
+}
+
+}  // namespace
+
+Plan load_plan(const std::string& value, const SpecOptions& specs, const ModelSpec& model) {
+  const std::string path = resolve_config("plans", value, "--plan");
+  const Json json = read_json_file(path);
+  if (json.is_object() && json.contains("model") && json["model"].is_string()) {
+    const std::string recorded = json["model"].get<std::string>();
+    if (!same_model(recorded, specs, model)) {
+      throw ConfigError(fmt::format(
+          "--plan: {} was made for model '{}' (its \"model\"), but --model is '{}' ({}); "
+          "plan for this model with `strata plan --model {}`, or pass --model {}",
+          path, recorded, specs.model, model.name, specs.model, recorded));
+    }
+  }
+  return Plan::from_json(json, path);
 }
 
 std::string plan_source(const std::string& plan, const SpecOptions& specs) {
@@ -123,6 +165,18 @@ std::string count_label(double count) {
   if (count >= 1e3) return fmt::format("{:.1f}K", count / 1e3);
   return fmt::format("{:.0f}", count);
 }
+std::string bytes_label(double bytes) {
+  const double size = std::fabs(bytes);
+  if (size >= units::kGiB) return fmt::format("{:.2f} GiB", bytes / units::kGiB);
+  if (size >= units::kMiB) return fmt::format("{:.2f} MiB", bytes / units::kMiB);
+  if (size >= units::kKiB) return fmt::format("{:.2f} KiB", bytes / units::kKiB);
+  return fmt::format("{:.0f} B", bytes);
+}
+
+std::string plural(std::int64_t count, const std::string& noun) {
+  return fmt::format("{} {}{}", count, noun, count == 1 ? "" : "s");
+}
+
 std::string percent(double fraction) { return fmt::format("{:.1f}%", 100.0 * fraction); }
 
 std::string offload_label(const OffloadPlan& offload) {

@@ -4,6 +4,7 @@
 // layout) and no option parsing.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,10 +30,17 @@ std::string config_dir();
 std::string resolve_config(const std::string& kind, const std::string& value,
                            const std::string& flag);
 
+// --nodes / --gpus-per-node, on every subcommand that takes --cluster.
+void add_cluster_shape_options(CLI::App& command, ClusterShape& shape);
+// The one place a command's cluster is made: --cluster (a file or a bundled name) loaded,
+// then --nodes / --gpus-per-node applied (cluster_spec.h: with_shape).
+ClusterSpec load_cluster(const std::string& value, const ClusterShape& shape);
+
 // The options every subcommand shares, bound to its CLI11 subcommand by add_spec_options.
 struct SpecOptions {
   std::string model;
   std::string cluster;
+  ClusterShape shape;  // --nodes / --gpus-per-node
   std::string train;
   ProfileFlags profile;  // --profile / --no-profile (profile_choice.h)
 };
@@ -47,8 +55,10 @@ struct Inputs {
 };
 Inputs load_inputs(const SpecOptions& options);
 
-// Loads --plan (path or bundled name under configs/plans).
-Plan load_plan(const std::string& value);
+// Loads --plan (path or bundled name under configs/plans). A plan file that records the model
+// it was made for ("model", written by `strata plan --out`) must name the model of --model:
+// a ConfigError naming both otherwise (a plan's memory and time belong to its model).
+Plan load_plan(const std::string& value, const SpecOptions& specs, const ModelSpec& model);
 
 // How a plan's rule violations name their inputs: a rule such as layers % (pp*v) involves the
 // plan and the model, so the message names every file the command read:
@@ -61,6 +71,10 @@ std::string readable(double value);
 std::string gib(double bytes);
 std::string gb(double bytes);
 std::string count_label(double count);
+// Bytes in the binary unit that suits their size: "80.00 GiB", "7.00 MiB", "512.00 KiB", "12 B".
+std::string bytes_label(double bytes);
+// "1 GPU", "8 GPUs": `noun` with an "s" unless count is 1.
+std::string plural(std::int64_t count, const std::string& noun);
 std::string percent(double fraction);
 // "none" or e.g. "opt=cpu,grad=cpu,param=nvme" (only the offloaded states).
 std::string offload_label(const OffloadPlan& offload);

@@ -1,35 +1,31 @@
 // `strata plan`: searches the plans of a model on a cluster (planner/planner.h), prints the
 // best ones as a table (or JSON) with the counts of candidates and of dropped plans, and
 // writes the best as a plan file (--out) that `strata predict/simulate/run` load. When no
-// plan fits it says which reason dropped the most plans and which plan came closest.
+// plan fits it says which reason dropped the most plans and which plan came closest; when the
+// GPU count has no legal factorisation it says so and names the nearest counts that have one.
+// With --tokens and a deadline it sizes the cluster instead (sizing.cc).
 #include <algorithm>
+#include <filesystem>
 #include <memory>
+#include <system_error>
 #include <utility>
 #include <vector>
 #include <ostream>
 
 #include <fmt/format.h>
 
+#include "cost_model/errors.h"
 #include "cost_model/json_reader.h"
 #include "cost_model/units.h"
 #include "planner/planner.h"
+#include "planner/sizing.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/inputs.h"
+#include "tools/strata/plan_output.h"
 
 namespace strata::cli {
-namespace {
+namespace fs = std::filesystem;
 
-struct PlanOptions {
-  SpecOptions specs;
-  std::int64_t gpus = 0;
-  std::int64_t top = 5;
-  std::string out;
-  bool json = false;
-  bool allow_tp_across_nodes = false;
-};
-
-// A plan file: the plan's keys plus its prediction (with the profile that priced it) and the
-// names it was made for.
 Json plan_file_json(const ScoredPlan& scored, const PlanOptions& options,
                     const ProfileChoice& profile) {
   Json json = scored.plan.to_json();
@@ -41,7 +37,7 @@ Json plan_file_json(const ScoredPlan& scored, const PlanOptions& options,
   return json;
 }
 
-Json result_json(const PlanSearchResult& result, const PlanOptions& options,
+Json search_json(const PlanSearchResult& result, const PlanOptions& options,
                  const ProfileChoice& profile) {
   Json json = {{"model", options.specs.model},
                {"cluster", options.specs.cluster},
@@ -63,6 +59,23 @@ Json result_json(const PlanSearchResult& result, const PlanOptions& options,
   }
   return json;
 }
+
+std::string no_legal_factorisation_line(const std::map<std::string, std::int64_t>& rule_drops,
+                                        std::int64_t gpus, std::int64_t below, std::int64_t above) {
+  std::vector<std::string> rules;
+  for (const auto& [reason, count] : rule_drops) {
+    rules.push_back(fmt::format("{} ({} of them)", reason, count));
+  }
+  std::vector<std::string> nearest;
+  if (below > 0) nearest.push_back(std::to_string(below));
+  if (above > 0) nearest.push_back(std::to_string(above));
+  return fmt::format("no legal factorisation: every t x p x d = {} breaks a rule: {}; nearest "
+                     "counts with one: {}",
+                     gpus, fmt::join(rules, "; "),
+                     nearest.empty() ? std::string("none") : fmt::format("{}", fmt::join(nearest, ", ")));
+}
+
+namespace {
 
 void print_counts(std::ostream& out, const PlanSearchResult& result) {
   out << fmt::format("candidates {}, scored {}, pruned {} (a faster variant fits), fit {}\n",
@@ -103,7 +116,7 @@ void print_table(std::ostream& out, const PlanSearchResult& result) {
 void print_infeasible(std::ostream& out, const PlanSearchResult& result, const Inputs& inputs) {
   const std::int64_t count = result.dropped.count(result.top_reason) != 0
                                  ? result.dropped.at(result.top_reason) : 0;
-  out << fmt::format("no plan fits: the most common reason is '{}' ({} dropped)\n",
+  out << fmt::format("no plan fits in memory: the most common reason is '{}' ({} dropped)\n",
                      result.top_reason, count);
   if (!result.closest) return;
   const MemoryOvershoot& over = *result.closest_overshoot;
@@ -121,28 +134,67 @@ void print_infeasible(std::ostream& out, const PlanSearchResult& result, const I
                      gb(std::max(over.nvme_bytes, 0.0)));
 }
 
+// --out's parent directories are made as `run --out` makes its directory; the file itself is
+// written whole or not at all (write_json_file).
+void write_plan_file(const std::string& path, const Json& json) {
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty()) {
+    std::error_code ec;
+    fs::create_directories(parent, ec);
+    if (ec) {
+      throw ConfigError(fmt::format("--out: cannot create directory '{}' for '{}': {}",
+                                    parent.string(), path, ec.message()));
+    }
+  }
+  write_json_file(path, json);
+}
+
 int run_plan(const PlanOptions& options, std::ostream& out) {
   const Inputs inputs = load_inputs(options.specs);
+  if (options.tokens > 0) return run_sizing(options, inputs, out);
   PlannerOptions planner;
   planner.gpus = options.gpus;
   planner.top_k = options.top;
   planner.allow_tp_across_nodes = options.allow_tp_across_nodes;
   planner.profile = inputs.profile_ptr();
   const PlanSearchResult result = search_plans(inputs.model, inputs.cluster, inputs.train, planner);
+  return report_search(result, options, inputs, out);
+}
 
+}  // namespace
+
+int report_search(const PlanSearchResult& result, const PlanOptions& options, const Inputs& inputs,
+                  std::ostream& out) {
   if (!options.out.empty() && !result.top.empty()) {
-    write_json_file(options.out, plan_file_json(result.top.front(), options, inputs.profile));
+    write_plan_file(options.out, plan_file_json(result.top.front(), options, inputs.profile));
+  }
+  std::pair<std::int64_t, std::int64_t> nearest{0, 0};
+  if (result.no_legal_factorisation()) {
+    nearest = nearest_legal_counts(inputs.model, inputs.cluster, inputs.train, result.gpus,
+                                   inputs.cluster.total_gpus(), options.allow_tp_across_nodes);
   }
   if (options.json) {
-    out << result_json(result, options, inputs.profile).dump(2) << "\n";
+    Json json = search_json(result, options, inputs.profile);
+    if (result.no_legal_factorisation()) {
+      json["no_legal_factorisation"] = true;
+      json["nearest_legal_gpus"] = Json::array();
+      for (std::int64_t g : {nearest.first, nearest.second}) {
+        if (g > 0) json["nearest_legal_gpus"].push_back(g);
+      }
+    }
+    out << json.dump(2) << "\n";
   } else {
-    out << fmt::format("model {} ({} parameters) on {} of {} GPUs of {}, global batch {}, {}\n",
+    out << fmt::format("model {} ({} parameters) on {} of {} of {}, global batch {}, {}\n",
                        inputs.model.name,
                        count_label(static_cast<double>(inputs.model.total_params())), result.gpus,
-                       inputs.cluster.total_gpus(), inputs.cluster.name, inputs.train.global_batch,
-                       to_string(inputs.train.precision));
+                       plural(inputs.cluster.total_gpus(), "GPU"), inputs.cluster.name,
+                       inputs.train.global_batch, to_string(inputs.train.precision));
     print_counts(out, result);
-    if (result.top.empty()) {
+    if (result.no_legal_factorisation()) {
+      out << no_legal_factorisation_line(result.dropped, result.gpus, nearest.first,
+                                         nearest.second)
+          << "\n";
+    } else if (result.top.empty()) {
       print_infeasible(out, result, inputs);
     } else {
       print_table(out, result);
@@ -150,26 +202,55 @@ int run_plan(const PlanOptions& options, std::ostream& out) {
     }
     out << inputs.profile.line() << "\n";
   }
+  if (result.no_legal_factorisation()) return kExitNoLegalFactorisation;
   return result.top.empty() ? kExitDoesNotFit : 0;
 }
-
-}  // namespace
 
 void add_plan_command(CLI::App& app, CommandContext& context) {
   auto options = std::make_shared<PlanOptions>();
   CLI::App* command = app.add_subcommand(
-      "plan", "Search the plans of a model on a cluster and rank those that fit by throughput");
+      "plan", "Search the plans of a model on a cluster and rank those that fit by throughput; "
+              "with --tokens and a deadline, find the fewest GPUs that meet it");
   add_spec_options(*command, options->specs);
-  command->add_option("--gpus", options->gpus, "GPUs to use (default: the whole cluster)")
-      ->check(CLI::PositiveNumber);
+  CLI::Option* gpus =
+      command->add_option("--gpus", options->gpus, "GPUs to use (default: the whole cluster)")
+          ->check(CLI::PositiveNumber);
   command->add_option("--top", options->top, "plans to show")->check(CLI::PositiveNumber);
-  command->add_option("--out", options->out, "write the best plan (with its prediction) here");
+  command->add_option("--out", options->out,
+                      "write the best plan (with its prediction) here; parent directories are "
+                      "created");
   command->add_flag("--json", options->json, "print the result as JSON");
   command->add_flag("--allow-tp-across-nodes", options->allow_tp_across_nodes,
                     "also try tensor parallelism wider than a node");
-  command->footer("Exit code 3 when no plan fits; the output names the most common reason "
-                  "and the closest plan.");
-  command->callback([options, &context] { context.exit_code = run_plan(*options, *context.out); });
+  CLI::Option* tokens = command->add_option(
+      "--tokens", options->tokens,
+      "size the cluster: tokens to train on (e.g. 300e9); needs --days or --deadline-hours")
+      ->check(CLI::PositiveNumber);
+  CLI::Option* days = command->add_option("--days", options->days, "deadline in days, with --tokens")
+                          ->check(CLI::PositiveNumber);
+  CLI::Option* hours = command->add_option("--deadline-hours", options->deadline_hours,
+                                           "deadline in hours, with --tokens")
+                           ->check(CLI::PositiveNumber);
+  CLI::Option* max_gpus = command->add_option(
+      "--max-gpus", options->max_gpus,
+      "with --tokens: the most GPUs to try (default: the cluster's, after --nodes)")
+      ->check(CLI::PositiveNumber);
+  days->excludes(hours);
+  days->needs(tokens);
+  hours->needs(tokens);
+  max_gpus->needs(tokens);
+  tokens->excludes(gpus);
+  command->footer(
+      "Exit codes: 0 a plan (or, with --tokens, a GPU count that meets the deadline); 2 bad "
+      "input; 3 no plan fits in memory (the most common reason and the closest plan are "
+      "named); 5 the GPU count has no legal factorisation t x p x d (the nearest counts that "
+      "have one are named); 6 with --tokens, no count up to the maximum meets the deadline.");
+  command->callback([options, &context] {
+    if (options->tokens > 0 && options->days == 0 && options->deadline_hours == 0) {
+      throw ConfigError("--tokens: needs a deadline, --days D or --deadline-hours H");
+    }
+    context.exit_code = run_plan(*options, *context.out);
+  });
 }
 
 }  // namespace strata::cli

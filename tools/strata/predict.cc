@@ -26,8 +26,8 @@ struct PredictOptions {
 
 void print_prediction(std::ostream& out, const Prediction& r, const Inputs& inputs,
                       const Plan& plan, const MemoryOvershoot& over) {
-  out << fmt::format("plan {} (model {}, cluster {}, {} GPUs)\n", plan.label(), inputs.model.name,
-                     inputs.cluster.name, plan.world_size());
+  out << fmt::format("plan {} (model {}, cluster {}, {})\n", plan.label(), inputs.model.name,
+                     inputs.cluster.name, plural(plan.world_size(), "GPU"));
   const StepTimeParts& t = r.parts;
   out << fmt::format("step time        {:>10.4f} s\n", r.step_time_s);
   const std::pair<const char*, double> parts[] = {
@@ -64,7 +64,7 @@ void print_prediction(std::ostream& out, const Prediction& r, const Inputs& inpu
 
 int run_predict(const PredictOptions& options, std::ostream& out) {
   const Inputs inputs = load_inputs(options.specs);
-  const Plan plan = load_plan(options.plan);
+  const Plan plan = load_plan(options.plan, options.specs, inputs.model);
   plan.check(inputs.model, inputs.cluster, inputs.train, plan_source(options.plan, options.specs));
   const Prediction prediction =
       predict(inputs.model, inputs.cluster, inputs.train, plan, inputs.profile_ptr());

@@ -350,9 +350,9 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
     return stop;
   }
   out << fmt::format("median step {:.4f} s, {:.0f} tokens/s, {:.4f} TFLOP/s per rank (MFU {}), "
-                     "peak device memory {} GiB (worst rank)\n",
+                     "peak device memory {} (worst rank)\n",
                      rep.step_time_s, rep.tokens_per_s, rep.tflops_per_gpu, percent(rep.mfu),
-                     gib(rep.memory_bytes.device));
+                     bytes_label(rep.memory_bytes.device));
   print_predicted(v, rep, out);
   out << fmt::format("wrote {}/report.json, trace.json, memory_tags.json\n", o.out);
   if (!o.update_profile.empty()) update_profile(o.update_profile, v, rep, out);
@@ -506,6 +506,7 @@ void add_run_command(CLI::App& app, CommandContext& context) {
       ->required();
   command->add_option("--cluster", options->cluster,
                       "cluster (memory budget and peak FLOP/s for MFU); default local-cpu");
+  add_cluster_shape_options(*command, options->shape);
   command->add_option_function<std::int64_t>(
       "--steps", [options](const std::int64_t& n) { options->steps = n; },
       "steps to train, 1 or more (default: the train spec's)");

@@ -238,7 +238,7 @@ Validated validate(const RunOptions& o) {
   v.plan_path = fs::absolute(resolve_config("plans", o.plan, "--plan")).string();
   v.model = ModelSpec::load(v.model_path);
   v.train = TrainSpec::load(v.train_path);
-  v.cluster = ClusterSpec::load(v.cluster_path);
+  v.cluster = load_cluster(v.cluster_path, o.shape);
   v.plan = Plan::load(v.plan_path);
   v.device_budget_mib = o.device_budget_mib;
   if (o.steps) v.train.steps = *o.steps;
@@ -306,6 +306,12 @@ std::vector<std::string> relaunch_args(const RunOptions& o, const Validated& v, 
                                    "--prefetch-depth", std::to_string(o.prefetch_depth),
                                    "--comm-timeout-s", fmt::format("{}", o.comm_timeout_s),
                                    "--job-dir", job_dir};
+  for (auto [flag, value] : {std::pair{"--nodes", o.shape.nodes},
+                             std::pair{"--gpus-per-node", o.shape.gpus_per_node}}) {
+    if (value == 0) continue;  // the file's
+    args.push_back(flag);
+    args.push_back(std::to_string(value));
+  }
   if (o.device_budget_mib) {
     args.push_back("--device-budget-mib");
     args.push_back(fmt::format("{}", *o.device_budget_mib));

@@ -27,6 +27,7 @@ struct RunOptions {
   std::string model;
   std::string train;
   std::string cluster = "local-cpu";
+  ClusterShape shape;  // --nodes / --gpus-per-node
   std::optional<std::int64_t> steps;  // unset: the train spec's steps
   std::string data;        // empty: the generated corpus
   std::string data_format = "auto";  // auto | bytes | megatron | llmc (executor/data/dataset.h)

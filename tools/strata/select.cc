@@ -40,6 +40,7 @@ namespace {
 struct SelectOptionsCli {
   std::string workload;
   std::string cluster = "local-cpu";
+  ClusterShape shape;  // --nodes / --gpus-per-node
   std::int64_t gpus = 2;
   std::string policy = "strata";
   bool plan_only = false;
@@ -174,7 +175,7 @@ int select_command(const SelectOptionsCli& o, std::ostream& out) {
     return referenced(field, [&] { return TrainSpec::load(file); });
   };
   const std::vector<Job> jobs = expand(spec, resolve, workload_path);
-  const ClusterSpec cluster = ClusterSpec::load(resolve_config("clusters", o.cluster, "--cluster"));
+  const ClusterSpec cluster = load_cluster(o.cluster, o.shape);
   const ProfileChoice profile = choose_profile(o.profile, cluster);
   if (o.device_budget_mib &&
       (!(*o.device_budget_mib > 0) || !(*o.device_budget_mib <= limits::kBudgetMib))) {
@@ -286,6 +287,7 @@ void add_select_command(CLI::App& app, CommandContext& context) {
   command->add_option("--workload", options->workload, "workload: a JSON file or a bundled name")
       ->required();
   command->add_option("--cluster", options->cluster, "cluster (default local-cpu)");
+  add_cluster_shape_options(*command, options->shape);
   command->add_option("--gpus", options->gpus, "devices to use (default 2)");
   command->add_option("--policy", options->policy, "strata, lrtf or sequential (default strata)");
   command->add_flag("--plan-only", options->plan_only, "print the schedule, run nothing");

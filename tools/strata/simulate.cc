@@ -31,7 +31,7 @@ std::size_t count_ops(const ProgramTimeline& timeline) {
 
 int run_simulate(const SimulateOptions& options, std::ostream& out) {
   const Inputs inputs = load_inputs(options.specs);
-  const Plan plan = load_plan(options.plan);
+  const Plan plan = load_plan(options.plan, options.specs, inputs.model);
   plan.check(inputs.model, inputs.cluster, inputs.train, plan_source(options.plan, options.specs));
   const StageOpTimes times =
       stage_op_times(inputs.model, inputs.cluster, inputs.train, plan, inputs.profile_ptr());

@@ -1,10 +1,13 @@
 // Running under mpirun: detect it (and this process's rank), and re-execute the current
 // binary with the same arguments under `mpirun -np N` when a plan needs N > 1 ranks.
 //
-// Detection reads the launcher's environment (OpenMPI: OMPI_COMM_WORLD_SIZE / _RANK /
-// _LOCAL_RANK / _LOCAL_SIZE; also PMI_SIZE / PMI_RANK from MPICH/Slurm-style launchers), so
-// it works before MPI_Init. Deliberately not here: hostfiles and multi-node placement
-// (mpirun's own flags can be passed through extra_args).
+// Detection reads the launcher's environment, so it works before MPI_Init: Open MPI's
+// mpirun (OMPI_COMM_WORLD_SIZE / _RANK / _LOCAL_RANK / _LOCAL_SIZE), SLURM's srun
+// (SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID / SLURM_NODEID / SLURM_NNODES and the tasks
+// per node; only inside a job step, SLURM_STEP_ID, so a batch script's own variables do not
+// count), else PMI_SIZE / PMI_RANK from MPICH-style launchers. Deliberately not here: which
+// node each rank is on and the rules a plan's groups keep across nodes
+// (executor/comm/node_layout.h), hostfiles (executor/comm/hostfile.h).
 //
 // Stopping: mpirun runs in a process group of its own (a terminal's Ctrl-C reaches only this
 // process, which decides), with stdin from /dev/null (a background group reading the
@@ -27,11 +30,14 @@
 namespace strata {
 
 struct LaunchEnv {
-  bool under_launcher = false;  // started by mpirun (or a PMI launcher)
+  bool under_launcher = false;  // started by mpirun, srun (or a PMI launcher)
+  std::string launcher;         // "mpirun", "srun", "PMI launcher"; empty when none
   int world_size = 1;
   int world_rank = 0;
   int local_rank = 0;           // rank among the processes on this node
   int local_size = 1;
+  int node_id = -1;             // this node's index when the launcher says (srun), else -1
+  int node_count = 0;           // nodes of the job when the launcher says (srun), else 0
 };
 
 // Throws ConfigError when a launcher variable is present but not a valid integer.

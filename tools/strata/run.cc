@@ -6,7 +6,13 @@
 // model's vocabulary, the weights files, and the plan's fit in memory by the cost model, exit
 // 3 like `strata predict`), --out is locked for the run (a second run into it is refused),
 // then the command re-launches itself under mpirun with t*p*d ranks (one rank runs
-// in-process). Rank 0 prints one progress line per step and writes DIR/report.json (a
+// in-process): on this machine, or with --hostfile on that file's hosts. Started by an
+// outside launcher (mpirun, srun: executor/runtime/mpi_launch.h) it runs as it is, one rank
+// per process, each on GPU (local rank mod the node's GPUs). Across nodes the plan's rank
+// layout is checked before any work (executor/comm/node_layout.h: TP groups inside a node,
+// the rank counts equal), --out and --save must be one directory for every rank
+// (shared_dir_probe.h), and each node's NVMe files go in a directory of its own under
+// --nvme-dir; --nodes N --ranks-per-node K groups one machine's ranks as N nodes. Rank 0 prints one progress line per step and writes DIR/report.json (a
 // StepReport of kind "measurement"), DIR/trace.json (Chrome trace of the last step, one
 // process per rank), DIR/memory_tags.json (peak bytes per allocation tag per rank), and
 // DIR/metrics.jsonl as the run goes (one line per step: step, loss, lr, grad norm, tokens/s
@@ -37,6 +43,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <chrono>
 #include <fstream>
 #include <cstdio>
@@ -48,6 +55,7 @@
 #include <ostream>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -60,7 +68,10 @@
 #include "cost_model/time_model.h"
 #include "executor/checkpoint/checkpoint_io.h"
 #include "executor/comm/comm_watch.h"
+#include "executor/comm/hostfile.h"
 #include "executor/comm/mpi_communicator.h"
+#include "executor/comm/node_layout.h"
+#include "executor/comm/shared_dir_probe.h"
 #include "executor/cpu/cuda_semantics/cuda_semantics_backend.h"
 #include "executor/data/batch.h"
 #include "executor/data/dataset.h"
@@ -148,6 +159,76 @@ void update_profile(const std::string& path, const Validated& v, const StepRepor
 namespace {
 
 constexpr const char* kJobDirPrefix = "strata-job-";
+// A node's own directory under --nvme-dir when the job spans nodes: <nvme-dir>/node-<host>.
+constexpr const char* kNodeDirPrefix = "node-";
+
+// The layout the launch will have, decided before it starts: the hostfile's slots, the
+// --nodes grouping, else one machine. With the name of the launch, for messages.
+std::pair<NodeLayout, std::string> planned_layout(const RunOptions& o, const Validated& v) {
+  const int ranks = static_cast<int>(v.plan.world_size());
+  if (!o.hostfile.empty()) {
+    const std::string source = "--hostfile " + o.hostfile;
+    return {NodeLayout::by_slots(read_hostfile(o.hostfile), ranks, source), source};
+  }
+  if (o.nodes != 0) {
+    return {NodeLayout::uniform(o.nodes, o.ranks_per_node),
+            fmt::format("--nodes {} --ranks-per-node {}", o.nodes, o.ranks_per_node)};
+  }
+  return {NodeLayout::uniform(1, ranks), "this machine"};
+}
+
+// This process's host name, as the other ranks will see it.
+std::string this_host() {
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  if (MPI_Get_processor_name(name, &length) != MPI_SUCCESS) {
+    throw SystemError("MPI_Get_processor_name failed");
+  }
+  return std::string(name, static_cast<size_t>(length));
+}
+
+// The layout of the running job: the --nodes grouping its launcher passed on, else each
+// rank's host gathered over `world` (a fixed 256 bytes each, as int64 words). Collective.
+std::pair<NodeLayout, std::string> running_layout(const RunOptions& o, MpiCommunicator& world,
+                                                  const LaunchEnv& launch) {
+  const std::string launcher = launch.launcher.empty() ? "the launcher" : launch.launcher;
+  if (o.nodes != 0) {
+    if (o.nodes * o.ranks_per_node != world.size()) {
+      throw InfeasiblePlan(fmt::format("--nodes {} --ranks-per-node {} makes {} ranks, but {} "
+                                       "started {}", o.nodes, o.ranks_per_node,
+                                       o.nodes * o.ranks_per_node, launcher, world.size()));
+    }
+    return {NodeLayout::uniform(o.nodes, o.ranks_per_node),
+            fmt::format("--nodes {} --ranks-per-node {}", o.nodes, o.ranks_per_node)};
+  }
+  constexpr int kWords = 32;
+  std::vector<std::int64_t> mine(kWords, 0), all(static_cast<size_t>(kWords) * world.size());
+  const std::string host = this_host().substr(0, kWords * sizeof(std::int64_t) - 1);
+  std::memcpy(mine.data(), host.data(), host.size());
+  world.all_gather(mine.data(), all.data(), kWords);
+  std::vector<std::string> hosts;
+  for (int r = 0; r < world.size(); ++r) {
+    hosts.emplace_back(reinterpret_cast<const char*>(&all[static_cast<size_t>(r) * kWords]));
+  }
+  return {NodeLayout::from_hosts(hosts), launcher};
+}
+
+// Where this rank's NVMe files go: --nvme-dir itself on one node; across nodes a directory
+// of the node's own under it, so two nodes never touch each other's files even when
+// --nvme-dir is on a shared filesystem (each rank's run directory in it is locked,
+// nvme_store.h). Made by every rank of the node (an existing one is fine).
+std::string node_nvme_dir(const RunOptions& o, const Validated& v, const NodeLayout& layout,
+                          int world_rank) {
+  if (!v.uses_nvme() || layout.nodes() <= 1) return o.nvme_dir;
+  const fs::path dir = fs::path(o.nvme_dir) / (kNodeDirPrefix + layout.host_of(world_rank));
+  std::error_code ec;
+  fs::create_directory(dir, ec);
+  if (ec && !fs::is_directory(dir)) {
+    throw SystemError(fmt::format("--nvme-dir: cannot make the node's directory '{}': {}",
+                                  dir.string(), ec.message()));
+  }
+  return dir.string();
+}
 
 // Shared memory for the job's OpenMPI files and status records: /dev/shm where there is one.
 fs::path shm_base() {
@@ -191,7 +272,7 @@ void keep_metrics_until(const std::string& path, std::int64_t step) {
 // One rank's training, the same loop for every backend; rank 0 prints progress to `out` and
 // writes the files. Returns the stop signal the ranks agreed on, or 0 when every step ran.
 int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, Backend backend,
-               std::ostream& out) {
+               const std::string& nvme_dir, std::ostream& out) {
   if (world.size() != v.plan.world_size()) {
     throw InfeasiblePlan(fmt::format("{}: the plan needs {} ranks, mpirun started {}", v.plan_path,
                                      v.plan.world_size(), world.size()));
@@ -205,7 +286,7 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
     budgets.device_bytes = static_cast<std::int64_t>(*v.device_budget_mib * (1 << 20));
   }
   engine::OffloadOptions offload;
-  offload.nvme_dir = o.nvme_dir;
+  offload.nvme_dir = nvme_dir;
   offload.prefetch_depth = o.prefetch_depth;
   const engine::BackendMaker make_backend =
       backend == Backend::kCuda ? cuda_backend_maker(o)
@@ -373,12 +454,23 @@ int launch_job(const RunOptions& o, const Validated& v, Backend backend) {
     relaunch.stop_grace_s = o.stop_grace_s;
     relaunch.threads = o.threads;
     relaunch.job_dir = job.path().string();
+    // mpirun reads the same hostfile; its default mapping (by slot) is the one
+    // check_node_layout was given.
+    if (!o.hostfile.empty()) relaunch.extra_args = {"--hostfile", fs::absolute(o.hostfile).string()};
     result = relaunch_under_mpirun(relaunch, relaunch_args(o, v, backend, relaunch.job_dir));
     if (result.stop_signal == 0 && CommWatch::timeout_reported(job.path())) {
       result.exit_code = kExitCommTimeout;  // the watchdog's; mpirun may pass on a killed rank's
     }
   }  // every rank is gone: the job directory goes, with any segment a killed mpirun left
-  if (v.uses_nvme()) offload::remove_stale_run_dirs(o.nvme_dir);  // killed ranks' tensors
+  if (v.uses_nvme()) {  // killed ranks' tensors, on this machine (other nodes: their next run)
+    offload::remove_stale_run_dirs(o.nvme_dir);
+    std::error_code ec;
+    for (fs::directory_iterator it(o.nvme_dir, ec), end; !ec && it != end; it.increment(ec)) {
+      if (it->is_directory(ec) && it->path().filename().string().rfind(kNodeDirPrefix, 0) == 0) {
+        offload::remove_stale_run_dirs(it->path());
+      }
+    }
+  }
   if (result.stop_signal == 0) return result.exit_code;  // the ranks printed their own errors
   const int code = StopSignals::exit_code(result.stop_signal);
   const std::string name = StopSignals::name(result.stop_signal);
@@ -450,6 +542,13 @@ int run_command(const RunOptions& o, std::ostream& out) {
     }
   }
   const LaunchEnv launch = detect_launch_env();
+  if (launch.under_launcher && launch.world_size != v.plan.world_size()) {
+    // Before MPI starts: the launcher's count against the plan, said once (rank 0).
+    if (launch.world_rank != 0) return 2;
+    throw InfeasiblePlan(fmt::format("{}: the plan needs tp*pp*dp = {}*{}*{} = {} ranks, but {} "
+                                     "starts {}", v.plan_path, v.plan.tp, v.plan.pp, v.plan.dp,
+                                     v.plan.world_size(), launch.launcher, launch.world_size));
+  }
   if (!launch.under_launcher) {
     out << v.profile.line() << "\n" << std::flush;  // once, by the launcher, not every rank
     if (const std::optional<std::string> why = does_not_fit(v)) {
@@ -460,21 +559,55 @@ int run_command(const RunOptions& o, std::ostream& out) {
   // The launcher holds --out for its ranks; a run started by hand under mpirun, its rank 0.
   std::optional<FileLock> out_lock;
   if (o.job_dir.empty() && launch.world_rank == 0) out_lock.emplace(lock_out_dir(o.out));
-  if (v.plan.world_size() > 1 && !launch.under_launcher) return launch_job(o, v, backend);
+  if (!launch.under_launcher) {
+    // The rank layout across nodes, before anything starts (exit 2 naming plan and launch).
+    const auto [layout, source] = planned_layout(o, v);
+    check_node_layout(parallel_dims(v.plan), layout, o.pp_within_node, v.plan_path, source);
+    if (v.plan.world_size() > 1 || !o.hostfile.empty()) return launch_job(o, v, backend);
+  }
 
   MpiSession session(nullptr, nullptr);
-  CommWatch watch(session.world_rank(), session.world_size(), o.job_dir);
+  // The job directory is the launching machine's: a rank on another node has none, and
+  // keeps its status record to itself.
+  std::error_code ec;
+  const bool job_dir_here = !o.job_dir.empty() && fs::is_directory(o.job_dir, ec);
+  CommWatch watch(session.world_rank(), session.world_size(), job_dir_here ? o.job_dir : "");
   std::unique_ptr<MpiCommunicator> world = session.world(&watch);
+  // The layout of the job as it runs, the same verdict on every rank, before any work: a
+  // plan that does not fit it, or an --out / --save that is not one directory for every
+  // rank, ends each rank with exit 2 and the message printed once (rank 0).
+  std::string nvme_dir;
+  NodeLayout layout = NodeLayout::uniform(1, world->size());
+  try {
+    std::string source;
+    std::tie(layout, source) = running_layout(o, *world, launch);
+    check_node_layout(parallel_dims(v.plan), layout, o.pp_within_node, v.plan_path, source);
+    if (layout.nodes() > 1) {
+      check_dir_shared("--out", fs::absolute(o.out), *world, layout);
+      if (!o.save.empty()) check_dir_shared("--save", fs::absolute(o.save), *world, layout);
+    }
+    nvme_dir = node_nvme_dir(o, v, layout, world->rank());
+  } catch (const ConfigError&) {
+    if (world->rank() == 0) throw;
+    return 2;
+  } catch (const InfeasiblePlan&) {
+    if (world->rank() == 0) throw;
+    return 2;
+  }
   if (world->size() == 1) {
-    const int stop = train_rank(o, v, *world, backend, out);  // errors reach main's catch point
+    const int stop = train_rank(o, v, *world, backend, nvme_dir, out);  // errors reach main
     return stop != 0 ? StopSignals::exit_code(stop) : 0;
   }
   // A rank blocked too long in one call ends the job: mpirun sees it exit without
   // finalising and ends every other rank.
   std::optional<CommWatchdog> watchdog;
-  watchdog.emplace(watch, o.comm_timeout_s, [&watch](const std::string& message) {
+  // Across nodes the message says where each rank runs: status records of other nodes'
+  // ranks cannot be read from here, the hosts can.
+  const std::string hosts =
+      layout.nodes() > 1 ? fmt::format(" (ranks by host: {})", layout.describe()) : std::string();
+  watchdog.emplace(watch, o.comm_timeout_s, [&watch, &hosts](const std::string& message) {
     if (watch.claim_report()) {  // the first rank of the job to time out speaks for it
-      std::cerr << "strata: " << message << "; ending the job\n" << std::flush;
+      std::cerr << "strata: " << message << hosts << "; ending the job\n" << std::flush;
     }
     kill_stopped_peers(watch);  // after the message, which reads their state
     std::_Exit(kExitCommTimeout);
@@ -483,7 +616,7 @@ int run_command(const RunOptions& o, std::ostream& out) {
   // collective), so it prints its error once and aborts the whole job with exit code 2.
   int stop = 0;
   try {
-    stop = train_rank(o, v, *world, backend, out);
+    stop = train_rank(o, v, *world, backend, nvme_dir, out);
   } catch (const std::exception& e) {
     std::cerr << fmt::format("strata: rank {}: {}\n", world->rank(), e.what()) << std::flush;
     MPI_Abort(MPI_COMM_WORLD, 2);
@@ -532,6 +665,17 @@ void add_run_command(CLI::App& app, CommandContext& context) {
                       "directory for report.json and trace.json, locked for the run");
   command->add_option("--max-ranks", options->max_ranks,
                       "largest rank count this machine may start (default 8)");
+  command->add_option("--hostfile", options->hostfile,
+                      "start the ranks through mpirun on the hosts of this Open MPI hostfile "
+                      "('host slots=K' lines; ranks fill each host's slots in order)")
+      ->check(CLI::ExistingFile);
+  command->add_option("--nodes", options->nodes,
+                      "with --ranks-per-node: group this machine's ranks as if on N nodes "
+                      "(the layout rules and node-local files, without a second machine)");
+  command->add_option("--ranks-per-node", options->ranks_per_node,
+                      "with --nodes: ranks on each (simulated) node");
+  command->add_flag("--pp-within-node", options->pp_within_node,
+                    "refuse a plan whose pipeline groups would cross nodes (TP groups never may)");
   command->add_option("--nvme-dir", options->nvme_dir,
                       "existing directory for the NVMe tier's files of offload plans (default "
                       "/tmp); a run directory of its own is made and removed in it");

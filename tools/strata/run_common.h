@@ -38,6 +38,14 @@ struct RunOptions {
   std::string save_weights;          // GPT-2 safetensors written after the last step
   std::string out = "strata-run";
   int max_ranks = 8;
+  // Across nodes (executor/comm/node_layout.h): --hostfile FILE launches through mpirun on
+  // its hosts; --nodes N --ranks-per-node K groups the ranks of one machine as if on N
+  // nodes (the layout rules and node-local files, testable on one machine);
+  // --pp-within-node refuses a plan whose pipeline groups would cross nodes.
+  std::string hostfile;
+  int nodes = 0;           // 0: not given
+  int ranks_per_node = 0;  // 0: not given
+  bool pp_within_node = false;
   std::string nvme_dir = "/tmp";  // offload to NVMe: where the run directory goes
   int prefetch_depth = 2;         // ZeRO-3 offloaded params: layers fetched ahead
   std::optional<double> device_budget_mib;  // the device tier's budget instead of the cluster's
@@ -110,6 +118,11 @@ std::optional<std::string> does_not_fit(const Validated& v);
 // and backend decided here, and --job-dir.
 std::vector<std::string> relaunch_args(const RunOptions& o, const Validated& v, Backend backend,
                                        const std::string& job_dir);
+
+// The most ranks the launch puts on one node: --ranks-per-node, the hostfile's largest
+// slot count, the launcher's ranks on this node, else the plan's rank count (one machine).
+// What the CUDA check compares with this node's GPUs.
+std::int64_t ranks_on_one_node(const RunOptions& o, const Validated& v);
 
 // The measured step time and offload bytes beside the cost model's for the same plan, priced
 // with v.profile.

@@ -1,0 +1,5 @@
+# Across nodes: the rank layout and its check, hostfiles, the shared-directory verdict
+# (plain gtest, no MPI).
+strata_add_test(executor_node_layout_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/node_layout_test.cc
+  LIBS strata_executor)

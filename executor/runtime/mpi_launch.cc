@@ -132,8 +132,10 @@ int threads_per_rank(int ranks, int cores) {
 std::vector<std::string> mpirun_command(const RelaunchOptions& options, const std::string& binary,
                                         const std::vector<std::string>& args,
                                         bool running_as_root) {
-  std::vector<std::string> command{options.mpirun, "-q", "-np", std::to_string(options.ranks),
-                                   "--oversubscribe", "--bind-to", "none"};
+  std::vector<std::string> command{options.mpirun};
+  if (options.quiet) command.push_back("-q");
+  command.insert(command.end(), {"-np", std::to_string(options.ranks), "--oversubscribe",
+                                 "--bind-to", "none"});
   if (running_as_root) {
     command.push_back("--allow-run-as-root");
   }

@@ -60,6 +60,9 @@ struct RelaunchOptions {
   double stop_grace_s = 3.0;
   // Where OpenMPI's session directory and shared-memory segments go (empty: its defaults).
   std::string job_dir;
+  // -q (below). Off for a launch across nodes: -q also silences mpirun's message naming
+  // the node whose daemon it lost, the one line that says a node went away.
+  bool quiet = true;
 };
 
 struct RelaunchResult {
@@ -69,7 +72,7 @@ struct RelaunchResult {
 };
 
 // The full command line relaunch_under_mpirun runs (pure; for tests and for error messages):
-//   mpirun -q -np N --oversubscribe --bind-to none [--allow-run-as-root] -x OPENBLAS_NUM_THREADS
+//   mpirun [-q] -np N --oversubscribe --bind-to none [--allow-run-as-root] -x OPENBLAS_NUM_THREADS
 //          -x OMP_NUM_THREADS -x OMP_WAIT_POLICY [extra_args...] <binary> <args...>
 // The ranks get OMP_WAIT_POLICY=passive unless the caller sets it: an OpenMP thread that
 // waits for work sleeps instead of spinning, so on cores shared with other ranks or other

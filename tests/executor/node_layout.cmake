@@ -3,3 +3,8 @@
 strata_add_test(executor_node_layout_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/node_layout_test.cc
   LIBS strata_executor)
+
+# The launcher's record of which rank ended first (TCP on this machine's loopback).
+strata_add_test(executor_rank_liveness_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/rank_liveness_test.cc
+  LIBS strata_executor)

@@ -3,6 +3,7 @@
 // RelaunchChild tests (which skip when not started that way).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -65,6 +66,12 @@ TEST(MpiLaunch, CommandLine) {
       "self,vader",
       "/bin/strata"};
   EXPECT_EQ(as_user, expected_user);
+  // Across nodes mpirun is not quiet: its message naming a lost node must reach the user.
+  options.quiet = false;
+  options.extra_args = {};
+  const std::vector<std::string> loud = mpirun_command(options, "/bin/strata", {}, false);
+  EXPECT_EQ(loud[1], "-np");
+  EXPECT_EQ(std::count(loud.begin(), loud.end(), "-q"), 0);
 }
 
 TEST(MpiLaunch, ThreadsPerRank) {

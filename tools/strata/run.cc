@@ -71,6 +71,7 @@
 #include "executor/comm/hostfile.h"
 #include "executor/comm/mpi_communicator.h"
 #include "executor/comm/node_layout.h"
+#include "executor/comm/rank_liveness.h"
 #include "executor/comm/shared_dir_probe.h"
 #include "executor/cpu/cuda_semantics/cuda_semantics_backend.h"
 #include "executor/data/batch.h"
@@ -440,6 +441,23 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
   return 0;
 }
 
+// After a job that failed otherwise than by a rank's own error (exit 2, printed by the
+// rank), a plan that does not fit (3) or the watchdog (4, its own message): the rank that
+// ended first without finishing and its host, where the job broke.
+void report_first_lost(const LivenessListener& liveness, int exit_code) {
+  if (exit_code == 0 || exit_code == 2 || exit_code == kExitDoesNotFit ||
+      exit_code == kExitCommTimeout) {
+    return;
+  }
+  const std::vector<LivenessListener::Ended> ended = liveness.unfinished();
+  if (ended.empty()) return;
+  std::cerr << fmt::format("strata: rank {} on host {} ended first, without finishing its run "
+                           "(its process killed or its node lost), {:.1f} s into the job; the "
+                           "job ended with exit code {}\n",
+                           ended.front().rank, ended.front().host, ended.front().at_s, exit_code)
+            << std::flush;
+}
+
 // The launcher of a multi-rank run: a job directory for OpenMPI's shared-memory files and
 // the ranks' status records, mpirun with stops forwarded, and after it whatever ranks that
 // were killed could not remove.
@@ -456,8 +474,21 @@ int launch_job(const RunOptions& o, const Validated& v, Backend backend) {
     relaunch.job_dir = job.path().string();
     // mpirun reads the same hostfile; its default mapping (by slot) is the one
     // check_node_layout was given.
-    if (!o.hostfile.empty()) relaunch.extra_args = {"--hostfile", fs::absolute(o.hostfile).string()};
-    result = relaunch_under_mpirun(relaunch, relaunch_args(o, v, backend, relaunch.job_dir));
+    if (!o.hostfile.empty()) {
+      relaunch.extra_args = {"--hostfile", fs::absolute(o.hostfile).string()};
+      relaunch.quiet = false;  // mpirun names a node it lost
+    }
+    // Which rank ended first when the job fails (rank_liveness.h); without the listener
+    // the job runs as well, its failure only less precisely named.
+    std::optional<LivenessListener> liveness;
+    std::vector<std::string> args = relaunch_args(o, v, backend, relaunch.job_dir);
+    try {
+      liveness.emplace();
+      args.insert(args.end(), {"--liveness", liveness->address()});
+    } catch (const SystemError&) {
+    }
+    result = relaunch_under_mpirun(relaunch, args);
+    if (liveness && result.stop_signal == 0) report_first_lost(*liveness, result.exit_code);
     if (result.stop_signal == 0 && CommWatch::timeout_reported(job.path())) {
       result.exit_code = kExitCommTimeout;  // the watchdog's; mpirun may pass on a killed rank's
     }
@@ -594,6 +625,8 @@ int run_command(const RunOptions& o, std::ostream& out) {
     if (world->rank() == 0) throw;
     return 2;
   }
+  std::optional<LivenessBeacon> beacon;  // to the launcher: this rank is alive, then done
+  if (!o.liveness.empty()) beacon.emplace(o.liveness, world->rank(), layout.host_of(world->rank()));
   if (world->size() == 1) {
     const int stop = train_rank(o, v, *world, backend, nvme_dir, out);  // errors reach main
     return stop != 0 ? StopSignals::exit_code(stop) : 0;
@@ -622,6 +655,7 @@ int run_command(const RunOptions& o, std::ostream& out) {
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   watchdog.reset();
+  if (beacon) beacon->finished();
   world.reset();  // communicators go before the session finalises MPI
   return stop != 0 ? StopSignals::exit_code(stop) : 0;
 }
@@ -727,6 +761,7 @@ void add_run_command(CLI::App& app, CommandContext& context) {
                       "directory DIR), under this run's plan");
   // Set by the launching `strata run` for its ranks, never by hand.
   command->add_option("--job-dir", options->job_dir)->group("");
+  command->add_option("--liveness", options->liveness)->group("");
   command->callback([options, &context] { context.exit_code = run_command(*options, *context.out); });
 }
 

@@ -59,6 +59,7 @@ struct RunOptions {
   double comm_timeout_s = 300;    // a rank blocked this long in one MPI call ends the job
   double stop_grace_s = 3;        // after SIGINT/SIGTERM: time the ranks get to finish a step
   std::string job_dir;            // hidden: set by the launching `strata run` for its ranks
+  std::string liveness;           // hidden: the launcher's HOST:PORT (executor/comm/rank_liveness.h)
   // Checkpoints (executor/checkpoint): --save DIR writes DIR/step-NNNNNN/ every --save-every
   // steps (unset: after the last step only), keeping the last --keep (unset: all), and when a
   // signal stops the run with --save-on-signal; --resume DIR continues from the newest

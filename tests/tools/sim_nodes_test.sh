@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# `strata run --hostfile` on 2 simulated nodes (tools/sim_nodes.sh: network namespaces with
+# their own hostname and /tmp, Open MPI started through an rsh agent that enters them):
+#   1. tiny-dp2 and tiny-pp2 with one rank on each node train the losses of the same plan on
+#      one machine (the same arithmetic in the same order: equal to the printed digits);
+#   2. an --out on /tmp, which each node has of its own, is exit 2 naming both hosts;
+#   3. a node lost mid-run (its processes killed) ends the job within --comm-timeout-s + 10 s
+#      with strata's line naming the rank that ended first and its node.
+# Skipped (exit 77, with the reason) where namespaces cannot be made: not root, no `ip`, no
+# mpirun, a container without CAP_NET_ADMIN. Everything it makes goes, even on failure.
+# Usage: sim_nodes_test.sh STRATA_BINARY SIM_NODES_SH WORK_DIR
+set -uo pipefail
+strata=$1
+sim=$2
+work=$3
+skip() { echo "SKIPPED: $*"; exit 77; }
+fail() { echo "FAILED: $*"; exit 1; }
+
+[[ $(id -u) -eq 0 ]] || skip "needs root to make network namespaces (ip netns)"
+command -v ip >/dev/null || skip "no 'ip' command (iproute2)"
+command -v mpirun >/dev/null || skip "no mpirun"
+command -v nsenter >/dev/null && command -v unshare >/dev/null || skip "no nsenter/unshare (util-linux)"
+probe="snp$$"
+ip netns add "$probe" 2>/dev/null || skip "cannot create a network namespace here (no CAP_SYS_ADMIN/CAP_NET_ADMIN?)"
+ip netns del "$probe"
+
+rm -rf "$work"
+mkdir -p "$work"
+state="$work/sn$(($$ % 100000))"  # its name prefixes the namespaces: at most 8 characters
+trap '"$sim" down "$state"; rm -rf "$work"' EXIT
+"$sim" up "$state" 2 || fail "sim_nodes.sh up"
+node0="$(basename "$state")-node0"
+node1="$(basename "$state")-node1"
+
+export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+run_args=(run --model tiny --train tiny --no-profile)
+# strata launched on node0 with the nodes' hostfile; Open MPI reaches node1 through the agent.
+on_nodes() {
+  "$sim" exec "$state" 0 env OMPI_MCA_plm_rsh_agent="$state/agent" "$strata" "${run_args[@]}" \
+    --hostfile "$state/hostfile" "$@"
+}
+losses() { grep -o '"loss": *[-0-9.e]*' "$1/metrics.jsonl" | sed 's/.*: *//'; }
+
+# 1. Losses on two nodes against one machine.
+for plan in tiny-dp2 tiny-pp2; do
+  "$strata" "${run_args[@]}" --steps 3 --plan "$plan" --out "$work/one-$plan" > "$work/one-$plan.log" 2>&1 ||
+    fail "$plan on one machine: $(cat "$work/one-$plan.log")"
+  on_nodes --steps 3 --plan "$plan" --out "$work/two-$plan" > "$work/two-$plan.log" 2>&1 ||
+    fail "$plan on two nodes: $(cat "$work/two-$plan.log")"
+  one=$(losses "$work/one-$plan")
+  two=$(losses "$work/two-$plan")
+  [[ $(echo "$one" | wc -l) -eq 3 ]] || fail "$plan: expected 3 losses on one machine, got: $one"
+  [[ "$one" == "$two" ]] || fail "$plan: losses on two nodes differ: one machine [$one], two nodes [$two]"
+  echo "$plan: losses on one machine and on two nodes: $(echo $one)"
+done
+
+# 2. A node-local --out: /tmp is each node's own.
+on_nodes --steps 3 --plan tiny-dp2 --out /tmp/out > "$work/local-out.log" 2>&1
+code=$?
+[[ $code -eq 2 ]] || fail "--out /tmp/out on two nodes: exit $code, expected 2: $(cat "$work/local-out.log")"
+grep -q "host $node0 does not see what host $node1 writes there" "$work/local-out.log" &&
+  grep -q "host $node1 does not see what host $node0 writes there" "$work/local-out.log" ||
+  fail "--out /tmp/out: the message does not name both hosts: $(cat "$work/local-out.log")"
+echo "--out on /tmp: exit 2, $(grep -o "not one directory.*" "$work/local-out.log" | head -c 200)"
+
+# 3. node1 lost mid-run.
+timeout_s=5
+on_nodes --plan tiny-dp2 --steps 100000 --comm-timeout-s $timeout_s --out "$work/lost" \
+  > "$work/lost.log" 2>&1 &
+job=$!
+for ((i = 0; i < 600; i++)); do
+  grep -q "step *2/" "$work/lost.log" && break
+  kill -0 $job 2>/dev/null || break
+  sleep 0.1
+done
+grep -q "step *2/" "$work/lost.log" || fail "the long run did not reach step 2: $(cat "$work/lost.log")"
+start=$(date +%s.%N)
+"$sim" kill "$state" 1
+ended=0
+for ((i = 0; i < (timeout_s + 10) * 10; i++)); do
+  kill -0 $job 2>/dev/null || { ended=1; break; }
+  sleep 0.1
+done
+[[ $ended -eq 1 ]] || { kill -9 $job; fail "the job still ran $((timeout_s + 10)) s after node1 was lost: $(cat "$work/lost.log")"; }
+wait $job
+code=$?
+took=$(awk "BEGIN { printf \"%.1f\", $(date +%s.%N) - $start }")
+[[ $code -ne 0 ]] || fail "the job lost a node but exited 0"
+# strata's own line (mpirun's message names the node only sometimes).
+grep -q "strata: rank 1 on host $node1 ended first, without finishing" "$work/lost.log" ||
+  fail "the job's message does not name rank 1 on $node1: $(cat "$work/lost.log")"
+echo "node1 lost: the job ended with exit $code after $took s: $(grep "ended first" "$work/lost.log")"
+echo "PASSED"

@@ -3,6 +3,9 @@
 # their own hostname and /tmp, Open MPI started through an rsh agent that enters them):
 #   1. tiny-dp2 and tiny-pp2 with one rank on each node train the losses of the same plan on
 #      one machine (the same arithmetic in the same order: equal to the printed digits);
+#      so does t2 d2 on 2 slots each (TP inside a node); tiny-tp2 on 1 slot each (its TP
+#      group across the nodes) is exit 2 before launch; an NVMe plan with --nvme-dir /tmp
+#      puts each node's files in a directory of its own in its own /tmp;
 #   2. an --out on /tmp, which each node has of its own, is exit 2 naming both hosts;
 #   3. a node lost mid-run (its processes killed) ends the job within --comm-timeout-s + 10 s
 #      with strata's line naming the rank that ended first and its node.
@@ -53,6 +56,44 @@ for plan in tiny-dp2 tiny-pp2; do
   [[ "$one" == "$two" ]] || fail "$plan: losses on two nodes differ: one machine [$one], two nodes [$two]"
   echo "$plan: losses on one machine and on two nodes: $(echo $one)"
 done
+
+# t2 d2 on 2 nodes of 2 slots: each TP pair inside a node, the DP pairs across.
+cat > "$work/t2d2.json" <<'PLAN'
+{"tp": 2, "pp": 1, "dp": 2, "virtual_stages": 1, "micro_batch": 1, "schedule": "1f1b",
+ "zero_stage": 0, "recompute": "none", "sequence_parallel": false,
+ "offload": {"optimizer": "none", "gradients": "none", "params": "none"}}
+PLAN
+sed 's/slots=1/slots=2/' "$state/hostfile" > "$work/hostfile2"
+"$strata" "${run_args[@]}" --steps 3 --plan "$work/t2d2.json" --out "$work/one-t2d2" > "$work/one-t2d2.log" 2>&1 ||
+  fail "t2d2 on one machine: $(cat "$work/one-t2d2.log")"
+"$sim" exec "$state" 0 env OMPI_MCA_plm_rsh_agent="$state/agent" "$strata" "${run_args[@]}" --steps 3 \
+  --plan "$work/t2d2.json" --hostfile "$work/hostfile2" --out "$work/two-t2d2" > "$work/two-t2d2.log" 2>&1 ||
+  fail "t2d2 on two nodes: $(cat "$work/two-t2d2.log")"
+[[ "$(losses "$work/one-t2d2")" == "$(losses "$work/two-t2d2")" ]] ||
+  fail "t2d2: losses on two nodes differ: [$(losses "$work/one-t2d2")] [$(losses "$work/two-t2d2")]"
+echo "t2d2 (TP inside each node, DP across): losses on one machine and on two nodes: $(echo $(losses "$work/one-t2d2"))"
+
+# A TP group across the nodes (tiny-tp2 on 1 slot each): exit 2 before anything starts.
+on_nodes --steps 3 --plan tiny-tp2 --out "$work/tp-across" > "$work/tp-across.log" 2>&1
+code=$?
+[[ $code -eq 2 ]] && grep -q "tensor-parallel group of world ranks 0,1 would span nodes (0 on $node0, 1 on $node1)" "$work/tp-across.log" ||
+  fail "tiny-tp2 across nodes: exit $code: $(cat "$work/tp-across.log")"
+[[ ! -e "$work/tp-across/metrics.jsonl" ]] || fail "tiny-tp2 across nodes: a step ran"
+echo "tiny-tp2 across nodes: exit 2 before launch"
+
+# Each node's NVMe files under its own /tmp, in a directory named for it: tiny-dp2 with
+# the optimizer state on NVMe and --nvme-dir /tmp (each node's own).
+sed 's/"optimizer": "none"/"optimizer": "nvme"/; s/"tp": 2/"tp": 1/' "$work/t2d2.json" > "$work/nvme.json"
+on_nodes --steps 2 --plan "$work/nvme.json" --nvme-dir /tmp --out "$work/nvme" > "$work/nvme.log" 2>&1 ||
+  fail "NVMe plan on two nodes: $(cat "$work/nvme.log")"
+for i in 0 1; do
+  mine="/tmp/node-$(basename "$state")-node$i"
+  theirs="/tmp/node-$(basename "$state")-node$((1 - i))"
+  "$sim" exec "$state" "$i" test -d "$mine" || fail "node$i has no NVMe directory $mine of its own"
+  if "$sim" exec "$state" "$i" test -e "$theirs"; then fail "node$i's /tmp holds $theirs"; fi
+  [[ ! -e $mine ]] || fail "the NVMe directory $mine is on the real /tmp"
+done
+echo "NVMe: each node's directory in its own /tmp only"
 
 # 2. A node-local --out: /tmp is each node's own.
 on_nodes --steps 3 --plan tiny-dp2 --out /tmp/out > "$work/local-out.log" 2>&1

@@ -11,6 +11,7 @@
 #                                namespaces instead of ssh (OMPI_MCA_plm_rsh_agent=STATE/agent)
 #   sim_nodes.sh exec STATE NODE CMD...   run CMD on node NODE (its index)
 #   sim_nodes.sh kill STATE NODE every process on node NODE, SIGKILL (a node lost)
+#   sim_nodes.sh cut STATE NODE  take node NODE's link down (a node that stops answering)
 #   sim_nodes.sh down STATE      remove everything `up` made (safe to repeat)
 #
 # Each node is held by one process (`sleep infinity` inside unshare --uts --mount): its
@@ -109,6 +110,10 @@ case $cmd in
   kill)
     [[ $# -eq 1 ]] || die "usage: sim_nodes.sh kill STATE NODE"
     ip netns pids "$(node_name "$1")" | grep -vx "$(holder_pid "$1")" | xargs -r kill -9 ;;
+  cut)
+    [[ $# -eq 1 ]] || die "usage: sim_nodes.sh cut STATE NODE"
+    holder_pid "$1" > /dev/null
+    ip -n "$(node_name "$1")" link set eth0 down ;;
   down) down ;;
-  *) die "unknown command '$cmd': up, exec, kill or down" ;;
+  *) die "unknown command '$cmd': up, exec, kill, cut or down" ;;
 esac

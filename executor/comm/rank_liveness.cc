@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -72,6 +73,11 @@ std::vector<LivenessListener::Ended> LivenessListener::unfinished() const {
   return unfinished_;
 }
 
+std::vector<LivenessListener::Ended> LivenessListener::still_connected() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return connected_;
+}
+
 void LivenessListener::loop() {
   struct Connection {
     std::string text;  // what the rank sent
@@ -110,6 +116,16 @@ void LivenessListener::loop() {
       ::close(fds[i].fd);
       connections.erase(fds[i].fd);
     }
+    std::vector<Ended> connected;
+    for (const auto& [fd, c] : connections) {
+      Ended e;
+      std::istringstream words(c.text);
+      if (words >> e.rank >> e.host) connected.push_back(e);
+    }
+    std::sort(connected.begin(), connected.end(),
+              [](const Ended& a, const Ended& b) { return a.rank < b.rank; });
+    const std::lock_guard<std::mutex> lock(mutex_);
+    connected_ = std::move(connected);
   }
   for (const auto& [fd, c] : connections) ::close(fd);
 }

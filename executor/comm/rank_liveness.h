@@ -38,6 +38,9 @@ class LivenessListener {
   };
   // The ranks whose connection closed without "done", in the order they closed.
   std::vector<Ended> unfinished() const;
+  // The ranks whose connection is still open, by rank: after the job, those on a node that
+  // stopped answering (its processes' ends never reached here).
+  std::vector<Ended> still_connected() const;
 
  private:
   void loop();
@@ -47,6 +50,7 @@ class LivenessListener {
   double started_s_ = 0;
   mutable std::mutex mutex_;
   std::vector<Ended> unfinished_;
+  std::vector<Ended> connected_;  // rebuilt by the thread after each change
   std::thread thread_;
 };
 

@@ -211,6 +211,13 @@ int wait_forwarding_stops(pid_t pid, const RelaunchOptions& options, RelaunchRes
       result.killed = true;
       ::kill(pid, SIGTERM);  // mpirun ends the job: SIGTERM to the ranks, SIGKILL 1 s later
     }
+    if (!terminated && options.end_job && options.end_job()) {
+      // A job mpirun cannot end (a daemon on a node that stopped answering): ended here.
+      terminated = true;
+      terminated_at = now;
+      result.ended_by_launcher = true;
+      ::kill(pid, SIGTERM);
+    }
     if (terminated && !killed && now - terminated_at > kKillAfterTermS) {
       killed = true;
       kill_children(pid);

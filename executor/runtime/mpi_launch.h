@@ -24,6 +24,7 @@
 // mpirun leaves behind is removed with that directory (job_dir.h).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -63,12 +64,17 @@ struct RelaunchOptions {
   // -q (below). Off for a launch across nodes: -q also silences mpirun's message naming
   // the node whose daemon it lost, the one line that says a node went away.
   bool quiet = true;
+  // Polled while mpirun runs: true ends the job as a second stop would (SIGTERM to mpirun,
+  // SIGKILL 2 s later). For what mpirun does not end by itself: a job whose rank ended
+  // while a node stopped answering, so that mpirun waits for a daemon it cannot reach.
+  std::function<bool()> end_job;
 };
 
 struct RelaunchResult {
   int exit_code = 0;    // mpirun's (128 + signal if it was killed)
   int stop_signal = 0;  // SIGINT or SIGTERM if one was forwarded to the ranks, else 0
   bool killed = false;  // the ranks did not stop within stop_grace_s and were killed
+  bool ended_by_launcher = false;  // end_job asked for it
 };
 
 // The full command line relaunch_under_mpirun runs (pure; for tests and for error messages):

@@ -7,8 +7,10 @@
 #      group across the nodes) is exit 2 before launch; an NVMe plan with --nvme-dir /tmp
 #      puts each node's files in a directory of its own in its own /tmp;
 #   2. an --out on /tmp, which each node has of its own, is exit 2 naming both hosts;
-#   3. a node lost mid-run (its processes killed) ends the job within --comm-timeout-s + 10 s
-#      with strata's line naming the rank that ended first and its node.
+#   3. a node lost mid-run ends the job within --comm-timeout-s + 10 s naming it: its
+#      processes killed (strata's line names the rank that ended first and its node), or its
+#      link cut (the survivor's watchdog names the hosts, exit 4, and the launcher ends the
+#      mpirun that waits for the lost daemon, naming the rank it never heard from).
 # Skipped (exit 77, with the reason) where namespaces cannot be made: not root, no `ip`, no
 # mpirun, a container without CAP_NET_ADMIN. Everything it makes goes, even on failure.
 # Usage: sim_nodes_test.sh STRATA_BINARY SIM_NODES_SH WORK_DIR
@@ -104,31 +106,48 @@ grep -q "host $node0 does not see what host $node1 writes there" "$work/local-ou
   fail "--out /tmp/out: the message does not name both hosts: $(cat "$work/local-out.log")"
 echo "--out on /tmp: exit 2, $(grep -o "not one directory.*" "$work/local-out.log" | head -c 200)"
 
-# 3. node1 lost mid-run.
+# 3. node1 lost mid-run: `lose HOW` starts a long run, does `sim_nodes.sh HOW` to node1 at
+# step 2 (kill: its processes die; cut: its link goes down, nothing of it answers), and
+# checks the job ends within --comm-timeout-s + 10 s, not with exit 0. Leaves the output in
+# $work/lost-HOW.log, the exit code in $code and the seconds in $took.
 timeout_s=5
-on_nodes --plan tiny-dp2 --steps 100000 --comm-timeout-s $timeout_s --out "$work/lost" \
-  > "$work/lost.log" 2>&1 &
-job=$!
-for ((i = 0; i < 600; i++)); do
-  grep -q "step *2/" "$work/lost.log" && break
-  kill -0 $job 2>/dev/null || break
-  sleep 0.1
-done
-grep -q "step *2/" "$work/lost.log" || fail "the long run did not reach step 2: $(cat "$work/lost.log")"
-start=$(date +%s.%N)
-"$sim" kill "$state" 1
-ended=0
-for ((i = 0; i < (timeout_s + 10) * 10; i++)); do
-  kill -0 $job 2>/dev/null || { ended=1; break; }
-  sleep 0.1
-done
-[[ $ended -eq 1 ]] || { kill -9 $job; fail "the job still ran $((timeout_s + 10)) s after node1 was lost: $(cat "$work/lost.log")"; }
-wait $job
-code=$?
-took=$(awk "BEGIN { printf \"%.1f\", $(date +%s.%N) - $start }")
-[[ $code -ne 0 ]] || fail "the job lost a node but exited 0"
+lose() {
+  local how=$1 log="$work/lost-$1.log"
+  on_nodes --plan tiny-dp2 --steps 100000 --comm-timeout-s $timeout_s --out "$work/lost-$how" \
+    > "$log" 2>&1 &
+  local job=$!
+  for ((i = 0; i < 600; i++)); do
+    grep -q "step *2/" "$log" && break
+    kill -0 $job 2>/dev/null || break
+    sleep 0.1
+  done
+  grep -q "step *2/" "$log" || fail "$how: the long run did not reach step 2: $(cat "$log")"
+  local start; start=$(date +%s.%N)
+  "$sim" "$how" "$state" 1
+  local ended=0
+  for ((i = 0; i < (timeout_s + 10) * 10; i++)); do
+    kill -0 $job 2>/dev/null || { ended=1; break; }
+    sleep 0.1
+  done
+  [[ $ended -eq 1 ]] || { kill -9 $job; fail "$how: the job still ran $((timeout_s + 10)) s after node1 was lost: $(cat "$log")"; }
+  wait $job
+  code=$?
+  took=$(awk "BEGIN { printf \"%.1f\", $(date +%s.%N) - $start }")
+  [[ $code -ne 0 ]] || fail "$how: the job lost a node but exited 0"
+}
+
+lose kill
 # strata's own line (mpirun's message names the node only sometimes).
-grep -q "strata: rank 1 on host $node1 ended first, without finishing" "$work/lost.log" ||
-  fail "the job's message does not name rank 1 on $node1: $(cat "$work/lost.log")"
-echo "node1 lost: the job ended with exit $code after $took s: $(grep "ended first" "$work/lost.log")"
+grep -q "strata: rank 1 on host $node1 ended first, without finishing" "$work/lost-kill.log" ||
+  fail "kill: the job's message does not name rank 1 on $node1: $(cat "$work/lost-kill.log")"
+echo "node1 killed: the job ended with exit $code after $took s: $(grep "ended first" "$work/lost-kill.log")"
+
+lose cut
+# The survivor's watchdog after --comm-timeout-s, naming the hosts; then the launcher ends
+# the mpirun that waits for node1's daemon, naming the rank it never heard from: exit 4.
+[[ $code -eq 4 ]] || fail "cut: exit $code, expected 4: $(cat "$work/lost-cut.log")"
+grep -q "waited .* (--comm-timeout-s $timeout_s).*ranks by host: $node0: rank 0, $node1: rank 1" "$work/lost-cut.log" &&
+  grep -q "Ranks never heard ending (their node stopped answering?): 1 on $node1" "$work/lost-cut.log" ||
+  fail "cut: the messages do not name $node1: $(cat "$work/lost-cut.log")"
+echo "node1 cut off: the job ended with exit $code after $took s: $(grep "^strata" "$work/lost-cut.log" | tr '\n' ' ')"
 echo "PASSED"

@@ -59,6 +59,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cost_model/chrome_trace.h"
 #include "cost_model/cost_model.h"
@@ -487,11 +488,36 @@ int launch_job(const RunOptions& o, const Validated& v, Backend backend) {
       args.insert(args.end(), {"--liveness", liveness->address()});
     } catch (const SystemError&) {
     }
+    // mpirun ends a job whose rank died, within a second or two, unless it waits for the
+    // daemon of a node that stopped answering: then the job is ended here, kEndAfterS after
+    // its first rank ended (that rank's watchdog said why, --comm-timeout-s after the node
+    // went quiet).
+    constexpr double kEndAfterS = 5;
+    std::optional<std::chrono::steady_clock::time_point> first_end;
+    if (liveness) {
+      relaunch.end_job = [&] {
+        if (!first_end && !liveness->unfinished().empty()) first_end = std::chrono::steady_clock::now();
+        return first_end && std::chrono::steady_clock::now() - *first_end >
+                                std::chrono::duration<double>(kEndAfterS);
+      };
+    }
     result = relaunch_under_mpirun(relaunch, args);
-    if (liveness && result.stop_signal == 0) report_first_lost(*liveness, result.exit_code);
+    if (result.ended_by_launcher) {
+      result.exit_code = kExitCommTimeout;  // a node that stopped answering
+      std::vector<std::string> silent;
+      for (const LivenessListener::Ended& e : liveness->still_connected()) {
+        silent.push_back(fmt::format("{} on {}", e.rank, e.host));
+      }
+      std::cerr << fmt::format("strata: mpirun had not ended the job {:g} s after its first rank "
+                               "ended; ended it here. Ranks never heard ending (their node "
+                               "stopped answering?): {}\n",
+                               kEndAfterS, silent.empty() ? "none" : fmt::format("{}", fmt::join(silent, ", ")))
+                << std::flush;
+    }
     if (result.stop_signal == 0 && CommWatch::timeout_reported(job.path())) {
       result.exit_code = kExitCommTimeout;  // the watchdog's; mpirun may pass on a killed rank's
     }
+    if (liveness && result.stop_signal == 0) report_first_lost(*liveness, result.exit_code);
   }  // every rank is gone: the job directory goes, with any segment a killed mpirun left
   if (v.uses_nvme()) {  // killed ranks' tensors, on this machine (other nodes: their next run)
     offload::remove_stale_run_dirs(o.nvme_dir);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Simulated nodes on one Linux machine, for testing `strata run` across nodes: N "nodes",
 # each a network namespace (`ip netns`) with its own hostname (UTS namespace) and its own
-# /tmp (a tmpfs in a mount namespace of its own), joined by a bridge in a hub namespace
+# /tmp and /dev/shm (tmpfs in a mount namespace of its own), joined by a bridge in a hub namespace
 # through veth pairs, on addresses of 10.213.0.0/24 (used only inside these namespaces).
 # Nothing of the machine's own network is touched. Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN).
 #
@@ -74,7 +74,8 @@ up() {
     # The holder: own hostname, own /tmp and /etc/hosts, in the node's network namespace.
     ip netns exec "$ns" unshare --uts --mount --propagation private -- sh -c "
       hostname '$ns' && mount --bind '$state/hosts' /etc/hosts &&
-      mount -t tmpfs -o size=256m tmpfs /tmp && exec sleep infinity" &
+      mount -t tmpfs -o size=256m tmpfs /tmp && mount -t tmpfs -o size=256m tmpfs /dev/shm &&
+      exec sleep infinity" &
     echo $! > "$state/node$i.pid"
   done
   # Ready when every holder has its hostname (its mounts come before it).

@@ -279,7 +279,7 @@ RelaunchResult relaunch_under_mpirun(const RelaunchOptions& options,
     }
   }
   if (std::getenv("OMP_WAIT_POLICY") == nullptr) added_env.push_back("OMP_WAIT_POLICY=passive");
-  if (!options.job_dir.empty()) {
+  if (!options.job_dir.empty() && options.mpi_files_in_job_dir) {
     // OpenMPI 4 reads MCA parameters from the environment (and passes them to the ranks);
     // another MPI ignores them.
     added_env.push_back("OMPI_MCA_orte_tmpdir_base=" + options.job_dir);

@@ -61,6 +61,9 @@ struct RelaunchOptions {
   double stop_grace_s = 3.0;
   // Where OpenMPI's session directory and shared-memory segments go (empty: its defaults).
   std::string job_dir;
+  // False across nodes: the daemons of the other nodes would make job_dir there (it is
+  // this machine's) and leave it behind; Open MPI's defaults, which it cleans, instead.
+  bool mpi_files_in_job_dir = true;
   // -q (below). Off for a launch across nodes: -q also silences mpirun's message naming
   // the node whose daemon it lost, the one line that says a node went away.
   bool quiet = true;

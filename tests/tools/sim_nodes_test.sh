@@ -59,6 +59,13 @@ for plan in tiny-dp2 tiny-pp2; do
   echo "$plan: losses on one machine and on two nodes: $(echo $one)"
 done
 
+# Nothing left behind on either node: no job directory, no Open MPI session files.
+for i in 0 1; do
+  left=$("$sim" exec "$state" "$i" sh -c 'ls -A /dev/shm /tmp | grep -v "^/\|^$"')
+  [[ -z $left ]] || fail "node$i kept files in its /dev/shm or /tmp after the runs: $left"
+done
+echo "nothing left in either node's /dev/shm or /tmp"
+
 # t2 d2 on 2 nodes of 2 slots: each TP pair inside a node, the DP pairs across.
 cat > "$work/t2d2.json" <<'PLAN'
 {"tp": 2, "pp": 1, "dp": 2, "virtual_stages": 1, "micro_batch": 1, "schedule": "1f1b",

@@ -478,6 +478,7 @@ int launch_job(const RunOptions& o, const Validated& v, Backend backend) {
     if (!o.hostfile.empty()) {
       relaunch.extra_args = {"--hostfile", fs::absolute(o.hostfile).string()};
       relaunch.quiet = false;  // mpirun names a node it lost
+      relaunch.mpi_files_in_job_dir = false;
     }
     // Which rank ended first when the job fails (rank_liveness.h); without the listener
     // the job runs as well, its failure only less precisely named.

@@ -8,7 +8,8 @@
 #      puts each node's files in a directory of its own in its own /tmp;
 #   2. an --out on /tmp, which each node has of its own, is exit 2 naming both hosts;
 #   3. a node lost mid-run ends the job within --comm-timeout-s + 10 s naming it: its
-#      processes killed (strata's line names the rank that ended first and its node), or its
+#      processes killed (strata's line names the rank that ended first and its node; the
+#      newest checkpoint the two nodes wrote before resumes on one machine), or its
 #      link cut (the survivor's watchdog names the hosts, exit 4, and the launcher ends the
 #      mpirun that waits for the lost daemon, naming the rank it never heard from).
 # Skipped (exit 77, with the reason) where namespaces cannot be made: not root, no `ip`, no
@@ -121,7 +122,7 @@ timeout_s=5
 lose() {
   local how=$1 log="$work/lost-$1.log"
   on_nodes --plan tiny-dp2 --steps 100000 --comm-timeout-s $timeout_s --out "$work/lost-$how" \
-    > "$log" 2>&1 &
+    --save "$work/ckpt-$how" --save-every 1 > "$log" 2>&1 &
   local job=$!
   for ((i = 0; i < 600; i++)); do
     grep -q "step *2/" "$log" && break
@@ -148,6 +149,18 @@ lose kill
 grep -q "strata: rank 1 on host $node1 ended first, without finishing" "$work/lost-kill.log" ||
   fail "kill: the job's message does not name rank 1 on $node1: $(cat "$work/lost-kill.log")"
 echo "node1 killed: the job ended with exit $code after $took s: $(grep "ended first" "$work/lost-kill.log")"
+# The checkpoints it wrote on two nodes before: the newest complete one resumes on one
+# machine under another plan (tiny-single), one step further.
+newest=$(ls -d "$work"/ckpt-kill/step-*/ 2>/dev/null | while read -r d; do
+  [[ -e $d/manifest.json ]] && basename "$d"; done | sort | tail -1)
+[[ -n $newest ]] || fail "kill: no complete checkpoint under $work/ckpt-kill: $(ls -R "$work/ckpt-kill")"
+step=$((10#${newest#step-}))
+"$strata" "${run_args[@]}" --plan tiny-single --resume "$work/ckpt-kill" --steps $((step + 1)) \
+  --out "$work/resumed" > "$work/resumed.log" 2>&1 ||
+  fail "resuming $newest on one machine: $(cat "$work/resumed.log")"
+grep -q "resumed from .*$newest after step $step" "$work/resumed.log" ||
+  fail "resume: no 'resumed from' line: $(cat "$work/resumed.log")"
+echo "the checkpoint of step $step written on two nodes resumed on one machine"
 
 lose cut
 # The survivor's watchdog after --comm-timeout-s, naming the hosts; then the launcher ends

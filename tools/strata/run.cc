@@ -90,6 +90,7 @@
 #include "tools/strata/inputs.h"
 #include "tools/strata/out_dir.h"
 #include "tools/strata/run_common.h"
+#include "tools/strata/run_nodes.h"
 #include "tools/strata/setup_progress.h"
 
 namespace strata::cli {
@@ -161,77 +162,6 @@ void update_profile(const std::string& path, const Validated& v, const StepRepor
 namespace {
 
 constexpr const char* kJobDirPrefix = "strata-job-";
-// A node's own directory under --nvme-dir when the job spans nodes: <nvme-dir>/node-<host>.
-constexpr const char* kNodeDirPrefix = "node-";
-
-// The layout the launch will have, decided before it starts: the hostfile's slots, the
-// --nodes grouping, else one machine. With the name of the launch, for messages.
-std::pair<NodeLayout, std::string> planned_layout(const RunOptions& o, const Validated& v) {
-  const int ranks = static_cast<int>(v.plan.world_size());
-  if (!o.hostfile.empty()) {
-    const std::string source = "--hostfile " + o.hostfile;
-    return {NodeLayout::by_slots(read_hostfile(o.hostfile), ranks, source), source};
-  }
-  if (o.nodes != 0) {
-    return {NodeLayout::uniform(o.nodes, o.ranks_per_node),
-            fmt::format("--nodes {} --ranks-per-node {}", o.nodes, o.ranks_per_node)};
-  }
-  return {NodeLayout::uniform(1, ranks), "this machine"};
-}
-
-// This process's host name, as the other ranks will see it.
-std::string this_host() {
-  char name[MPI_MAX_PROCESSOR_NAME] = {};
-  int length = 0;
-  if (MPI_Get_processor_name(name, &length) != MPI_SUCCESS) {
-    throw SystemError("MPI_Get_processor_name failed");
-  }
-  return std::string(name, static_cast<size_t>(length));
-}
-
-// The layout of the running job: the --nodes grouping its launcher passed on, else each
-// rank's host gathered over `world` (a fixed 256 bytes each, as int64 words). Collective.
-std::pair<NodeLayout, std::string> running_layout(const RunOptions& o, MpiCommunicator& world,
-                                                  const LaunchEnv& launch) {
-  const std::string launcher = launch.launcher.empty() ? "the launcher" : launch.launcher;
-  if (o.nodes != 0) {
-    if (o.nodes * o.ranks_per_node != world.size()) {
-      throw InfeasiblePlan(fmt::format("--nodes {} --ranks-per-node {} makes {} ranks, but {} "
-                                       "started {}", o.nodes, o.ranks_per_node,
-                                       o.nodes * o.ranks_per_node, launcher, world.size()));
-    }
-    return {NodeLayout::uniform(o.nodes, o.ranks_per_node),
-            fmt::format("--nodes {} --ranks-per-node {}", o.nodes, o.ranks_per_node)};
-  }
-  constexpr int kWords = 32;
-  std::vector<std::int64_t> mine(kWords, 0), all(static_cast<size_t>(kWords) * world.size());
-  const std::string host = this_host().substr(0, kWords * sizeof(std::int64_t) - 1);
-  std::memcpy(mine.data(), host.data(), host.size());
-  world.all_gather(mine.data(), all.data(), kWords);
-  std::vector<std::string> hosts;
-  for (int r = 0; r < world.size(); ++r) {
-    hosts.emplace_back(reinterpret_cast<const char*>(&all[static_cast<size_t>(r) * kWords]));
-  }
-  return {NodeLayout::from_hosts(hosts), launcher};
-}
-
-// Where this rank's NVMe files go: --nvme-dir itself on one node; across nodes a directory
-// of the node's own under it, so two nodes never touch each other's files even when
-// --nvme-dir is on a shared filesystem (each rank's run directory in it is locked,
-// nvme_store.h). Made by every rank of the node (an existing one is fine).
-std::string node_nvme_dir(const RunOptions& o, const Validated& v, const NodeLayout& layout,
-                          int world_rank) {
-  if (!v.uses_nvme() || layout.nodes() <= 1) return o.nvme_dir;
-  const fs::path dir = fs::path(o.nvme_dir) / (kNodeDirPrefix + layout.host_of(world_rank));
-  std::error_code ec;
-  fs::create_directory(dir, ec);
-  if (ec && !fs::is_directory(dir)) {
-    throw SystemError(fmt::format("--nvme-dir: cannot make the node's directory '{}': {}",
-                                  dir.string(), ec.message()));
-  }
-  return dir.string();
-}
-
 // Shared memory for the job's OpenMPI files and status records: /dev/shm where there is one.
 fs::path shm_base() {
   std::error_code ec;
@@ -442,23 +372,6 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
   return 0;
 }
 
-// After a job that failed otherwise than by a rank's own error (exit 2, printed by the
-// rank), a plan that does not fit (3) or the watchdog (4, its own message): the rank that
-// ended first without finishing and its host, where the job broke.
-void report_first_lost(const LivenessListener& liveness, int exit_code) {
-  if (exit_code == 0 || exit_code == 2 || exit_code == kExitDoesNotFit ||
-      exit_code == kExitCommTimeout) {
-    return;
-  }
-  const std::vector<LivenessListener::Ended> ended = liveness.unfinished();
-  if (ended.empty()) return;
-  std::cerr << fmt::format("strata: rank {} on host {} ended first, without finishing its run "
-                           "(its process killed or its node lost), {:.1f} s into the job; the "
-                           "job ended with exit code {}\n",
-                           ended.front().rank, ended.front().host, ended.front().at_s, exit_code)
-            << std::flush;
-}
-
 // The launcher of a multi-rank run: a job directory for OpenMPI's shared-memory files and
 // the ranks' status records, mpirun with stops forwarded, and after it whatever ranks that
 // were killed could not remove.
@@ -522,12 +435,7 @@ int launch_job(const RunOptions& o, const Validated& v, Backend backend) {
   }  // every rank is gone: the job directory goes, with any segment a killed mpirun left
   if (v.uses_nvme()) {  // killed ranks' tensors, on this machine (other nodes: their next run)
     offload::remove_stale_run_dirs(o.nvme_dir);
-    std::error_code ec;
-    for (fs::directory_iterator it(o.nvme_dir, ec), end; !ec && it != end; it.increment(ec)) {
-      if (it->is_directory(ec) && it->path().filename().string().rfind(kNodeDirPrefix, 0) == 0) {
-        offload::remove_stale_run_dirs(it->path());
-      }
-    }
+    remove_stale_node_run_dirs(o.nvme_dir);
   }
   if (result.stop_signal == 0) return result.exit_code;  // the ranks printed their own errors
   const int code = StopSignals::exit_code(result.stop_signal);

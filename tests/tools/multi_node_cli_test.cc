@@ -83,6 +83,33 @@ TEST_F(MultiNode, HostfileWithTooFewSlotsIsRefused) {
       << r.output;
 }
 
+TEST_F(MultiNode, PipelineAcrossNodesIsRefusedOnlyWhenAsked) {
+  // tiny-pp2 on 2 nodes of 1 rank: the pipeline {0, 1} spans them, which the plan may do...
+  const CommandResult allowed =
+      strata(std::string(kRun) + "--plan tiny-pp2 --nodes 2 --ranks-per-node 1 --out allowed");
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.output;
+  // ...unless --pp-within-node asks for pipelines inside a node.
+  const CommandResult refused = strata(std::string(kRun) + "--plan tiny-pp2 --nodes 2 "
+                                       "--ranks-per-node 1 --pp-within-node --out refused");
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("the pipeline group of world ranks 0,1 would span nodes (0 on "
+                                "node0, 1 on node1)"),
+            std::string::npos)
+      << refused.output;
+}
+
+TEST_F(MultiNode, HostfileOfThisMachineTrainsAsWithout) {
+  // `--hostfile` naming only this machine: mpirun starts both ranks here, as without it;
+  // the same plan and seed give the same losses.
+  std::ofstream(dir_ / "hosts") << "localhost slots=2\n";
+  const CommandResult with = strata(std::string(kRun) + "--plan tiny-dp2 --hostfile hosts --out with");
+  ASSERT_EQ(with.exit_code, 0) << with.output;
+  const CommandResult without = strata(std::string(kRun) + "--plan tiny-dp2 --out without");
+  ASSERT_EQ(without.exit_code, 0) << without.output;
+  EXPECT_EQ(losses(dir_ / "with").size(), 2u);
+  EXPECT_EQ(losses(dir_ / "with"), losses(dir_ / "without"));
+}
+
 TEST_F(MultiNode, SrunRankCountOtherThanThePlansIsRefused) {
   // The variables srun sets for task 0 of `srun -n 2`: a 1-rank plan cannot run on 2 tasks.
   const CommandResult r = strata(

@@ -110,6 +110,15 @@ TEST_F(MultiNode, HostfileOfThisMachineTrainsAsWithout) {
   EXPECT_EQ(losses(dir_ / "with"), losses(dir_ / "without"));
 }
 
+TEST_F(MultiNode, MaxRanksStillBoundsSimulatedNodes) {
+  // --nodes groups this machine's own ranks: 2 nodes of 1 are 2 ranks here, over --max-ranks 1.
+  const CommandResult r = strata(std::string(kRun) + "--plan tiny-dp2 --nodes 2 --ranks-per-node 1 "
+                                 "--max-ranks 1 --out out");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("more than --max-ranks 1 allows on this machine"), std::string::npos)
+      << r.output;
+}
+
 TEST_F(MultiNode, SrunRankCountOtherThanThePlansIsRefused) {
   // The variables srun sets for task 0 of `srun -n 2`: a 1-rank plan cannot run on 2 tasks.
   const CommandResult r = strata(

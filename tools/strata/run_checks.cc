@@ -259,11 +259,10 @@ Validated validate(const RunOptions& o) {
   v.plan.check_against_model(v.model, v.train,
                              fmt::format("{} (model {}, train {})", v.plan_path, v.model_path,
                                          v.train_path));
-  // --max-ranks bounds what this machine starts; a hostfile, --nodes or an outside launcher
-  // (mpirun, srun) say how many ranks there are, checked against the plan by
-  // check_node_layout.
-  const bool launched_elsewhere =
-      !o.hostfile.empty() || o.nodes != 0 || detect_launch_env().under_launcher;
+  // --max-ranks bounds what this machine starts (--nodes included: its nodes are this
+  // machine); a hostfile or an outside launcher (mpirun, srun) says how many ranks there
+  // are and where, checked against the plan by check_node_layout.
+  const bool launched_elsewhere = !o.hostfile.empty() || detect_launch_env().under_launcher;
   if (!launched_elsewhere && v.plan.world_size() > o.max_ranks) {
     throw InfeasiblePlan(fmt::format(
         "{}: tp*pp*dp = {}*{}*{} = {} ranks, more than --max-ranks {} allows on this machine",

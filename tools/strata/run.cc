@@ -8,13 +8,14 @@
 // then the command re-launches itself under mpirun with t*p*d ranks (one rank runs
 // in-process): on this machine, or with --hostfile on that file's hosts. Started by an
 // outside launcher (mpirun, srun: executor/runtime/mpi_launch.h) it runs as it is, one rank
-// per process, each on GPU (local rank mod the node's GPUs). Across nodes the plan's rank
-// layout is checked before any work (executor/comm/node_layout.h: TP groups inside a node,
-// the rank counts equal), --out and --save must be one directory for every rank
-// (shared_dir_probe.h), and each node's NVMe files go in a directory of its own under
-// --nvme-dir; --nodes N --ranks-per-node K groups one machine's ranks as N nodes. Rank 0 prints one progress line per step and writes DIR/report.json (a
-// StepReport of kind "measurement"), DIR/trace.json (Chrome trace of the last step, one
-// process per rank), DIR/memory_tags.json (peak bytes per allocation tag per rank), and
+// per process, each on GPU (local rank mod the node's GPUs). Across nodes (run_nodes.h) the
+// plan's rank layout is checked before any work (executor/comm/node_layout.h: TP groups
+// inside a node, the rank counts equal), --out and --save must be one directory for every
+// rank (shared_dir_probe.h), and each node's NVMe files go in a directory of its own under
+// --nvme-dir; --nodes N --ranks-per-node K groups one machine's ranks as N nodes.
+// Rank 0 prints one progress line per step and writes DIR/report.json (a StepReport of
+// kind "measurement"), DIR/trace.json (Chrome trace of the last step, one process per
+// rank), DIR/memory_tags.json (peak bytes per allocation tag per rank), and
 // DIR/metrics.jsonl as the run goes (one line per step: step, loss, lr, grad norm, tokens/s
 // and, when measured, the validation loss; flushed every step, so a run that dies keeps what
 // it measured).
@@ -43,7 +44,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <chrono>
 #include <fstream>
 #include <cstdio>
@@ -59,7 +59,6 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "cost_model/chrome_trace.h"
 #include "cost_model/cost_model.h"
@@ -69,7 +68,6 @@
 #include "cost_model/time_model.h"
 #include "executor/checkpoint/checkpoint_io.h"
 #include "executor/comm/comm_watch.h"
-#include "executor/comm/hostfile.h"
 #include "executor/comm/mpi_communicator.h"
 #include "executor/comm/node_layout.h"
 #include "executor/comm/rank_liveness.h"
@@ -162,6 +160,7 @@ void update_profile(const std::string& path, const Validated& v, const StepRepor
 namespace {
 
 constexpr const char* kJobDirPrefix = "strata-job-";
+
 // Shared memory for the job's OpenMPI files and status records: /dev/shm where there is one.
 fs::path shm_base() {
   std::error_code ec;
@@ -410,23 +409,15 @@ int launch_job(const RunOptions& o, const Validated& v, Backend backend) {
     std::optional<std::chrono::steady_clock::time_point> first_end;
     if (liveness) {
       relaunch.end_job = [&] {
-        if (!first_end && !liveness->unfinished().empty()) first_end = std::chrono::steady_clock::now();
-        return first_end && std::chrono::steady_clock::now() - *first_end >
-                                std::chrono::duration<double>(kEndAfterS);
+        const auto now = std::chrono::steady_clock::now();
+        if (!first_end && !liveness->unfinished().empty()) first_end = now;
+        return first_end && now - *first_end > std::chrono::duration<double>(kEndAfterS);
       };
     }
     result = relaunch_under_mpirun(relaunch, args);
     if (result.ended_by_launcher) {
       result.exit_code = kExitCommTimeout;  // a node that stopped answering
-      std::vector<std::string> silent;
-      for (const LivenessListener::Ended& e : liveness->still_connected()) {
-        silent.push_back(fmt::format("{} on {}", e.rank, e.host));
-      }
-      std::cerr << fmt::format("strata: mpirun had not ended the job {:g} s after its first rank "
-                               "ended; ended it here. Ranks never heard ending (their node "
-                               "stopped answering?): {}\n",
-                               kEndAfterS, silent.empty() ? "none" : fmt::format("{}", fmt::join(silent, ", ")))
-                << std::flush;
+      report_silent_ranks(*liveness, kEndAfterS);
     }
     if (result.stop_signal == 0 && CommWatch::timeout_reported(job.path())) {
       result.exit_code = kExitCommTimeout;  // the watchdog's; mpirun may pass on a killed rank's

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cost_model/errors.h"
 #include "executor/comm/hostfile.h"
@@ -98,6 +99,19 @@ void report_first_lost(const LivenessListener& liveness, int exit_code) {
                            "(its process killed or its node lost), {:.1f} s into the job; the "
                            "job ended with exit code {}\n",
                            ended.front().rank, ended.front().host, ended.front().at_s, exit_code)
+            << std::flush;
+}
+
+void report_silent_ranks(const LivenessListener& liveness, double after_s) {
+  std::vector<std::string> silent;
+  for (const LivenessListener::Ended& e : liveness.still_connected()) {
+    silent.push_back(fmt::format("{} on {}", e.rank, e.host));
+  }
+  std::cerr << fmt::format("strata: mpirun had not ended the job {:g} s after its first rank "
+                           "ended; ended it here. Ranks never heard ending (their node stopped "
+                           "answering?): {}\n",
+                           after_s, silent.empty() ? std::string("none")
+                                                   : fmt::format("{}", fmt::join(silent, ", ")))
             << std::flush;
 }
 

@@ -43,4 +43,9 @@ void remove_stale_node_run_dirs(const std::filesystem::path& nvme_dir);
 // stderr naming the rank that ended first without finishing and its host.
 void report_first_lost(const LivenessListener& liveness, int exit_code);
 
+// After the launcher ended an mpirun that had not ended the job `after_s` seconds after its
+// first rank ended: one line naming the ranks never heard ending (their node stopped
+// answering, most likely).
+void report_silent_ranks(const LivenessListener& liveness, double after_s);
+
 }  // namespace strata::cli

@@ -12,6 +12,7 @@
 #include "executor/comm/group_streams.h"
 #include "executor/cuda/communicator_factories.h"
 #include "executor/cuda/host_staged_communicator.h"
+#include "executor/runtime/mpi_launch.h"
 #ifdef STRATA_HAVE_NCCL
 #include "executor/cuda/nccl_communicator.h"
 #endif
@@ -44,10 +45,9 @@ bool on_host(const void* p) {
 
 }  // namespace
 
-int local_rank_from_environment() {
-  const char* value = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-  return value == nullptr ? 0 : std::atoi(value);
-}
+// mpirun's, srun's or a PMI launcher's local rank (mpi_launch.h): the GPU is this modulo
+// the node's GPUs.
+int local_rank_from_environment() { return detect_launch_env().local_rank; }
 
 CudaBackend::CudaBackend(AccountingAllocator& alloc, const MpiCommunicator& world,
                          int local_rank, const CudaBackendOptions& options)

@@ -46,6 +46,41 @@ int env_int(const char* name, int fallback, bool* present) {
 
 std::string errno_text(int error) { return std::strerror(error); }
 
+// SLURM_TASKS_PER_NODE's entry for node `node`: the list srun sets, "2(x3),1" meaning 2
+// tasks on each of the first three nodes and 1 on the fourth. SLURM_NTASKS_PER_NODE (set
+// only with --ntasks-per-node) wins; without either, every task on one node.
+int slurm_tasks_on_node(int node, int world_size) {
+  bool uniform = false;
+  const int per_node = env_int("SLURM_NTASKS_PER_NODE", 0, &uniform);
+  if (uniform) return per_node;
+  const char* text = std::getenv("SLURM_TASKS_PER_NODE");
+  if (text == nullptr) return world_size;
+  const auto bad = [&] {
+    return ConfigError(fmt::format("environment variable SLURM_TASKS_PER_NODE='{}': expected "
+                                   "counts like 2(x3),1", text));
+  };
+  int first = 0;  // the first node of the current entry
+  for (const char* p = text; *p != '\0';) {
+    int tasks = 0, repeat = 1;
+    const char* end = text + std::strlen(text);
+    auto r = std::from_chars(p, end, tasks);
+    if (r.ec != std::errc()) throw bad();
+    p = r.ptr;
+    if (*p == '(') {
+      if (std::strncmp(p, "(x", 2) != 0) throw bad();
+      r = std::from_chars(p + 2, end, repeat);
+      if (r.ec != std::errc() || *r.ptr != ')') throw bad();
+      p = r.ptr + 1;
+    }
+    if (node < first + repeat) return tasks;
+    first += repeat;
+    if (*p == ',') ++p;
+    else if (*p != '\0') throw bad();
+  }
+  throw ConfigError(fmt::format("environment variable SLURM_TASKS_PER_NODE='{}' lists {} nodes, "
+                                "but SLURM_NODEID is {}", text, first, node));
+}
+
 }  // namespace
 
 LaunchEnv detect_launch_env() {
@@ -54,15 +89,30 @@ LaunchEnv detect_launch_env() {
   env.world_size = env_int("OMPI_COMM_WORLD_SIZE", 1, &ompi);
   if (ompi) {
     env.under_launcher = true;
+    env.launcher = "mpirun";
     env.world_rank = env_int("OMPI_COMM_WORLD_RANK", 0, nullptr);
     env.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0, nullptr);
     env.local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", env.world_size, nullptr);
+    return env;
+  }
+  // srun: only inside a job step; sbatch sets SLURM_PROCID=0 for the batch script too.
+  if (std::getenv("SLURM_PROCID") != nullptr &&
+      (std::getenv("SLURM_STEP_ID") != nullptr || std::getenv("SLURM_STEPID") != nullptr)) {
+    env.under_launcher = true;
+    env.launcher = "srun";
+    env.world_size = env_int("SLURM_NTASKS", 1, nullptr);
+    env.world_rank = env_int("SLURM_PROCID", 0, nullptr);
+    env.local_rank = env_int("SLURM_LOCALID", 0, nullptr);
+    env.node_id = env_int("SLURM_NODEID", 0, nullptr);
+    env.node_count = env_int("SLURM_NNODES", env_int("SLURM_JOB_NUM_NODES", 1, nullptr), nullptr);
+    env.local_size = slurm_tasks_on_node(env.node_id, env.world_size);
     return env;
   }
   bool pmi = false;
   env.world_size = env_int("PMI_SIZE", 1, &pmi);
   if (pmi) {
     env.under_launcher = true;
+    env.launcher = "PMI launcher";
     env.world_rank = env_int("PMI_RANK", 0, nullptr);
     env.local_rank = env_int("MPI_LOCALRANKID", env.world_rank, nullptr);
     env.local_size = env_int("MPI_LOCALNRANKS", env.world_size, nullptr);
@@ -82,8 +132,10 @@ int threads_per_rank(int ranks, int cores) {
 std::vector<std::string> mpirun_command(const RelaunchOptions& options, const std::string& binary,
                                         const std::vector<std::string>& args,
                                         bool running_as_root) {
-  std::vector<std::string> command{options.mpirun, "-q", "-np", std::to_string(options.ranks),
-                                   "--oversubscribe", "--bind-to", "none"};
+  std::vector<std::string> command{options.mpirun};
+  if (options.quiet) command.push_back("-q");
+  command.insert(command.end(), {"-np", std::to_string(options.ranks), "--oversubscribe",
+                                 "--bind-to", "none"});
   if (running_as_root) {
     command.push_back("--allow-run-as-root");
   }
@@ -159,6 +211,13 @@ int wait_forwarding_stops(pid_t pid, const RelaunchOptions& options, RelaunchRes
       result.killed = true;
       ::kill(pid, SIGTERM);  // mpirun ends the job: SIGTERM to the ranks, SIGKILL 1 s later
     }
+    if (!terminated && options.end_job && options.end_job()) {
+      // A job mpirun cannot end (a daemon on a node that stopped answering): ended here.
+      terminated = true;
+      terminated_at = now;
+      result.ended_by_launcher = true;
+      ::kill(pid, SIGTERM);
+    }
     if (terminated && !killed && now - terminated_at > kKillAfterTermS) {
       killed = true;
       kill_children(pid);
@@ -220,7 +279,7 @@ RelaunchResult relaunch_under_mpirun(const RelaunchOptions& options,
     }
   }
   if (std::getenv("OMP_WAIT_POLICY") == nullptr) added_env.push_back("OMP_WAIT_POLICY=passive");
-  if (!options.job_dir.empty()) {
+  if (!options.job_dir.empty() && options.mpi_files_in_job_dir) {
     // OpenMPI 4 reads MCA parameters from the environment (and passes them to the ranks);
     // another MPI ignores them.
     added_env.push_back("OMPI_MCA_orte_tmpdir_base=" + options.job_dir);

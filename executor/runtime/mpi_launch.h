@@ -1,10 +1,13 @@
 // Running under mpirun: detect it (and this process's rank), and re-execute the current
 // binary with the same arguments under `mpirun -np N` when a plan needs N > 1 ranks.
 //
-// Detection reads the launcher's environment (OpenMPI: OMPI_COMM_WORLD_SIZE / _RANK /
-// _LOCAL_RANK / _LOCAL_SIZE; also PMI_SIZE / PMI_RANK from MPICH/Slurm-style launchers), so
-// it works before MPI_Init. Deliberately not here: hostfiles and multi-node placement
-// (mpirun's own flags can be passed through extra_args).
+// Detection reads the launcher's environment, so it works before MPI_Init: Open MPI's
+// mpirun (OMPI_COMM_WORLD_SIZE / _RANK / _LOCAL_RANK / _LOCAL_SIZE), SLURM's srun
+// (SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID / SLURM_NODEID / SLURM_NNODES and the tasks
+// per node; only inside a job step, SLURM_STEP_ID, so a batch script's own variables do not
+// count), else PMI_SIZE / PMI_RANK from MPICH-style launchers. Deliberately not here: which
+// node each rank is on and the rules a plan's groups keep across nodes
+// (executor/comm/node_layout.h), hostfiles (executor/comm/hostfile.h).
 //
 // Stopping: mpirun runs in a process group of its own (a terminal's Ctrl-C reaches only this
 // process, which decides), with stdin from /dev/null (a background group reading the
@@ -21,17 +24,21 @@
 // mpirun leaves behind is removed with that directory (job_dir.h).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace strata {
 
 struct LaunchEnv {
-  bool under_launcher = false;  // started by mpirun (or a PMI launcher)
+  bool under_launcher = false;  // started by mpirun, srun (or a PMI launcher)
+  std::string launcher;         // "mpirun", "srun", "PMI launcher"; empty when none
   int world_size = 1;
   int world_rank = 0;
   int local_rank = 0;           // rank among the processes on this node
   int local_size = 1;
+  int node_id = -1;             // this node's index when the launcher says (srun), else -1
+  int node_count = 0;           // nodes of the job when the launcher says (srun), else 0
 };
 
 // Throws ConfigError when a launcher variable is present but not a valid integer.
@@ -54,16 +61,27 @@ struct RelaunchOptions {
   double stop_grace_s = 3.0;
   // Where OpenMPI's session directory and shared-memory segments go (empty: its defaults).
   std::string job_dir;
+  // False across nodes: the daemons of the other nodes would make job_dir there (it is
+  // this machine's) and leave it behind; Open MPI's defaults, which it cleans, instead.
+  bool mpi_files_in_job_dir = true;
+  // -q (below). Off for a launch across nodes: -q also silences mpirun's message naming
+  // the node whose daemon it lost, the one line that says a node went away.
+  bool quiet = true;
+  // Polled while mpirun runs: true ends the job as a second stop would (SIGTERM to mpirun,
+  // SIGKILL 2 s later). For what mpirun does not end by itself: a job whose rank ended
+  // while a node stopped answering, so that mpirun waits for a daemon it cannot reach.
+  std::function<bool()> end_job;
 };
 
 struct RelaunchResult {
   int exit_code = 0;    // mpirun's (128 + signal if it was killed)
   int stop_signal = 0;  // SIGINT or SIGTERM if one was forwarded to the ranks, else 0
   bool killed = false;  // the ranks did not stop within stop_grace_s and were killed
+  bool ended_by_launcher = false;  // end_job asked for it
 };
 
 // The full command line relaunch_under_mpirun runs (pure; for tests and for error messages):
-//   mpirun -q -np N --oversubscribe --bind-to none [--allow-run-as-root] -x OPENBLAS_NUM_THREADS
+//   mpirun [-q] -np N --oversubscribe --bind-to none [--allow-run-as-root] -x OPENBLAS_NUM_THREADS
 //          -x OMP_NUM_THREADS -x OMP_WAIT_POLICY [extra_args...] <binary> <args...>
 // The ranks get OMP_WAIT_POLICY=passive unless the caller sets it: an OpenMP thread that
 // waits for work sleeps instead of spinning, so on cores shared with other ranks or other

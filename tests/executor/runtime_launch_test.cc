@@ -3,6 +3,7 @@
 // RelaunchChild tests (which skip when not started that way).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -43,7 +44,10 @@ class ScopedEnv {
 const char* const kLauncherVars[] = {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
                                      "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
                                      "PMI_SIZE", "PMI_RANK", "MPI_LOCALRANKID",
-                                     "MPI_LOCALNRANKS"};
+                                     "MPI_LOCALNRANKS", "SLURM_PROCID", "SLURM_NTASKS",
+                                     "SLURM_LOCALID", "SLURM_NODEID", "SLURM_NNODES",
+                                     "SLURM_JOB_NUM_NODES", "SLURM_NTASKS_PER_NODE",
+                                     "SLURM_TASKS_PER_NODE", "SLURM_STEP_ID", "SLURM_STEPID"};
 
 TEST(MpiLaunch, CommandLine) {
   RelaunchOptions options;
@@ -62,6 +66,12 @@ TEST(MpiLaunch, CommandLine) {
       "self,vader",
       "/bin/strata"};
   EXPECT_EQ(as_user, expected_user);
+  // Across nodes mpirun is not quiet: its message naming a lost node must reach the user.
+  options.quiet = false;
+  options.extra_args = {};
+  const std::vector<std::string> loud = mpirun_command(options, "/bin/strata", {}, false);
+  EXPECT_EQ(loud[1], "-np");
+  EXPECT_EQ(std::count(loud.begin(), loud.end(), "-q"), 0);
 }
 
 TEST(MpiLaunch, ThreadsPerRank) {
@@ -99,6 +109,74 @@ TEST(MpiLaunch, DetectsPmiEnvironment) {
   EXPECT_EQ(launch.world_size, 3);
   EXPECT_EQ(launch.world_rank, 2);
   EXPECT_EQ(launch.local_rank, 2);  // no local-rank variable: the world rank (one node)
+}
+
+// The variables as `srun -N 2 --ntasks-per-node 4` sets them for its rank 6: the second
+// node's third task.
+TEST(MpiLaunch, DetectsSrunEnvironment) {
+  ScopedEnv env;
+  for (const char* name : kLauncherVars) env.set(name, nullptr);
+  env.set("SLURM_STEP_ID", "0");
+  env.set("SLURM_PROCID", "6");
+  env.set("SLURM_NTASKS", "8");
+  env.set("SLURM_LOCALID", "2");
+  env.set("SLURM_NODEID", "1");
+  env.set("SLURM_NNODES", "2");
+  env.set("SLURM_NTASKS_PER_NODE", "4");
+  const LaunchEnv launch = detect_launch_env();
+  EXPECT_TRUE(launch.under_launcher);
+  EXPECT_EQ(launch.launcher, "srun");
+  EXPECT_EQ(launch.world_size, 8);
+  EXPECT_EQ(launch.world_rank, 6);
+  EXPECT_EQ(launch.local_rank, 2);
+  EXPECT_EQ(launch.local_size, 4);
+  EXPECT_EQ(launch.node_id, 1);
+  EXPECT_EQ(launch.node_count, 2);
+}
+
+// Without --ntasks-per-node srun says the counts per node as a run-length list: "3(x2),1"
+// is 3 tasks on nodes 0 and 1 and 1 on node 2.
+TEST(MpiLaunch, ReadsSlurmTasksPerNodeList) {
+  ScopedEnv env;
+  for (const char* name : kLauncherVars) env.set(name, nullptr);
+  env.set("SLURM_STEP_ID", "0");
+  env.set("SLURM_PROCID", "6");
+  env.set("SLURM_NTASKS", "7");
+  env.set("SLURM_TASKS_PER_NODE", "3(x2),1");
+  env.set("SLURM_NODEID", "2");
+  EXPECT_EQ(detect_launch_env().local_size, 1);
+  env.set("SLURM_NODEID", "1");
+  EXPECT_EQ(detect_launch_env().local_size, 3);
+  env.set("SLURM_NODEID", "3");  // past the list
+  EXPECT_THROW(detect_launch_env(), ConfigError);
+  env.set("SLURM_NODEID", "0");
+  env.set("SLURM_TASKS_PER_NODE", "3(y2)");
+  EXPECT_THROW(detect_launch_env(), ConfigError);
+}
+
+// An sbatch script has SLURM_PROCID=0 but no job step: `strata run` typed there launches
+// its own ranks, so it is not under a launcher.
+TEST(MpiLaunch, BatchScriptIsNotALauncher) {
+  ScopedEnv env;
+  for (const char* name : kLauncherVars) env.set(name, nullptr);
+  env.set("SLURM_PROCID", "0");
+  env.set("SLURM_NTASKS", "16");
+  EXPECT_FALSE(detect_launch_env().under_launcher);
+}
+
+// Open MPI's variables win over SLURM's: mpirun inside an allocation sets both.
+TEST(MpiLaunch, MpirunInsideSlurmIsMpirun) {
+  ScopedEnv env;
+  for (const char* name : kLauncherVars) env.set(name, nullptr);
+  env.set("SLURM_STEP_ID", "0");
+  env.set("SLURM_PROCID", "0");
+  env.set("SLURM_NTASKS", "1");
+  env.set("OMPI_COMM_WORLD_SIZE", "4");
+  env.set("OMPI_COMM_WORLD_RANK", "3");
+  const LaunchEnv launch = detect_launch_env();
+  EXPECT_EQ(launch.launcher, "mpirun");
+  EXPECT_EQ(launch.world_size, 4);
+  EXPECT_EQ(launch.world_rank, 3);
 }
 
 TEST(MpiLaunch, RejectsMalformedLauncherVariable) {

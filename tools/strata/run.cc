@@ -6,9 +6,16 @@
 // model's vocabulary, the weights files, and the plan's fit in memory by the cost model, exit
 // 3 like `strata predict`), --out is locked for the run (a second run into it is refused),
 // then the command re-launches itself under mpirun with t*p*d ranks (one rank runs
-// in-process). Rank 0 prints one progress line per step and writes DIR/report.json (a
-// StepReport of kind "measurement"), DIR/trace.json (Chrome trace of the last step, one
-// process per rank), DIR/memory_tags.json (peak bytes per allocation tag per rank), and
+// in-process): on this machine, or with --hostfile on that file's hosts. Started by an
+// outside launcher (mpirun, srun: executor/runtime/mpi_launch.h) it runs as it is, one rank
+// per process, each on GPU (local rank mod the node's GPUs). Across nodes (run_nodes.h) the
+// plan's rank layout is checked before any work (executor/comm/node_layout.h: TP groups
+// inside a node, the rank counts equal), --out and --save must be one directory for every
+// rank (shared_dir_probe.h), and each node's NVMe files go in a directory of its own under
+// --nvme-dir; --nodes N --ranks-per-node K groups one machine's ranks as N nodes.
+// Rank 0 prints one progress line per step and writes DIR/report.json (a StepReport of
+// kind "measurement"), DIR/trace.json (Chrome trace of the last step, one process per
+// rank), DIR/memory_tags.json (peak bytes per allocation tag per rank), and
 // DIR/metrics.jsonl as the run goes (one line per step: step, loss, lr, grad norm, tokens/s
 // and, when measured, the validation loss; flushed every step, so a run that dies keeps what
 // it measured).
@@ -48,6 +55,7 @@
 #include <ostream>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -61,6 +69,9 @@
 #include "executor/checkpoint/checkpoint_io.h"
 #include "executor/comm/comm_watch.h"
 #include "executor/comm/mpi_communicator.h"
+#include "executor/comm/node_layout.h"
+#include "executor/comm/rank_liveness.h"
+#include "executor/comm/shared_dir_probe.h"
 #include "executor/cpu/cuda_semantics/cuda_semantics_backend.h"
 #include "executor/data/batch.h"
 #include "executor/data/dataset.h"
@@ -77,6 +88,7 @@
 #include "tools/strata/inputs.h"
 #include "tools/strata/out_dir.h"
 #include "tools/strata/run_common.h"
+#include "tools/strata/run_nodes.h"
 #include "tools/strata/setup_progress.h"
 
 namespace strata::cli {
@@ -191,7 +203,7 @@ void keep_metrics_until(const std::string& path, std::int64_t step) {
 // One rank's training, the same loop for every backend; rank 0 prints progress to `out` and
 // writes the files. Returns the stop signal the ranks agreed on, or 0 when every step ran.
 int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, Backend backend,
-               std::ostream& out) {
+               const std::string& nvme_dir, std::ostream& out) {
   if (world.size() != v.plan.world_size()) {
     throw InfeasiblePlan(fmt::format("{}: the plan needs {} ranks, mpirun started {}", v.plan_path,
                                      v.plan.world_size(), world.size()));
@@ -205,7 +217,7 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
     budgets.device_bytes = static_cast<std::int64_t>(*v.device_budget_mib * (1 << 20));
   }
   engine::OffloadOptions offload;
-  offload.nvme_dir = o.nvme_dir;
+  offload.nvme_dir = nvme_dir;
   offload.prefetch_depth = o.prefetch_depth;
   const engine::BackendMaker make_backend =
       backend == Backend::kCuda ? cuda_backend_maker(o)
@@ -373,12 +385,49 @@ int launch_job(const RunOptions& o, const Validated& v, Backend backend) {
     relaunch.stop_grace_s = o.stop_grace_s;
     relaunch.threads = o.threads;
     relaunch.job_dir = job.path().string();
-    result = relaunch_under_mpirun(relaunch, relaunch_args(o, v, backend, relaunch.job_dir));
+    // mpirun reads the same hostfile; its default mapping (by slot) is the one
+    // check_node_layout was given.
+    if (!o.hostfile.empty()) {
+      relaunch.extra_args = {"--hostfile", fs::absolute(o.hostfile).string()};
+      relaunch.quiet = false;  // mpirun names a node it lost
+      relaunch.mpi_files_in_job_dir = false;
+    }
+    // Which rank ended first when the job fails (rank_liveness.h); without the listener
+    // the job runs as well, its failure only less precisely named.
+    std::optional<LivenessListener> liveness;
+    std::vector<std::string> args = relaunch_args(o, v, backend, relaunch.job_dir);
+    try {
+      liveness.emplace();
+      args.insert(args.end(), {"--liveness", liveness->address()});
+    } catch (const SystemError&) {
+    }
+    // mpirun ends a job whose rank died, within a second or two, unless it waits for the
+    // daemon of a node that stopped answering: then the job is ended here, kEndAfterS after
+    // its first rank ended (that rank's watchdog said why, --comm-timeout-s after the node
+    // went quiet).
+    constexpr double kEndAfterS = 5;
+    std::optional<std::chrono::steady_clock::time_point> first_end;
+    if (liveness) {
+      relaunch.end_job = [&] {
+        const auto now = std::chrono::steady_clock::now();
+        if (!first_end && !liveness->unfinished().empty()) first_end = now;
+        return first_end && now - *first_end > std::chrono::duration<double>(kEndAfterS);
+      };
+    }
+    result = relaunch_under_mpirun(relaunch, args);
+    if (result.ended_by_launcher) {
+      result.exit_code = kExitCommTimeout;  // a node that stopped answering
+      report_silent_ranks(*liveness, kEndAfterS);
+    }
     if (result.stop_signal == 0 && CommWatch::timeout_reported(job.path())) {
       result.exit_code = kExitCommTimeout;  // the watchdog's; mpirun may pass on a killed rank's
     }
+    if (liveness && result.stop_signal == 0) report_first_lost(*liveness, result.exit_code);
   }  // every rank is gone: the job directory goes, with any segment a killed mpirun left
-  if (v.uses_nvme()) offload::remove_stale_run_dirs(o.nvme_dir);  // killed ranks' tensors
+  if (v.uses_nvme()) {  // killed ranks' tensors, on this machine (other nodes: their next run)
+    offload::remove_stale_run_dirs(o.nvme_dir);
+    remove_stale_node_run_dirs(o.nvme_dir);
+  }
   if (result.stop_signal == 0) return result.exit_code;  // the ranks printed their own errors
   const int code = StopSignals::exit_code(result.stop_signal);
   const std::string name = StopSignals::name(result.stop_signal);
@@ -450,6 +499,13 @@ int run_command(const RunOptions& o, std::ostream& out) {
     }
   }
   const LaunchEnv launch = detect_launch_env();
+  if (launch.under_launcher && launch.world_size != v.plan.world_size()) {
+    // Before MPI starts: the launcher's count against the plan, said once (rank 0).
+    if (launch.world_rank != 0) return 2;
+    throw InfeasiblePlan(fmt::format("{}: the plan needs tp*pp*dp = {}*{}*{} = {} ranks, but {} "
+                                     "starts {}", v.plan_path, v.plan.tp, v.plan.pp, v.plan.dp,
+                                     v.plan.world_size(), launch.launcher, launch.world_size));
+  }
   if (!launch.under_launcher) {
     out << v.profile.line() << "\n" << std::flush;  // once, by the launcher, not every rank
     if (const std::optional<std::string> why = does_not_fit(v)) {
@@ -460,21 +516,57 @@ int run_command(const RunOptions& o, std::ostream& out) {
   // The launcher holds --out for its ranks; a run started by hand under mpirun, its rank 0.
   std::optional<FileLock> out_lock;
   if (o.job_dir.empty() && launch.world_rank == 0) out_lock.emplace(lock_out_dir(o.out));
-  if (v.plan.world_size() > 1 && !launch.under_launcher) return launch_job(o, v, backend);
+  if (!launch.under_launcher) {
+    // The rank layout across nodes, before anything starts (exit 2 naming plan and launch).
+    const auto [layout, source] = planned_layout(o, v);
+    check_node_layout(parallel_dims(v.plan), layout, o.pp_within_node, v.plan_path, source);
+    if (v.plan.world_size() > 1 || !o.hostfile.empty()) return launch_job(o, v, backend);
+  }
 
   MpiSession session(nullptr, nullptr);
-  CommWatch watch(session.world_rank(), session.world_size(), o.job_dir);
+  // The job directory is the launching machine's: a rank on another node has none, and
+  // keeps its status record to itself.
+  std::error_code ec;
+  const bool job_dir_here = !o.job_dir.empty() && fs::is_directory(o.job_dir, ec);
+  CommWatch watch(session.world_rank(), session.world_size(), job_dir_here ? o.job_dir : "");
   std::unique_ptr<MpiCommunicator> world = session.world(&watch);
+  // The layout of the job as it runs, the same verdict on every rank, before any work: a
+  // plan that does not fit it, or an --out / --save that is not one directory for every
+  // rank, ends each rank with exit 2 and the message printed once (rank 0).
+  std::string nvme_dir;
+  NodeLayout layout = NodeLayout::uniform(1, world->size());
+  try {
+    std::string source;
+    std::tie(layout, source) = running_layout(o, *world, launch);
+    check_node_layout(parallel_dims(v.plan), layout, o.pp_within_node, v.plan_path, source);
+    if (layout.nodes() > 1) {
+      check_dir_shared("--out", fs::absolute(o.out), *world, layout);
+      if (!o.save.empty()) check_dir_shared("--save", fs::absolute(o.save), *world, layout);
+    }
+    nvme_dir = node_nvme_dir(o, v, layout, world->rank());
+  } catch (const ConfigError&) {
+    if (world->rank() == 0) throw;
+    return 2;
+  } catch (const InfeasiblePlan&) {
+    if (world->rank() == 0) throw;
+    return 2;
+  }
+  std::optional<LivenessBeacon> beacon;  // to the launcher: this rank is alive, then done
+  if (!o.liveness.empty()) beacon.emplace(o.liveness, world->rank(), layout.host_of(world->rank()));
   if (world->size() == 1) {
-    const int stop = train_rank(o, v, *world, backend, out);  // errors reach main's catch point
+    const int stop = train_rank(o, v, *world, backend, nvme_dir, out);  // errors reach main
     return stop != 0 ? StopSignals::exit_code(stop) : 0;
   }
   // A rank blocked too long in one call ends the job: mpirun sees it exit without
   // finalising and ends every other rank.
   std::optional<CommWatchdog> watchdog;
-  watchdog.emplace(watch, o.comm_timeout_s, [&watch](const std::string& message) {
+  // Across nodes the message says where each rank runs: status records of other nodes'
+  // ranks cannot be read from here, the hosts can.
+  const std::string hosts =
+      layout.nodes() > 1 ? fmt::format(" (ranks by host: {})", layout.describe()) : std::string();
+  watchdog.emplace(watch, o.comm_timeout_s, [&watch, &hosts](const std::string& message) {
     if (watch.claim_report()) {  // the first rank of the job to time out speaks for it
-      std::cerr << "strata: " << message << "; ending the job\n" << std::flush;
+      std::cerr << "strata: " << message << hosts << "; ending the job\n" << std::flush;
     }
     kill_stopped_peers(watch);  // after the message, which reads their state
     std::_Exit(kExitCommTimeout);
@@ -483,12 +575,13 @@ int run_command(const RunOptions& o, std::ostream& out) {
   // collective), so it prints its error once and aborts the whole job with exit code 2.
   int stop = 0;
   try {
-    stop = train_rank(o, v, *world, backend, out);
+    stop = train_rank(o, v, *world, backend, nvme_dir, out);
   } catch (const std::exception& e) {
     std::cerr << fmt::format("strata: rank {}: {}\n", world->rank(), e.what()) << std::flush;
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   watchdog.reset();
+  if (beacon) beacon->finished();
   world.reset();  // communicators go before the session finalises MPI
   return stop != 0 ? StopSignals::exit_code(stop) : 0;
 }
@@ -533,6 +626,15 @@ void add_run_command(CLI::App& app, CommandContext& context) {
                       "directory for report.json and trace.json, locked for the run");
   command->add_option("--max-ranks", options->max_ranks,
                       "largest rank count this machine may start (default 8)");
+  command->add_option("--hostfile", options->hostfile,
+                      "start the ranks through mpirun on the hosts of this Open MPI hostfile "
+                      "('host slots=K' lines; ranks fill each host's slots in order)")
+      ->check(CLI::ExistingFile);
+  command->add_option("--ranks-per-node", options->ranks_per_node,
+                      "with --nodes N: group this machine's ranks as if on N nodes of K ranks "
+                      "(the layout rules and node-local files, without a second machine)");
+  command->add_flag("--pp-within-node", options->pp_within_node,
+                    "refuse a plan whose pipeline groups would cross nodes (TP groups never may)");
   command->add_option("--nvme-dir", options->nvme_dir,
                       "existing directory for the NVMe tier's files of offload plans (default "
                       "/tmp); a run directory of its own is made and removed in it");
@@ -584,6 +686,7 @@ void add_run_command(CLI::App& app, CommandContext& context) {
                       "directory DIR), under this run's plan");
   // Set by the launching `strata run` for its ranks, never by hand.
   command->add_option("--job-dir", options->job_dir)->group("");
+  command->add_option("--liveness", options->liveness)->group("");
   command->callback([options, &context] { context.exit_code = run_command(*options, *context.out); });
 }
 

@@ -4,6 +4,7 @@
 // here to prevent.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <filesystem>
@@ -20,7 +21,9 @@
 #include "cost_model/program_check.h"
 #include "cost_model/units.h"
 #include "executor/checkpoint/manifest.h"
+#include "executor/comm/hostfile.h"
 #include "executor/data/dataset.h"
+#include "executor/runtime/mpi_launch.h"
 #include "executor/weights/weights_io.h"
 #include "planner/planner.h"
 #include "tools/strata/inputs.h"
@@ -60,6 +63,18 @@ void check_flags(const RunOptions& o) {
   }
   if (o.ranks_per_gpu < 1) {
     throw ConfigError(fmt::format("--ranks-per-gpu: value {}, expected >= 1", o.ranks_per_gpu));
+  }
+  if (o.ranks_per_node < 0) {
+    throw ConfigError(fmt::format("--ranks-per-node: value {}, expected an integer >= 1",
+                                  o.ranks_per_node));
+  }
+  if (o.ranks_per_node != 0 && o.shape.nodes == 0) {
+    throw ConfigError(fmt::format("--ranks-per-node {}: give --nodes N too (the ranks of this "
+                                  "machine grouped as if on N nodes)", o.ranks_per_node));
+  }
+  if (o.simulated_nodes() != 0 && !o.hostfile.empty()) {
+    throw ConfigError("--hostfile and --nodes --ranks-per-node: the hostfile names the nodes; "
+                      "give one of the two");
   }
   if (!(o.valid_fraction >= 0 && o.valid_fraction < 1)) {
     throw ConfigError(fmt::format("--valid-fraction: value {}, expected a fraction in [0, 1)",
@@ -245,7 +260,11 @@ Validated validate(const RunOptions& o) {
   v.plan.check_against_model(v.model, v.train,
                              fmt::format("{} (model {}, train {})", v.plan_path, v.model_path,
                                          v.train_path));
-  if (v.plan.world_size() > o.max_ranks) {
+  // --max-ranks bounds what this machine starts (--nodes included: its nodes are this
+  // machine); a hostfile or an outside launcher (mpirun, srun) says how many ranks there
+  // are and where, checked against the plan by check_node_layout.
+  const bool launched_elsewhere = !o.hostfile.empty() || detect_launch_env().under_launcher;
+  if (!launched_elsewhere && v.plan.world_size() > o.max_ranks) {
     throw InfeasiblePlan(fmt::format(
         "{}: tp*pp*dp = {}*{}*{} = {} ranks, more than --max-ranks {} allows on this machine",
         v.plan_path, v.plan.tp, v.plan.pp, v.plan.dp, v.plan.world_size(), o.max_ranks));
@@ -294,6 +313,18 @@ std::optional<std::string> does_not_fit(const Validated& v) {
       gb(std::max(over.nvme_bytes, 0.0)));
 }
 
+std::int64_t ranks_on_one_node(const RunOptions& o, const Validated& v) {
+  if (o.ranks_per_node != 0) return o.ranks_per_node;
+  if (!o.hostfile.empty()) {
+    std::int64_t most = 0;
+    for (const HostSlots& h : read_hostfile(o.hostfile)) most = std::max<std::int64_t>(most, h.slots);
+    return std::min(most, v.plan.world_size());
+  }
+  const LaunchEnv launch = detect_launch_env();
+  if (launch.under_launcher) return launch.local_size;
+  return v.plan.world_size();
+}
+
 std::vector<std::string> relaunch_args(const RunOptions& o, const Validated& v, Backend backend,
                                        const std::string& job_dir) {
   std::vector<std::string> args = {"run",       "--plan",    v.plan_path,
@@ -312,6 +343,12 @@ std::vector<std::string> relaunch_args(const RunOptions& o, const Validated& v, 
     args.push_back(flag);
     args.push_back(std::to_string(value));
   }
+  // The ranks of a --hostfile job find their hosts themselves (run.cc); those of --nodes
+  // --ranks-per-node are told the grouping.
+  if (o.ranks_per_node != 0) {
+    args.insert(args.end(), {"--ranks-per-node", std::to_string(o.ranks_per_node)});
+  }
+  if (o.pp_within_node) args.push_back("--pp-within-node");
   if (o.device_budget_mib) {
     args.push_back("--device-budget-mib");
     args.push_back(fmt::format("{}", *o.device_budget_mib));

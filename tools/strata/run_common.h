@@ -39,6 +39,16 @@ struct RunOptions {
   std::string save_weights;          // GPT-2 safetensors written after the last step
   std::string out = "strata-run";
   int max_ranks = 8;
+  // Across nodes (executor/comm/node_layout.h): --hostfile FILE launches through mpirun on
+  // its hosts; --nodes N --ranks-per-node K groups the ranks of one machine as if on N
+  // nodes (the layout rules and node-local files, testable on one machine);
+  // --pp-within-node refuses a plan whose pipeline groups would cross nodes.
+  std::string hostfile;
+  int ranks_per_node = 0;  // 0: not given
+  // --nodes (the cluster shape's override, which every command with --cluster takes) is also
+  // the simulated node count when --ranks-per-node is given; 0 otherwise.
+  int simulated_nodes() const { return ranks_per_node != 0 ? static_cast<int>(shape.nodes) : 0; }
+  bool pp_within_node = false;
   std::string nvme_dir = "/tmp";  // offload to NVMe: where the run directory goes
   int prefetch_depth = 2;         // ZeRO-3 offloaded params: layers fetched ahead
   std::optional<double> device_budget_mib;  // the device tier's budget instead of the cluster's
@@ -52,6 +62,7 @@ struct RunOptions {
   double comm_timeout_s = 300;    // a rank blocked this long in one MPI call ends the job
   double stop_grace_s = 3;        // after SIGINT/SIGTERM: time the ranks get to finish a step
   std::string job_dir;            // hidden: set by the launching `strata run` for its ranks
+  std::string liveness;           // hidden: the launcher's HOST:PORT (executor/comm/rank_liveness.h)
   // Checkpoints (executor/checkpoint): --save DIR writes DIR/step-NNNNNN/ every --save-every
   // steps (unset: after the last step only), keeping the last --keep (unset: all), and when a
   // signal stops the run with --save-on-signal; --resume DIR continues from the newest
@@ -111,6 +122,11 @@ std::optional<std::string> does_not_fit(const Validated& v);
 // and backend decided here, and --job-dir.
 std::vector<std::string> relaunch_args(const RunOptions& o, const Validated& v, Backend backend,
                                        const std::string& job_dir);
+
+// The most ranks the launch puts on one node: --ranks-per-node, the hostfile's largest
+// slot count, the launcher's ranks on this node, else the plan's rank count (one machine).
+// What the CUDA check compares with this node's GPUs.
+std::int64_t ranks_on_one_node(const RunOptions& o, const Validated& v);
 
 // The measured step time and offload bytes beside the cost model's for the same plan, priced
 // with v.profile.

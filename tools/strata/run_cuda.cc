@@ -56,10 +56,11 @@ void check_cuda_run(const RunOptions& o, const Validated& v) {
     throw ConfigError(fmt::format("--ranks-per-gpu: value {}, expected >= 1", o.ranks_per_gpu));
   }
   const int devices = cuda_device_count();
-  const std::int64_t ranks = v.plan.world_size();
+  // Each node's ranks share its GPUs (local rank mod GPUs): on one machine all the plan's.
+  const std::int64_t ranks = ranks_on_one_node(o, v);
   if (ranks > static_cast<std::int64_t>(devices) * o.ranks_per_gpu) {
     throw ConfigError(fmt::format(
-        "{}: the plan needs tp*pp*dp = {} ranks but this machine has {} GPU(s) and "
+        "{}: {} ranks on this node but this machine has {} GPU(s) and "
         "--ranks-per-gpu is {}; pass --ranks-per-gpu {} to share them (host-staged "
         "communicators) or use --backend cpu", v.plan_path, ranks, devices, o.ranks_per_gpu,
         devices > 0 ? (ranks + devices - 1) / devices : ranks));

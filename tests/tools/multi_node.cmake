@@ -1,0 +1,15 @@
+# `strata run` across nodes through the binary (label mpi: outside mpirun launches, ~20 s).
+strata_add_test(multi_node_cli_test
+  SOURCES ${PROJECT_SOURCE_DIR}/tests/tools/multi_node_cli_test.cc
+  LIBS strata_specs
+  LABELS mpi)
+target_compile_definitions(multi_node_cli_test PRIVATE STRATA_BINARY="$<TARGET_FILE:strata>")
+add_dependencies(multi_node_cli_test strata)
+
+# The same across 2 simulated nodes (tools/sim_nodes.sh: network namespaces), ~30 s;
+# skipped (77) with the reason where namespaces cannot be made.
+add_test(NAME sim_nodes_test
+  COMMAND ${PROJECT_SOURCE_DIR}/tests/tools/sim_nodes_test.sh $<TARGET_FILE:strata>
+          ${PROJECT_SOURCE_DIR}/tools/sim_nodes.sh ${CMAKE_CURRENT_BINARY_DIR}/sim_nodes_test)
+set_tests_properties(sim_nodes_test PROPERTIES
+  LABELS mpi SKIP_RETURN_CODE 77 TIMEOUT 180 RUN_SERIAL TRUE)

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cost_model/errors.h"
+#include "cost_model/layer_tensors.h"
 #include "cost_model/model_spec.h"
 
 namespace strata {
@@ -16,38 +17,52 @@ double StepTimeParts::sum() const {
          optimizer_s + bubble_s + other_s;
 }
 
+// Training FLOPs of one token, counted the published way (Kaplan et al. 2020; Narayanan et
+// al. 2021, eq. (3); PaLM's MFU, Chowdhery et al. 2022, appendix B): a layer's forward is
+// F = 2 N_layer + 4 s h (layer_tensors.h: its GEMM weights, and the attention scores and
+// values as full s x s products), its backward 2F; the logits' forward 2 V h, backward twice
+// that. N_layer follows the family: GPT-2 4h^2 + 2hf (= 12h^2 at f = 4h, which turns the sums
+// below into Megatron's closed forms), Llama 2h^2 + 2 h kv d + 3 h f (SwiGLU's three
+// matrices, GQA's narrower K and V). An untied output layer costs what the tied one does.
+namespace {
+struct TokenFlops {
+  double layer_forward = 0;  // all layers
+  double logits_forward = 0;
+};
+TokenFlops token_flops(const ModelSpec& model) {
+  return TokenFlops{static_cast<double>(model.layers) * layer_forward_flops_per_token(model),
+                    logits_forward_flops_per_token(model)};
+}
+double tokens_of(const ModelSpec& model, std::int64_t global_batch) {
+  return static_cast<double>(global_batch) * static_cast<double>(model.seq_len);
+}
+}  // namespace
+
 double megatron_model_flops(const ModelSpec& model, std::int64_t global_batch) {
-  const double B = static_cast<double>(global_batch);
-  const double s = static_cast<double>(model.seq_len);
-  const double l = static_cast<double>(model.layers);
-  const double h = static_cast<double>(model.hidden);
-  const double V = static_cast<double>(model.vocab);
-  // Narayanan et al. 2021, eq. (3): 96 B s l h^2 (1 + s/(6h) + V/(16 l h)).
-  return 96.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h));
+  // Megatron counts the layers four times a forward (forward, backward 2x, full
+  // recomputation): 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) for GPT.
+  const TokenFlops f = token_flops(model);
+  return tokens_of(model, global_batch) * (4.0 * f.layer_forward + 3.0 * f.logits_forward);
 }
 
 double model_flops_without_recompute(const ModelSpec& model, std::int64_t global_batch) {
-  const double B = static_cast<double>(global_batch);
-  const double s = static_cast<double>(model.seq_len);
-  const double l = static_cast<double>(model.layers);
-  const double h = static_cast<double>(model.hidden);
-  const double V = static_cast<double>(model.vocab);
-  // The same count with the layers taken three times a forward instead of four (no recomputed
-  // forward): 72 B s l h^2 (1 + s/(6h)) for the layers plus 6 B s h V for the logits, i.e.
-  // 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) (PaLM's model FLOPs utilisation convention).
-  return 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h));
+  // The layers three times a forward: 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) for GPT.
+  const TokenFlops f = token_flops(model);
+  return tokens_of(model, global_batch) * (3.0 * f.layer_forward + 3.0 * f.logits_forward);
 }
 
 double hardware_flops(const ModelSpec& model, std::int64_t global_batch, Recompute recompute) {
-  const double B = static_cast<double>(global_batch);
-  const double s = static_cast<double>(model.seq_len);
-  const double l = static_cast<double>(model.layers);
-  const double h = static_cast<double>(model.hidden);
   const double model_flops = model_flops_without_recompute(model, global_batch);
+  const double tokens = tokens_of(model, global_batch);
+  const double l = static_cast<double>(model.layers);
+  const double attention_width = static_cast<double>(model.heads * model.head_dim());
   switch (recompute) {
     case Recompute::kNone: return model_flops;
-    case Recompute::kSelective: return model_flops + 4.0 * B * s * s * h * l;
-    case Recompute::kFull: return model_flops + 24.0 * B * s * l * h * h * (1.0 + s / (6.0 * h));
+    // The attention core's forward again: 4 s h a token and layer (4 B s^2 h l).
+    case Recompute::kSelective:
+      return model_flops + tokens * l * 4.0 * static_cast<double>(model.seq_len) * attention_width;
+    // The layers' forward again (24 B s l h^2 (1 + s/(6h)) for GPT).
+    case Recompute::kFull: return model_flops + tokens * token_flops(model).layer_forward;
   }
   return model_flops;
 }

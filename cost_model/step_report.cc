@@ -17,52 +17,56 @@ double StepTimeParts::sum() const {
          optimizer_s + bubble_s + other_s;
 }
 
-// Training FLOPs of one token, counted the published way (Kaplan et al. 2020; Narayanan et
-// al. 2021, eq. (3); PaLM's MFU, Chowdhery et al. 2022, appendix B): a layer's forward is
-// F = 2 N_layer + 4 s h (layer_tensors.h: its GEMM weights, and the attention scores and
-// values as full s x s products), its backward 2F; the logits' forward 2 V h, backward twice
-// that. N_layer follows the family: GPT-2 4h^2 + 2hf (= 12h^2 at f = 4h, which turns the sums
-// below into Megatron's closed forms), Llama 2h^2 + 2 h kv d + 3 h f (SwiGLU's three
-// matrices, GQA's narrower K and V). An untied output layer costs what the tied one does.
+// Training FLOPs, counted the published way (Kaplan et al. 2020; Narayanan et al. 2021, eq.
+// (3); PaLM's MFU, Chowdhery et al. 2022, appendix B): a layer's forward is 2N + 4 s h a token
+// (N its GEMM weights, layer_tensors.h: layer_matmul_params; the attention scores and values
+// as full s x s products of width h = heads x head_dim), its backward twice that; the logits'
+// forward 2 V h, backward twice that; an untied output layer costs what the tied one does.
+// N = k h^2 with k = 12 for GPT-2 (4h^2 + 2hf at f = 4h), 2 + 2 kv d / h + 3 f / h for Llama
+// (SwiGLU's three matrices, GQA's narrower K and V). Written in Megatron's factored form
+// with 12 replaced by k, so that for GPT the doubles are the closed forms' bit for bit:
+//   without recompute 6k B s l h^2 (1 + 2s/(k h) + V/(k l h))    (k = 12: 72 B s l h^2 (...))
+//   Megatron's        8k B s l h^2 (1 + 2s/(k h) + 3V/(4 k l h)) (k = 12: 96 B s l h^2 (...))
+//   a recomputed forward of the layers: 2k B s l h^2 (1 + 2s/(k h)).
 namespace {
-struct TokenFlops {
-  double layer_forward = 0;  // all layers
-  double logits_forward = 0;
-};
-TokenFlops token_flops(const ModelSpec& model) {
-  return TokenFlops{static_cast<double>(model.layers) * layer_forward_flops_per_token(model),
-                    logits_forward_flops_per_token(model)};
-}
-double tokens_of(const ModelSpec& model, std::int64_t global_batch) {
-  return static_cast<double>(global_batch) * static_cast<double>(model.seq_len);
+double gemm_weight_factor(const ModelSpec& model) {
+  const double h = static_cast<double>(model.hidden);
+  return static_cast<double>(layer_matmul_params(model)) / (h * h);
 }
 }  // namespace
 
 double megatron_model_flops(const ModelSpec& model, std::int64_t global_batch) {
-  // Megatron counts the layers four times a forward (forward, backward 2x, full
-  // recomputation): 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) for GPT.
-  const TokenFlops f = token_flops(model);
-  return tokens_of(model, global_batch) * (4.0 * f.layer_forward + 3.0 * f.logits_forward);
+  const double B = static_cast<double>(global_batch);
+  const double s = static_cast<double>(model.seq_len);
+  const double l = static_cast<double>(model.layers);
+  const double h = static_cast<double>(model.hidden);
+  const double V = static_cast<double>(model.vocab);
+  const double k = gemm_weight_factor(model);
+  return 8.0 * k * B * s * l * h * h * (1.0 + 2.0 * s / (k * h) + 3.0 * V / (4.0 * k * l * h));
 }
 
 double model_flops_without_recompute(const ModelSpec& model, std::int64_t global_batch) {
-  // The layers three times a forward: 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) for GPT.
-  const TokenFlops f = token_flops(model);
-  return tokens_of(model, global_batch) * (3.0 * f.layer_forward + 3.0 * f.logits_forward);
+  const double B = static_cast<double>(global_batch);
+  const double s = static_cast<double>(model.seq_len);
+  const double l = static_cast<double>(model.layers);
+  const double h = static_cast<double>(model.hidden);
+  const double V = static_cast<double>(model.vocab);
+  const double k = gemm_weight_factor(model);
+  return 6.0 * k * B * s * l * h * h * (1.0 + 2.0 * s / (k * h) + V / (k * l * h));
 }
 
 double hardware_flops(const ModelSpec& model, std::int64_t global_batch, Recompute recompute) {
-  const double model_flops = model_flops_without_recompute(model, global_batch);
-  const double tokens = tokens_of(model, global_batch);
+  const double B = static_cast<double>(global_batch);
+  const double s = static_cast<double>(model.seq_len);
   const double l = static_cast<double>(model.layers);
-  const double attention_width = static_cast<double>(model.heads * model.head_dim());
+  const double h = static_cast<double>(model.hidden);
+  const double k = gemm_weight_factor(model);
+  const double model_flops = model_flops_without_recompute(model, global_batch);
   switch (recompute) {
     case Recompute::kNone: return model_flops;
-    // The attention core's forward again: 4 s h a token and layer (4 B s^2 h l).
-    case Recompute::kSelective:
-      return model_flops + tokens * l * 4.0 * static_cast<double>(model.seq_len) * attention_width;
-    // The layers' forward again (24 B s l h^2 (1 + s/(6h)) for GPT).
-    case Recompute::kFull: return model_flops + tokens * token_flops(model).layer_forward;
+    // The attention core's forward again: 4 s h a token and layer.
+    case Recompute::kSelective: return model_flops + 4.0 * B * s * s * h * l;
+    case Recompute::kFull: return model_flops + 2.0 * k * B * s * l * h * h * (1.0 + 2.0 * s / (k * h));
   }
   return model_flops;
 }

@@ -289,7 +289,6 @@ double layer_elementwise_bytes(const ModelSpec& model, std::int64_t micro_batch,
                                bool sequence_parallel, const LayerKernels& kernels,
                                double element_bytes) {
   const double h = static_cast<double>(model.hidden);
-  const double f = static_cast<double>(model.ffn_hidden);
   const double t = static_cast<double>(tp);
   const double c = element_bytes;
   const double dropout = kernels.dropout ? 1.0 : 0.0;

@@ -3,14 +3,17 @@
 #include "cost_model/layer_tensors.h"
 
 #include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
 
 namespace strata {
 namespace {
 
-TensorSpec spec(std::string name, int code, std::int64_t rows, std::int64_t cols, TpSplit split,
+TensorSpec spec(const char* name, int code, std::int64_t rows, std::int64_t cols, TpSplit split,
                 LayerGemm gemm, InitKind init, std::int64_t parts = 1, bool residual_scaled = false) {
   TensorSpec s;
-  s.name = std::move(name);
+  s.name = name;
   s.code = code;
   s.rows = rows;
   s.cols = cols;
@@ -23,7 +26,7 @@ TensorSpec spec(std::string name, int code, std::int64_t rows, std::int64_t cols
 }
 
 // A norm's gain, and its bias for a LayerNorm with biases (RMSNorm has none).
-void add_norm(std::vector<TensorSpec>& out, const ModelSpec& m, const char* w, int w_code,
+void add_norm(TensorSpecs& out, const ModelSpec& m, const char* w, int w_code,
               const char* b, int b_code) {
   out.push_back(spec(w, w_code, m.hidden, 1, TpSplit::kReplicated, LayerGemm::kNone, InitKind::kOnes));
   if (m.norm == NormKind::kLayerNorm && m.biases) {
@@ -33,7 +36,7 @@ void add_norm(std::vector<TensorSpec>& out, const ModelSpec& m, const char* w, i
 
 // A linear layer's weight and, with biases, its bias (split like the weight's rows for a
 // column-parallel layer, replicated for a row-parallel one).
-void add_linear(std::vector<TensorSpec>& out, const ModelSpec& m, const char* w, int w_code,
+void add_linear(TensorSpecs& out, const ModelSpec& m, const char* w, int w_code,
                 const char* b, int b_code, std::int64_t rows, std::int64_t cols, TpSplit split,
                 LayerGemm gemm, std::int64_t parts = 1, bool residual_scaled = false) {
   out.push_back(spec(w, w_code, rows, cols, split, gemm, InitKind::kNormal, parts, residual_scaled));
@@ -43,6 +46,14 @@ void add_linear(std::vector<TensorSpec>& out, const ModelSpec& m, const char* w,
 }
 
 }  // namespace
+
+void TensorSpecs::push_back(const TensorSpec& spec) {
+  if (size_ == kCapacity) {
+    throw std::logic_error(fmt::format("layer_tensors: more than {} tensors in a unit at {}",
+                                       kCapacity, spec.name));
+  }
+  items_[size_++] = spec;
+}
 
 std::int64_t vocab_shard_rows(const ModelSpec& model, std::int64_t tp, std::int64_t row_alignment) {
   const std::int64_t rows = (model.vocab + tp - 1) / tp;
@@ -54,12 +65,11 @@ std::int64_t kv_heads_per_rank(const ModelSpec& model, std::int64_t tp) {
   return tp <= kv ? kv / tp : 1;
 }
 
-std::vector<TensorSpec> layer_tensor_specs(const ModelSpec& m) {
+TensorSpecs layer_tensor_specs(const ModelSpec& m) {
   const std::int64_t h = m.hidden;
   const std::int64_t f = m.ffn_hidden;
   const std::int64_t kv_rows = m.kv_head_count() * m.head_dim();
-  std::vector<TensorSpec> out;
-  out.reserve(16);
+  TensorSpecs out;
   add_norm(out, m, "ln1_w", kLn1W, "ln1_b", kLn1B);
   if (kv_rows == h) {
     // Q, K and V of equal widths: one fused (3h, h) tensor, parts split alike (GPT-2).
@@ -79,9 +89,10 @@ std::vector<TensorSpec> layer_tensor_specs(const ModelSpec& m) {
   return out;
 }
 
-std::vector<TensorSpec> embedding_tensor_specs(const ModelSpec& m) {
-  std::vector<TensorSpec> out{
-      spec("wte", kWte, m.vocab, m.hidden, TpSplit::kVocabRows, LayerGemm::kNone, InitKind::kNormal)};
+TensorSpecs embedding_tensor_specs(const ModelSpec& m) {
+  TensorSpecs out;
+  out.push_back(
+      spec("wte", kWte, m.vocab, m.hidden, TpSplit::kVocabRows, LayerGemm::kNone, InitKind::kNormal));
   if (m.position == PositionKind::kLearned) {
     out.push_back(spec("wpe", kWpe, m.seq_len, m.hidden, TpSplit::kReplicated, LayerGemm::kNone,
                        InitKind::kNormal));
@@ -89,16 +100,19 @@ std::vector<TensorSpec> embedding_tensor_specs(const ModelSpec& m) {
   return out;
 }
 
-std::vector<TensorSpec> final_norm_tensor_specs(const ModelSpec& m) {
-  std::vector<TensorSpec> out;
+TensorSpecs final_norm_tensor_specs(const ModelSpec& m) {
+  TensorSpecs out;
   add_norm(out, m, "lnf_w", kLnfW, "lnf_b", kLnfB);
   return out;
 }
 
-std::vector<TensorSpec> output_tensor_specs(const ModelSpec& m) {
-  if (m.tied_output) return {};
-  return {spec("lm_head", kLmHead, m.vocab, m.hidden, TpSplit::kVocabRows, LayerGemm::kNone,
-               InitKind::kNormal)};
+TensorSpecs output_tensor_specs(const ModelSpec& m) {
+  TensorSpecs out;
+  if (!m.tied_output) {
+    out.push_back(spec("lm_head", kLmHead, m.vocab, m.hidden, TpSplit::kVocabRows, LayerGemm::kNone,
+                       InitKind::kNormal));
+  }
+  return out;
 }
 
 LocalShape local_shape(const TensorSpec& s, const ModelSpec& model, const TpShape& tp) {
@@ -143,7 +157,7 @@ LocalShape local_shape(const TensorSpec& s, const ModelSpec& model, const TpShap
   return l;
 }
 
-std::int64_t local_param_count(const std::vector<TensorSpec>& specs, const ModelSpec& model,
+std::int64_t local_param_count(const TensorSpecs& specs, const ModelSpec& model,
                                const TpShape& tp) {
   std::int64_t n = 0;
   for (const TensorSpec& s : specs) n += local_shape(s, model, tp).count();

@@ -17,9 +17,10 @@
 // legal (partition.h: tensor_parallel_violation), memory and time.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "cost_model/model_spec.h"
 
@@ -55,7 +56,7 @@ enum class TpSplit {
 enum class LayerGemm { kNone, kQkv, kProj, kFc1, kFc2 };
 
 struct TensorSpec {
-  std::string name;            // "qkv_w", "wte", ...
+  const char* name = "";       // "qkv_w", "wte", ... (a literal: no allocation)
   int code = 0;                // TensorCode
   std::int64_t rows = 0;       // global shape (rows, cols); a vector is (rows, 1)
   std::int64_t cols = 1;
@@ -65,6 +66,22 @@ struct TensorSpec {
   InitKind init = InitKind::kZeros;
   bool residual_scaled = false;  // normal(0, 0.02 / sqrt(2 L)): projections into the residual
   bool is_weight() const { return cols > 1; }
+};
+
+// The tensors of one unit in a fixed array: the planner asks for these counts for every
+// candidate, and a heap allocation each time made `strata plan` 40% slower.
+class TensorSpecs {
+ public:
+  static constexpr std::size_t kCapacity = 16;  // GPT-2's layer has 12
+  void push_back(const TensorSpec& spec);       // std::logic_error past kCapacity
+  const TensorSpec* begin() const { return items_.data(); }
+  const TensorSpec* end() const { return items_.data() + size_; }
+  std::size_t size() const { return size_; }
+  const TensorSpec& operator[](std::size_t i) const { return items_[i]; }
+
+ private:
+  std::array<TensorSpec, kCapacity> items_{};
+  std::size_t size_ = 0;
 };
 
 // A tensor on one TP rank: local (rows, cols), and how a local row maps to the global tensor
@@ -91,14 +108,14 @@ std::int64_t kv_heads_per_rank(const ModelSpec& model, std::int64_t tp);
 //   embedding: wte (V, h) [wpe (s, h) with learned positions]
 //   final norm: lnf_w [lnf_b]
 //   output (untied only): lm_head (V, h); empty when tied.
-std::vector<TensorSpec> layer_tensor_specs(const ModelSpec& model);
-std::vector<TensorSpec> embedding_tensor_specs(const ModelSpec& model);
-std::vector<TensorSpec> final_norm_tensor_specs(const ModelSpec& model);
-std::vector<TensorSpec> output_tensor_specs(const ModelSpec& model);
+TensorSpecs layer_tensor_specs(const ModelSpec& model);
+TensorSpecs embedding_tensor_specs(const ModelSpec& model);
+TensorSpecs final_norm_tensor_specs(const ModelSpec& model);
+TensorSpecs output_tensor_specs(const ModelSpec& model);
 
 LocalShape local_shape(const TensorSpec& spec, const ModelSpec& model, const TpShape& tp);
 // Elements of `specs` on one TP rank (padding rows included).
-std::int64_t local_param_count(const std::vector<TensorSpec>& specs, const ModelSpec& model,
+std::int64_t local_param_count(const TensorSpecs& specs, const ModelSpec& model,
                                const TpShape& tp);
 
 // The four GEMMs of a layer on one TP rank, from the weights' local shapes: out x in.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -17,7 +18,7 @@ namespace {
 constexpr double kInitStd = 0.02;  // GPT-2's initializer_range (Llama 3's too)
 
 UnitLayout build_unit(std::string name, UnitKind kind, std::int64_t layer,
-                      const std::vector<TensorSpec>& specs, const ModelSpec& model,
+                      const TensorSpecs& specs, const ModelSpec& model,
                       const TpShape& tp) {
   UnitLayout unit;
   unit.name = std::move(name);
@@ -48,10 +49,10 @@ UnitLayout build_unit(std::string name, UnitKind kind, std::int64_t layer,
   return unit;
 }
 
-std::vector<TensorSpec> only(const std::vector<TensorSpec>& specs, const char* name) {
-  std::vector<TensorSpec> out;
+TensorSpecs only(const TensorSpecs& specs, std::string_view name) {
+  TensorSpecs out;
   for (const TensorSpec& s : specs) {
-    if (s.name == name) out.push_back(s);
+    if (name == s.name) out.push_back(s);
   }
   return out;
 }

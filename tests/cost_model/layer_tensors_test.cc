@@ -77,7 +77,7 @@ TEST(LayerTensors, Gpt2CountsUnchanged) {
 TEST(LayerTensors, LlamaLayerTensorsInOrder) {
   const ModelSpec m = bundled("tiny-llama");  // h 64, heads 4 (d 16), kv 2, f 176
   std::string names;
-  for (const TensorSpec& s : layer_tensor_specs(m)) names += s.name + " ";
+  for (const TensorSpec& s : layer_tensor_specs(m)) names += std::string(s.name) + " ";
   // No biases, RMSNorm gains only, Q apart from K|V, SwiGLU gate|up fused.
   EXPECT_EQ(names, "ln1_w q_w kv_w proj_w ln2_w fc_w fc2_w ");
   const UnitLayout layer = layer_layout(m, TpShape{}, 0);

@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "cost_model/errors.h"
+#include "cost_model/layer_tensors.h"
 #include "cost_model/memory_model.h"
+#include "cost_model/partition.h"
 
 namespace strata {
 namespace {
@@ -34,17 +36,8 @@ Dims dims_of(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
         "ffn_hidden {})",
         model.name, model.hidden, model.heads, model.seq_len, model.ffn_hidden));
   }
-  if (model.heads % tp != 0) {
-    throw InfeasiblePlan(
-        fmt::format("memory model: heads % tp = {} % {} != 0", model.heads, tp));
-  }
-  if (model.ffn_hidden % tp != 0) {
-    throw InfeasiblePlan(
-        fmt::format("memory model: ffn_hidden % tp = {} % {} != 0", model.ffn_hidden, tp));
-  }
-  if (model.hidden % tp != 0) {
-    throw InfeasiblePlan(
-        fmt::format("memory model: hidden % tp = {} % {} != 0", model.hidden, tp));
+  if (const std::string why = tensor_parallel_violation(model, tp); !why.empty()) {
+    throw InfeasiblePlan(fmt::format("memory model: {}", why));
   }
   if (sequence_parallel && model.seq_len % tp != 0) {
     throw InfeasiblePlan(fmt::format(
@@ -66,6 +59,19 @@ ActivationTensor tensor(std::string name, std::int64_t elements, int bytes, bool
 }
 
 constexpr int kFp32Bytes = 4;
+
+// Elements per token of a layer's tensors on one TP rank that depend on the family
+// (layer_tensors.h): the fused Q|K|V output (3h/t for GPT, h/t + 2 kv_local d with GQA) and
+// the fc1 output (f/t; gate|up 2f/t for SwiGLU).
+std::int64_t qkv_width(const ModelSpec& model, std::int64_t tp) {
+  return layer_gemm_shapes(model, tp).qkv_out;
+}
+std::int64_t fc1_width(const ModelSpec& model, std::int64_t tp) {
+  return layer_gemm_shapes(model, tp).fc1_out;
+}
+// A norm's saved statistics: LayerNorm keeps mean and rstd per row, RMSNorm rstd only.
+void add_norm_stats(std::vector<ActivationTensor>& list, const ModelSpec& model,
+                    const std::string& norm, std::int64_t rows);
 constexpr int kMaskBytes = 1;      // Megatron stores dropout masks as uint8/bool
 constexpr int kPublishedBytes = 2; // Korthikanti's figures are for 16-bit activations
 
@@ -120,10 +126,9 @@ std::vector<ActivationTensor> layer_activation_tensors(const ModelSpec& model,
   std::vector<ActivationTensor> list;
   list.reserve(13);
   list.push_back(tensor("ln1_in", sbh_outside, c));
-  list.push_back(tensor("ln1_mean", rows, kFp32Bytes));
-  list.push_back(tensor("ln1_rstd", rows, kFp32Bytes));
+  add_norm_stats(list, model, "ln1", rows);
   list.push_back(tensor("ln1_out", sbh_outside, c));
-  list.push_back(tensor("qkv", 3 * sbh_inside, c));
+  list.push_back(tensor("qkv", d.s * d.b * qkv_width(model, d.t), c));
   // Both executors' attention is tiled (flash): the backward needs each row's log-sum-exp.
   list.push_back(tensor("attn_lse", d.a / d.t * d.s * d.b, kFp32Bytes, true));
   // The CPU executor's selective recomputation drops the attention output too: rerunning the
@@ -131,10 +136,10 @@ std::vector<ActivationTensor> layer_activation_tensors(const ModelSpec& model,
   list.push_back(tensor("attn_out", sbh_inside, c,
                         convention == ActivationConvention::kCpuExecutor));
   list.push_back(tensor("ln2_in", sbh_outside, c));
-  list.push_back(tensor("ln2_mean", rows, kFp32Bytes));
-  list.push_back(tensor("ln2_rstd", rows, kFp32Bytes));
+  add_norm_stats(list, model, "ln2", rows);
   list.push_back(tensor("ln2_out", sbh_outside, c));
-  list.push_back(tensor("fc1_out", sbf_inside, c));
+  list.push_back(tensor("fc1_out", d.s * d.b * fc1_width(model, d.t), c));
+  // The activation's output (GeLU, or SwiGLU's silu(gate) * up): fc2's input, f/t wide.
   list.push_back(tensor("gelu_out", sbf_inside, c));
   return list;
 }
@@ -202,8 +207,10 @@ std::vector<ActivationTensor> head_activation_tensors(const ModelSpec& model,
   const std::int64_t rows = d.S * d.b;
   // The executors run the logits' backward inside the head's forward and keep the gradient
   // at the LayerNorm output (lnf_dout) instead of the output itself: the same size.
-  return {tensor("lnf_in", sbh_outside, compute_bytes), tensor("lnf_mean", rows, kFp32Bytes),
-          tensor("lnf_rstd", rows, kFp32Bytes), tensor("lnf_dout", sbh_outside, compute_bytes)};
+  std::vector<ActivationTensor> list{tensor("lnf_in", sbh_outside, compute_bytes)};
+  add_norm_stats(list, model, "lnf", rows);
+  list.push_back(tensor("lnf_dout", sbh_outside, compute_bytes));
+  return list;
 }
 
 std::vector<ActivationTensor> head_working_tensors(const ModelSpec& model,
@@ -212,7 +219,7 @@ std::vector<ActivationTensor> head_working_tensors(const ModelSpec& model,
   const Dims d = dims_of(model, micro_batch, tp, sequence_parallel);
   check_compute_bytes(compute_bytes);
   const int c = compute_bytes;
-  const std::int64_t shard = (model.vocab + d.t - 1) / d.t;
+  const std::int64_t shard = vocab_shard_rows(model, d.t);
   const std::int64_t valid = std::min(shard, std::max<std::int64_t>(0, model.vocab));
   const std::int64_t logits = d.s * d.b * valid;  // the last rank's shard may be shorter: the
                                                   // first (largest) shard is the peak
@@ -236,8 +243,9 @@ double layer_backward_peak_bytes(const ModelSpec& model, std::int64_t micro_batc
   const double c = compute_bytes;
   const double n = static_cast<double>(d.s * d.b * d.h) * c;   // a full (B T, C) tensor
   const double nl = static_cast<double>(d.S * d.b * d.h) * c;  // this rank's rows of it
-  const double nf = static_cast<double>(d.s * d.b * d.f / d.t) * c;
+  const double nf = static_cast<double>(d.s * d.b * fc1_width(model, d.t)) * c;  // dfc1
   const double na = static_cast<double>(d.s * d.b * d.h / d.t) * c;
+  const double nqkv = static_cast<double>(d.s * d.b * qkv_width(model, d.t)) * c;  // dqkv
   const double scratch = static_cast<double>(d.b * d.a / d.t * d.s) * kFp32Bytes;  // attention
   const double g = sp ? n : 0.0;  // an all-gathered (B T, C) copy, SP only
   // The layer's saved tensors (recomputed ones included: they are rebuilt first) besides its
@@ -254,7 +262,7 @@ double layer_backward_peak_bytes(const ModelSpec& model, std::int64_t micro_batc
   const double all = sum_bytes(saved) - bytes_of({"ln1_in"});
   const double after_mlp_out = all - bytes_of({"fc1_out", "gelu_out"});
   const double after_fc1 = after_mlp_out - bytes_of({"ln2_out"});
-  const double after_ln2 = after_fc1 - bytes_of({"ln2_in", "ln2_mean", "ln2_rstd"});
+  const double after_ln2 = after_fc1 - bytes_of({"ln2_in", "ln2_mean", "ln2_rstd"});  // no mean: 0
   const double after_core = after_ln2 - bytes_of({"attn_out", "attn_probs", "attn_lse"});
   const double after_qkv = after_core - bytes_of({"qkv", "ln1_out"});
   // gpt_layer.cc's layer_backward phase by phase (the gradient flowing through, dres, is
@@ -264,8 +272,8 @@ double layer_backward_peak_bytes(const ModelSpec& model, std::int64_t micro_batc
       after_mlp_out + nf + n + g,       // fc1: dfc1, dln2 (full), gathered ln2_out
       after_fc1 + n + (sp ? nl : 0.0),  // ln2: dln2 (full) and its reduce-scattered rows
       after_ln2 + na + g,               // proj: dattn, gathered dres
-      after_ln2 + 4 * na + scratch,     // attention: dattn, dqkv, its scratch
-      after_core + 3 * na + n + g,      // qkv: dqkv, dln1 (full), gathered ln1_out
+      after_ln2 + na + nqkv + scratch,  // attention: dattn, dqkv, its scratch
+      after_core + nqkv + n + g,        // qkv: dqkv, dln1 (full), gathered ln1_out
       after_qkv + n + (sp ? nl : 0.0),  // ln1: dln1 (full) and its rows
   };
   double peak = 0;
@@ -280,11 +288,21 @@ std::vector<ActivationTensor> logits_tensors(const ModelSpec& model, std::int64_
   if (model.vocab < 1) {
     throw InfeasiblePlan(fmt::format("memory model: vocab = {}, expected >= 1", model.vocab));
   }
-  const std::int64_t shard = (model.vocab + d.t - 1) / d.t;  // vocab-parallel rows, padded
+  const std::int64_t shard = vocab_shard_rows(model, d.t);  // vocab-parallel rows
   const std::int64_t elements = d.s * d.b * shard;
   std::vector<ActivationTensor> list{tensor("logits_fp32", elements, kFp32Bytes)};
   if (compute_bytes != kFp32Bytes) list.push_back(tensor("logits", elements, compute_bytes));
   return list;
 }
+
+namespace {
+
+void add_norm_stats(std::vector<ActivationTensor>& list, const ModelSpec& model,
+                    const std::string& norm, std::int64_t rows) {
+  if (model.norm == NormKind::kLayerNorm) list.push_back(tensor(norm + "_mean", rows, kFp32Bytes));
+  list.push_back(tensor(norm + "_rstd", rows, kFp32Bytes));
+}
+
+}  // namespace
 
 }  // namespace strata

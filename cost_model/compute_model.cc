@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cost_model/errors.h"
+#include "cost_model/layer_tensors.h"
 
 namespace strata {
 
@@ -160,6 +161,11 @@ double memory_bound_time(double bytes, const DeviceRates& rates) {
 
 namespace {
 
+// Channels of q and k on one TP rank that a rotary embedding turns: h/t + kv_local d.
+double rotated_width(const ModelSpec& model, std::int64_t tp) {
+  return static_cast<double>(model.hidden / tp + kv_heads_per_rank(model, tp) * model.head_dim());
+}
+
 // Seconds of `bytes` of memory-bound backward kernels: the measured backward rate when the
 // profile has one, else the forward kernels' rate.
 double backward_memory_bound_time(double bytes, const DeviceRates& rates) {
@@ -167,6 +173,27 @@ double backward_memory_bound_time(double bytes, const DeviceRates& rates) {
     return bytes / (rates.profile->elementwise_backward_bytes_per_s * rates.compute_share);
   }
   return memory_bound_time(bytes, rates);
+}
+
+// Elements per token (times the element bytes) of the memory-bound kernels the family's
+// choices add, on one TP rank (f/t wide MLP, q and k of the rank's heads):
+//   GeLU: bias + GeLU on fc1's output, read and write            2 f/t
+//   SwiGLU: silu(gate) * up, read gate and up, write the product  3 f/t
+//   rotary: q and k rotated in place, read and write             2 (h/t + kv_local d)
+// (RMSNorm moves the bytes of a LayerNorm: read h, write h.)
+double family_forward_bytes_per_token(const ModelSpec& model, std::int64_t tp) {
+  const double f = static_cast<double>(model.ffn_hidden) / static_cast<double>(tp);
+  double elements = model.mlp == MlpKind::kSwiglu ? 3.0 * f : 2.0 * f;
+  if (model.position == PositionKind::kRope) elements += 2.0 * rotated_width(model, tp);
+  return elements;
+}
+// Backward: GeLU reads inp, dout, dinp and writes dinp (4 f/t); SwiGLU reads gate, up and
+// dout and writes dgate and dup (5 f/t); the rotation of dq and dk is the forward's.
+double family_backward_bytes_per_token(const ModelSpec& model, std::int64_t tp) {
+  const double f = static_cast<double>(model.ffn_hidden) / static_cast<double>(tp);
+  double elements = model.mlp == MlpKind::kSwiglu ? 5.0 * f : 4.0 * f;
+  if (model.position == PositionKind::kRope) elements += 2.0 * rotated_width(model, tp);
+  return elements;
 }
 
 }  // namespace
@@ -204,10 +231,14 @@ LayerForward layer_forward(const ModelSpec& model, std::int64_t micro_batch, std
   const double c = rates.element_bytes;
   const double tokens = b * s;
 
+  // GEMM widths from the layer's weights (layer_tensors.h): Q|K|V 3h/t for GPT, h/t + 2
+  // kv_local d with grouped-query attention; fc1 f/t, or gate|up 2f/t for SwiGLU.
+  const LayerGemmShapes shapes = layer_gemm_shapes(model, tp);
+  const auto width = [](std::int64_t n) { return static_cast<double>(n); };
   LayerForward L;
-  L.qkv = gemm_time(tokens, 3.0 * h / t, h, 1.0, rates);
+  L.qkv = gemm_time(tokens, width(shapes.qkv_out), h, 1.0, rates);
   L.proj = gemm_time(tokens, h, h / t, 1.0, rates);
-  L.fc1 = gemm_time(tokens, f / t, h, 1.0, rates);
+  L.fc1 = gemm_time(tokens, width(shapes.fc1_out), h, 1.0, rates);
   L.fc2 = gemm_time(tokens, h, f / t, 1.0, rates);
   // Q K^T: per (sequence, head) [s, d] x [d, s]; probabilities x V: [s, s] x [s, d].
   L.attn_score = gemm_time(s, s, d, b * heads_per_rank, rates);
@@ -230,7 +261,7 @@ LayerForward layer_forward(const ModelSpec& model, std::int64_t micro_batch, std
   } else {
     // Flash attention: one fused kernel streaming Q, K, V and writing O (its score traffic
     // stays in SRAM); the causal mask skips about half of the score blocks.
-    const double qkvo_bytes = 4.0 * tokens * h / t * c;
+    const double qkvo_bytes = (width(shapes.qkv_out) + h / t) * tokens * c;
     for (GemmTime* g : {&L.attn_score, &L.attn_value}) {
       g->compute_s *= 0.5;
       g->bytes = qkvo_bytes / 2.0;
@@ -258,7 +289,6 @@ double layer_elementwise_bytes(const ModelSpec& model, std::int64_t micro_batch,
                                bool sequence_parallel, const LayerKernels& kernels,
                                double element_bytes) {
   const double h = static_cast<double>(model.hidden);
-  const double f = static_cast<double>(model.ffn_hidden);
   const double t = static_cast<double>(tp);
   const double c = element_bytes;
   const double dropout = kernels.dropout ? 1.0 : 0.0;
@@ -270,8 +300,8 @@ double layer_elementwise_bytes(const ModelSpec& model, std::int64_t micro_batch,
   //   bias + GeLU on the fc1 output (f/t, never sequence-sharded): read, write -> 2 c f/t
   const double hidden_tokens = sequence_parallel ? tokens / t : tokens;
   double bytes = hidden_tokens * (4.0 * h * c + 2.0 * (3.0 * h * c + dropout * h)) +
-                 tokens * 2.0 * c * f / t;
-  if (kernels.separate_bias) {
+                 tokens * c * family_forward_bytes_per_token(model, tp);
+  if (kernels.separate_bias && model.biases) {
     // The proj and fc2 biases added after the all-reduce (read and write h each). The qkv
     // and fc1 biases seed matmul_forward's output: inside the GEMM (and its samples).
     bytes += hidden_tokens * 4.0 * h * c;
@@ -292,10 +322,10 @@ double layer_backward_elementwise_bytes(const ModelSpec& model, std::int64_t mic
   //   LayerNorm 1 and 2 backward: read dout, inp, dinp, write dinp     -> 2 x 4 h c
   //   residual-path gradient copies (before each block's backward)     -> 2 x 2 h c
   // on the fc1 output (f/t): GeLU backward reads inp, dout, dinp, writes dinp -> 4 c f/t.
-  double bytes = hidden_tokens * 12.0 * h * c + tokens * 4.0 * c * f / t;
-  if (kernels.separate_bias) {
+  double bytes = hidden_tokens * 12.0 * h * c + tokens * c * family_backward_bytes_per_token(model, tp);
+  if (kernels.separate_bias && model.biases) {
     // Bias gradients: each linear layer's output gradient read once (3h/t, h, f/t, h).
-    bytes += tokens * c * (3.0 * h / t + f / t + 2.0 * h);
+    bytes += tokens * c * (static_cast<double>(layer_gemm_shapes(model, tp).qkv_out) + f / t + 2.0 * h);
   }
   return bytes;
 }
@@ -331,8 +361,9 @@ LayerBackward layer_backward(const ModelSpec& model, std::int64_t micro_batch, s
   const double tokens = b * s;
   // Linear layers inp (BT, C) -> out (BT, OC): qkv (h -> 3h/t), proj (h/t -> h),
   // fc1 (h -> f/t), fc2 (f/t -> h).
+  const LayerGemmShapes shapes = layer_gemm_shapes(model, tp);
   const double in[4] = {h, h / t, h, f / t};
-  const double out[4] = {3.0 * h / t, h, f / t, h};
+  const double out[4] = {static_cast<double>(shapes.qkv_out), h, static_cast<double>(shapes.fc1_out), h};
   for (int i = 0; i < 4; ++i) {
     B.input_grad[i] = gemm_time(tokens, in[i], out[i], 1.0, rates);
     B.weight_grad[i] = gemm_time(out[i], in[i], tokens, 1.0, rates);
@@ -359,7 +390,7 @@ HeadForward head_forward(const ModelSpec& model, std::int64_t micro_batch, std::
   const double b = static_cast<double>(micro_batch);
   const double s = static_cast<double>(model.seq_len);
   const double h = static_cast<double>(model.hidden);
-  const double v = std::ceil(static_cast<double>(model.vocab) / static_cast<double>(tp));
+  const double v = static_cast<double>(vocab_shard_rows(model, tp));
   const double c = rates.element_bytes;
   HeadForward head;
   head.logits = gemm_time(b * s, v, h, 1.0, rates);
@@ -378,7 +409,7 @@ double head_backward_s(const ModelSpec& model, std::int64_t micro_batch, std::in
   const double b = static_cast<double>(micro_batch);
   const double s = static_cast<double>(model.seq_len);
   const double h = static_cast<double>(model.hidden);
-  const double v = std::ceil(static_cast<double>(model.vocab) / static_cast<double>(tp));
+  const double v = static_cast<double>(vocab_shard_rows(model, tp));
   const double c = rates.element_bytes;
   const double tokens = b * s;
   const double gemms = gemm_time(tokens, h, v, 1.0, rates).time_s() +

@@ -181,7 +181,11 @@ const RankClasses& PredictionCache::rank_classes(const ModelSpec& model, const T
       static_cast<std::int64_t>(plan.offload.gradients),
       static_cast<std::int64_t>(plan.offload.params), static_cast<std::int64_t>(plan.recompute),
       plan.sequence_parallel ? 1 : 0, options.prefetch_distance, options.recompute_regathers ? 1 : 0,
-      plan.first_stage_layers, plan.last_stage_layers};
+      plan.first_stage_layers, plan.last_stage_layers,
+      // The family: unit sizes and the untied output unit.
+      model.kv_head_count(), model.tied_output ? 1 : 0, model.biases ? 1 : 0,
+      static_cast<std::int64_t>(model.norm), static_cast<std::int64_t>(model.mlp),
+      static_cast<std::int64_t>(model.position)};
   auto it = classes_.find(key);
   if (it == classes_.end()) {
     it = classes_.emplace(key, make_rank_classes(model, train, plan, options)).first;

@@ -186,14 +186,10 @@ StageParams stage_params(const ModelSpec& model, const Plan& plan, std::int64_t 
   if (pp_rank == 0) out.embedding_params += embedding_params_per_tp_rank(model, tp);
   if (pp_rank == pp - 1) {
     out.final_norm_params = final_norm_params(model);
-    // The output layer is the token embedding (tied); with p > 1 the last stage holds its
-    // own copy (Megatron keeps them equal by all-reducing their gradients).
-    if (pp > 1) out.embedding_params += tied_copy_params_per_tp_rank(model, tp);
+    out.embedding_params += last_stage_vocab_params(model, tp, pp);
   }
   out.largest_unit = std::max(out.largest_unit, out.embedding_params);
-  const std::int64_t h = model.hidden;
-  out.largest_module = std::max({3 * h * h / tp + 3 * h / tp, h * model.ffn_hidden / tp + model.ffn_hidden / tp,
-                                 out.embedding_params});
+  out.largest_module = std::max(largest_layer_module_params(model, tp), out.embedding_params);
   return out;
 }
 

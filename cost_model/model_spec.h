@@ -1,6 +1,10 @@
-// ModelSpec: the shape of a GPT-style decoder (pre-LayerNorm, learned positions, GeLU MLP,
-// tied input/output embedding). Loaded from configs/models/*.json; every count is exact
-// for the executor's model, so the memory model can predict its bytes.
+// ModelSpec: the shape of a decoder-only transformer and the choices that make its family.
+// GPT-2 is the default of every choice (pre-LayerNorm with biases, GeLU MLP, learned
+// positions, as many KV heads as query heads, output layer tied to the embedding), so a
+// config that names none of them is today's GPT; Llama 3 names them all (RMSNorm, SwiGLU,
+// rotary positions, 8 KV heads, untied output, no biases). Loaded from configs/models/*.json.
+// The tensors these choices give a layer are described once in cost_model/layer_tensors.h;
+// every count (parameters, FLOPs) is read from there.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +13,14 @@
 #include "cost_model/json_reader.h"
 
 namespace strata {
+
+enum class NormKind { kLayerNorm, kRmsNorm };
+enum class MlpKind { kGelu, kSwiglu };
+enum class PositionKind { kLearned, kRope };
+
+std::string to_string(NormKind kind);
+std::string to_string(MlpKind kind);
+std::string to_string(PositionKind kind);
 
 struct ModelSpec {
   std::string name;
@@ -19,23 +31,43 @@ struct ModelSpec {
   std::int64_t vocab = 0;
   std::int64_t ffn_hidden = 0;  // optional in JSON; default 4 * hidden
 
+  // The family's choices (all optional in JSON; the defaults are GPT-2's).
+  NormKind norm = NormKind::kLayerNorm;
+  double norm_epsilon = 1e-5;        // GPT-2's layer_norm_epsilon and Llama 3's rms_norm_eps
+  MlpKind mlp = MlpKind::kGelu;      // swiglu: ffn_hidden is the width of gate and up each
+  PositionKind position = PositionKind::kLearned;
+  double rope_theta = 10000.0;       // only with position = rope (RoFormer's base)
+  std::int64_t kv_heads = 0;         // key/value heads; default (0 in JSON: absent) = heads
+  bool tied_output = true;           // output layer = token embedding
+  bool biases = true;                // biases on the linear layers and LayerNorms
+
   // Rejects unknown/missing keys, wrong types and impossible values (hidden % heads != 0,
-  // non-positive sizes); messages name `source` and the key.
+  // heads % kv_heads != 0, rope with an odd head_dim, non-positive sizes); messages name
+  // `source`, the key, the value and what was expected.
   static ModelSpec from_json(const Json& json, const std::string& source);
   static ModelSpec load(const std::string& path);
+  // Writes the family keys only when some choice differs from GPT-2's, so every GPT config
+  // round-trips unchanged; then it writes all of them (rope_theta only with rope).
   Json to_json() const;
 
   std::int64_t head_dim() const { return hidden / heads; }
+  std::int64_t kv_head_count() const { return kv_heads > 0 ? kv_heads : heads; }
+  // Every choice is GPT-2's (what the executor runs today).
+  bool is_gpt_family() const;
+  // "gpt", or the choices that differ from it ("rmsnorm, swiglu, rope, kv_heads 8, untied
+  // output, no biases") for messages.
+  std::string family_name() const;
 
-  // Parameters of one transformer layer: QKV and output projections with biases, the MLP
-  // with biases, two LayerNorms (gain and bias). 12 h^2 + 13 h when ffn_hidden = 4 h.
+  // Parameter counts, all read from layer_tensors.h's description (tensor parallelism 1).
   std::int64_t params_per_layer() const;
-  // Token embedding (V h, tied with the output layer) plus learned positions (s h).
+  // Token embedding (V h) plus learned positions (s h) when the positions are learned.
   std::int64_t embedding_params() const;
-  // The final LayerNorm (2 h).
+  // The final norm (2 h with a LayerNorm and biases, h otherwise).
   std::int64_t final_norm_params() const;
-  // Everything: layers * params_per_layer + embedding + final norm. Equals the published
-  // P = 12 l h^2 (1 + 13/(12h) + (V+s)/(12 l h)) plus the final norm's 2h.
+  // The untied output layer (V h), 0 when tied.
+  std::int64_t output_params() const;
+  // layers * params_per_layer + embedding + final norm + output. For GPT-2 this is the
+  // published P = 12 l h^2 (1 + 13/(12h) + (V+s)/(12 l h)) plus the final norm's 2h.
   std::int64_t total_params() const;
 };
 

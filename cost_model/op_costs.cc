@@ -124,9 +124,9 @@ StepTimeParts TimeModelCosts::state_move(const RankProgram& rank, ProgramOpKind 
                                     bytes);
       break;
     case Kind::kSumNormGrads: {
-      // The LayerNorm gains and biases: two norms of h each in a layer, one in the final norm.
-      const double h = static_cast<double>(ctx_.model->hidden);
-      const double elements = u.kind == UnitKind::kLayer ? 4.0 * h : 2.0 * h;
+      // The norms' gains (and LayerNorm biases): two norms in a layer, one in the final norm.
+      const double elements = static_cast<double>(
+          u.kind == UnitKind::kLayer ? layer_norm_params(*ctx_.model) : final_norm_params(*ctx_.model));
       t.tp_comm_s = group_collective_time(*ctx_.cluster, ctx_.profile, CollectiveOp::kAllReduce,
                                           elements * c, ctx_.plan->tp, 1)
                         .total_s();

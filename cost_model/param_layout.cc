@@ -1,42 +1,61 @@
-// Flat layouts of the GPT units on one TP rank and their plan-independent initialisation
-// (see param_layout.h).
+// Flat layouts of the model's units on one TP rank and their plan-independent initialisation
+// (see param_layout.h). The tensors themselves come from layer_tensors.h.
 #include "cost_model/param_layout.h"
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string_view>
 
 #include <fmt/format.h>
 
 #include "cost_model/errors.h"
+#include "cost_model/partition.h"
 
 namespace strata {
 namespace {
 
-constexpr double kInitStd = 0.02;  // GPT-2's initializer_range
+constexpr double kInitStd = 0.02;  // GPT-2's initializer_range (Llama 3's too)
 
-struct Builder {
+UnitLayout build_unit(std::string name, UnitKind kind, std::int64_t layer,
+                      const TensorSpecs& specs, const ModelSpec& model,
+                      const TpShape& tp) {
   UnitLayout unit;
-  ParamSegment& add(const std::string& name, int code, std::int64_t rows, std::int64_t cols,
-                    InitKind init, double std_dev, bool replicated) {
+  unit.name = std::move(name);
+  unit.kind = kind;
+  unit.layer = layer;
+  const double residual_std = kInitStd / std::sqrt(2.0 * static_cast<double>(model.layers));
+  for (const TensorSpec& t : specs) {
+    const LocalShape l = local_shape(t, model, tp);
     ParamSegment s;
-    s.name = name;
-    s.code = code;
-    s.layer = unit.layer;
+    s.name = t.name;
+    s.code = t.code;
+    s.layer = layer;
     s.offset = unit.count;
-    s.rows = rows;
-    s.cols = cols;
-    s.part_rows = rows;
-    s.global_cols = cols;
-    s.valid_rows = rows;
-    s.init = init;
-    s.init_std = std_dev;
-    s.tp_replicated = replicated;
-    unit.count += rows * cols;
-    unit.segments.push_back(s);
-    return unit.segments.back();
+    s.rows = l.rows;
+    s.cols = l.cols;
+    s.part_rows = l.part_rows;
+    s.part_stride = l.part_stride;
+    s.row_offset = l.row_offset;
+    s.col_offset = l.col_offset;
+    s.global_cols = t.cols;
+    s.valid_rows = l.valid_rows;
+    s.init = t.init;
+    s.init_std = t.init == InitKind::kNormal ? (t.residual_scaled ? residual_std : kInitStd) : 0.0;
+    s.tp_replicated = t.split == TpSplit::kReplicated;
+    unit.count += s.count();
+    unit.segments.push_back(std::move(s));
   }
-};
+  return unit;
+}
+
+TensorSpecs only(const TensorSpecs& specs, std::string_view name) {
+  TensorSpecs out;
+  for (const TensorSpec& s : specs) {
+    if (name == s.name) out.push_back(s);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -53,109 +72,79 @@ const ParamSegment& UnitLayout::segment(const std::string& wanted) const {
   throw std::out_of_range("unit " + name + " has no tensor " + wanted);
 }
 
-std::int64_t vocab_shard_rows(const ModelSpec& model, std::int64_t tp, std::int64_t row_alignment) {
-  const std::int64_t rows = (model.vocab + tp - 1) / tp;
-  return (rows + row_alignment - 1) / row_alignment * row_alignment;
-}
-
 std::int64_t layer_params_per_tp_rank(const ModelSpec& model, std::int64_t tp) {
-  const std::int64_t h = model.hidden;
-  const std::int64_t f = model.ffn_hidden;
-  if (tp < 1 || model.heads % tp != 0 || f % tp != 0 || h % tp != 0) {
-    throw InfeasiblePlan(fmt::format(
-        "tp = {} must be >= 1 and divide heads ({}), hidden ({}) and ffn_hidden ({})", tp,
-        model.heads, h, f));
+  if (const std::string why = tensor_parallel_violation(model, tp); !why.empty()) {
+    throw InfeasiblePlan(why);
   }
-  return (4 * h * h + 2 * h * f + 3 * h + f) / tp + 6 * h;
+  return local_param_count(layer_tensor_specs(model), model, TpShape{tp, 0, 1});
 }
 
 std::int64_t embedding_params_per_tp_rank(const ModelSpec& model, std::int64_t tp,
                                           std::int64_t row_alignment) {
-  return vocab_shard_rows(model, tp, row_alignment) * model.hidden + model.seq_len * model.hidden;
+  return local_param_count(embedding_tensor_specs(model), model, TpShape{tp, 0, row_alignment});
 }
 
 std::int64_t tied_copy_params_per_tp_rank(const ModelSpec& model, std::int64_t tp,
                                           std::int64_t row_alignment) {
-  return vocab_shard_rows(model, tp, row_alignment) * model.hidden;
+  return local_param_count(only(embedding_tensor_specs(model), "wte"), model,
+                           TpShape{tp, 0, row_alignment});
 }
 
-std::int64_t final_norm_params(const ModelSpec& model) { return 2 * model.hidden; }
+std::int64_t output_params_per_tp_rank(const ModelSpec& model, std::int64_t tp,
+                                       std::int64_t row_alignment) {
+  return local_param_count(output_tensor_specs(model), model, TpShape{tp, 0, row_alignment});
+}
+
+std::int64_t final_norm_params(const ModelSpec& model) {
+  return local_param_count(final_norm_tensor_specs(model), model, TpShape{});
+}
+
+std::int64_t layer_norm_params(const ModelSpec& model) {
+  std::int64_t n = 0;
+  for (const TensorSpec& s : layer_tensor_specs(model)) {
+    if (s.gemm == LayerGemm::kNone) n += s.rows * s.cols;
+  }
+  return n;
+}
+
+std::int64_t last_stage_vocab_params(const ModelSpec& model, std::int64_t tp, std::int64_t pp,
+                                     std::int64_t row_alignment) {
+  if (!model.tied_output) return output_params_per_tp_rank(model, tp, row_alignment);
+  // Tied: the output layer is the token embedding; with p > 1 the last stage holds its own
+  // copy (Megatron keeps them equal by all-reducing their gradients).
+  return pp > 1 ? tied_copy_params_per_tp_rank(model, tp, row_alignment) : 0;
+}
+
+std::int64_t largest_layer_module_params(const ModelSpec& model, std::int64_t tp) {
+  const TpShape shape{tp, 0, 1};
+  std::int64_t by_gemm[5] = {0, 0, 0, 0, 0};
+  for (const TensorSpec& s : layer_tensor_specs(model)) {
+    by_gemm[static_cast<int>(s.gemm)] += local_shape(s, model, shape).count();
+  }
+  return *std::max_element(by_gemm + 1, by_gemm + 5);  // [0] is kNone: the norms
+}
 
 UnitLayout layer_layout(const ModelSpec& model, const TpShape& tp, std::int64_t layer) {
-  const std::int64_t h = model.hidden;
-  const std::int64_t hl = h / tp.tp;
-  const std::int64_t fl = model.ffn_hidden / tp.tp;
-  const double proj_std = kInitStd / std::sqrt(2.0 * static_cast<double>(model.layers));
-  Builder b;
-  b.unit.name = "layer" + std::to_string(layer);
-  b.unit.kind = UnitKind::kLayer;
-  b.unit.layer = layer;
-  b.add("ln1_w", kLn1W, h, 1, InitKind::kOnes, 0, true);
-  b.add("ln1_b", kLn1B, h, 1, InitKind::kZeros, 0, true);
-  // qkv_w local (3 hl, h): part P (q, k, v), local row i -> global row P h + tp_rank hl + i.
-  auto& qkv_w = b.add("qkv_w", kQkvW, 3 * hl, h, InitKind::kNormal, kInitStd, false);
-  qkv_w.part_rows = hl;
-  qkv_w.part_stride = h;
-  qkv_w.row_offset = tp.tp_rank * hl;
-  qkv_w.global_cols = h;
-  auto& qkv_b = b.add("qkv_b", kQkvB, 3 * hl, 1, InitKind::kZeros, 0, false);
-  qkv_b.part_rows = hl;
-  qkv_b.part_stride = h;
-  qkv_b.row_offset = tp.tp_rank * hl;
-  // proj_w local (h, hl): the rank's input columns of the global (h, h).
-  auto& proj_w = b.add("proj_w", kProjW, h, hl, InitKind::kNormal, proj_std, false);
-  proj_w.global_cols = h;
-  proj_w.col_offset = tp.tp_rank * hl;
-  b.add("proj_b", kProjB, h, 1, InitKind::kZeros, 0, true);
-  b.add("ln2_w", kLn2W, h, 1, InitKind::kOnes, 0, true);
-  b.add("ln2_b", kLn2B, h, 1, InitKind::kZeros, 0, true);
-  auto& fc_w = b.add("fc_w", kFcW, fl, h, InitKind::kNormal, kInitStd, false);
-  fc_w.row_offset = tp.tp_rank * fl;
-  auto& fc_b = b.add("fc_b", kFcB, fl, 1, InitKind::kZeros, 0, false);
-  fc_b.row_offset = tp.tp_rank * fl;
-  auto& fc2_w = b.add("fc2_w", kFc2W, h, fl, InitKind::kNormal, proj_std, false);
-  fc2_w.global_cols = model.ffn_hidden;
-  fc2_w.col_offset = tp.tp_rank * fl;
-  b.add("fc2_b", kFc2B, h, 1, InitKind::kZeros, 0, true);
-  return b.unit;
+  return build_unit("layer" + std::to_string(layer), UnitKind::kLayer, layer,
+                    layer_tensor_specs(model), model, tp);
 }
-
-namespace {
-void add_wte(Builder& b, const ModelSpec& model, const TpShape& tp) {
-  // Global vocabulary ids of the shard start at tp_rank ceil(V/t), whatever the padding.
-  const std::int64_t rows = vocab_shard_rows(model, tp.tp, tp.vocab_row_alignment);
-  auto& wte = b.add("wte", kWte, rows, model.hidden, InitKind::kNormal, kInitStd, false);
-  const std::int64_t real_rows = vocab_shard_rows(model, tp.tp);
-  wte.row_offset = tp.tp_rank * real_rows;
-  const std::int64_t left = std::min(model.vocab - wte.row_offset, real_rows);
-  wte.valid_rows = left < 0 ? 0 : (left < rows ? left : rows);
-}
-}  // namespace
 
 UnitLayout embedding_layout(const ModelSpec& model, const TpShape& tp) {
-  Builder b;
-  b.unit.name = "embedding";
-  b.unit.kind = UnitKind::kEmbedding;
-  add_wte(b, model, tp);
-  b.add("wpe", kWpe, model.seq_len, model.hidden, InitKind::kNormal, kInitStd, true);
-  return b.unit;
+  return build_unit("embedding", UnitKind::kEmbedding, -1, embedding_tensor_specs(model), model, tp);
 }
 
 UnitLayout tied_copy_layout(const ModelSpec& model, const TpShape& tp) {
-  Builder b;
-  b.unit.name = "wte_copy";
-  b.unit.kind = UnitKind::kTiedCopy;
-  add_wte(b, model, tp);
-  return b.unit;
+  return build_unit("wte_copy", UnitKind::kTiedCopy, -1, only(embedding_tensor_specs(model), "wte"),
+                    model, tp);
+}
+
+UnitLayout output_layout(const ModelSpec& model, const TpShape& tp) {
+  return build_unit("output", UnitKind::kOutput, -1, output_tensor_specs(model), model, tp);
 }
 
 UnitLayout final_norm_layout(const ModelSpec& model) {
-  Builder b;
-  b.unit.name = "final_norm";
-  b.unit.kind = UnitKind::kFinalNorm;
-  b.add("lnf_w", kLnfW, model.hidden, 1, InitKind::kOnes, 0, true);
-  b.add("lnf_b", kLnfB, model.hidden, 1, InitKind::kZeros, 0, true);
-  return b.unit;
+  return build_unit("final_norm", UnitKind::kFinalNorm, -1, final_norm_tensor_specs(model), model,
+                    TpShape{});
 }
 
 LayerOffsets layer_offsets(const UnitLayout& layer) {

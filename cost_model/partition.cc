@@ -58,6 +58,15 @@ std::string tensor_parallel_violation(const ModelSpec& model, std::int64_t tp) {
     return fmt::format("heads % tp = {} % {} = {}, but tensor parallelism splits whole heads",
                        model.heads, tp, model.heads % tp);
   }
+  // KV heads split like the query heads while there are enough of them; past that each rank
+  // holds the KV head of its query heads' group, which needs t to be a multiple of kv_heads
+  // (Megatron-Core's GQA replication).
+  const std::int64_t kv = model.kv_head_count();
+  if (kv % tp != 0 && tp % kv != 0) {
+    return fmt::format("kv_heads = {} and tp = {}: tensor parallelism needs kv_heads % tp == 0 "
+                       "(KV heads split) or tp % kv_heads == 0 (KV heads replicated), got {} "
+                       "and {}", kv, tp, kv % tp, tp % kv);
+  }
   if (model.hidden % tp != 0) {
     return fmt::format("hidden % tp = {} % {} = {}, but tensor parallelism splits the width evenly",
                        model.hidden, tp, model.hidden % tp);
@@ -179,7 +188,11 @@ std::vector<UnitLayout> rank_unit_layouts(const ModelSpec& model, const Plan& pl
   if (has_first) out.push_back(embedding_layout(model, tp));
   for (auto& l : layers) out.push_back(std::move(l));
   if (has_last) {
-    if (!has_first) out.push_back(tied_copy_layout(model, tp));
+    if (!model.tied_output) {
+      out.push_back(output_layout(model, tp));
+    } else if (!has_first) {
+      out.push_back(tied_copy_layout(model, tp));
+    }
     out.push_back(final_norm_layout(model));
   }
   return out;
@@ -192,6 +205,7 @@ std::int64_t unit_chunk(const ModelSpec& model, const Plan& plan, std::int64_t p
   switch (unit.kind) {
     case UnitKind::kEmbedding: return 0;
     case UnitKind::kTiedCopy:
+    case UnitKind::kOutput:
     case UnitKind::kFinalNorm: return plan.virtual_stages - 1;
     case UnitKind::kLayer: {
       for (std::int64_t c = 0; c < plan.virtual_stages; ++c) {

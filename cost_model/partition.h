@@ -8,8 +8,8 @@
 //     virtual stage 0 also runs the embedding, the last one the head; with uneven stages
 //     (v = 1) the first and last stage hold the plan's counts and the others share the rest;
 //   - the parameter units a pipeline rank holds and in which order (the embedding, its
-//     layers chunk by chunk, the tied wte copy of the last stage when p > 1, the final
-//     LayerNorm), each with its layout (cost_model/param_layout.h).
+//     layers chunk by chunk, the tied wte copy of the last stage when p > 1 or the untied
+//     output layer, the final norm), each with its layout (cost_model/param_layout.h).
 //   - the rank order of t x p x d ranks (Megatron's): tensor-parallel rank fastest, then
 //     data-parallel, then pipeline: world_rank = pp_rank (t d) + dp_rank t + tp_rank.
 // Deliberately not here: the communicators of each group (executor/comm/process_groups.h),
@@ -28,7 +28,8 @@
 namespace strata {
 
 // Tensor parallelism splits whole heads, the hidden width and the MLP evenly: t divides
-// heads, hidden and ffn_hidden.
+// heads, hidden and ffn_hidden; KV heads split too (kv_heads % t == 0) or, past kv_heads,
+// are replicated (t % kv_heads == 0). The one place for these rules.
 std::string tensor_parallel_violation(const ModelSpec& model, std::int64_t tp);
 // Sequence parallelism splits each sequence's tokens over the t ranks: seq_len % t == 0
 // (then every micro-batch's B * T token rows split evenly too).

@@ -149,7 +149,10 @@ std::vector<Step> pass_steps(const ModelSpec& model, const Plan& plan, const Ran
                              std::int64_t chunk, bool forward) {
   const ChunkLayers cl = chunk_layers(model, plan, rank.pp_rank, chunk);
   const std::int32_t embedding = rank.unit_index("embedding");
-  const std::int32_t wte = embedding >= 0 ? embedding : rank.unit_index("wte_copy");
+  // The output layer the head reads: the untied one, else the (copy of the) token embedding.
+  const std::int32_t output = rank.unit_index("output");
+  const std::int32_t wte =
+      output >= 0 ? output : (embedding >= 0 ? embedding : rank.unit_index("wte_copy"));
   const std::int32_t final_norm = rank.unit_index("final_norm");
   // One lookup table, not unit_index per layer: that scan made a pass of L layers cost L^2
   // string compares (8192 layers: minutes in `select --plan-only`).
@@ -344,11 +347,14 @@ RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train, co
   };
   const std::int32_t embedding = rank.unit_index("embedding");
   const std::int32_t copy = rank.unit_index("wte_copy");
-  if (plan.pp > 1 && (embedding >= 0 || copy >= 0)) {
+  if (model.tied_output && plan.pp > 1 && (embedding >= 0 || copy >= 0)) {
     emit(step_op(Kind::kTiedEmbeddingSum, Stream::kComm, embedding >= 0 ? embedding : copy));
   }
+  // The vocabulary-sized units are reduced here, after the pipeline: the tied ones after
+  // their sum; the untied output layer alike (its gradient is complete only then too).
+  const std::int32_t output = rank.unit_index("output");
   std::int32_t last_down = -1;
-  for (std::int32_t u : {embedding, copy}) {
+  for (std::int32_t u : {embedding, copy, output}) {
     if (u < 0) continue;
     const std::int32_t r = emit(step_op(Kind::kReduceGrads, Stream::kComm, u));
     if (policy.grads_off) {

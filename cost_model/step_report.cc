@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cost_model/errors.h"
+#include "cost_model/layer_tensors.h"
 #include "cost_model/model_spec.h"
 
 namespace strata {
@@ -16,14 +17,32 @@ double StepTimeParts::sum() const {
          optimizer_s + bubble_s + other_s;
 }
 
+// Training FLOPs, counted the published way (Kaplan et al. 2020; Narayanan et al. 2021, eq.
+// (3); PaLM's MFU, Chowdhery et al. 2022, appendix B): a layer's forward is 2N + 4 s h a token
+// (N its GEMM weights, layer_tensors.h: layer_matmul_params; the attention scores and values
+// as full s x s products of width h = heads x head_dim), its backward twice that; the logits'
+// forward 2 V h, backward twice that; an untied output layer costs what the tied one does.
+// N = k h^2 with k = 12 for GPT-2 (4h^2 + 2hf at f = 4h), 2 + 2 kv d / h + 3 f / h for Llama
+// (SwiGLU's three matrices, GQA's narrower K and V). Written in Megatron's factored form
+// with 12 replaced by k, so that for GPT the doubles are the closed forms' bit for bit:
+//   without recompute 6k B s l h^2 (1 + 2s/(k h) + V/(k l h))    (k = 12: 72 B s l h^2 (...))
+//   Megatron's        8k B s l h^2 (1 + 2s/(k h) + 3V/(4 k l h)) (k = 12: 96 B s l h^2 (...))
+//   a recomputed forward of the layers: 2k B s l h^2 (1 + 2s/(k h)).
+namespace {
+double gemm_weight_factor(const ModelSpec& model) {
+  const double h = static_cast<double>(model.hidden);
+  return static_cast<double>(layer_matmul_params(model)) / (h * h);
+}
+}  // namespace
+
 double megatron_model_flops(const ModelSpec& model, std::int64_t global_batch) {
   const double B = static_cast<double>(global_batch);
   const double s = static_cast<double>(model.seq_len);
   const double l = static_cast<double>(model.layers);
   const double h = static_cast<double>(model.hidden);
   const double V = static_cast<double>(model.vocab);
-  // Narayanan et al. 2021, eq. (3): 96 B s l h^2 (1 + s/(6h) + V/(16 l h)).
-  return 96.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h));
+  const double k = gemm_weight_factor(model);
+  return 8.0 * k * B * s * l * h * h * (1.0 + 2.0 * s / (k * h) + 3.0 * V / (4.0 * k * l * h));
 }
 
 double model_flops_without_recompute(const ModelSpec& model, std::int64_t global_batch) {
@@ -32,10 +51,8 @@ double model_flops_without_recompute(const ModelSpec& model, std::int64_t global
   const double l = static_cast<double>(model.layers);
   const double h = static_cast<double>(model.hidden);
   const double V = static_cast<double>(model.vocab);
-  // The same count with the layers taken three times a forward instead of four (no recomputed
-  // forward): 72 B s l h^2 (1 + s/(6h)) for the layers plus 6 B s h V for the logits, i.e.
-  // 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) (PaLM's model FLOPs utilisation convention).
-  return 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h));
+  const double k = gemm_weight_factor(model);
+  return 6.0 * k * B * s * l * h * h * (1.0 + 2.0 * s / (k * h) + V / (k * l * h));
 }
 
 double hardware_flops(const ModelSpec& model, std::int64_t global_batch, Recompute recompute) {
@@ -43,11 +60,13 @@ double hardware_flops(const ModelSpec& model, std::int64_t global_batch, Recompu
   const double s = static_cast<double>(model.seq_len);
   const double l = static_cast<double>(model.layers);
   const double h = static_cast<double>(model.hidden);
+  const double k = gemm_weight_factor(model);
   const double model_flops = model_flops_without_recompute(model, global_batch);
   switch (recompute) {
     case Recompute::kNone: return model_flops;
+    // The attention core's forward again: 4 s h a token and layer.
     case Recompute::kSelective: return model_flops + 4.0 * B * s * s * h * l;
-    case Recompute::kFull: return model_flops + 24.0 * B * s * l * h * h * (1.0 + s / (6.0 * h));
+    case Recompute::kFull: return model_flops + 2.0 * k * B * s * l * h * h * (1.0 + 2.0 * s / (k * h));
   }
   return model_flops;
 }

@@ -106,5 +106,7 @@ double model_flops_without_recompute(const struct ModelSpec& model, std::int64_t
 // the plan recomputes: full, one layer forward per layer, 24 B s l h^2 (1 + s/(6h)) (so the
 // total is Megatron's F); selective, the attention core's forward, 4 B s^2 h per layer.
 double hardware_flops(const struct ModelSpec& model, std::int64_t global_batch, Recompute recompute);
+// All three follow the family (step_report.cc: 12 h^2 becomes the layer's GEMM weights);
+// the closed forms above are its value for GPT (f = 4h).
 
 }  // namespace strata

@@ -31,7 +31,8 @@ struct ParallelDegrees {
 std::vector<std::int64_t> divisors(std::int64_t n);
 
 // Every factorisation gpus = t * p * d (t ascending, then p ascending) that satisfies the
-// model and the cluster: t divides heads and ffn_hidden, t <= gpus_per_node (unless
+// model and the cluster: tensor_parallel_violation is empty (t divides heads, hidden and
+// ffn_hidden, and splits or replicates the KV heads: partition.h), t <= gpus_per_node (unless
 // allow_tp_across_nodes), layers % p == 0, global_batch % d == 0. Each factorisation that
 // breaks a rule is counted once in `dropped` under the first rule it breaks
 // (drop_reason::* in planner.h).

@@ -12,4 +12,6 @@ strata_add_test(specs_test
     ${CMAKE_CURRENT_LIST_DIR}/profile_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/configs_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/partition_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/layer_tensors_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/model_family_test.cc
   LIBS strata_specs)

@@ -252,6 +252,13 @@ Validated validate(const RunOptions& o) {
   v.cluster_path = fs::absolute(resolve_config("clusters", o.cluster, "--cluster")).string();
   v.plan_path = fs::absolute(resolve_config("plans", o.plan, "--plan")).string();
   v.model = ModelSpec::load(v.model_path);
+  // The executor's layers are GPT-2's; running another family on them would train a
+  // different model silently. Planned and priced, not run, until its layer ops land.
+  if (!v.model.is_gpt_family()) {
+    throw ConfigError(fmt::format("{}: the executor does not run family \"{}\" yet (strata "
+                                  "plan, predict and simulate price it; strata run trains GPT only)",
+                                  v.model_path, v.model.family_name()));
+  }
   v.train = TrainSpec::load(v.train_path);
   v.cluster = load_cluster(v.cluster_path, o.shape);
   v.plan = Plan::load(v.plan_path);

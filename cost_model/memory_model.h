@@ -35,6 +35,7 @@
 
 #include "cost_model/cluster_spec.h"
 #include "cost_model/model_spec.h"
+#include "cost_model/model_state_bytes.h"
 #include "cost_model/param_layout.h"
 #include "cost_model/plan.h"
 #include "cost_model/profile.h"
@@ -133,8 +134,8 @@ struct ActivationTensor {
 //   ln1_out       S b h      c    QKV linear input
 //   qkv           3 s b h/t  c    q, k, v (one tensor)
 //   attn_lse      a/t s b    4    flash attention's logsumexp (attention core)
-//   attn_out      s b h/t    c    projection input and flash attention's O (attention core
-//                                 on the CPU: its selective recomputation reruns the kernel)
+//   attn_out      s b h/t    c    projection input and flash attention's O (attention core:
+//                                 the executor's selective recomputation reruns the kernel)
 //   ln2_in        S b h      c    ln2_mean, ln2_rstd  S b  4
 //   ln2_out       S b h      c    fc1 input
 //   fc1_out       s b f/t    c    GeLU input
@@ -199,6 +200,25 @@ std::vector<ActivationTensor> head_working_tensors(const ModelSpec& model,
 double layer_backward_peak_bytes(const ModelSpec& model, std::int64_t micro_batch,
                                  std::int64_t tp, bool sequence_parallel,
                                  ActivationConvention convention, int compute_bytes);
+
+// CUDA's LayerNorm backward scratch for `rows` token rows (kernels/cuda/scratch_sizes.h).
+double cuda_layernorm_backward_scratch_bytes(std::int64_t rows, std::int64_t hidden);
+
+// Peak bytes during one layer's forward on an executor convention (gpt_layer.cc's
+// layer_forward, phase by phase: the tensors saved so far and its transients -- the gathered
+// inputs with SP, the row-parallel GEMMs' partial sums), above what the layer keeps for its
+// backward after the recomputation policy's drop; its input and output not counted.
+double layer_forward_extra_bytes(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
+                                 bool sequence_parallel, ActivationConvention convention,
+                                 int compute_bytes, Recompute recompute);
+
+// The CUDA backend's head working set while one micro-batch's loss and logit gradients are
+// computed (gpt_head.cc over cuda_op_allocations.h), the largest moment of: the LayerNorm
+// output (SP: gathered beside its rows), bf16 logits over the 128-aligned wte shard (their
+// gradient in place) with the loss's four fp32 row statistics, and with SP the full
+// gradient at the LayerNorm output.
+double cuda_head_working_bytes(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
+                               bool sequence_parallel);
 
 // Chunk-micro-batches whose forward activations pipeline rank r holds at its peak
 // (closed form, O(1)); m = micro-batches per pipeline per step, v = chunks per rank:

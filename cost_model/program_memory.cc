@@ -23,7 +23,8 @@ bool exact_in_double(const ExecutorMemoryTerms& t) {
   constexpr double kLimit = 0x1p40;  // 1 TiB a term; 2^13 of them stay below 2^53
   auto whole = [](double x) { return x >= 0 && x <= kLimit && std::trunc(x) == x; };
   for (double x : {t.persistent, t.losses, t.message, t.tokens, t.layer_saved, t.layer_backward_peak,
-                   t.head_saved, t.head_working, t.embedding_working, t.optimizer_working}) {
+                   t.layer_forward_extra, t.head_backward_working, t.setup_peak, t.head_saved,
+                   t.head_working, t.embedding_working, t.optimizer_working}) {
     if (!whole(x)) return false;
   }
   for (const auto* v : {&t.unit_grads, &t.unit_shard, &t.unit_gather, &t.unit_fetch}) {
@@ -38,6 +39,7 @@ struct Place {
   const ProgramOp* pipeline_op = nullptr;
   const ProgramOp* op = nullptr;
   bool in_tail = false;
+  bool in_setup = false;
 };
 
 // What the walk knows of each unit: whether its step gradient is held (ZeRO-2/3: touched
@@ -97,6 +99,12 @@ class Walk {
     reuse_ = reuse_passes && exact_in_double(t);
     // The tied wte whose gradient the head's forward touches.
     tied_wte_ = rank.unit_index(rank.unit_index("embedding") >= 0 ? "embedding" : "wte_copy");
+    live_ = t.persistent;
+    if (t.setup_peak > live_) {  // the set-up's transient above the state it leaves placed
+      place_.in_setup = true;
+      observe(nullptr, t.setup_peak - live_);
+      place_.in_setup = false;
+    }
     live_ = t.persistent + t.losses;
     observe(nullptr, 0);
   }
@@ -141,6 +149,7 @@ class Walk {
   }
   // "forward mb=3 chunk=0: compute layer5", "tail: optimizer_step layer2", "the step's start".
   std::string label(const Place& at) const {
+    if (at.in_setup) return "set-up";
     std::string where = at.in_tail ? "tail" : "the step's start";
     if (at.pipeline_op != nullptr) {
       where = fmt::format("{} mb={} chunk={}", to_string(at.pipeline_op->kind),
@@ -251,7 +260,7 @@ class Walk {
       case Part::kLayer:
         if (forward) {
           add_activation(t_.layer_saved + t_.message);
-          observe(what, 0);
+          observe(what, t_.layer_forward_extra);
         } else {
           touch_grads(op.unit);
           observe(what, t_.layer_backward_peak - t_.layer_saved);
@@ -268,7 +277,7 @@ class Walk {
         } else {
           touch_grads(op.unit);
           add_activation(t_.message);  // the gradient that flows down the chunk
-          observe(what, 0);
+          observe(what, t_.head_backward_working);
           add_activation(-t_.head_saved - t_.message);  // its saved tensors and lnf_in
         }
         return;

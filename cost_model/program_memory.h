@@ -22,7 +22,9 @@
 //               reduced shard until it goes down;
 //   ZeRO-3      a gathered unit from gather to release; an offloaded shard from its fetch to
 //               the gather that consumes it;
-//   the tail    the transients of the optimizer step and of ZeRO-1/2's all-gather.
+//   the tail    the transients of the optimizer step and of ZeRO-1/2's all-gather;
+//   set-up      the highest moment of placing the model state (CUDA: each unit's fp32
+//               staging beside the state placed so far), before the first step.
 // Deliberately not here: byte sizes (memory_model.cc, activation_memory.cc), host and NVMe
 // tiers (they hold no transients the planner budgets), the forward's own transients (smaller
 // than the backward's at every shape the executor runs).
@@ -43,6 +45,11 @@ struct ExecutorMemoryTerms {
   double tokens = 0;              // one micro-batch's token ids (int32)
   double layer_saved = 0;         // a layer's saved tensors besides its input (after the drop)
   double layer_backward_peak = 0; // a layer's backward: working set + saved + recomputed
+  double layer_forward_extra = 0; // a layer's forward: its transients above what it keeps
+  double head_backward_working = 0;  // the head's backward transient (CUDA: LayerNorm scratch)
+  // Set-up (the model state placed unit by unit, with its transients): the highest moment
+  // before the first step, 0 when it cannot exceed the step's start.
+  double setup_peak = 0;
   double head_saved = 0;          // the head's saved tensors besides its input
   double head_working = 0;        // the head's forward transient (logits and their gradient)
   double embedding_working = 0;   // the embedding's transient (SP: the full partial sum)
@@ -57,7 +64,7 @@ struct ExecutorMemoryTerms {
 
 struct ProgramMemoryPeak {
   double peak_bytes = 0;
-  std::string peak_at;  // the op at the peak, e.g. "backward mb=3 chunk=0: compute layer5"
+  std::string peak_at;  // the op at the peak, e.g. "backward mb=3 chunk=0: compute layer5", "set-up"
   double activations_at_peak = 0;     // saved tensors, messages and working sets then
   double step_gradients_at_peak = 0;  // ZeRO-2/3 transient gradient buffers then
 };

@@ -9,7 +9,10 @@ dp2 and tp2 its comm_time_scale (from their measured communication) and
 its busy_cores_slowdown (from their step); tp2-dp2 (four ranks on the two cores) its
 time_sliced_sync_s (a blocking collective's wait for a swapped-out peer); each the interquartile mean
 of what the last 32 runs of its kind asked for. The predictions come from
-the profile after every feedback run, and no evaluation run touches the profile. Because this
+the profile after every feedback run, and no evaluation run touches the profile. The
+evaluated plans are held out: a plan that fed the profile is never graded (it would be graded
+on its own measurements), so --plans and --feedback-plans must not share a plan, and without
+--plans every plan of the matrix but the feedback plans is evaluated. Because this
 kind of machine drifts (a shared VM: for seconds to minutes at a time a process runs ~25%
 slower or faster), the feedback runs are spread over the same minutes as the evaluation: each
 round runs every plan of the matrix with the feedback plans' runs spread evenly among them.
@@ -159,7 +162,9 @@ def main():
     ap.add_argument("--profile", help="use this profile instead of calibrating")
     ap.add_argument("--steps", type=int, default=15, help="steps per run (first is warm-up)")
     ap.add_argument("--rounds", type=int, default=9, help="interleaved runs per plan")
-    ap.add_argument("--plans", nargs="*", help="names of a subset of the matrix")
+    ap.add_argument("--plans", nargs="*",
+                    help="names of the plans to evaluate (default: every plan of the matrix "
+                         "that is not a feedback plan)")
     ap.add_argument("--step-bound", type=float, default=0.15)
     ap.add_argument("--mem-bound", type=float, default=0.05)
     ap.add_argument("--rank-bound", type=float, default=0.05)
@@ -187,12 +192,32 @@ def main():
     os.makedirs(args.work, exist_ok=True)
     log = os.path.join(args.work, "commands.log")
     open(log, "w").close()
-    plans = [(n, p) for n, p in PLANS if not args.plans or n in args.plans]
-    if not plans:
-        sys.stderr.write(f"loop_accuracy: --plans {args.plans}: none of {[n for n, _ in PLANS]}\n")
+    names = [n for n, _ in PLANS]
+    # The loop's feedback plans (run with --update-profile at the start of every round).
+    feedback = [n for n in args.feedback_plans.split(",") if n]
+    unknown = [n for n in feedback if n not in names]
+    if unknown:
+        sys.stderr.write(f"loop_accuracy: --feedback-plans: {unknown} not in {names}\n")
         return 2
-    plan_ranks = {n: p.get("tp", 1) * p.get("pp", 1) * p.get("dp", 1) for n, p in plans}
-    ranks = max(plan_ranks.values())
+    if args.plans:
+        unknown = [n for n in args.plans if n not in names]
+        if unknown:
+            sys.stderr.write(f"loop_accuracy: --plans: {unknown} not in {names}\n")
+            return 2
+        fed_back = [n for n in args.plans if n in feedback]
+        if fed_back:
+            sys.stderr.write(f"loop_accuracy: --plans: {fed_back} also in --feedback-plans "
+                             f"{feedback}: a plan that fed the profile cannot be held out\n")
+            return 2
+    plans = [(n, p) for n, p in PLANS
+             if (n in args.plans if args.plans else n not in feedback)]
+    if not plans:
+        sys.stderr.write(f"loop_accuracy: no plan left to evaluate: the matrix {names} less "
+                         f"the feedback plans {feedback}\n")
+        return 2
+    plan_ranks = {n: p.get("tp", 1) * p.get("pp", 1) * p.get("dp", 1) for n, p in PLANS}
+    # The calibration measures up to the most ranks any run of the loop uses, fed back or not.
+    ranks = max(plan_ranks[n] for n in [n for n, _ in plans] + feedback)
     print(f"load average before: {load_average()} ({os.cpu_count()} cores)")
 
     profile = args.profile
@@ -213,12 +238,6 @@ def main():
     for name, fields in PLANS:
         with open(os.path.join(args.work, f"{name}.plan.json"), "w") as f:
             json.dump(dict(BASE_PLAN, **fields), f, indent=2)
-    # The loop's feedback plans (run with --update-profile at the start of every round).
-    feedback = [n for n in args.feedback_plans.split(",") if n]
-    unknown = [n for n in feedback if n not in dict(PLANS)]
-    if unknown:
-        sys.stderr.write(f"loop_accuracy: --feedback-plans: {unknown} not in {[n for n, _ in PLANS]}\n")
-        return 2
     measured = {name: [] for name, _ in plans}
     busy_before = {name: [] for name, _ in plans}
     mem = {}

@@ -42,6 +42,7 @@ class CpuBackend : public engine::Backend {
 
   int record(Stream) override { return -1; }
   void wait(Stream, int) override {}
+  void wait(Communicator&, int) override {}
   void synchronize() override {}
   void host_wait(Stream) override {}
 

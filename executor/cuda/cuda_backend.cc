@@ -9,7 +9,12 @@
 
 #include "cost_model/errors.h"
 #include "cost_model/partition.h"
+#include "executor/comm/group_streams.h"
 #include "executor/cuda/communicator_factories.h"
+#include "executor/cuda/host_staged_communicator.h"
+#ifdef STRATA_HAVE_NCCL
+#include "executor/cuda/nccl_communicator.h"
+#endif
 #include "executor/cuda/pinned_host_buffer.h"
 #include "executor/cuda/system_error.h"
 #include "kernels/cuda/adamw.h"
@@ -88,13 +93,26 @@ void CudaBackend::bind_to_calling_thread() {
 }
 
 GroupStreams CudaBackend::group_streams() const {
+  // Which stream each group runs on is decided in group_streams.h, for this backend and for
+  // the CPU backend's CUDA-semantics mode alike.
+  const auto of = [this](GroupKind kind) -> cudaStream_t {
+    switch (group_stream(kind)) {
+      case GroupStream::kCompute: return compute_.get();
+      case GroupStream::kP2p: return p2p_.get();
+      case GroupStream::kComm:
+      case GroupStream::kLinkSend:
+      case GroupStream::kLinkRecv: break;
+    }
+    return comm_.get();
+  };
+  static_assert(kLinkStreamsPerDirection == 2, "links_ holds two streams per direction");
   GroupStreams streams;
-  streams.world = comm_.get();
-  streams.tp = compute_.get();
-  streams.dp = comm_.get();
-  streams.pp = p2p_.get();
-  streams.model = comm_.get();
-  streams.embedding = comm_.get();
+  streams.world = of(GroupKind::kWorld);
+  streams.tp = of(GroupKind::kTp);
+  streams.dp = of(GroupKind::kDp);
+  streams.pp = of(GroupKind::kPp);
+  streams.model = of(GroupKind::kModel);
+  streams.embedding = of(GroupKind::kEmbedding);
   streams.pipe_send = {links_[0].get(), links_[1].get()};
   streams.pipe_recv = {links_[2].get(), links_[3].get()};
   return streams;
@@ -208,6 +226,21 @@ int CudaBackend::record(Stream stream) {
 void CudaBackend::wait(Stream waiter, int mark) {
   if (mark < 0) return;
   as_system_error([&] { CUDA_CHECK(cudaStreamWaitEvent(stream_of(waiter), event(mark), 0)); });
+}
+
+void CudaBackend::wait(Communicator& comm, int mark) {
+  if (mark < 0) return;
+  cudaStream_t stream = nullptr;
+  if (const auto* staged = dynamic_cast<const HostStagedCommunicator*>(&comm)) {
+    stream = staged->stream();
+#ifdef STRATA_HAVE_NCCL
+  } else if (const auto* nccl = dynamic_cast<const NcclCommunicator*>(&comm)) {
+    stream = nccl->stream();
+#endif
+  } else {
+    throw std::logic_error("cuda backend: a communicator this backend did not make");
+  }
+  as_system_error([&] { CUDA_CHECK(cudaStreamWaitEvent(stream, event(mark), 0)); });
 }
 
 void CudaBackend::synchronize() {

@@ -67,6 +67,7 @@ class CudaBackend final : public engine::Backend {
 
   int record(Stream stream) override;
   void wait(Stream waiter, int mark) override;
+  void wait(Communicator& comm, int mark) override;
   void synchronize() override;
   void host_wait(Stream stream) override;
   void bind_to_calling_thread() override;

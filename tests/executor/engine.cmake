@@ -50,7 +50,16 @@ set(strata_equivalence_plans
   # Uneven pipeline stages (optional field after offload: first..last stage layers of 8).
   "t1_3_1_1_1f1b_0_1_0_none_nosp_none_2..3"
   "t1_4_1_1_gpipe_1_1_0.05_full_nosp_none_2..0"
-  "t2_3_1_1_1f1b_3_1_0_none_sp_none_3..2")
+  "t2_3_1_1_1f1b_3_1_0_none_sp_none_3..2"
+  # Combinations the entries above miss: offload with v > 1 (and with ZeRO-3 and clipping: interleaved + ZeRO-3 +
+  # offload), offload with SP, selective recompute with SP and interleaving, uneven stages
+  # with d = 2, v = 4 (one layer a chunk).
+  "t1_2_2_2_interleaved_3_1_0.05_none_nosp_cpu"
+  "t1_2_1_2_interleaved_1_1_0_none_nosp_nvme"
+  "t2_1_1_1_1f1b_2_2_0_none_sp_cpu"
+  "t2_2_1_2_interleaved_0_1_0.05_selective_sp"
+  "t1_2_2_1_1f1b_1_1_0.05_none_nosp_none_3..5"
+  "t1_2_1_4_interleaved_0_1_0")
 foreach(entry IN LISTS strata_equivalence_plans)
   string(SUBSTRING "${entry}" 1 -1 spec)
   string(REPLACE "_" ";" args "${spec}")
@@ -62,8 +71,17 @@ foreach(entry IN LISTS strata_equivalence_plans)
     COMMAND ${MPIEXEC_EXECUTABLE} -np ${ranks} --oversubscribe --bind-to none
             --allow-run-as-root $<TARGET_FILE:executor_engine_equivalence> ${args})
   set_tests_properties(executor_engine_equivalence_${entry} PROPERTIES
-    LABELS mpi PROCESSORS 2 TIMEOUT 120 PASS_REGULAR_EXPRESSION "PASSED"
+    LABELS mpi PROCESSORS 2 TIMEOUT 120
     FAIL_REGULAR_EXPRESSION "FAILED|over 1e-4|memory over 5%"
+    ENVIRONMENT "OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1")
+  # The same plan under the CPU backend's CUDA-semantics mode (executor/cpu/cuda_semantics):
+  # queued streams, a pool that reuses freed blocks at once with NaN, communicators that write
+  # at once, and the happens-before checker; against the plain CPU single rank.
+  add_test(NAME executor_engine_cuda_semantics_${entry}
+    COMMAND ${MPIEXEC_EXECUTABLE} -np ${ranks} --oversubscribe --bind-to none
+            --allow-run-as-root $<TARGET_FILE:executor_engine_equivalence> --cuda-semantics ${args})
+  set_tests_properties(executor_engine_cuda_semantics_${entry} PROPERTIES
+    LABELS "mpi;cuda_semantics" PROCESSORS 2 TIMEOUT 120
     ENVIRONMENT "OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1")
 endforeach()
 
@@ -100,4 +118,9 @@ strata_add_test(executor_data_formats_test
 # same losses and per-tag peaks as without reuse, uninitialised memory poisoned.
 strata_add_test(executor_engine_arena_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_arena_test.cc
+  LIBS strata_executor)
+
+# The CUDA-semantics CPU mode's scheduler, race checker and pool on their own.
+strata_add_test(executor_cuda_semantics_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_semantics_test.cc
   LIBS strata_executor)

@@ -6,11 +6,15 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "cost_model/chrome_trace.h"
 #include "cost_model/json_reader.h"
@@ -35,6 +39,60 @@ int strata(const std::string& args) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
+// strata(args), its wall time in *wall_s.
+int timed_strata(const std::string& args, double* wall_s) {
+  const auto start = std::chrono::steady_clock::now();
+  const int code = strata(args);
+  *wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return code;
+}
+
+// Rank 0's tokens/s of every step, from DIR/metrics.jsonl (written by the run loop as it
+// goes, from each step's own time: not the report's code path).
+std::vector<double> metrics_tokens_per_s(const fs::path& dir) {
+  std::vector<double> out;
+  std::ifstream in(dir / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) out.push_back(Json::parse(line).at("tokens_per_s").get<double>());
+  }
+  return out;
+}
+
+// The report's step time and tokens/s checked against what else measured the run: the
+// tiny train spec's global batch is 8 sequences of 64 tokens, 512 tokens a step.
+//  - The report's step is the slowest rank's median step, the first (warm-up) left out
+//    (run_report.h): over 3 steps, the lower of steps 2 and 3. Rank 0's steps are in
+//    metrics.jsonl as 512 / step_s: for one rank the report's tokens/s is the larger of the
+//    two lines (to rounding); for several, rank 0's median is at most the slowest rank's,
+//    so the report's tokens/s is at most that line's.
+//  - Steps 2 and 3 took at least twice the median step and ran inside the command, so the
+//    step time is at most half the command's wall time (wrong units, or a time summed
+//    over ranks or steps, would break it).
+//  - The parts: each is a slice of the step on the rank's one thread, measured apart, and
+//    other_s is the rest, so every part is >= 0 (a negative other_s is a part counted
+//    twice) and they add up to the step time of the same step; 10 doubles each at most the
+//    step, summed: within 10 x 2^-52 relative, 1e-12 here.
+void expect_step_time_measured(const StepReport& r, const fs::path& dir, double wall_s,
+                               bool one_rank) {
+  const std::vector<double> steps = metrics_tokens_per_s(dir);
+  ASSERT_EQ(steps.size(), 3u) << dir;
+  EXPECT_NEAR(r.tokens_per_s * r.step_time_s, 8 * 64, 1e-9 * 8 * 64);
+  const double rank0_median = std::max(steps[1], steps[2]);
+  if (one_rank) {
+    EXPECT_NEAR(r.tokens_per_s, rank0_median, 1e-9 * rank0_median);
+  } else {
+    EXPECT_LE(r.tokens_per_s, rank0_median * (1 + 1e-9));
+  }
+  EXPECT_GT(r.step_time_s, 0);
+  EXPECT_LE(r.step_time_s, wall_s / 2);
+  const StepTimeParts& p = r.parts;
+  for (const double part : {p.forward_s, p.backward_s, p.recompute_s, p.tp_comm_s, p.pp_comm_s,
+                            p.dp_comm_s, p.offload_s, p.optimizer_s, p.bubble_s, p.other_s}) {
+    EXPECT_GE(part, 0) << dir;
+  }
+  EXPECT_NEAR(p.sum(), r.step_time_s, 1e-12 * r.step_time_s);
+}
+
 TEST(StrataRun, RejectsBadInputBeforeLaunching) {
   const fs::path out = scratch("bad");
   EXPECT_EQ(strata("run --plan tiny-dp2 --model tiny --train tiny --data /no/such/file --out " +
@@ -56,9 +114,15 @@ TEST(StrataRun, MultiRankReportMatchesSingleRank) {
                        {"schedule", "1f1b"}, {"zero_stage", 1},
                        {"offload", {{"optimizer", "none"}, {"gradients", "none"}, {"params", "none"}}},
                        {"recompute", "none"}, {"sequence_parallel", false}});
-  ASSERT_EQ(strata("run --plan tiny-single --model tiny --train tiny --steps 3 --out " + one.string()), 0);
-  ASSERT_EQ(strata("run --plan " + plan.string() + " --model tiny --train tiny --steps 3 --out " +
-                   many.string()),
+  double one_wall_s = 0;
+  double many_wall_s = 0;
+  ASSERT_EQ(timed_strata("run --plan tiny-single --model tiny --train tiny --steps 3 --out " +
+                             one.string(),
+                         &one_wall_s),
+            0);
+  ASSERT_EQ(timed_strata("run --plan " + plan.string() + " --model tiny --train tiny --steps 3 --out " +
+                             many.string(),
+                         &many_wall_s),
             0);
   const StepReport a = StepReport::load((one / "report.json").string());
   const StepReport b = StepReport::load((many / "report.json").string());
@@ -70,10 +134,8 @@ TEST(StrataRun, MultiRankReportMatchesSingleRank) {
   }
   ASSERT_EQ(b.per_rank.size(), 4u);
   for (const auto& r : b.per_rank) EXPECT_GT(r.peak_bytes.device, 0) << "rank " << r.rank;
-  // Tokens/s is the global batch's 8 x 64 tokens over the measured step time.
-  EXPECT_NEAR(b.tokens_per_s, 8 * 64 / b.step_time_s, 1e-6 * b.tokens_per_s);
-  // The parts add up to the step (other_s takes the remainder).
-  EXPECT_NEAR(b.parts.sum(), b.step_time_s, 1e-9);
+  expect_step_time_measured(a, one, one_wall_s, /*one_rank=*/true);
+  expect_step_time_measured(b, many, many_wall_s, /*one_rank=*/false);
   const ChromeTrace trace = read_chrome_trace((many / "trace.json").string());
   std::set<std::int64_t> pids;
   std::set<std::string> names;

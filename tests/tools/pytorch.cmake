@@ -2,7 +2,8 @@
 # loss, the loss after one AdamW step and the saved weights' loss within 1e-5 relative, for
 # the tiny model and a 12-layer GPT-2-shaped model on one rank and on t2 p2. Debian's
 # python3-torch lives in the system interpreter, so that one is preferred; the script exits
-# 77 (skipped) when torch cannot be imported.
+# 77 (skipped) when torch cannot be imported, 1 (failed) under CI=true, where
+# tools/install_deps.sh installs torch (tools.pytorch_check_fails_in_ci_without_torch).
 find_program(STRATA_SYSTEM_PYTHON python3 PATHS /usr/bin NO_DEFAULT_PATH)
 if(NOT STRATA_SYSTEM_PYTHON)
   find_program(STRATA_SYSTEM_PYTHON python3)
@@ -14,4 +15,18 @@ if(STRATA_SYSTEM_PYTHON)
   set_tests_properties(tools.check_against_pytorch PROPERTIES
     LABELS "mpi;pytorch" SKIP_RETURN_CODE 77 PROCESSORS 2 TIMEOUT 900
     ENVIRONMENT "OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
+endif()
+if(STRATA_SYSTEM_PYTHON)
+  # The CUDA path's pieces that need no GPU (--backend cuda itself runs in
+  # tools/device/gpu_session.sh's pytorch phase): arguments, strata command and files, token
+  # file, loss comparison, and the bf16-autocast trainer on a tiny shape on the CPU (~5 s).
+  add_test(NAME tools.check_against_pytorch_self_test
+    COMMAND ${STRATA_SYSTEM_PYTHON} ${PROJECT_SOURCE_DIR}/tools/check_against_pytorch.py --self-test)
+  set_tests_properties(tools.check_against_pytorch_self_test PROPERTIES
+    LABELS pytorch SKIP_RETURN_CODE 77 TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
+  # Without torch: skipped on a developer's machine, failed under CI=true (< 1 s).
+  add_test(NAME tools.pytorch_check_fails_in_ci_without_torch
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tests/tools/pytorch_skip_policy_test.sh
+            ${STRATA_SYSTEM_PYTHON} ${PROJECT_SOURCE_DIR}/tools/check_against_pytorch.py)
+  set_tests_properties(tools.pytorch_check_fails_in_ci_without_torch PROPERTIES LABELS pytorch TIMEOUT 30)
 endif()

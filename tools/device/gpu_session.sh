@@ -1,150 +1,319 @@
 #!/usr/bin/env bash
-# Everything a session with a lent GPU runs, in one device call (device time is 30 min a
-# session): the GPU tests, the CUDA equivalence matrix under the bundled mpirun, the
-# calibration, GPT-2 runs predicted beside measured, the 8B offload run, and the PyTorch
-# comparison. Build and pack first, on the CPU machine: tools/device/make_bundle.sh, then
-# call the device tool with
-#   command: bash tools/device/gpu_session.sh [phase ...]     carry: [".gpu-bundle.tar.gz"]
-# Phases (default: tests mpi equivalence calibrate gpt2 offload select): tests, mpi,
-# equivalence, sanitize, calibrate, gpt2, offload, select, pytorch. Logs and reports go to $OUT (the
-# device tool brings them back), one line per check in $OUT/summary.txt.
-# Deliberately not here: building (no compilers' dependencies on the lent machine), retries.
+# The GPU check in one command that ends by its deadline: the phases of
+# tools/device/gpu_phases.sh (GPU unit tests, the CUDA equivalence matrix, calibrate, GPT-2
+# predicted beside measured, gpt-8b offload, select, the PyTorch comparison,
+# compute-sanitizer) in that priority order, each started only when its cap still fits before
+# the deadline and stopped when its cap runs out. Writes
+#   OUT/summary.txt         one line per phase: name, PASS/FAIL/SKIPPED/NOT RUN, seconds, key figure
+#   OUT/logs.tgz            every log, report and JSON, re-packed after each phase, so that a
+#                           run killed midway still brings back what it did
+#   OUT/profile-cuda.json   the calibrated profile, when calibrate ran
+# and nothing else outside its work directory (a fresh /tmp directory unless --work names one).
+#
+# Binaries come from a bundle (tools/device/make_bundle.sh's .gpu-bundle.tar.gz, unpacked into
+# the work directory; Open MPI comes with it) or from a build tree (--build-dir, default build/,
+# with the system's mpirun) when there is no bundle.
+#
+# Usage: tools/device/gpu_session.sh [--deadline-s S] [--cap PHASE=S ...] [--out DIR] [--work DIR]
+#          [--bundle FILE | --build-dir DIR] [--dry-run [--require-cuda-binaries]] [PHASE ...]
+#   PHASE ...    a subset of the phases (default all), run in priority order
+#   --deadline-s seconds of command time for everything (default 540: with the GPU machine's
+#                1-2 minute start, two tries fit in 15 minutes of device time)
+#   --dry-run    on any machine, GPU or not: resolves every phase's binaries, configs and
+#                input files and prints its commands, starts a 2-rank CPU job under the
+#                session's mpirun, and writes the summary (PASS: all resolved) and logs.tgz
+#   --require-cuda-binaries  with --dry-run: a missing CUDA test binary fails (a CUDA build)
+# Exit codes: 0 every phase that ran passed or skipped; 1 a phase failed or did not fit;
+# 2 bad arguments or a missing bundle.
+# Deliberately not here: building (tools/device/make_bundle.sh), what a phase runs
+# (gpu_phases.sh), retries.
 set -uo pipefail
-out=${OUT:-gpu-out}
-mkdir -p "$out"
-summary=$out/summary.txt
-[[ -d .gpu ]] || tar -xzf .gpu-bundle.tar.gz
-source tools/device/env.sh .gpu
-# The test binaries look for configs/ and tests/ under the source directory they were built
-# in (/work/main on the CPU machine): point it here.
-built_in=/work/main
-if [[ ! -e $built_in ]]; then mkdir -p "$(dirname "$built_in")" && ln -sfn "$PWD" "$built_in"; fi
-export STRATA_CONFIG_DIR="$PWD/configs"
-# ... and for the strata binary at its build path (select_cuda_test runs it).
-mkdir -p build/tools/strata && ln -sf "$PWD/.gpu/bin/strata" build/tools/strata/strata
-mpi=(mpirun --oversubscribe --bind-to none --allow-run-as-root)
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tools/device/targets.sh
+source "$repo/tools/device/targets.sh"
+# shellcheck source=tools/device/gpu_phases.sh
+source "$repo/tools/device/gpu_phases.sh"
 
-record() {  # record NAME STATUS [DETAIL]: one line of the summary
-  printf '%-48s %s %s\n' "$1" "$2" "${3:-}" | tee -a "$summary"
-}
-status_of() {  # an exit code in words (77: the test skipped itself, e.g. no device)
-  case $1 in 0) echo ok ;; 77) echo skipped ;; *) echo "FAILED rc=$1" ;; esac
-}
-gtest() {  # gtest NAME [ARGS]: one test binary, its log, pass/fail in the summary
-  local name=$1; shift
-  local log=$out/$name.log
-  timeout 600 "$name" --gtest_brief=1 "$@" >"$log" 2>&1
-  local rc=$?
-  record "$name" "$(status_of $rc)" \
-    "$(grep -Eo '[0-9]+ tests?, listed below|PASSED  \] [0-9]+ tests?|SKIPPED \] [0-9]+ tests?' "$log" | tr '\n' ' ')"
-}
+die() { echo "gpu_session: $*" >&2; exit 2; }
 
-nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader |
-  tee "$out/gpu.txt"
-for phase in ${*:-tests mpi equivalence calibrate gpt2 offload select}; do
-  case $phase in
-    tests)
-      for t in cuda_kernels_test cuda_runtime_gpu_test cuda_vocab_parallel_loss_test \
-               cuda_engine_gpu_test select_cuda_test calibrate_cuda_gpu_test; do gtest "$t"; done
-      ;;
-    mpi)
-      for n in 2 4; do
-        timeout 300 "${mpi[@]}" -np "$n" cuda_runtime_host_staged_mpi_test --gtest_brief=1 \
-          >"$out/host_staged_np$n.log" 2>&1
-        record "host_staged_np$n" "$(status_of $?)"
-      done
-      # NCCL between processes of one GPU is not supported: expect a skip (rc 77) with one GPU.
-      timeout 300 "${mpi[@]}" -np 2 cuda_runtime_nccl_mpi_test --gtest_brief=1 \
-        >"$out/nccl_np2.log" 2>&1
-      record "nccl_np2" "$(status_of $?)"
-      ;;
-    equivalence)
-      # The entries of the ctest matrix, from its one definition.
-      for entry in $(grep -Eo '"t[0-9]+_[0-9a-z_]+"' tests/executor/cuda_runtime.cmake | tr -d '"'); do
-        IFS=_ read -r -a args <<<"${entry#t}"
-        ranks=$((args[0] * args[1] * args[2]))
-        log=$out/equivalence_$entry.log
-        timeout 300 "${mpi[@]}" -np "$ranks" cuda_engine_equivalence "${args[@]}" >"$log" 2>&1
-        rc=$?
-        status=$(status_of $rc)
-        if [[ $rc == 0 ]] && grep -Eq 'FAILED|over 1e-4' "$log"; then status="FAILED (see log)"; fi
-        record "equivalence $entry" "$status" "$(grep -Eo 'worst[^,;]*' "$log" | head -1)"
-      done
-      ;;
-    sanitize)
-      compute-sanitizer --tool memcheck --print-limit 5 cuda_kernels_test --gtest_brief=1 \
-        >"$out/memcheck_kernels.log" 2>&1
-      record "memcheck cuda_kernels_test" "rc=$?" "$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors' "$out/memcheck_kernels.log")"
-      compute-sanitizer --tool memcheck --print-limit 5 cuda_engine_gpu_test --gtest_brief=1 \
-        >"$out/memcheck_engine.log" 2>&1
-      record "memcheck cuda_engine_gpu_test" "rc=$?" "$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors' "$out/memcheck_engine.log")"
-      ;;
-    calibrate)
-      # Before committing it as configs/profiles/h100.json: every GEMM rate under 989 TFLOP/s,
-      # pinned copies ~20-55 GB/s each way, a context headroom of a few hundred MiB.
-      nvme=$(mktemp -d)
-      timeout 600 strata calibrate --backend cuda --model tiny-gpu gpt2-124m gpt2-1.5b \
-        --micro-batch 8 16 --nvme-dir "$nvme" --out "$out/h100.json" >"$out/calibrate.log" 2>&1
-      record "calibrate --backend cuda" "$(status_of $?)" "$out/h100.json"
-      rm -rf "$nvme"
-      ;;
-    gpt2)
-      # Two plans per model (micro-batch; recompute), predicted beside measured; with the
-      # calibrated profile when the calibrate phase wrote one.
-      profile=(); [[ -s $out/h100.json ]] && profile=(--profile "$out/h100.json")
-      for spec in gpt2-124m:16:none gpt2-124m:8:full gpt2-350m:8:none gpt2-350m:16:full \
-                  gpt2-774m:8:none gpt2-774m:16:full gpt2-1.5b:8:none gpt2-1.5b:16:full; do
-        IFS=: read -r model b recompute <<<"$spec"
-        dir=$out/run-$model-b$b-$recompute
-        mkdir -p "$dir"
-        printf '{"tp":1,"pp":1,"dp":1,"virtual_stages":1,"micro_batch":%d,"schedule":"1f1b","zero_stage":0,"offload":{"optimizer":"none","gradients":"none","params":"none"},"recompute":"%s","sequence_parallel":false}\n' \
-          "$b" "$recompute" >"$dir/plan.json"
-        python3 - "$dir/train.json" "$((b * 4))" <<'PY'
-import json, sys
-t = json.load(open("configs/train/gpt2.json")); t["global_batch"] = int(sys.argv[2]); t["steps"] = 12
-json.dump(t, open(sys.argv[1], "w"))
-PY
-        timeout 600 strata run --backend cuda --plan "$dir/plan.json" --model "$model" \
-          --train "$dir/train.json" --cluster h100-x1 --out "$dir" "${profile[@]}" \
-          >"$dir/run.log" 2>&1
-        record "run $model b$b $recompute" "rc=$?" "$(grep -E 'measured,' "$dir/run.log" | head -1)"
-      done
-      ;;
-    offload)
-      # Issue 18: a GPT whose model states (16 B/param) are >= 1.5x the GPU's memory.
-      strata plan --model gpt-8b --cluster h100-x1 --train gpt-8b --top 5 \
-        --out "$out/plan-gpt-8b.json" >"$out/plan-gpt-8b.log" 2>&1
-      record "plan gpt-8b" "rc=$?" "$(sed -n 5p "$out/plan-gpt-8b.log")"
-      timeout 900 strata run --backend cuda --plan "$out/plan-gpt-8b.json" --model gpt-8b \
-        --train gpt-8b --cluster h100-x1 --nvme-dir /tmp --out "$out/run-gpt-8b" \
-        >"$out/run-gpt-8b.log" 2>&1
-      record "run gpt-8b offload" "rc=$?" "$(grep -E 'median step|measured,' "$out/run-gpt-8b.log" | tr '\n' ' ')"
-      ;;
-    select)
-      # Issue 14 on one GPU: gpt2-grid under the three policies (steps cut to SELECT_STEPS,
-      # default 10, to fit the device time), then the 6B model that only trains spilled.
-      python3 - "$out/gpt2-grid.json" "${SELECT_STEPS:-10}" <<'PY'
-import json, sys
-w = json.load(open("configs/workloads/gpt2-grid.json"))
-for job in w["jobs"]:
-    job["steps"] = int(sys.argv[2])
-json.dump(w, open(sys.argv[1], "w"))
-PY
-      for policy in strata lrtf sequential; do
-        timeout 900 strata select --workload "$out/gpt2-grid.json" --cluster h100-x1 --gpus 1 \
-          --policy "$policy" --out "$out/select-$policy" >"$out/select-$policy.log" 2>&1
-        record "select gpt2-grid $policy" "$(status_of $?)" \
-          "$(grep -E 'makespan' "$out/select-$policy.log" | tail -1)"
-      done
-      timeout 900 strata select --workload gpt-6b-spill --cluster h100-x1 --gpus 1 \
-        --out "$out/select-gpt-6b" >"$out/select-gpt-6b.log" 2>&1
-      record "select gpt-6b-spill" "$(status_of $?)" "$(grep -E 'makespan' "$out/select-gpt-6b.log" | tail -1)"
-      ;;
-    pytorch)
-      timeout 1200 python3 tools/bench/gpt2_vs_pytorch.py --strata .gpu/bin/strata \
-        >"$out/gpt2_vs_pytorch.log" 2>&1
-      record "gpt2_vs_pytorch" "rc=$?"
-      ;;
-    *) echo "gpu_session: unknown phase '$phase'" >&2; exit 2 ;;
+deadline_s=540 out=${OUT:+$(realpath -m "$OUT")} work="" bundle="" build_dir="" dry=0 require_cuda=0
+selected=()
+declare -A cap=()
+for p in "${gpu_phases[@]}"; do cap[$p]=${gpu_phase_cap[$p]}; done
+is_phase() { [[ " ${gpu_phases[*]} " == *" $1 "* ]]; }
+while (($#)); do
+  case $1 in
+    --deadline-s) [[ ${2:-} =~ ^[0-9]+$ ]] || die "--deadline-s '${2:-}': expected whole seconds"
+                  deadline_s=$2; shift 2 ;;
+    --cap) [[ ${2:-} =~ ^([a-z0-9]+)=([0-9]+)$ ]] && is_phase "${BASH_REMATCH[1]}" ||
+             die "--cap '${2:-}': expected PHASE=SECONDS with PHASE one of: ${gpu_phases[*]}"
+           cap[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}; shift 2 ;;
+    --out) [[ -n ${2:-} ]] || die "--out needs a directory"; out=$(realpath -m "$2"); shift 2 ;;
+    --work) [[ -n ${2:-} ]] || die "--work needs a directory"; work=$(realpath -m "$2"); shift 2 ;;
+    --bundle) [[ -f ${2:-} ]] || die "--bundle '${2:-}': no such file"; bundle=$(realpath "$2"); shift 2 ;;
+    --build-dir) [[ -d ${2:-} ]] || die "--build-dir '${2:-}': no such directory"
+                 build_dir=$(realpath "$2"); shift 2 ;;
+    --dry-run) dry=1; shift ;;
+    --require-cuda-binaries) require_cuda=1; shift ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) die "unknown option '$1' (see --help)" ;;
+    *) is_phase "$1" || die "unknown phase '$1': expected one of ${gpu_phases[*]}"
+       selected+=("$1"); shift ;;
   esac
 done
+[[ -z $bundle || -z $build_dir ]] || die "--bundle and --build-dir exclude each other"
+if [[ -z $bundle && -z $build_dir ]]; then
+  if [[ -f $repo/.gpu-bundle.tar.gz ]]; then bundle=$repo/.gpu-bundle.tar.gz; else build_dir=$repo/build; fi
+fi
+cd "$repo" || exit 2  # the phases name the repository's files relative to it
+phases=()  # the selection, in priority order
+for p in "${gpu_phases[@]}"; do
+  if ((${#selected[@]} == 0)) || [[ " ${selected[*]} " == *" $p "* ]]; then phases+=("$p"); fi
+done
+
+work=${work:-$(mktemp -d /tmp/strata-gpu.XXXXXX)}
+mkdir -p "$work" || die "cannot create --work '$work'"
+work=$(realpath "$work")
+out=${out:-$work/out}
+mkdir -p "$out" || die "cannot create --out '$out'"
+out=$(realpath "$out")
+logs=$work/logs
+rm -rf "$logs" && mkdir -p "$logs"
+summary=$out/summary.txt
+: >"$summary"
+problems=$logs/problems.txt  # what a dry run found unresolved, one line each
+notes=$logs/notes.txt        # what it found absent but expected so (no CUDA build, no GPU tools)
+: >"$problems"; : >"$notes"
+echo "gpu_session: work directory $work, results in $out, deadline ${deadline_s} s" |
+  tee "$logs/session.txt"
+
+pack() {  # logs.tgz from everything under $logs, replaced whole (never half-written)
+  tar -czf "$out/logs.tgz.part" -C "$work" logs 2>/dev/null && mv -f "$out/logs.tgz.part" "$out/logs.tgz"
+}
+phase=""  # the phase under way, for a stop's summary line
+on_stop() {  # a TERM or INT: the phase under way gets its line, and the logs are packed
+  [[ -n $phase ]] && record "$phase" FAIL $((SECONDS - phase_start)) "stopped by a signal midway"
+  cp "$summary" "$logs/summary.txt"
+  pack
+  exit 1
+}
+trap on_stop TERM INT
+
+# --- binaries: the bundle's, or the build tree's -------------------------------------------
+declare -A BIN=()
+if [[ -n $bundle ]]; then
+  tar -xzf "$bundle" -C "$work" || die "cannot unpack '$bundle'"
+  [[ -d $work/.gpu/bin ]] || die "'$bundle' holds no .gpu/bin (tools/device/make_bundle.sh makes it)"
+  source tools/device/env.sh "$work/.gpu"
+  for t in "${gpu_session_targets[@]}"; do
+    [[ -x $work/.gpu/bin/$t ]] && BIN[$t]=$work/.gpu/bin/$t
+  done
+  echo "binaries and Open MPI from the bundle $bundle" >>"$logs/session.txt"
+else
+  for t in "${gpu_session_targets[@]}"; do
+    path=$(find "$build_dir" -name "$t" -type f -perm -u+x -print -quit 2>/dev/null)
+    [[ -n $path ]] && BIN[$t]=$path
+  done
+  echo "binaries from the build tree $build_dir, the system's mpirun" >>"$logs/session.txt"
+fi
+# strata finds its configs here, whatever directory it runs from.
+export STRATA_CONFIG_DIR=$repo/configs
+# The bundled PMIx finds no compression library on the GPU machine and says so in 12 lines
+# on every launch; PMIx reads this switch (its MCA parameter pcompress_base_silence_warning)
+# from the environment of mpirun and of each rank. Without compression only very large
+# launches slow down.
+export PMIX_MCA_pcompress_base_silence_warning=1
+mpirun_path=$(command -v mpirun) || die "no mpirun on PATH (and no bundle with one)"
+mpi=("$mpirun_path" --oversubscribe --bind-to none -x PMIX_MCA_pcompress_base_silence_warning)
+[[ $(id -u) == 0 ]] && mpi+=(--allow-run-as-root)
+
+# The test binaries read configs/ and tests/ under the source directory they were compiled in,
+# and select_cuda_test runs strata at its build path. On a GPU machine where that directory
+# does not exist, it becomes a link to a tree of links in the work directory (the repository's
+# configs/ and tests/, the bundle's strata at the build path). Never in a dry run, and never
+# over anything that exists.
+lay_out_built_in() {
+  [[ -n $bundle && -f $work/.gpu/built_in ]] || return 0
+  local src build farm
+  { read -r src; read -r build; } <"$work/.gpu/built_in"
+  [[ -e $src ]] && { echo "built-in source directory $src exists: tests read it" >>"$logs/session.txt"; return 0; }
+  farm=$work/built_in
+  mkdir -p "$farm/${build#"$src"/}/tools/strata"
+  ln -s "$repo/configs" "$farm/configs"
+  ln -s "$repo/tests" "$farm/tests"
+  ln -s "${BIN[strata]}" "$farm/${build#"$src"/}/tools/strata/strata"
+  mkdir -p "$(dirname "$src")" && ln -s "$farm" "$src"
+  echo "linked $src -> $farm" >>"$logs/session.txt"
+}
+
+# --- helpers for the phases (see gpu_phases.sh) ------------------------------------------
+problem() { echo "$phase: $*" >>"$problems"; }
+note() { echo "$phase: $*" >>"$notes"; }
+bin() {  # path of a binary of the session's targets
+  if [[ -n ${BIN[$1]:-} ]]; then echo "${BIN[$1]}"; return; fi
+  if ((dry)) && [[ $1 != strata ]] && ((!require_cuda)); then
+    note "$1 not built here (a build without CUDA)"
+  else
+    problem "binary $1 not found in ${bundle:-$build_dir}"
+  fi
+  echo "$1"
+}
+tool() {  # path of a tool of the GPU machine (compute-sanitizer, nvidia-smi)
+  local path
+  if path=$(command -v "$1"); then echo "$path"; return; fi
+  if ((dry)); then note "$1 not on PATH here (on the GPU machine)"; else problem "$1 not on PATH"; fi
+  echo "$1"
+}
+host_command() {  # path of a command every machine running the check needs (python3)
+  command -v "$1" || { problem "$1 not on PATH"; echo "$1"; }
+}
+input() {  # a file the next command reads: must exist (a relative path is the repository's)
+  [[ -f $1 ]] || problem "input file $1 missing"
+  echo "$1"
+}
+cfg() { input "$repo/configs/$1/$2.json"; }
+
+# check_against_ctest BINARY...: in a build tree with ctest, every binary behind a test
+# labelled gpu must be one of these (a GPU test added to CMake but not to the check fails
+# the dry run).
+check_against_ctest() {
+  [[ -n $build_dir ]] && command -v ctest >/dev/null || return 0
+  local listed missing
+  listed=$(ctest --test-dir "$build_dir" -L gpu --show-only=json-v1 2>/dev/null |
+           python3 -c 'import json, os, sys
+for t in json.load(sys.stdin).get("tests", []):
+    for word in t.get("command", []):
+        if word.startswith(sys.argv[1]) and os.access(word, os.X_OK):
+            print(os.path.basename(word))' "$build_dir" | sort -u)
+  missing=$(comm -23 <(echo "$listed") <(printf '%s\n' "$@" | sort -u) | paste -sd' ')
+  [[ -z $missing ]] || problem "ctest -L gpu runs binaries this check does not: $missing"
+  [[ -n $listed || $require_cuda == 0 ]] || problem "ctest -L gpu lists no binary in this CUDA build"
+  echo "  ctest -L gpu's binaries, all run here: $(echo "$listed" | paste -sd' ')" |
+    tee -a "$logs/dry-run.txt"
+}
+
+stamp() {  # each line prefixed with the seconds since the command began: "[  12.3s] "
+  local t0=${EPOCHREALTIME/./} line dt
+  while IFS= read -r line || [[ -n $line ]]; do
+    dt=$(((${EPOCHREALTIME/./} - t0) / 100000))
+    printf '[%5d.%ds] %s\n' $((dt / 10)) $((dt % 10)) "$line"
+  done
+}
+
+# step [--cpu] [--stdout FILE] LOG CMD...: one command of a phase under what is left of its
+# cap, stamped output in $logs/LOG (with --stdout, its standard output raw into FILE instead).
+# --cpu: a command that needs no GPU and ends in seconds (predict, plan), which a dry run
+# runs too, so that it proves the command's configs and arguments are accepted.
+# Returns the command's exit code; 124 when the cap stopped it, 125 when the cap had run out
+# before it (not started). A dry run checks that the command resolves and prints it instead.
+step() {
+  local stdout="" on_cpu=0
+  if [[ $1 == --cpu ]]; then on_cpu=1; shift; fi
+  if [[ $1 == --stdout ]]; then stdout=$2; shift 2; fi
+  local log=$logs/$1; shift
+  if ((dry && on_cpu)); then
+    local dry=0 rc
+    step ${stdout:+--stdout "$stdout"} "$(basename "$log")" "$@"
+    rc=$?
+    echo "  \$ $*${stdout:+ >${stdout#"$work"/}}   (needs no GPU: ran, exit code $rc)" | tee -a "$logs/dry-run.txt"
+    ((dry_commands++))
+    ((rc == 0)) || problem "$(basename "$1") ${2:-} exited $rc (logs/$(basename "$log"))"
+    return "$rc"
+  fi
+  if ((dry)); then
+    # bin, tool and host_command resolved bare names already (and said what was missing).
+    [[ $1 != */* || -x $1 ]] || problem "command $1 not executable"
+    echo "  \$ $*${stdout:+ >${stdout#"$work"/}}" | tee -a "$logs/dry-run.txt"
+    ((dry_commands++))
+    return 0
+  fi
+  local left=$((phase_end - SECONDS))
+  echo "\$ $*" >"$log"
+  if ((left <= 0)); then echo "not started: the phase's cap ran out" >>"$log"; capped=1; return 125; fi
+  local rc
+  if [[ -n $stdout ]]; then
+    timeout -k 10 "$left" "$@" 2> >(stamp >>"$log") >"$stdout"
+    rc=$?
+  else
+    timeout -k 10 "$left" "$@" 2>&1 | stamp >>"$log"
+    rc=${PIPESTATUS[0]}
+  fi
+  ((rc == 124 || rc == 137)) && capped=1
+  echo "exit code $rc" >>"$log"
+  return "$rc"
+}
+
+# The 2-rank CPU job of a dry run: strata's tiny model for one step under the session's mpirun.
+mpi_probed=0
+probe_mpi() {
+  mpi_probed=1
+  local dir=$work/mpi-probe
+  local cmd=("${mpi[@]}" -np 2 "$(bin strata)" run --backend cpu --threads 1 --steps 1
+             --plan "$(cfg plans tiny-dp2)" --model "$(cfg models tiny)" --train "$(cfg train tiny)"
+             --cluster "$(cfg clusters local-cpu)" --out "$dir")
+  local dry=0  # seen by step: this one command runs, under the phase's cap
+  step mpi-probe.log "${cmd[@]}"
+  local rc=$?
+  echo "  \$ ${cmd[*]}   (a 2-rank CPU job under this mpirun: ran, exit code $rc)" | tee -a "$logs/dry-run.txt"
+  if ((rc != 0)) || [[ $(cat "$dir/metrics.jsonl" 2>/dev/null | wc -l) != 1 ]]; then
+    problem "the 2-rank job under $mpirun_path failed (exit code $rc; logs/mpi-probe.log)"
+  elif grep -q 'compression' "$logs/mpi-probe.log"; then
+    problem "mpirun still prints PMIx's compression warning (logs/mpi-probe.log)"
+  else
+    echo "  2 ranks ran one step: $(head -c 120 "$dir/metrics.jsonl")" | tee -a "$logs/dry-run.txt"
+  fi
+  cp "$dir/metrics.jsonl" "$logs/mpi-probe.metrics.jsonl" 2>/dev/null
+}
+
+mpi_step() {  # mpi_step LOG NP CMD...: step under the session's mpirun with NP ranks
+  local log=$1 np=$2; shift 2
+  ((dry && !mpi_probed)) && probe_mpi
+  step "$log" "${mpi[@]}" -np "$np" "$@"
+}
+
+record() {  # record NAME STATUS SECONDS FIGURE: the phase's line of the summary
+  printf '%-12s %-8s %5ss  %s\n' "$1" "$2" "$3" "$4" | tee -a "$summary"
+}
+
+# --- the session -----------------------------------------------------------------------------
+if ((dry)); then
+  echo "dry run: nothing runs on a GPU; each phase's commands follow" | tee -a "$logs/dry-run.txt"
+else
+  lay_out_built_in
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader \
+      >"$logs/gpu.txt" 2>&1
+  else
+    echo "no nvidia-smi on PATH: the GPU phases will skip or fail" >"$logs/gpu.txt"
+  fi
+  cat "$logs/gpu.txt"
+fi
+any_failed=0
+for phase in "${phases[@]}"; do
+  left=$((deadline_s - SECONDS))
+  if ((cap[$phase] > left)); then
+    record "$phase" "NOT RUN" 0 "(deadline: its cap is ${cap[$phase]} s, ${left} s were left)"
+    phase="" any_failed=1
+    continue
+  fi
+  ((dry)) && echo "$phase (cap ${cap[$phase]} s):" | tee -a "$logs/dry-run.txt"
+  phase_start=$SECONDS phase_end=$((SECONDS + cap[$phase])) capped=0 STATUS=FAIL FIGURE="" dry_commands=0
+  problems_before=$(wc -l <"$problems")
+  "phase_$phase"
+  found=$(($(wc -l <"$problems") - problems_before))
+  if ((dry)); then
+    STATUS=PASS FIGURE="dry run: $dry_commands commands resolved"
+    if ((found)); then STATUS=FAIL FIGURE="dry run: $(grep "^$phase: " "$problems" | cut -d' ' -f2- | sort -u | paste -sd';')"; fi
+  elif ((found)); then
+    STATUS=FAIL FIGURE="$FIGURE [$(grep "^$phase: " "$problems" | cut -d' ' -f2- | sort -u | paste -sd';')]"
+  fi
+  ((capped)) && STATUS=FAIL FIGURE="cap of ${cap[$phase]} s reached; $FIGURE"
+  [[ $STATUS == FAIL ]] && any_failed=1
+  record "$phase" "$STATUS" $((SECONDS - phase_start)) "$FIGURE"
+  phase=""
+  cp "$summary" "$logs/summary.txt"
+  pack
+done
+if ((dry)) && [[ -s $notes ]]; then sed 's/^/note: /' "$notes" | sort -u; fi
+pack
+exit "$any_failed"

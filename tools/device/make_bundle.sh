@@ -6,10 +6,8 @@
 # Usage: tools/device/make_bundle.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-targets=(strata cuda_kernels_test cuda_runtime_gpu_test cuda_vocab_parallel_loss_test
-         cuda_engine_gpu_test cuda_engine_equivalence cuda_runtime_host_staged_mpi_test
-         cuda_runtime_nccl_mpi_test select_cuda_test calibrate_cuda_gpu_test
-         strata_attention_bench)
+source tools/device/targets.sh
+targets=("${gpu_session_targets[@]}")
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 grep -q '^CMAKE_CUDA_COMPILER:.*nvcc' build/CMakeCache.txt ||
   { echo "make_bundle: build/ has no CUDA compiler; install the CUDA toolkit" >&2; exit 2; }
@@ -22,6 +20,10 @@ for t in "${targets[@]}"; do
 done
 rm -rf .gpu .gpu-bundle.tar.gz
 bash tools/device/bundle.sh --mpi .gpu "${binaries[@]}" >/dev/null
+# The test binaries read configs/ and tests/ under the source directory they were compiled
+# in, and select_cuda_test runs strata at its build path: gpu_session.sh rebuilds that layout
+# on the GPU machine from these two paths.
+printf '%s\n%s\n' "$PWD" "$PWD/build" >.gpu/built_in
 strip --strip-unneeded .gpu/bin/* .gpu/lib/* 2>/dev/null || true
 tar -czf .gpu-bundle.tar.gz .gpu
 rm -rf .gpu

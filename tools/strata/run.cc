@@ -61,6 +61,7 @@
 #include "executor/checkpoint/checkpoint_io.h"
 #include "executor/comm/comm_watch.h"
 #include "executor/comm/mpi_communicator.h"
+#include "executor/cpu/cuda_semantics/cuda_semantics_backend.h"
 #include "executor/data/batch.h"
 #include "executor/data/dataset.h"
 #include "executor/engine/rank_training.h"
@@ -207,7 +208,9 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
   offload.nvme_dir = o.nvme_dir;
   offload.prefetch_depth = o.prefetch_depth;
   const engine::BackendMaker make_backend =
-      backend == Backend::kCuda ? cuda_backend_maker(o) : engine::cpu_backend_maker();
+      backend == Backend::kCuda ? cuda_backend_maker(o)
+      : o.cuda_semantics        ? cuda_semantics::cuda_semantics_backend_maker()
+                                : engine::cpu_backend_maker();
   // A resumed run's parameters come in where a fresh run's initial values do; the moments
   // after the state exists. The checkpoint's full tensors are let go of before training.
   std::optional<checkpoint::CheckpointReader> resume;
@@ -422,7 +425,11 @@ int run_command(const RunOptions& o, std::ostream& out) {
   // --backend wins; without it a GPU is used when present and the plan fits this machine's
   // GPUs, and the CPU backend otherwise. Chosen first, so a bad --backend leaves nothing
   // behind (validate creates the output directory).
-  Backend backend = choose_backend(o.backend, cuda_device_probe());
+  if (o.cuda_semantics && o.backend && *o.backend != "cpu") {
+    throw ConfigError(fmt::format("--cuda-semantics: a mode of the CPU backend, not of "
+                                  "--backend {}; drop one of the two", *o.backend));
+  }
+  Backend backend = o.cuda_semantics ? Backend::kCpu : choose_backend(o.backend, cuda_device_probe());
   const Validated v = validate(o);
   if (backend == Backend::kCuda) {
     try {
@@ -538,6 +545,11 @@ void add_run_command(CLI::App& app, CommandContext& context) {
                       "OpenMP and OpenBLAS threads per rank (default: the environment's "
                       "OMP_NUM_THREADS / OPENBLAS_NUM_THREADS, else max(1, cores / ranks))")
       ->check(CLI::Range(1, 1024));
+  command->add_flag("--cuda-semantics", options->cuda_semantics,
+                    "CPU backend with CUDA's semantics: work queued on the streams the GPU "
+                    "would use, freed memory reused at once as NaN, and every access from "
+                    "another stream without an ordering edge reported as a race (exit 2); "
+                    "slower, for checking the engine's ordering on a machine without a GPU");
   command->add_option("--ranks-per-gpu", options->ranks_per_gpu,
                       "CUDA: processes that may share one GPU (host-staged communicators; "
                       "default 1: one GPU per rank, NCCL)");

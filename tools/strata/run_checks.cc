@@ -301,6 +301,7 @@ std::vector<std::string> relaunch_args(const RunOptions& o, const Validated& v, 
   }
   args.push_back("--backend");
   args.push_back(to_string(backend));  // every rank runs the backend chosen here
+  if (o.cuda_semantics) args.push_back("--cuda-semantics");
   args.push_back("--ranks-per-gpu");
   args.push_back(std::to_string(o.ranks_per_gpu));
   if (!o.data.empty()) {

@@ -1,0 +1,33 @@
+// Which of a rank's device streams each process group's communicator runs on, on the CUDA
+// backend (and on the CPU backend's CUDA-semantics mode, which simulates it): the TP group on
+// the compute stream (its collectives sit between dependent kernels); the world, DP, model
+// and embedding groups on the comm stream; the pipeline group on the p2p stream; each
+// one-way pipeline link on a stream of its own (a rendezvous send blocks its stream until the
+// peer receives), the i-th link this rank sends on on send stream i, receives on on receive
+// stream i. Deliberately not here: the streams themselves.
+#pragma once
+
+#include "executor/comm/communicator_factory.h"
+
+namespace strata {
+
+enum class GroupStream { kCompute, kComm, kP2p, kLinkSend, kLinkRecv };
+
+inline GroupStream group_stream(GroupKind kind) {
+  switch (kind) {
+    case GroupKind::kTp: return GroupStream::kCompute;
+    case GroupKind::kPp: return GroupStream::kP2p;
+    case GroupKind::kPpSend: return GroupStream::kLinkSend;
+    case GroupKind::kPpRecv: return GroupStream::kLinkRecv;
+    case GroupKind::kWorld:
+    case GroupKind::kDp:
+    case GroupKind::kModel:
+    case GroupKind::kEmbedding: return GroupStream::kComm;
+  }
+  return GroupStream::kComm;
+}
+
+// A rank has two streams for the links it sends on and two for those it receives on.
+inline constexpr int kLinkStreamsPerDirection = 2;
+
+}  // namespace strata

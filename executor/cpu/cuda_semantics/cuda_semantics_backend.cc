@@ -1,0 +1,230 @@
+// The CPU backend with CUDA's semantics (see cuda_semantics_backend.h). Each primitive says
+// which stream the CUDA backend runs it on and whether the host waits (cuda_backend.cc).
+#include "executor/cpu/cuda_semantics/cuda_semantics_backend.h"
+
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <utility>
+
+#include "executor/comm/mpi_communicator.h"
+
+namespace strata::cuda_semantics {
+namespace {
+
+Access reads(const void* p, std::int64_t bytes) { return Access{p, bytes, false}; }
+Access writes(const void* p, std::int64_t bytes) { return Access{p, bytes, true}; }
+
+}  // namespace
+
+// A pool block's owner: gives the block back to the pool, in compute-stream order.
+class CudaSemanticsBackend::PoolStorage final : public engine::Tensor::Storage {
+ public:
+  PoolStorage(CudaSemanticsBackend& backend, Buffer buffer, std::string tag)
+      : backend_(&backend), buffer_(std::move(buffer)), tag_(std::move(tag)) {}
+  PoolStorage(CudaSemanticsBackend& backend, engine::Tensor adopted, std::string tag)
+      : backend_(&backend), adopted_(std::move(adopted)), tag_(std::move(tag)) {}
+  ~PoolStorage() override {
+    if (!adopted_.empty()) {
+      backend_->free_adopted(std::move(adopted_), tag_);
+    } else {
+      backend_->free_block(std::move(buffer_), tag_);
+    }
+  }
+  PoolStorage(const PoolStorage&) = delete;
+  PoolStorage& operator=(const PoolStorage&) = delete;
+
+ private:
+  CudaSemanticsBackend* backend_;
+  Buffer buffer_;
+  engine::Tensor adopted_;
+  std::string tag_;
+};
+
+CudaSemanticsBackend::CudaSemanticsBackend(AccountingAllocator& alloc, CommunicatorFactory& host)
+    : alloc_(&alloc), comms_(host, scheduler_), cpu_(alloc, host), ops_(alloc, *this, scheduler_) {}
+
+CudaSemanticsBackend::~CudaSemanticsBackend() {
+  // Queued work may still read blocks the members are about to free.
+  try {
+    synchronize();
+  } catch (...) {
+    // A race found while tearing down has nobody left to report to.
+  }
+}
+
+engine::Tensor CudaSemanticsBackend::device_block(DType dtype, std::int64_t n,
+                                                  const std::string& tag) {
+  const std::int64_t bytes = n * dtype_bytes(dtype);
+  Buffer buffer;
+  auto cached = cache_.find(bytes);
+  if (cached != cache_.end() && !cached->second.empty()) {
+    buffer = std::move(cached->second.back());  // the last freed of this size: at once
+    cached->second.pop_back();
+    scheduler_.checker().rename_block(buffer.data(), tag);
+  } else {
+    buffer = alloc_->allocate(MemoryTier::kDevice, bytes, tag, Fill::kUninitialized);
+    if (bytes > 0) {
+      // Never used yet: NaN, so a read before any write shows.
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      float* f = static_cast<float*>(buffer.data());
+      for (std::int64_t i = 0; i < bytes / 4; ++i) f[i] = nan;
+      scheduler_.checker().add_block(buffer.data(), bytes, tag);
+    }
+  }
+  void* data = buffer.data();
+  return engine::Tensor(data, n, dtype, MemoryTier::kDevice,
+                        std::make_unique<PoolStorage>(*this, std::move(buffer), tag));
+}
+
+engine::Tensor CudaSemanticsBackend::adopt(engine::Tensor t, const std::string& tag) {
+  if (t.empty()) return t;
+  void* data = t.data();
+  const std::int64_t n = t.size();
+  const DType dtype = t.dtype();
+  const MemoryTier tier = t.tier();
+  scheduler_.checker().add_block(data, t.bytes(), tag);
+  return engine::Tensor(data, n, dtype, tier, std::make_unique<PoolStorage>(*this, std::move(t), tag));
+}
+
+void CudaSemanticsBackend::free_block(Buffer buffer, const std::string& tag) noexcept {
+  if (buffer.bytes() == 0) return;
+  scheduler_.enqueue_free(buffer.data(), buffer.bytes(), tag);
+  std::vector<Buffer>& list = cache_[buffer.bytes()];
+  list.push_back(std::move(buffer));
+}
+
+void CudaSemanticsBackend::free_adopted(engine::Tensor t, const std::string& tag) noexcept {
+  scheduler_.enqueue_free(t.data(), t.bytes(), tag);
+  adopted_freed_.push_back(std::move(t));
+}
+
+void CudaSemanticsBackend::release_cache() {
+  for (auto& [bytes, list] : cache_) {
+    for (Buffer& b : list) scheduler_.checker().remove_block(b.data());
+  }
+  cache_.clear();
+  for (engine::Tensor& t : adopted_freed_) scheduler_.checker().remove_block(t.data());
+  adopted_freed_.clear();
+}
+
+engine::Tensor CudaSemanticsBackend::allocate(MemoryTier tier, DType dtype, std::int64_t n,
+                                              const std::string& tag, bool zeroed) {
+  if (tier != MemoryTier::kDevice) {
+    // Host memory (pinned on CUDA): the host and synchronous copies touch it, no stream.
+    return cpu_.allocate(tier, dtype, n, tag, zeroed);
+  }
+  engine::Tensor t = device_block(dtype, n, tag);
+  if (zeroed && n > 0) zero(t.data(), dtype, n, Stream::kCompute);  // the pool's memset
+  return t;
+}
+
+void CudaSemanticsBackend::release_after(engine::Tensor t, Stream stream) {
+  // As the CUDA backend: the compute stream waits for the other stream first.
+  if (t.tier() == MemoryTier::kDevice && sim_stream_of(stream) != SimStream::kCompute) {
+    wait(Stream::kCompute, record(stream));
+  }
+  t.reset();
+}
+
+void CudaSemanticsBackend::zero(void* data, DType dtype, std::int64_t n, Stream stream) {
+  const std::int64_t bytes = n * dtype_bytes(dtype);
+  scheduler_.enqueue(sim_stream_of(stream), "zero", {writes(data, bytes)},
+                     [=, this] { cpu_.zero(data, dtype, n, stream); });
+}
+
+void CudaSemanticsBackend::fill(float* data, float value, std::int64_t n) {
+  scheduler_.enqueue(SimStream::kCompute, "fill", {writes(data, n * 4)},
+                     [=, this] { cpu_.fill(data, value, n); });
+  host_wait(Stream::kCompute);  // the CUDA backend copies from a host vector it then frees
+}
+
+double CudaSemanticsBackend::sum_of_squares(const float* data, std::int64_t n) {
+  double result = 0;
+  scheduler_.enqueue(SimStream::kCompute, "sum_of_squares", {reads(data, n * 4)},
+                     [&, data, n] { result = cpu_.sum_of_squares(data, n); });
+  host_wait(Stream::kCompute);
+  return result;
+}
+
+void CudaSemanticsBackend::adamw(float* master, void* copy, float* grad, float* m, float* v,
+                                 std::int64_t n, const engine::AdamWStep& hp, float grad_scale) {
+  std::vector<Access> accesses{reads(master, n * 4), reads(grad, n * 4),  reads(m, n * 4),
+                               reads(v, n * 4),      writes(master, n * 4), writes(grad, n * 4),
+                               writes(m, n * 4),     writes(v, n * 4)};
+  if (copy != nullptr && copy != master) accesses.push_back(writes(copy, n * 4));
+  scheduler_.enqueue(SimStream::kCompute, "adamw", accesses, [=, this] {
+    cpu_.adamw(master, copy, grad, m, v, n, hp, grad_scale);
+  });
+}
+
+void CudaSemanticsBackend::to_compute(void* dst, const float* src, std::int64_t n) {
+  scheduler_.enqueue(SimStream::kCompute, "to_compute", {reads(src, n * 4), writes(dst, n * 4)},
+                     [=, this] { cpu_.to_compute(dst, src, n); });
+}
+
+void CudaSemanticsBackend::copy(void* dst, const void* src, std::int64_t bytes, Stream stream) {
+  RaceChecker& blocks = scheduler_.checker();
+  const bool host_side = !blocks.contains(dst) || !blocks.contains(src);
+  const SimStream s = sim_stream_of(stream);
+  scheduler_.enqueue(s, "copy", {reads(src, bytes), writes(dst, bytes)},
+                     [=, this] { cpu_.copy(dst, src, bytes, stream); });
+  // The host reads (or reuses) host memory on return.
+  if (host_side) host_wait(stream);
+}
+
+int CudaSemanticsBackend::record(Stream stream) {
+  marks_.push_back(scheduler_.record(sim_stream_of(stream)));
+  return static_cast<int>(marks_.size()) - 1;
+}
+
+void CudaSemanticsBackend::wait(Stream waiter, int mark) {
+  if (mark < 0) return;
+  scheduler_.wait(sim_stream_of(waiter), marks_.at(static_cast<std::size_t>(mark)));
+}
+
+void CudaSemanticsBackend::wait(Communicator& comm, int mark) {
+  if (mark < 0) return;
+  auto* streamed = dynamic_cast<StreamedCommunicator*>(&comm);
+  if (streamed == nullptr) {
+    throw std::logic_error("cuda semantics: a communicator this backend did not make");
+  }
+  scheduler_.wait(streamed->stream(), marks_.at(static_cast<std::size_t>(mark)));
+}
+
+void CudaSemanticsBackend::synchronize() {
+  scheduler_.synchronize();
+  release_cache();
+}
+
+void CudaSemanticsBackend::host_wait(Stream stream) { scheduler_.host_wait(sim_stream_of(stream)); }
+
+int CudaSemanticsBackend::timestamp(Stream stream) {
+  return scheduler_.timestamp(sim_stream_of(stream));
+}
+
+double CudaSemanticsBackend::seconds_between(int origin, int mark) {
+  return scheduler_.seconds_between(origin, mark);
+}
+
+void CudaSemanticsBackend::clear_timestamps() {
+  scheduler_.clear_timestamps();
+  marks_.clear();
+}
+
+engine::BackendMaker cuda_semantics_backend_maker() {
+  return [](AccountingAllocator& alloc, const MpiCommunicator& world) -> std::unique_ptr<engine::Backend> {
+    // The factory must outlive the backend's groups: the backend owns it through a subclass.
+    class WithHost final : public CudaSemanticsBackend {
+     public:
+      WithHost(AccountingAllocator& a, std::unique_ptr<MpiCommunicatorFactory> host)
+          : CudaSemanticsBackend(a, *host), host_(std::move(host)) {}
+
+     private:
+      std::unique_ptr<MpiCommunicatorFactory> host_;
+    };
+    return std::make_unique<WithHost>(alloc, std::make_unique<MpiCommunicatorFactory>(world));
+  };
+}
+
+}  // namespace strata::cuda_semantics

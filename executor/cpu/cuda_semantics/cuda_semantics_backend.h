@@ -1,0 +1,105 @@
+// The CPU backend with CUDA's semantics (`strata run --backend cpu --cuda-semantics`, and the
+// equivalence matrix's second pass in CI): the same engine, Program and CPU kernels, but every
+// primitive behaves as the CUDA backend's does (cuda_backend.cc), so that an ordering bug of
+// the engine shows up on a machine without a GPU:
+// - kernels, copies and fills are queued on the stream the CUDA backend would use and run
+//   only when something waits for that stream (stream_scheduler.h: the latest order CUDA
+//   allows); copies touching host memory, fills and norms make the host wait, as they do
+//   there;
+// - device memory comes from a stream-ordered pool that hands a freed block out again at once
+//   (the last freed of that size first) and fills it with NaN in compute-stream order, as
+//   the CUDA pool's reuse does;
+// - communicators are on the CUDA backend's streams (group_streams.h) and run at once, as DMA
+//   writes what it receives;
+// - a happens-before checker (race_checker.h) reports any op touching a block from another
+//   stream with no ordering edge, naming the op, the block and both streams (StreamRace).
+// The arithmetic is the CPU backend's (fp32), so a plan's losses equal the plain CPU
+// backend's bit for bit when the engine orders everything it must.
+// Not the same as the plain CPU backend: memory accounting counts the pool's cached blocks
+// until the next synchronize (peaks are not the memory model's), and timings include the
+// queueing.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "executor/comm/communicator_factory.h"
+#include "executor/cpu/cpu_backend.h"
+#include "executor/cpu/cuda_semantics/deferred_layer_ops.h"
+#include "executor/cpu/cuda_semantics/stream_scheduler.h"
+#include "executor/cpu/cuda_semantics/streamed_communicator.h"
+#include "executor/engine/backend.h"
+
+namespace strata::cuda_semantics {
+
+class CudaSemanticsBackend : public engine::Backend {
+ public:
+  // alloc and host (MPI groups of the rank's world) must outlive the backend.
+  CudaSemanticsBackend(AccountingAllocator& alloc, CommunicatorFactory& host);
+  ~CudaSemanticsBackend() override;
+
+  std::string_view name() const override { return "cpu"; }
+  DType compute_dtype() const override { return DType::kF32; }
+  std::int64_t vocab_row_alignment() const override { return 1; }
+  AccountingAllocator& accounting() override { return *alloc_; }
+
+  engine::Tensor allocate(MemoryTier tier, DType dtype, std::int64_t n, const std::string& tag,
+                          bool zeroed = true) override;
+  void release_after(engine::Tensor t, Stream stream) override;
+  model::LayerOps& layer_ops() override { return ops_; }
+  CommunicatorFactory& communicators() override { return comms_; }
+
+  void zero(void* data, DType dtype, std::int64_t n, Stream stream) override;
+  void fill(float* data, float value, std::int64_t n) override;
+  double sum_of_squares(const float* data, std::int64_t n) override;
+  void adamw(float* master, void* copy, float* grad, float* m, float* v, std::int64_t n,
+             const engine::AdamWStep& hp, float grad_scale) override;
+  void to_compute(void* dst, const float* src, std::int64_t n) override;
+  void copy(void* dst, const void* src, std::int64_t bytes, Stream stream) override;
+
+  int record(Stream stream) override;
+  void wait(Stream waiter, int mark) override;
+  void wait(Communicator& comm, int mark) override;
+  void synchronize() override;
+  void host_wait(Stream stream) override;
+
+  int timestamp(Stream stream) override;
+  double seconds_between(int origin, int mark) override;
+  void clear_timestamps() override;
+
+  StreamScheduler& scheduler() { return scheduler_; }
+
+  // Device memory in compute-stream order (the pool): `bytes` uninitialised (NaN when never
+  // used), tagged. Used by allocate() and the layer ops.
+  engine::Tensor device_block(DType dtype, std::int64_t n, const std::string& tag);
+  // Takes over a device tensor made elsewhere (a kernel's output), so that its free is
+  // stream-ordered too.
+  engine::Tensor adopt(engine::Tensor t, const std::string& tag);
+
+ private:
+  class PoolStorage;
+  friend class PoolStorage;
+  // A block's last owner let go of it (on the host): NaN over it in compute order, then the
+  // pool may hand it out again at once.
+  void free_block(Buffer buffer, const std::string& tag) noexcept;
+  void free_adopted(engine::Tensor t, const std::string& tag) noexcept;
+  // Everything has run: the cached blocks go back to the allocator.
+  void release_cache();
+
+  AccountingAllocator* alloc_;
+  StreamScheduler scheduler_;
+  StreamedCommunicatorFactory comms_;
+  cpu_backend::CpuBackend cpu_;  // the arithmetic
+  DeferredLayerOps ops_;
+  std::map<std::int64_t, std::vector<Buffer>> cache_;  // freed blocks by size, last freed last
+  std::vector<engine::Tensor> adopted_freed_;          // until everything has run
+  std::vector<StreamScheduler::Mark> marks_;
+};
+
+// The BackendMaker of `strata run --cuda-semantics` and the matrix's CUDA-semantics pass.
+engine::BackendMaker cuda_semantics_backend_maker();
+
+}  // namespace strata::cuda_semantics

@@ -1,0 +1,78 @@
+// The layer ops of the CUDA-semantics CPU mode: the CPU backend's kernels (cpu_layer_ops.h),
+// each queued on the simulated compute stream with the bytes it reads and writes (from the
+// shapes in layer_ops.h's comments), as the CUDA backend launches them on its compute stream.
+// The vocab-parallel loss runs at once (it holds the TP group's collectives, which are
+// communicators' ops). Activations come from the backend's stream-ordered pool.
+// Deliberately not here: the arithmetic (CpuLayerOps), the pool (the backend).
+#pragma once
+
+#include "executor/cpu/cpu_layer_ops.h"
+#include "executor/cpu/cuda_semantics/stream_scheduler.h"
+#include "executor/model/layer_ops.h"
+
+namespace strata::cuda_semantics {
+
+class CudaSemanticsBackend;
+
+class DeferredLayerOps final : public model::LayerOps {
+ public:
+  DeferredLayerOps(AccountingAllocator& alloc, CudaSemanticsBackend& backend,
+                   StreamScheduler& scheduler)
+      : cpu_(alloc), backend_(&backend), scheduler_(&scheduler) {}
+
+  DType dtype() const override { return DType::kF32; }
+  engine::Tensor activations(std::int64_t n, const std::string& tag) override;
+  engine::Tensor floats(std::int64_t n, const std::string& tag) override;
+  std::int64_t attention_stats_floats(int B, int T, int NH) const override {
+    return cpu_.attention_stats_floats(B, T, NH);
+  }
+  const char* attention_stats_name() const override { return cpu_.attention_stats_name(); }
+  int logits_width(int valid, int shard_rows) const override {
+    return cpu_.logits_width(valid, shard_rows);
+  }
+
+  void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const void* w,
+                         const void* b, int rows, int C) override;
+  void residual_layernorm_forward(void* resid, void* out, float* mean, float* rstd, const void* x,
+                                  const void* y, const void* bias, const void* w, const void* b,
+                                  int rows, int C) override;
+  void layernorm_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp,
+                          const void* w, const float* mean, const float* rstd, int rows,
+                          int C) override;
+  void matmul_forward(void* out, const void* inp, const void* w, const void* bias, int BT, int C,
+                      int OC) override;
+  void matmul_gelu_forward(void* out, void* pre, const void* inp, const void* w, const void* bias,
+                           int BT, int C, int OC) override;
+  void matmul_residual_forward(void* out, const void* inp, const void* w, const void* bias,
+                               const void* residual, int BT, int C, int OC) override;
+  void matmul_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp,
+                       const void* w, int BT, int C, int OC) override;
+  void matmul_gelu_backward(void* dinp, float* dw, float* db, const void* dout,
+                            const void* gelu_out, const void* w, const void* pre, int BT, int C,
+                            int OC) override;
+  void attention_forward(void* out, float* stats, const void* qkv, int B, int T, int C,
+                         int NH) override;
+  void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out,
+                          const float* stats, int B, int T, int C, int NH) override;
+  void bias_residual(void* out, const void* y, const void* bias, const void* residual, int rows,
+                     int C) override;
+  void add_bias(void* out, const void* bias, int rows, int C) override;
+  void copy(void* dst, const void* src, std::int64_t n) override;
+  void zero(void* dst, std::int64_t n) override;
+  void embedding_forward(void* out, const std::int32_t* tokens, const void* wte, const void* wpe,
+                         int B, int T, int C, int v0, int v1) override;
+  void embedding_backward(float* dwte, float* dwpe, const void* dout, const std::int32_t* tokens,
+                          int B, int T, int C, int v0, int v1) override;
+  void cross_entropy_forward_backward(float* losses, engine::Tensor& logits, const float* dlosses,
+                                      const std::int32_t* targets, int BT, int Vlocal, int ld,
+                                      int v0, model::TpContext& tp) override;
+
+ private:
+  void launch(const char* op, std::vector<Access> accesses, std::function<void()> kernel);
+
+  cpu_backend::CpuLayerOps cpu_;
+  CudaSemanticsBackend* backend_;
+  StreamScheduler* scheduler_;
+};
+
+}  // namespace strata::cuda_semantics

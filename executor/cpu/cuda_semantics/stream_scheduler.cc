@@ -1,0 +1,177 @@
+// CUDA's stream semantics for one CPU rank (see stream_scheduler.h).
+#include "executor/cpu/cuda_semantics/stream_scheduler.h"
+
+#include <cstring>
+#include <limits>
+
+namespace strata::cuda_semantics {
+namespace {
+
+constexpr int kHost = kSimStreams - 1;
+
+// Keeps the running-op count right when an op throws.
+class Running {
+ public:
+  explicit Running(int& count) : count_(&count) { ++*count_; }
+  ~Running() { --*count_; }
+  Running(const Running&) = delete;
+  Running& operator=(const Running&) = delete;
+
+ private:
+  int* count_;
+};
+
+// What a freed block holds until its next owner writes it: NaN in every float, so a kernel
+// that reads it before (or without) an ordering edge poisons the loss.
+void poison(void* data, std::int64_t bytes) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto* f = static_cast<float*>(data);
+  const std::int64_t floats = bytes / static_cast<std::int64_t>(sizeof(float));
+  for (std::int64_t i = 0; i < floats; ++i) f[i] = nan;
+  std::memset(static_cast<char*>(data) + floats * 4, 0xff,
+              static_cast<std::size_t>(bytes - floats * 4));
+}
+
+}  // namespace
+
+void StreamScheduler::throw_pending() {
+  if (!pending_race_.empty()) {
+    const std::string message = std::move(pending_race_);
+    pending_race_.clear();
+    throw StreamRace(message);
+  }
+}
+
+std::int64_t StreamScheduler::push_op(SimStream stream, Entry entry) {
+  const int s = index_of(stream);
+  Queue& q = queues_[s];
+  const std::int64_t position = ++q.issued;
+  clocks_[s][s] = position;
+  q.pending.push_back(std::move(entry));
+  return position;
+}
+
+std::int64_t StreamScheduler::enqueue(SimStream stream, const std::string& op,
+                                      const std::vector<Access>& accesses,
+                                      std::function<void()> run) {
+  if (running()) {  // issued by the running op itself: part of it
+    run();
+    return 0;
+  }
+  throw_pending();
+  const int s = index_of(stream);
+  // A launch comes after everything the host has seen complete.
+  join(clocks_[s], clocks_[kHost]);
+  Entry entry;
+  entry.run = std::move(run);
+  const std::int64_t position = push_op(stream, std::move(entry));
+  if (auto race = checker_.access(stream, position, clocks_[s], op, accesses)) {
+    throw StreamRace(*race);
+  }
+  return position;
+}
+
+void StreamScheduler::run_now(SimStream stream, const std::string& op,
+                              const std::vector<Access>& accesses,
+                              const std::function<void()>& run) {
+  if (running()) {
+    run();
+    return;
+  }
+  const std::int64_t position = enqueue(stream, op, accesses, run);
+  flush(stream, position);
+}
+
+void StreamScheduler::enqueue_free(void* data, std::int64_t bytes, const std::string& tag) noexcept {
+  const int c = index_of(SimStream::kCompute);
+  join(clocks_[c], clocks_[kHost]);
+  Entry entry;
+  entry.run = [data, bytes] { poison(data, bytes); };
+  const std::int64_t position = push_op(SimStream::kCompute, std::move(entry));
+  auto race = checker_.access(SimStream::kCompute, position, clocks_[c], "free of '" + tag + "'",
+                              {Access{data, bytes, true}});
+  if (race && pending_race_.empty()) pending_race_ = std::move(*race);
+}
+
+StreamScheduler::Mark StreamScheduler::record(SimStream stream) const {
+  const int s = index_of(stream);
+  return Mark{stream, queues_[s].issued, clocks_[s]};
+}
+
+void StreamScheduler::wait(SimStream waiter, const Mark& mark) {
+  throw_pending();
+  const int w = index_of(waiter);
+  join(clocks_[w], mark.clock);
+  Entry entry;
+  entry.kind = Entry::Kind::kWait;
+  entry.target = mark.stream;
+  entry.target_position = mark.position;
+  push_op(waiter, std::move(entry));
+}
+
+void StreamScheduler::flush(SimStream stream, std::int64_t position) {
+  Queue& q = queues_[index_of(stream)];
+  while (q.executed < position && !q.pending.empty()) {
+    Entry e = std::move(q.pending.front());
+    q.pending.pop_front();
+    ++q.executed;
+    switch (e.kind) {
+      case Entry::Kind::kOp: {
+        const Running guard(running_);
+        e.run();
+        break;
+      }
+      case Entry::Kind::kWait: flush(e.target, e.target_position); break;
+      case Entry::Kind::kStamp:
+        if (static_cast<std::size_t>(e.stamp) >= stamps_.size()) break;  // cleared meanwhile
+        stamps_[static_cast<std::size_t>(e.stamp)] = std::chrono::steady_clock::now();
+        stamped_[static_cast<std::size_t>(e.stamp)] = true;
+        break;
+    }
+  }
+}
+
+void StreamScheduler::host_wait(SimStream stream) {
+  throw_pending();
+  const int s = index_of(stream);
+  flush(stream, queues_[s].issued);
+  join(clocks_[kHost], clocks_[s]);
+}
+
+void StreamScheduler::synchronize() {
+  throw_pending();
+  // A flush may queue frees (an op dropping a tensor): go round until nothing is left.
+  while (!idle()) {
+    for (int s = 0; s < kHost; ++s) flush(static_cast<SimStream>(s), queues_[s].issued);
+  }
+  for (int s = 0; s < kHost; ++s) join(clocks_[kHost], clocks_[s]);
+  throw_pending();
+}
+
+bool StreamScheduler::idle() const {
+  for (const Queue& q : queues_) {
+    if (!q.pending.empty()) return false;
+  }
+  return true;
+}
+
+int StreamScheduler::timestamp(SimStream stream) {
+  Entry entry;
+  entry.kind = Entry::Kind::kStamp;
+  entry.stamp = static_cast<int>(stamps_.size());
+  stamps_.emplace_back();
+  stamped_.push_back(false);
+  push_op(stream, std::move(entry));
+  return static_cast<int>(stamps_.size()) - 1;
+}
+
+double StreamScheduler::seconds_between(int origin, int mark) const {
+  const auto o = static_cast<std::size_t>(origin);
+  const auto m = static_cast<std::size_t>(mark);
+  if (o >= stamps_.size() || m >= stamps_.size() || !stamped_[o] || !stamped_[m]) {
+    throw std::logic_error("cuda semantics: a timestamp read before its stream ran it");
+  }
+  return std::chrono::duration<double>(stamps_[m] - stamps_[o]).count();
+}
+
+}  // namespace strata::cuda_semantics

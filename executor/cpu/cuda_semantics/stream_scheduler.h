@@ -1,0 +1,105 @@
+// StreamScheduler: CUDA's stream semantics for one rank of the CPU backend, so that the
+// ordering bugs a GPU shows (and the CPU backend's run-to-completion calls hide) show up on
+// any machine, deterministically.
+//
+// - Device work is queued on its stream and runs only when something needs it: a host wait
+//   on its stream (host_wait, synchronize), or an op that must run now (a communicator's:
+//   flush_through) whose stream waits for it. That is the latest order CUDA allows, and an
+//   adversarial one: a kernel reads its inputs as late as it may, after everything the host
+//   issued meanwhile on other streams (received messages, reused blocks) has landed.
+// - wait(waiter, mark) orders waiter's later work after the mark, as cudaStreamWaitEvent;
+//   record(stream) makes a mark, as cudaEventRecord.
+// - Communicators' ops run at once (flush_through), after what their stream waits for: like
+//   DMA, they write what they receive before anything queued on other streams runs. All
+//   cross-rank communication thus happens in the host's issue order on every rank, as on the
+//   plain CPU backend, so this mode cannot deadlock where that one does not.
+// - Every op declares what it reads and writes; the RaceChecker (race_checker.h) checks each
+//   against the vector clocks of the happens-before order at issue, so a race is reported
+//   whether or not this execution order happens to expose it. The first race is thrown as a
+//   StreamRace from the next call that can throw (a free, in a destructor, cannot).
+// One thread drives it (the rank's).
+// Deliberately not here: what a kernel computes (the wrapped CPU backend), memory pools.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "executor/cpu/cuda_semantics/race_checker.h"
+#include "executor/cpu/cuda_semantics/sim_streams.h"
+
+namespace strata::cuda_semantics {
+
+class StreamRace : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+class StreamScheduler {
+ public:
+  struct Mark {
+    SimStream stream = SimStream::kCompute;
+    std::int64_t position = 0;
+    Clock clock{};
+  };
+
+  RaceChecker& checker() { return checker_; }
+
+  // Queues `run` on `stream` (lazy); returns its position. While an op is running, ops it
+  // issues itself (a kernel's own collective) run inline as part of it.
+  std::int64_t enqueue(SimStream stream, const std::string& op, const std::vector<Access>& accesses,
+                       std::function<void()> run);
+  // Queues and runs through it at once (communicators).
+  void run_now(SimStream stream, const std::string& op, const std::vector<Access>& accesses,
+               const std::function<void()>& run);
+  // Queues a free of a block on the compute stream: NaN over its bytes, in compute order.
+  // Never throws (destructors call it): a race it finds is thrown by the next call.
+  void enqueue_free(void* data, std::int64_t bytes, const std::string& tag) noexcept;
+
+  Mark record(SimStream stream) const;
+  void wait(SimStream waiter, const Mark& mark);
+  void host_wait(SimStream stream);  // the host waits for everything issued on `stream`
+  void synchronize();                // ... on every stream
+  bool idle() const;                 // nothing queued anywhere
+
+  // A timestamp op on `stream`: its time is taken when it runs.
+  int timestamp(SimStream stream);
+  double seconds_between(int origin, int mark) const;
+  void clear_timestamps() {
+    stamps_.clear();
+    stamped_.clear();
+  }
+
+  bool running() const { return running_ > 0; }
+  void throw_pending();
+
+ private:
+  struct Entry {
+    enum class Kind { kOp, kWait, kStamp } kind = Kind::kOp;
+    std::function<void()> run;          // kOp
+    SimStream target = SimStream::kCompute;  // kWait
+    std::int64_t target_position = 0;   // kWait
+    int stamp = -1;                     // kStamp
+  };
+  struct Queue {
+    std::deque<Entry> pending;
+    std::int64_t issued = 0;   // positions handed out (ops and marks' waits do not count)
+    std::int64_t executed = 0; // ops run
+  };
+  std::int64_t push_op(SimStream stream, Entry entry);
+  void flush(SimStream stream, std::int64_t position);
+
+  Queue queues_[kSimStreams];
+  Clock clocks_[kSimStreams] = {};
+  RaceChecker checker_;
+  std::vector<std::chrono::steady_clock::time_point> stamps_;
+  std::vector<bool> stamped_;
+  int running_ = 0;
+  std::string pending_race_;
+};
+
+}  // namespace strata::cuda_semantics

@@ -1,0 +1,70 @@
+// A communicator of the CUDA-semantics CPU mode: an MPI communicator whose every operation is
+// an op on the simulated stream the CUDA backend would run that group on (group_streams.h),
+// declared to the scheduler with what it reads and writes. Operations run at once after what
+// their stream waits for (stream_scheduler.h), as NCCL's do once their stream reaches them;
+// recv() also makes the host wait for its stream (NCCL's recv returns once the message is in),
+// the other operations do not (NCCL's are asynchronous).
+// Deliberately not here: the arithmetic (the MPI communicator's).
+#pragma once
+
+#include <memory>
+
+#include "executor/comm/communicator.h"
+#include "executor/comm/communicator_factory.h"
+#include "executor/cpu/cuda_semantics/stream_scheduler.h"
+
+namespace strata::cuda_semantics {
+
+class StreamedCommunicator final : public Communicator {
+ public:
+  StreamedCommunicator(std::unique_ptr<Communicator> inner, SimStream stream,
+                       StreamScheduler& scheduler)
+      : inner_(std::move(inner)), stream_(stream), scheduler_(&scheduler) {}
+
+  SimStream stream() const { return stream_; }
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+
+  void all_reduce_sum(void* data, std::int64_t n, DType dtype) override;
+  void all_reduce_max(void* data, std::int64_t n, DType dtype) override;
+  void reduce_scatter_sum(const void* in, void* out, std::int64_t n, DType dtype) override;
+  void all_gather(const void* in, void* out, std::int64_t n, DType dtype) override;
+  void broadcast(void* data, std::int64_t n, DType dtype, int root) override;
+  Request send(const void* data, std::int64_t n, DType dtype, int peer, int tag) override;
+  void recv(void* data, std::int64_t n, DType dtype, int peer, int tag) override;
+  Request irecv(void* data, std::int64_t n, DType dtype, int peer, int tag) override;
+  void barrier() override;
+  void synchronize() override;
+
+  using Communicator::all_gather;
+  using Communicator::all_reduce_max;
+  using Communicator::all_reduce_sum;
+  using Communicator::broadcast;
+  using Communicator::irecv;
+  using Communicator::recv;
+  using Communicator::reduce_scatter_sum;
+  using Communicator::send;
+
+ private:
+  std::unique_ptr<Communicator> inner_;
+  SimStream stream_;
+  StreamScheduler* scheduler_;
+};
+
+// Wraps the groups of a host factory (MPI) in StreamedCommunicators on the CUDA backend's
+// streams. host must outlive it.
+class StreamedCommunicatorFactory final : public CommunicatorFactory {
+ public:
+  StreamedCommunicatorFactory(CommunicatorFactory& host, StreamScheduler& scheduler)
+      : host_(&host), scheduler_(&scheduler) {}
+  int world_rank() const override { return host_->world_rank(); }
+  int world_size() const override { return host_->world_size(); }
+  std::unique_ptr<Communicator> split(GroupKind kind, int color, int key) override;
+
+ private:
+  CommunicatorFactory* host_;
+  StreamScheduler* scheduler_;
+  int sends_ = 0, recvs_ = 0;  // pipeline links made so far, per direction
+};
+
+}  // namespace strata::cuda_semantics

@@ -1,0 +1,15 @@
+# tools/device/gpu_session.sh --dry-run, on the CPU: every phase's binaries, configs and inputs
+# resolved, a 2-rank CPU job under the session's mpirun, one summary line per phase, a valid
+# logs.tgz, the deadline's NOT RUN lines, bad arguments exit 2, and the source and build trees
+# left as they were (~10 s). With CUDA in this build, every CUDA binary must be there too.
+if(STRATA_HAVE_CUDA)
+  set(strata_gpu_session_require_cuda 1)
+else()
+  set(strata_gpu_session_require_cuda 0)
+endif()
+add_test(NAME tools.gpu_session_dry_run
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/tools/gpu_session_dry_run_test.sh
+          ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR} ${strata_gpu_session_require_cuda})
+set_tests_properties(tools.gpu_session_dry_run PROPERTIES
+  LABELS "mpi;tools" PROCESSORS 2 TIMEOUT 120
+  ENVIRONMENT "OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")

@@ -1,0 +1,238 @@
+# shellcheck shell=bash disable=SC2034,SC2154  # variables shared with gpu_session.sh
+# Sourced by tools/device/gpu_session.sh: what each phase of the GPU check runs and how its
+# one summary line reads. A phase calls the session's helpers (gpu_session.sh):
+#   bin NAME / tool NAME      a strata binary / a GPU machine's tool, resolved to a path
+#   cfg KIND NAME             configs/KIND/NAME.json, which must exist
+#   input PATH                a file the next command reads, which must exist
+#   step [--stdout F] LOG CMD one command under what is left of the phase's cap
+#   mpi_step LOG NP CMD       the same under the session's mpirun with NP ranks
+# and ends by setting STATUS (PASS, FAIL or SKIPPED) and FIGURE (the line's key figure).
+# Logs go to $logs; files later phases read (the calibrated profile) to $work.
+# Deliberately not here: the deadline, the caps' enforcement, packing, dry-run (gpu_session.sh).
+
+# Priority order: what runs first when the deadline cannot hold them all.
+gpu_phases=(tests equivalence calibrate gpt2 offload select pytorch sanitize)
+
+# Each phase's cap in seconds: it is started only when this much is left before the
+# deadline, and its commands are stopped when it runs out. From the H200 session of issue 25
+# (calibrate 91 s; GPT-2 1.5B's set-up up to 70 s before its fix) with a margin.
+declare -A gpu_phase_cap=([tests]=100 [equivalence]=110 [calibrate]=110 [gpt2]=110
+                          [offload]=90 [select]=60 [pytorch]=75 [sanitize]=60)
+
+# What issue 25 asks of the calibrated cost model on one GPU: step time within 10% and the
+# worst rank's peak device memory within 5% of the measurement.
+readonly max_step_error=0.10 max_memory_error=0.05
+
+# gtest_counts LOG: "P passed, S skipped, F failed" from gtest's closing lines (0 when absent:
+# a binary killed before its end).
+gtest_counts() {
+  local p s f
+  p=$(grep -Eo '\[  PASSED  \] [0-9]+' "$1" 2>/dev/null | grep -Eo '[0-9]+$' | tail -1)
+  s=$(grep -Eo '\[  SKIPPED \] [0-9]+' "$1" 2>/dev/null | grep -Eo '[0-9]+$' | tail -1)
+  f=$(grep -Eo '\[  FAILED  \] [0-9]+ tests?, listed' "$1" 2>/dev/null | grep -Eo '[0-9]+' | tail -1)
+  echo "${p:-0} passed, ${s:-0} skipped, ${f:-0} failed"
+}
+
+# The GPU unit tests: every binary behind `ctest -L gpu`, run directly (the bundle has no
+# ctest files; a dry run over a build tree checks this list against ctest's). An MPI
+# binary's exit code 77 is its own skip (too few GPUs for NCCL).
+gpu_unit_tests=(cuda_kernels_test cuda_runtime_gpu_test cuda_vocab_parallel_loss_test
+                cuda_engine_gpu_test select_cuda_test calibrate_cuda_gpu_test)
+gpu_mpi_tests=(cuda_runtime_host_staged_mpi_test cuda_runtime_nccl_mpi_test)
+phase_tests() {
+  local t np rc ok=0 skipped=0 failed=() stopped=() counts p s cases_passed=0 cases_skipped=0
+  ((dry)) && check_against_ctest "${gpu_unit_tests[@]}" "${gpu_mpi_tests[@]}" cuda_engine_equivalence
+  for t in "${gpu_unit_tests[@]}"; do
+    step "$t.log" "$(bin "$t")" --gtest_brief=1
+    rc=$?
+    case $rc in 0) ((ok++)) ;; 124|125) stopped+=("$t") ;; *) failed+=("$t") ;; esac
+    counts=$(gtest_counts "$logs/$t.log")
+    echo "$t: exit code $rc, $counts" >>"$logs/tests.txt"
+    read -r p _ s _ <<<"${counts//,/}"
+    cases_passed=$((cases_passed + p)) cases_skipped=$((cases_skipped + s))
+  done
+  for np in 2 4; do
+    mpi_step "host_staged_np$np.log" "$np" "$(bin cuda_runtime_host_staged_mpi_test)" --gtest_brief=1
+    rc=$?
+    case $rc in 0) ((ok++)) ;; 77) ((skipped++)) ;; 124|125) stopped+=("host_staged_np$np") ;;
+                *) failed+=("host_staged_np$np") ;; esac
+  done
+  # NCCL between processes needs a GPU each: with one GPU this binary skips (77).
+  mpi_step nccl_np2.log 2 "$(bin cuda_runtime_nccl_mpi_test)" --gtest_brief=1
+  rc=$?
+  case $rc in 0) ((ok++)) ;; 77) ((skipped++)) ;; 124|125) stopped+=(nccl_np2) ;; *) failed+=(nccl_np2) ;; esac
+  STATUS=PASS
+  ((${#failed[@]} == 0)) || STATUS=FAIL
+  ((${#stopped[@]} == 0)) || STATUS=FAIL
+  FIGURE="$ok binaries passed, $skipped skipped, ${#failed[@]} failed${failed:+: ${failed[*]}}"
+  ((${#stopped[@]} == 0)) || FIGURE+=", ${#stopped[@]} stopped by the cap: ${stopped[*]}"
+  FIGURE+="; test cases of the one-process binaries: $cases_passed passed, $cases_skipped skipped"
+}
+
+# The CUDA equivalence matrix: the entries of its ctest definition (one list, in
+# tests/executor/cuda_runtime.cmake), each under mpirun with every rank on the one GPU.
+phase_equivalence() {
+  local cmake entry args ranks rc log ok=0 skipped=0 failed=() stopped=()
+  cmake=$(input tests/executor/cuda_runtime.cmake)
+  for entry in $(grep -Eo '"t[0-9]+_[0-9a-z_]+"' "$cmake" | tr -d '"'); do
+    IFS=_ read -r -a args <<<"${entry#t}"
+    ranks=$((args[0] * args[1] * args[2]))
+    log=equivalence_$entry.log
+    mpi_step "$log" "$ranks" "$(bin cuda_engine_equivalence)" "${args[@]}"
+    rc=$?
+    # The ctest entries' FAIL_REGULAR_EXPRESSION, so that both read a run the same way.
+    if ((rc == 0)) && grep -Eq 'FAILED|over 1e-4' "$logs/$log" 2>/dev/null; then rc=1; fi
+    case $rc in 0) ((ok++)) ;; 77) ((skipped++)) ;; 124|125) stopped+=("$entry") ;; *) failed+=("$entry") ;; esac
+  done
+  STATUS=PASS
+  ((ok == 0 && ${#failed[@]} == 0)) && STATUS=SKIPPED
+  ((${#failed[@]} + ${#stopped[@]} == 0)) || STATUS=FAIL
+  FIGURE="$ok plans passed, $skipped skipped, ${#failed[@]} failed${failed:+: ${failed[*]}}"
+  ((${#stopped[@]} == 0)) || FIGURE+=", ${#stopped[@]} stopped by the cap: ${stopped[*]}"
+}
+
+# `strata calibrate --backend cuda`: the profile the later phases predict with, also
+# brought back beside the summary (to commit as configs/profiles/<gpu>.json).
+phase_calibrate() {
+  local m
+  for m in tiny-gpu gpt2-124m gpt2-1.5b; do cfg models "$m" >/dev/null; done
+  mkdir -p "$work/nvme"
+  step calibrate.log "$(bin strata)" calibrate --backend cuda --model tiny-gpu gpt2-124m gpt2-1.5b \
+    --micro-batch 8 16 --nvme-dir "$work/nvme" --out "$work/profile.json"
+  local rc=$?
+  rm -rf "$work/nvme"
+  STATUS=FAIL
+  if ((rc == 0)) && [[ -s $work/profile.json ]]; then
+    STATUS=PASS
+    cp "$work/profile.json" "$out/profile-cuda.json"
+  fi
+  FIGURE=$(grep -Eo '(gemm|attention|attention backward|copy): .*' "$logs/calibrate.log" 2>/dev/null |
+           sed 's/^[^:]*gemm/gemm/' | tr '\n' ';' | sed 's/;$//')
+  FIGURE=${FIGURE:-rc $rc}
+}
+
+# profile_args: --profile with the calibrate phase's profile when it wrote one.
+profile_args() {
+  [[ -s $work/profile.json ]] && echo --profile "$work/profile.json"
+}
+
+# GPT-2 124M and 1.5B, predicted beside measured (step time, peak device memory): the plan
+# and train files written here, `strata predict --json` and `strata run` with the calibrated
+# profile, `strata compare --json` between them.
+phase_gpt2() {
+  local spec model b steps dir rc broken=0 compares=()
+  # shellcheck disable=SC2207
+  local profile=($(profile_args))
+  for spec in gpt2-124m:16:10 gpt2-1.5b:8:6; do
+    IFS=: read -r model b steps <<<"$spec"
+    dir=$work/run-$model
+    mkdir -p "$dir"
+    printf '{"tp":1,"pp":1,"dp":1,"virtual_stages":1,"micro_batch":%d,"schedule":"1f1b","zero_stage":0,"offload":{"optimizer":"none","gradients":"none","params":"none"},"recompute":"none","sequence_parallel":false}\n' \
+      "$b" >"$dir/plan.json"
+    python3 - "$(cfg train gpt2)" "$dir/train.json" "$((b * 4))" "$steps" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1])); t["global_batch"] = int(sys.argv[3]); t["steps"] = int(sys.argv[4])
+json.dump(t, open(sys.argv[2], "w"))
+PY
+    local common=(--model "$(cfg models "$model")" --cluster "$(cfg clusters h100-x1)"
+                  --train "$(input "$dir/train.json")" --plan "$(input "$dir/plan.json")"
+                  "${profile[@]}")
+    step --cpu --stdout "$dir/predicted.json" "predict-$model.log" "$(bin strata)" predict "${common[@]}" --json ||
+      broken=1
+    step "run-$model.log" "$(bin strata)" run --backend cuda "${common[@]}" --out "$dir" || broken=1
+    step --stdout "$dir/compare.json" "compare-$model.log" "$(bin strata)" compare \
+      --predicted "$dir/predicted.json" --measured "$dir/report.json" --json || broken=1
+    compares+=("$model=$dir/compare.json:$logs/run-$model.log")
+  done
+  FIGURE=$("$(host_command python3)" "$(input tools/device/predicted_vs_measured.py)" \
+             --max-step-error "$max_step_error" --max-memory-error "$max_memory_error" "${compares[@]}")
+  rc=$?
+  STATUS=PASS
+  ((rc == 0 && broken == 0)) || STATUS=FAIL
+  ((${#profile[@]})) || FIGURE="$FIGURE (no calibrated profile)"
+}
+
+# gpt-8b, whose model states are over 1.5x the GPU's memory: the planner's best plan for its
+# train config (on an H100: the optimizer on the CPU, micro-batch 4), trained for 3 steps of
+# 16 sequences (its config's 64 take ~14 s a step by the prediction: too long for the cap);
+# how soon the first step came.
+phase_offload() {
+  local dir=$work/run-gpt-8b rc
+  mkdir -p "$dir" "$work/nvme"
+  step --cpu plan-gpt-8b.log "$(bin strata)" plan --model "$(cfg models gpt-8b)" \
+    --cluster "$(cfg clusters h100-x1)" --train "$(cfg train gpt-8b)" --top 1 --out "$dir/plan.json"
+  rc=$?
+  python3 - "$(cfg train gpt-8b)" "$dir/train.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1])); t["global_batch"] = 16; t["steps"] = 3
+json.dump(t, open(sys.argv[2], "w"))
+PY
+  if ((rc == 0)); then
+    step run-gpt-8b.log "$(bin strata)" run --backend cuda --plan "$(input "$dir/plan.json")" \
+      --model "$(cfg models gpt-8b)" --train "$(input "$dir/train.json")" \
+      --cluster "$(cfg clusters h100-x1)" --nvme-dir "$work/nvme" --out "$dir"
+    rc=$?
+  fi
+  rm -rf "$work/nvme"
+  STATUS=FAIL
+  ((rc == 0)) && [[ $(cat "$dir/metrics.jsonl" 2>/dev/null | wc -l) == 3 ]] && STATUS=PASS
+  FIGURE="plan $(grep -Eo '"(optimizer|gradients|params)": *"[a-z]+"' "$dir/plan.json" 2>/dev/null |
+                 tr -d ' "' | tr '\n' ' ')$(first_step_figure "$logs/run-gpt-8b.log")"
+}
+
+# first_step_figure LOG: when the first step ended, in seconds since the command started
+# (the log's stamps): issue 25 asks for it within 60 s.
+first_step_figure() {
+  local first
+  first=$(grep -m1 -E '\] step +1/' "$1" 2>/dev/null | grep -Eo '^\[ *[0-9.]+' | tr -d '[ ')
+  echo "; first step at ${first:-none} s"
+}
+
+# `strata select` of gpt2-grid on the one GPU, its steps cut to SELECT_STEPS (default 2) to
+# fit: the predicted beside the measured makespan.
+phase_select() {
+  local w=$work/gpt2-grid.json rc
+  python3 - "$(cfg workloads gpt2-grid)" "$w" "${SELECT_STEPS:-2}" <<'PY'
+import json, sys
+w = json.load(open(sys.argv[1]))
+for job in w["jobs"]:
+    job["steps"] = int(sys.argv[3])
+json.dump(w, open(sys.argv[2], "w"))
+PY
+  # shellcheck disable=SC2046
+  step select.log "$(bin strata)" select --workload "$(input "$w")" --cluster "$(cfg clusters h100-x1)" \
+    --gpus 1 --policy strata --out "$work/select" $(profile_args)
+  rc=$?
+  STATUS=PASS
+  ((rc == 0)) || STATUS=FAIL
+  FIGURE=$(grep -E 'makespan' "$logs/select.log" 2>/dev/null | tail -1 | sed 's/^\[[^]]*\] *//')
+  FIGURE=${FIGURE:-rc $rc}
+}
+
+# GPT-2 124M on CUDA against PyTorch's bf16 autocast: 20 steps from the same weights on the
+# same tokens, every loss within 1% (tools/check_against_pytorch.py --backend cuda).
+phase_pytorch() {
+  step pytorch.log "$(host_command python3)" "$(input tools/check_against_pytorch.py)" --backend cuda \
+    --strata "$(bin strata)" --work "$work/pytorch"
+  local rc=$?
+  case $rc in 0) STATUS=PASS ;; 77) STATUS=SKIPPED ;; *) STATUS=FAIL ;; esac
+  FIGURE=$(grep -E '^\[[^]]*\] (worst|SKIP)' "$logs/pytorch.log" 2>/dev/null | tail -1 | sed 's/^\[[^]]*\] *//')
+  FIGURE=${FIGURE:-rc $rc}
+}
+
+# compute-sanitizer memcheck on a few kernel tests and the engine's determinism test.
+phase_sanitize() {
+  local errors=0 n broken=0
+  step memcheck_kernels.log "$(tool compute-sanitizer)" --tool memcheck --error-exitcode 1 \
+    --print-limit 5 "$(bin cuda_kernels_test)" --gtest_brief=1 \
+    --gtest_filter='CudaGemm.*:CudaLayerNorm.*' || broken=1
+  step memcheck_engine.log "$(tool compute-sanitizer)" --tool memcheck --error-exitcode 1 \
+    --print-limit 5 "$(bin cuda_engine_gpu_test)" --gtest_brief=1 \
+    --gtest_filter='CudaEngineDeterminism.*' || broken=1
+  for n in $(grep -ho 'ERROR SUMMARY: [0-9]*' "$logs"/memcheck_*.log 2>/dev/null | grep -Eo '[0-9]+$'); do
+    errors=$((errors + n))
+  done
+  STATUS=PASS
+  ((broken == 0)) || STATUS=FAIL
+  FIGURE="memcheck: $errors errors in cuda_kernels_test (CudaGemm, CudaLayerNorm) and cuda_engine_gpu_test (determinism)"
+}

@@ -72,6 +72,7 @@ class PoolRecorder final : public engine::Backend {
 
   int record(Stream) override { return -1; }
   void wait(Stream, int) override {}
+  void wait(Communicator&, int) override {}
   void synchronize() override {}
   void host_wait(Stream) override {}
   int timestamp(Stream) override { return 0; }

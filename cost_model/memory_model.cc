@@ -15,6 +15,7 @@
 #include "cost_model/partition.h"
 #include "cost_model/program.h"
 #include "cost_model/program_memory.h"
+#include "cost_model/steady_cut.h"
 #include "cost_model/units.h"
 
 namespace strata {
@@ -133,9 +134,9 @@ ExecutorMemoryTerms executor_terms(const ModelSpec& model, const TrainSpec& trai
   t.head_saved =
       sum_bytes(head_activation_tensors(model, plan.micro_batch, plan.tp, sp, convention, cb)) -
       t.message;  // less lnf_in
+  t.layer_forward_extra = layer_forward_extra_bytes(model, plan.micro_batch, plan.tp, sp,
+                                                    convention, cb, plan.recompute);
   if (cuda) {
-    t.layer_forward_extra = layer_forward_extra_bytes(model, plan.micro_batch, plan.tp, sp,
-                                                      convention, cb, plan.recompute);
     t.head_working = cuda_head_working_bytes(model, plan.micro_batch, plan.tp, sp);
     t.head_backward_working = cuda_layernorm_backward_scratch_bytes(rows, model.hidden);
   } else {
@@ -355,14 +356,22 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluste
       // Replaces the conservative sum's device terms by the walk's peak.
       ProgramOptions program_options;
       program_options.vocab_row_alignment = vocab_row_alignment(cluster.backend);
-      const RankProgram program = make_rank_program(model, train, plan, r, program_options);
+      // The walk of a shorter steady phase, the same peak (steady_cut.h); the terms (the
+      // losses) from the real micro-batch count.
+      const SteadyCut cut = options.walk_cuts_steady_phase
+                                ? steady_cut(plan.schedule, p, v, m, r)
+                                : SteadyCut{m, 0, -1};
+      TrainSpec walked_train = train;
+      walked_train.global_batch = cut.micro_batches * plan.dp * plan.micro_batch;
+      const RankProgram program = make_rank_program(model, walked_train, plan, r, program_options);
       StageMemory walked = stage;
       walked.params.device = walked.gradients.device = walked.optimizer.device = 0;
       if (cuda_walk) walked.params = walked.gradients = walked.optimizer = TierBytes{};
       const ExecutorMemoryTerms terms =
           executor_terms(model, train, plan, program, convention, walked);
       const ProgramMemoryPeak peak =
-          walk_program_memory(program, terms, WalkOptions{options.walk_reuses_passes});
+          walk_program_memory(program, terms,
+                              WalkOptions{options.walk_reuses_passes, cut.shift, cut.from_pass});
       stage.params = walked.params;
       stage.gradients = walked.gradients;
       stage.gradients.device += peak.step_gradients_at_peak;

@@ -254,6 +254,9 @@ struct MemoryModelOptions {
   // The executor's walk applies a repeated pass as its recorded sums (program_memory.h:
   // WalkOptions); false walks every op. Either gives the same estimate, to the bit (tested).
   bool walk_reuses_passes = true;
+  // The executor's walk skips the settled middle of a long steady phase (steady_cut.h);
+  // false walks every micro-batch. Either gives the same estimate, to the bit (tested).
+  bool walk_cuts_steady_phase = true;
 };
 
 struct StageMemory {

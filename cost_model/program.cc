@@ -11,6 +11,7 @@
 
 #include "cost_model/errors.h"
 #include "cost_model/partition.h"
+#include "cost_model/program_sends.h"
 
 namespace strata {
 namespace {
@@ -338,6 +339,7 @@ RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train, co
 
   // The tail (program.h, rule 3: it starts after the whole pipeline).
   rank.tail_begin = static_cast<std::int32_t>(rank.ops.size());
+  mark_complete_sends(rank, plan.schedule, plan.pp, v, m);
   const auto emit = [&rank](ProgramOp op) {
     rank.ops.push_back(op);
     return static_cast<std::int32_t>(rank.ops.size() - 1);
@@ -410,6 +412,9 @@ std::string describe_op(std::size_t index, const ProgramOp& op, const RankProgra
     if (a >= 0) after += (after.empty() ? "" : ",") + std::to_string(a);
   }
   if (!after.empty()) s += " after=[" + after + "]";
+  if (op.forward_sends_complete > 0 || op.backward_sends_complete > 0) {
+    s += fmt::format(" sends_complete=[{},{}]", op.forward_sends_complete, op.backward_sends_complete);
+  }
   return s;
 }
 

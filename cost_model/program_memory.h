@@ -9,14 +9,19 @@
 //               offload tier and d) and, on the last stage, the step's per-token losses;
 //   a forward   tokens (first stage, until the pass's backward) and targets (last stage,
 //               until the head); each layer's output and its saved tensors (after the
-//               recomputation policy's drop); the head's saved tensors; its transient
+//               recomputation policy's drop), and its forward's transient (all it saves
+//               before the drop, the partial sums: the highest moment of a forward that
+//               holds its warm-up's pending sends); the head's saved tensors; its transient
 //               working set (logits, their gradient, statistics) at the head;
 //   a backward  the gradient flowing down the chunk (a message); each layer's backward
 //               transient (its working set plus its saved and recomputed tensors, phase by
 //               phase: activation_memory.cc), after which the layer's saved tensors and its
 //               input are freed;
-//   messages    a receive allocates one message; a sent message stays live until the end of
-//               the pipeline (the executor completes its sends there);
+//   messages    a receive from another rank allocates one message; a sent message stays
+//               live until a receive proves it complete (program.h, "Send completion"),
+//               freed right after that receive's message is allocated, or else until the
+//               end of the pipeline; with p = 1 a message is the sender's output handed over
+//               (neither allocated nor held twice);
 //   ZeRO-2/3    a unit's full gradient from its first touch in the step (the head's forward
 //               touches the tied wte's) to its reduction; with offloaded gradients the
 //               reduced shard until it goes down;
@@ -26,8 +31,7 @@
 //   set-up      the highest moment of placing the model state (CUDA: each unit's fp32
 //               staging beside the state placed so far), before the first step.
 // Deliberately not here: byte sizes (memory_model.cc, activation_memory.cc), host and NVMe
-// tiers (they hold no transients the planner budgets), the forward's own transients (smaller
-// than the backward's at every shape the executor runs).
+// tiers (they hold no transients the planner budgets).
 #pragma once
 
 #include <string>
@@ -75,6 +79,10 @@ struct WalkOptions {
   // same peak, to the bit, for a step op per pass instead of a body's ops per pass. False
   // walks every op (tests compare the two).
   bool reuse_passes = true;
+  // The walk of a Program cut short (steady_cut.h): the moments of pass `shift_from_pass`
+  // on (0-based, in list order, with its receive) are named with micro-batch + shift.
+  std::int64_t micro_batch_shift = 0;
+  std::int64_t shift_from_pass = -1;
 };
 
 // Throws std::invalid_argument when the per-unit vectors do not match rank.units.

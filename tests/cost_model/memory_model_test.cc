@@ -324,15 +324,21 @@ TEST(InFlight, ClosedFormsMatchGeneratedSchedules) {
 //     all 495616 saved + dfc1, s b f = 32768 elements: 626688 B, i.e. 131072 B above the
 //     saved tensors it frees (the gelu backward runs in place in dfc1).
 //   A forward on rank 0: ids 512 + the embedding's output 32768 + 4 x (495616 + 32768)
-//     = 2146816 B, of which the last layer's output is the message sent on (kept until the
-//     pipeline's end). 1F1B rank 0: F0 F1 B0 F2 B1 F3 B2 B3. Before B2: P0 + mb 2's and
-//     mb 3's forwards 2 x 2146816 + three sent outputs 98304 (one of them mb 3's last output,
-//     already counted: -32768) + the received gradient 32768 = P0 + 4391936 = 7918592; its
-//     first layer's backward adds 131072: 8049664, the peak (B0 and B1 hold fewer sends).
-//   Rank 1 (F0 B0 F1 B1 ...): before mb 3's head, P1 + 3 sent gradients 98304 + the received
-//     input 32768 + ids 512 + 4 layers 2113536 + the head's saved mean, rstd, lnf_dout 33792
-//     = 5744640; the head's working set (lnf_out 8192 + logits and their gradient s b V =
-//     32768 each + 4 s b statistics = 74240 elements = 296960 B) on top: 6041600.
+//     = 2146816 B, of which the last layer's output is the message sent on (kept until a
+//     receive proves it complete: program.h, "Send completion"). (A layer's forward holds
+//     nothing above what it keeps at t = 1 without recomputation: its largest moment is
+//     everything it saves.) 1F1B rank 0: F0 F1 B0 F2 B1 F3 B2 B3; rank 1: F0 B0 F1 B1 ...,
+//     so rank 1 has received mb k's activation when it sends mb k's gradient: rank 0's
+//     receive of gradient k proves its sends of mb 0..k complete, one send (mb k + 1's)
+//     left pending. At B0: P0 + mb 0's forward less its freed output 2114048 + mb 1's
+//     2146816 + the received gradient 32768 = P0 + 4293632 = 7820288; its first layer's
+//     backward adds 131072: 7951360, the peak (B1 and B2 hold the same and tie with it).
+//   Rank 1: rank 0 sends mb k + 2 after receiving gradient k, so rank 1's receive of mb k
+//     proves its gradient sends of mb 0..k - 2: from F1 on one gradient is pending. At mb 1's
+//     head, P1 + 1 sent gradient 32768 + the received input 32768 + ids 512 + 4 layers
+//     2113536 + the head's saved mean, rstd, lnf_dout 33792 = 5679104; the head's working set
+//     (lnf_out 8192 + logits and their gradient s b V = 32768 each + 4 s b statistics = 74240
+//     elements = 296960 B) on top: 5976064 (mb 2's and mb 3's heads tie with it).
 TEST(EstimateMemory, TinyModelByHand) {
   Plan plan;
   plan.tp = 1;
@@ -354,14 +360,14 @@ TEST(EstimateMemory, TinyModelByHand) {
   EXPECT_EQ(s0.in_flight, 2);
   EXPECT_EQ(s1.in_flight, 1);
   EXPECT_DOUBLE_EQ(s0.layer_activation_bytes, 528384);
-  EXPECT_EQ(s0.peak_moment, "backward mb=2 chunk=0: compute layer3");
-  EXPECT_EQ(s1.peak_moment, "forward mb=3 chunk=0: compute final_norm");
-  EXPECT_DOUBLE_EQ(s0.activations.device, 8049664 - 3526656);
-  EXPECT_DOUBLE_EQ(s0.total.device, 8049664);
-  EXPECT_DOUBLE_EQ(s1.total.device, 6041600);
+  EXPECT_EQ(s0.peak_moment, "backward mb=0 chunk=0: compute layer3");
+  EXPECT_EQ(s1.peak_moment, "forward mb=1 chunk=0: compute final_norm");
+  EXPECT_DOUBLE_EQ(s0.activations.device, 7951360 - 3526656);
+  EXPECT_DOUBLE_EQ(s0.total.device, 7951360);
+  EXPECT_DOUBLE_EQ(s1.total.device, 5976064);
   EXPECT_DOUBLE_EQ(s0.total.host, 0);
   EXPECT_EQ(e.worst_pp_rank, 0);
-  EXPECT_DOUBLE_EQ(e.worst.device, 8049664);
+  EXPECT_DOUBLE_EQ(e.worst.device, 7951360);
 
   // The Prediction's memory fields: worst per tier and one RankMemory per stage.
   StepReport report;
@@ -370,14 +376,15 @@ TEST(EstimateMemory, TinyModelByHand) {
   ASSERT_EQ(report.per_rank.size(), 2u);
   EXPECT_EQ(report.per_rank[1].pp_rank, 1);
   EXPECT_EQ(report.per_rank[1].rank, 1);  // Megatron order: pp_rank * tp * dp
-  EXPECT_DOUBLE_EQ(report.per_rank[1].peak_bytes.device, 6041600);
+  EXPECT_DOUBLE_EQ(report.per_rank[1].peak_bytes.device, 5976064);
 }
 
 TEST(EstimateMemory, FullRecomputeKeepsOnlyLayerInputs) {
   // Same tiny plan, full recompute: a forward keeps only the layers' outputs (their next
-  // layer's inputs): ids 512 + 5 x 32768 = 164352 B; a layer's backward rebuilds its
-  // 495616 B and works on top (626688 B in all, TinyModelByHand). 1F1B rank 0 runs
-  // F0 F1 B0 F2 B1 F3 B2 B3.
+  // layer's inputs): ids 512 + 5 x 32768 = 164352 B; a layer's forward makes its 495616 B
+  // before dropping them; a layer's backward rebuilds them and works on top (626688 B in
+  // all, TinyModelByHand). 1F1B rank 0 runs F0 F1 B0 F2 B1 F3 B2 B3; its receive of
+  // gradient k frees its send of mb k (TinyModelByHand).
   Plan plan;
   plan.pp = 2;
   plan.micro_batch = 2;
@@ -386,10 +393,11 @@ TEST(EstimateMemory, FullRecomputeKeepsOnlyLayerInputs) {
       estimate_memory(tiny(), cluster(Backend::kCpu), train(8, Precision::kFp32), plan);
   // The closed-form term stays: one layer's dropped tensors, 528384 - 32768.
   EXPECT_DOUBLE_EQ(e.stages[0].recompute_working_bytes, 495616);
-  // Walk: F0 F1 hold 2 x 164352; recv 32768; B0's first layer +626688 -> 988160. After B0:
-  // mb 1's 164352 + 1 send 32768 = 197120; F2 +164352, recv +32768 = 394240; B1 +626688 ->
-  // 1020928. After B1: 229888; F3, recv -> 427008; B2 -> 1053696 (the peak); B3: 922112.
-  EXPECT_DOUBLE_EQ(e.stages[0].activations.device, 1053696);
+  // Walk: F0 F1 hold 2 x 164352 (F1's last layer +495616: 824320); recv +32768 and mb 0's
+  // send freed -32768; B0's first layer +626688 -> 955392, the peak. After B0: mb 1's
+  // 164352; F2 +164352 (824320 at its last layer); recv, mb 1's send freed; B1 -> 955392
+  // again, B2 the same; B3: 791040.
+  EXPECT_DOUBLE_EQ(e.stages[0].activations.device, 955392);
 }
 
 TEST(EstimateMemory, ZeroTwoHoldsAUnitsFullGradientFromItsFirstTouchToItsReduction) {

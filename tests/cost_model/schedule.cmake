@@ -12,3 +12,6 @@ strata_add_test(chrome_trace_test
 strata_add_test(program_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/program_test.cc
   LIBS strata_schedule)
+strata_add_test(program_sends_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/program_sends_test.cc
+  LIBS strata_schedule)

@@ -17,6 +17,8 @@
 #include "cost_model/memory_model.h"
 #include "cost_model/op_costs.h"
 #include "cost_model/partition.h"
+#include "cost_model/program_check.h"
+#include "cost_model/program_graph.h"
 #include "cost_model/time_model.h"
 #include "cost_model/units.h"
 
@@ -53,9 +55,9 @@ RankClasses make_rank_classes(const ModelSpec& model, const TrainSpec& train, co
   TrainSpec small_train = train;
   small_train.global_batch = small_m * plan.dp * plan.micro_batch;
   RankClasses classes;
-  for (std::int64_t r = 0; r < small_p; ++r) {
-    classes.programs.push_back(make_rank_program(small_model, small_train, small_plan, r, options));
-  }
+  Program small = make_program(small_model, small_train, small_plan, options);
+  classes.deadlock = deadlock_fault(small);
+  classes.programs = std::move(small.ranks);
   for (std::int64_t r = 0; r < p; ++r) {
     classes.class_of.push_back(static_cast<std::int32_t>(r == 0 ? 0 : (r == p - 1 ? small_p - 1 : 1)));
   }
@@ -85,6 +87,8 @@ StepSimulation simulate_cached(const ModelSpec& model, const ClusterSpec& cluste
   } else {
     const PipelineSkeleton& skeleton =
         cache.skeleton(plan.schedule, plan.pp, plan.virtual_stages, ctx.micro_batches);
+    cache.check_deadlock_free(plan.schedule, plan.pp, plan.virtual_stages, ctx.micro_batches,
+                              classes);
     if (what == Replay::kParts) return simulate_step(skeleton, priced, classes.class_of, mode);
     // The step time alone: simulate_step's pipeline_s + the longest tail, the same doubles.
     sim.pipeline_s = cache.pipeline_end(skeleton, priced, classes.class_of, mode);
@@ -116,6 +120,7 @@ Prediction predict_with(const ModelSpec& model, const ClusterSpec& cluster, cons
     const TimeModelCosts costs(ctx);
     const SimulationMode mode = simulation_mode(cluster.backend);
     const Program program = make_program(model, train, plan, program_options(conventions_for(cluster, profile, options)));
+    check_deadlock_free(program);
     const PipelineSkeleton skeleton = pipeline_skeleton(program);
     std::vector<PricedRank> priced;
     std::vector<std::int32_t> class_of;
@@ -149,8 +154,18 @@ const PipelineSkeleton& PredictionCache::skeleton(ScheduleKind kind, std::int64_
                                                   std::int64_t v, std::int64_t m) {
   const std::array<std::int64_t, 4> key{static_cast<std::int64_t>(kind), pp, v, m};
   auto it = skeletons_.find(key);
-  if (it == skeletons_.end()) it = skeletons_.emplace(key, pipeline_skeleton(kind, pp, v, m)).first;
+  if (it == skeletons_.end()) {
+    it = skeletons_.emplace(key, pipeline_skeleton(kind, pp, v, m)).first;
+    skeleton_faults_[key] = deadlock_fault(skeleton_program(it->second));
+  }
   return it->second;
+}
+
+void PredictionCache::check_deadlock_free(ScheduleKind kind, std::int64_t pp, std::int64_t v,
+                                          std::int64_t m, const RankClasses& classes) {
+  const std::string& shape = skeleton_faults_.at({static_cast<std::int64_t>(kind), pp, v, m});
+  if (!shape.empty()) throw ProgramDeadlock(shape);
+  if (!classes.deadlock.empty()) throw ProgramDeadlock(classes.deadlock);
 }
 
 const RankClasses& PredictionCache::rank_classes(const ModelSpec& model, const TrainSpec& train,
@@ -270,6 +285,31 @@ Prediction predict(const ModelSpec& model, const ClusterSpec& cluster, const Tra
 Prediction predict(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
                    const Plan& plan, const Profile* profile) {
   return predict(model, cluster, train, plan, profile, CostModelOptions{});
+}
+
+StepCriticalPath step_critical_path(const ModelSpec& model, const ClusterSpec& cluster,
+                                    const TrainSpec& train, const Plan& plan,
+                                    const Profile* profile, const CostModelOptions& options,
+                                    std::size_t off_path) {
+  plan.check(model, cluster, train);
+  const TimeContext ctx =
+      make_time_context(model, cluster, train, plan, profile, layer_kernels(conventions_for(cluster, profile, options)),
+                        options.node_ranks);
+  const TimeModelCosts costs(ctx);
+  StepCriticalPath out;
+  out.mode = simulation_mode(cluster.backend);
+  out.program = make_program(model, train, plan, program_options(conventions_for(cluster, profile, options)));
+  check_deadlock_free(out.program);
+  std::vector<PricedRank> priced;
+  std::vector<std::int32_t> class_of;
+  for (const RankProgram& rank : out.program.ranks) {
+    class_of.push_back(static_cast<std::int32_t>(priced.size()));
+    priced.push_back(price_rank(rank, costs, out.mode));
+  }
+  out.simulated_step_s =
+      simulate_step(pipeline_skeleton(out.program), priced, class_of, out.mode, nullptr, false).step_s;
+  out.path = critical_path(out.program, priced, out.mode, off_path);
+  return out;
 }
 
 StageOpTimes stage_op_times(const ModelSpec& model, const ClusterSpec& cluster,

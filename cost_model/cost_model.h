@@ -30,6 +30,7 @@
 
 #include "cost_model/cluster_spec.h"
 #include "cost_model/conventions.h"
+#include "cost_model/critical_path.h"
 #include "cost_model/model_spec.h"
 #include "cost_model/plan.h"
 #include "cost_model/profile.h"
@@ -59,6 +60,8 @@ ProgramOptions program_options(const KernelConventions& conventions);
 struct RankClasses {
   std::vector<RankProgram> programs;   // [class]
   std::vector<std::int32_t> class_of;  // [pp_rank]
+  // deadlock_fault of their Program (a pipeline of min(p, 3) ranks): empty when it cannot hang.
+  std::string deadlock;
 };
 
 // Work shared by the predictions of many plans, each piece keyed by exactly what it depends
@@ -71,6 +74,12 @@ class PredictionCache {
  public:
   const PipelineSkeleton& skeleton(ScheduleKind kind, std::int64_t pp, std::int64_t v,
                                    std::int64_t m);
+  // Throws ProgramDeadlock (program_check.h) when the pipeline of that shape or the rank
+  // classes' Program could hang: between them they hold every op of the plan's Program (the
+  // skeleton every cross-rank message, the classes every body and tail). Each shape and
+  // each class set is checked once.
+  void check_deadlock_free(ScheduleKind kind, std::int64_t pp, std::int64_t v, std::int64_t m,
+                           const RankClasses& classes);
   const RankClasses& rank_classes(const ModelSpec& model, const TrainSpec& train,
                                   const Plan& plan, const ProgramOptions& options);
   // The pipeline's end of a replay, replayed only when these inputs are new.
@@ -83,6 +92,7 @@ class PredictionCache {
 
  private:
   std::map<std::array<std::int64_t, 4>, PipelineSkeleton> skeletons_;
+  std::map<std::array<std::int64_t, 4>, std::string> skeleton_faults_;  // deadlock_fault
   std::map<std::vector<std::int64_t>, RankClasses> classes_;
   std::unordered_map<std::string, double> ends_;
   ReplayScratch scratch_;
@@ -127,6 +137,21 @@ double predict_step_time_bound(const ModelSpec& model, const ClusterSpec& cluste
 // F), MFU (model FLOPs without recomputation over the train precision's peak).
 void fill_throughput(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
                      const Plan& plan, const Profile* profile, Prediction& prediction);
+
+// The critical path of the plan's step (critical_path.h), from the Program predict()
+// replays, priced the same way, beside the replay's step time (the path's length equals it to
+// rounding). Throws InfeasiblePlan, ProgramDeadlock.
+struct StepCriticalPath {
+  Program program;
+  SimulationMode mode = SimulationMode::kStreams;
+  double simulated_step_s = 0;  // simulate_step's
+  CriticalPath path;
+};
+StepCriticalPath step_critical_path(const ModelSpec& model, const ClusterSpec& cluster,
+                                    const TrainSpec& train, const Plan& plan,
+                                    const Profile* profile = nullptr,
+                                    const CostModelOptions& options = {},
+                                    std::size_t off_path = 8);
 
 // The plan's Program replayed op by op (`strata simulate`): the Program, how it was run,
 // and every op's start and end with the step's figures (those of predict()). Throws

@@ -389,6 +389,12 @@ Program make_program(const ModelSpec& model, const TrainSpec& train, const Plan&
   return program;
 }
 
+std::int64_t pipeline_message_tag(std::int64_t pp, std::int64_t virtual_stages,
+                                  std::int64_t micro_batch, std::int64_t receiver_vstage,
+                                  bool forward) {
+  return (micro_batch * pp * virtual_stages + receiver_vstage) * 2 + (forward ? 0 : 1);
+}
+
 std::int64_t max_in_flight(const RankProgram& rank) {
   std::int64_t held = 0, peak = 0;
   for (const ProgramOp& op : rank.ops) {

@@ -218,6 +218,14 @@ RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train, co
 Program make_program(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
                      const ProgramOptions& options = {});
 
+// The tag of a pipeline message: its micro-batch, the virtual stage that receives it and
+// its direction (0 forward, 1 backward), unique within a step. The engine's send and
+// receive (executor/engine/engine.cc) and the Program's deadlock check (program_check.h)
+// both name a message by it.
+std::int64_t pipeline_message_tag(std::int64_t pp, std::int64_t virtual_stages,
+                                  std::int64_t micro_batch, std::int64_t receiver_vstage,
+                                  bool forward);
+
 // The largest number of (micro-batch, chunk) forwards whose activations a rank holds at
 // once: forwards done minus backwards done, walking the rank's step ops.
 std::int64_t max_in_flight(const RankProgram& rank);

@@ -32,6 +32,7 @@
 
 #include "cost_model/cost_model.h"
 #include "cost_model/errors.h"
+#include "cost_model/program_check.h"
 #include "planner/generators.h"
 
 namespace strata {
@@ -91,8 +92,16 @@ class Search {
         break;
       }
       Prediction& p = c.scored.prediction;
-      p.step_time_s = predict_step_time(model_, cluster_, train_, c.scored.plan, options_.profile,
-                                        options_.cost, cache_);
+      try {
+        p.step_time_s = predict_step_time(model_, cluster_, train_, c.scored.plan,
+                                          options_.profile, options_.cost, cache_);
+      } catch (const ProgramDeadlock& e) {
+        ++result_.dropped[drop_reason::kDeadlock];
+        if (result_.deadlock_example.empty()) {
+          result_.deadlock_example = c.scored.plan.label() + ": " + e.what();
+        }
+        continue;
+      }
       fill_throughput(model_, cluster_, train_, c.scored.plan, options_.profile, p);
       keep_top(std::move(c.scored));
     }

@@ -65,6 +65,7 @@ inline constexpr const char* kPlanCheck = "rejected by Plan::check";
 inline constexpr const char* kDeviceMemory = "device memory exceeded";
 inline constexpr const char* kHostMemory = "host memory exceeded";
 inline constexpr const char* kNvmeCapacity = "NVMe capacity exceeded";
+inline constexpr const char* kDeadlock = "its Program could deadlock";
 }  // namespace drop_reason
 
 struct PlanSearchResult {
@@ -78,6 +79,9 @@ struct PlanSearchResult {
   // When nothing fits: the reason that dropped the most plans and the plan whose memory
   // overshoot (MemoryOvershoot::total) is the smallest.
   std::string top_reason;
+  // The first plan dropped because its Program could deadlock, with the fault (the cycle's
+  // ops, rank by rank); empty when none was.
+  std::string deadlock_example;
   std::optional<ScoredPlan> closest;
   std::optional<MemoryOvershoot> closest_overshoot;
 };

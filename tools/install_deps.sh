@@ -8,6 +8,7 @@ packages=(
   nlohmann-json3-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libopenmpi-dev openmpi-bin liburing-dev libomp-dev fio
+  libboost-graph-dev
 )
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

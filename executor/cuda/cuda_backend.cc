@@ -16,6 +16,7 @@
 #include "executor/cuda/nccl_communicator.h"
 #endif
 #include "executor/cuda/pinned_host_buffer.h"
+#include "executor/cuda/seeded_init.h"
 #include "executor/cuda/system_error.h"
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/cuda_check.h"
@@ -146,8 +147,8 @@ engine::Tensor CudaBackend::allocate(MemoryTier tier, DType dtype, std::int64_t 
   if (tier != MemoryTier::kHost) {
     throw std::invalid_argument("cuda backend: the nvme tier holds no memory (use the NvmeStore)");
   }
-  PinnedHostBuffer buffer = PinnedHostBuffer::allocate(*alloc_, bytes, tag);
-  if (zeroed && bytes > 0) std::memset(buffer.data(), 0, static_cast<std::size_t>(bytes));
+  PinnedHostBuffer buffer = PinnedHostBuffer::allocate(
+      *alloc_, bytes, tag, zeroed ? Fill::kZero : Fill::kUninitialized);
   void* data = buffer.data();
   return engine::Tensor(data, n, dtype, MemoryTier::kHost,
                         std::make_unique<PinnedStorage>(std::move(buffer)));
@@ -197,6 +198,12 @@ void CudaBackend::adamw(float* master, void* copy, float* grad, float* m, float*
 
 void CudaBackend::to_compute(void* dst, const float* src, std::int64_t n) {
   kc::cast_to_bf16(static_cast<kc::bf16*>(dst), src, n, compute_.get());
+}
+
+bool CudaBackend::init_seeded(float* dst, const UnitLayout& unit, std::uint64_t seed,
+                              std::int64_t begin, std::int64_t end) {
+  as_system_error([&] { draw_seeded_on_device(dst, unit, seed, begin, end, compute_.get()); });
+  return true;
 }
 
 void CudaBackend::copy(void* dst, const void* src, std::int64_t bytes, Stream stream) {

@@ -63,6 +63,8 @@ class CudaBackend final : public engine::Backend {
   void adamw(float* master, void* copy, float* grad, float* m, float* v, std::int64_t n,
              const engine::AdamWStep& hp, float grad_scale) override;
   void to_compute(void* dst, const float* src, std::int64_t n) override;
+  bool init_seeded(float* dst, const UnitLayout& unit, std::uint64_t seed, std::int64_t begin,
+                   std::int64_t end) override;  // on the GPU (seeded_init.h)
   void copy(void* dst, const void* src, std::int64_t bytes, Stream stream) override;
 
   int record(Stream stream) override;

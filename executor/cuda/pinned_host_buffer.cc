@@ -11,12 +11,26 @@
 
 #include "cost_model/errors.h"
 #include "executor/cuda/system_error.h"
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace strata::cuda {
 
+namespace {
+
+// On every thread (kernels/cpu/elementwise.h): tens of GiB of offloaded state took seconds
+// on one.
+void zero_on_every_thread(void* data, std::int64_t bytes) {
+  const std::int64_t floats = bytes / static_cast<std::int64_t>(sizeof(float));
+  if (floats > 0) kernels::cpu::zero(static_cast<float*>(data), floats);
+  const std::int64_t tail = bytes - floats * static_cast<std::int64_t>(sizeof(float));
+  std::memset(static_cast<char*>(data) + (bytes - tail), 0, static_cast<std::size_t>(tail));
+}
+
+}  // namespace
+
 PinnedHostBuffer PinnedHostBuffer::allocate(AccountingAllocator& accounting, std::int64_t bytes,
-                                            const std::string& tag) {
+                                            const std::string& tag, Fill fill) {
   if (bytes < 0) {
     throw std::invalid_argument(
         fmt::format("PinnedHostBuffer::allocate '{}': {} bytes is negative", tag, bytes));
@@ -42,7 +56,7 @@ PinnedHostBuffer PinnedHostBuffer::allocate(AccountingAllocator& accounting, std
                                               __LINE__);
     });
   }
-  std::memset(data, 0, static_cast<std::size_t>(bytes));
+  if (fill == Fill::kZero) zero_on_every_thread(data, bytes);
   return PinnedHostBuffer(data, std::move(reservation));
 }
 

@@ -24,6 +24,7 @@
 #include <string>
 #include <string_view>
 
+#include "cost_model/param_layout.h"
 #include "cost_model/program.h"
 #include "executor/comm/communicator_factory.h"
 #include "executor/engine/tensor.h"
@@ -78,6 +79,13 @@ class Backend {
   // dst (compute dtype) = src (fp32), on the compute stream. A copy when the compute dtype is
   // fp32.
   virtual void to_compute(void* dst, const float* src, std::int64_t n) = 0;
+  // dst (device tier, fp32) = elements [begin, end) of the unit's seeded initial values,
+  // model::init_unit_range's bits, drawn where dst lives; in place on return. False when this
+  // backend has no such path (the caller draws them on the host and copies them in).
+  virtual bool init_seeded(float* /*dst*/, const UnitLayout& /*unit*/, std::uint64_t /*seed*/,
+                           std::int64_t /*begin*/, std::int64_t /*end*/) {
+    return false;
+  }
 
   // Bytes between any two tiers' memory. Synchronous with the host when either side is host
   // memory (the host may read or reuse it on return); otherwise ordered on `stream`.

@@ -93,8 +93,8 @@ std::size_t Engine::wte_unit() const {
 }
 
 int Engine::tag(std::int64_t mb, std::int64_t receiver_vstage, int direction) const {
-  const std::int64_t stages = plan_.pp * plan_.virtual_stages;
-  return static_cast<int>((mb * stages + receiver_vstage) * 2 + direction);
+  return static_cast<int>(
+      pipeline_message_tag(plan_.pp, plan_.virtual_stages, mb, receiver_vstage, direction == 0));
 }
 
 Tensor Engine::device_tokens(const std::vector<std::int32_t>& host, const char* tag) {

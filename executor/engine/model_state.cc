@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
@@ -53,11 +54,12 @@ ModelState::ModelState(Backend& backend, std::vector<UnitLayout> layouts, const 
     if (params_off()) fetcher_ = std::make_unique<ParamFetcher>(*links_, backend);
   }
   const std::int64_t d = groups.dims().dp;
-  const model::UnitInit seeded = [seed](const UnitLayout& unit, float* dst, std::int64_t begin,
-                                        std::int64_t end) {
-    model::init_unit_range(unit, seed, dst, begin, end);
-  };
+  const model::UnitInit seeded = model::SeededInit{seed, {}};
+  const model::UnitInit& init_values = init ? init : seeded;
   units_.reserve(layouts.size());
+  // One host buffer for every unit's initial values, sized for the largest: a fresh vector
+  // per unit would fault in and zero its pages again (the largest are hundreds of MiB).
+  std::int64_t largest = 0;
   for (auto& layout : layouts) {
     ParamUnit u;
     u.layout = std::move(layout);
@@ -65,10 +67,18 @@ ModelState::ModelState(Backend& backend, std::vector<UnitLayout> layouts, const 
                                        static_cast<int>(dtype_bytes(backend.compute_dtype())));
     u.padded = sizes.padded;
     u.shard = sizes.shard;
-    place(u, init ? init : seeded);
-    index_[u.layout.name] = units_.size();
+    largest = std::max(largest, sizes.params.elements);
     units_.push_back(std::move(u));
   }
+  const std::unique_ptr<float[]> scratch(new float[static_cast<std::size_t>(largest)]);
+  for (std::size_t i = 0; i < units_.size(); ++i) {
+    place(units_[i], init_values, scratch.get());
+    index_[units_[i].layout.name] = i;
+  }
+}
+
+std::int64_t ModelState::stored_elements(const ParamUnit& u) const {
+  return zero_stage_ >= 3 ? u.shard : u.padded;
 }
 
 Tensor ModelState::alloc(MemoryTier tier, DType dtype, std::int64_t n, const std::string& tag,
@@ -85,7 +95,7 @@ std::int32_t ModelState::index(const std::string& name) const {
   return it == index_.end() ? -1 : static_cast<std::int32_t>(it->second);
 }
 
-void ModelState::place(ParamUnit& u, const model::UnitInit& init_values) {
+void ModelState::place(ParamUnit& u, const model::UnitInit& init_values, float* init) {
   const DType c = backend_->compute_dtype();
   const std::int64_t dp_rank = groups_->coords().dp;
   // What each kind of state holds and where: model_state_bytes.h, which the memory model
@@ -95,18 +105,18 @@ void ModelState::place(ParamUnit& u, const model::UnitInit& init_values) {
   // The parameters this rank stores: everything, or its shard at stage 3.
   const std::int64_t lo = zero_stage_ >= 3 ? dp_rank * u.shard : 0;
   const std::int64_t n = sizes.params.elements;
-  std::vector<float> init(static_cast<std::size_t>(n));
-  init_values(u.layout, init.data(), lo, lo + n);
+  if (place_seeded_on_device(u, init_values, lo)) return;
+  init_values(u.layout, init, lo, lo + n);
   if (params_off()) {
-    u.host_params = alloc(MemoryTier::kHost, DType::kF32, n, "offload:params");
-    cpu::copy(u.host_params.f32(), init.data(), n);
+    u.host_params = alloc(MemoryTier::kHost, DType::kF32, n, "offload:params", false);
+    cpu::copy(u.host_params.f32(), init, n);
   } else {
     u.params = alloc(MemoryTier::kDevice, c, n, "params", /*zeroed=*/false);
     if (own_master()) {
-      backend_->copy(u.params.data(), init.data(), n * 4, Stream::kCompute);
+      backend_->copy(u.params.data(), init, n * 4, Stream::kCompute);
     } else {
       Tensor staging = alloc(MemoryTier::kDevice, DType::kF32, n, "dp_scratch", false);
-      backend_->copy(staging.data(), init.data(), n * 4, Stream::kCompute);
+      backend_->copy(staging.data(), init, n * 4, Stream::kCompute);
       backend_->to_compute(u.params.data(), staging.f32(), n);
     }
   }
@@ -116,20 +126,49 @@ void ModelState::place(ParamUnit& u, const model::UnitInit& init_values) {
   }
   const std::int64_t opt_n = sizes.moments.elements;
   // The fp32 values of the optimizer's part (init starts at element `lo`, opt_offset's origin).
-  const std::int64_t part_lo = opt_offset(u);
-  const std::vector<float> part(init.begin() + part_lo, init.begin() + part_lo + opt_n);
+  const float* part = init + opt_offset(u);
   if (sizes.moments.tier == OffloadTier::kNone) {
     u.m = alloc(MemoryTier::kDevice, DType::kF32, opt_n, "optimizer");
     u.v = alloc(MemoryTier::kDevice, DType::kF32, opt_n, "optimizer");
     if (sizes.master.elements > 0) {
       u.master = alloc(MemoryTier::kDevice, DType::kF32, sizes.master.elements, "master", false);
-      backend_->copy(u.master.data(), part.data(), opt_n * 4, Stream::kCompute);
+      backend_->copy(u.master.data(), part, opt_n * 4, Stream::kCompute);
     }
   }
   place_offloaded(u, part);
 }
 
-void ModelState::place_offloaded(ParamUnit& u, const std::vector<float>& init_part) {
+bool ModelState::place_seeded_on_device(ParamUnit& u, const model::UnitInit& init_values,
+                                        std::int64_t lo) {
+  // Only for state that lives on the device alone (no offload), and only a backend that
+  // draws there; the allocations are place()'s, in its order, so the peaks do not move.
+  const auto* seeded = init_values.target<model::SeededInit>();
+  if (seeded == nullptr || links_ != nullptr || own_master()) return false;  // links_: any offload
+  const std::int64_t n = stored_elements(u);
+  u.params = alloc(MemoryTier::kDevice, backend_->compute_dtype(), n, "params", false);
+  {
+    Tensor staging = alloc(MemoryTier::kDevice, DType::kF32, n, "dp_scratch", false);
+    if (!backend_->init_seeded(staging.f32(), u.layout, seeded->seed, lo, lo + n)) {
+      u.params.reset();
+      return false;
+    }
+    backend_->to_compute(u.params.data(), staging.f32(), n);
+    backend_->release_after(std::move(staging), Stream::kCompute);
+  }
+  if (zero_stage_ <= 1) u.grads = alloc(MemoryTier::kDevice, DType::kF32, u.padded, "gradients");
+  if (zero_stage_ >= 2) u.grad_shard = alloc(MemoryTier::kDevice, DType::kF32, u.shard, "gradients");
+  const std::int64_t opt_n = opt_elements(u);
+  u.m = alloc(MemoryTier::kDevice, DType::kF32, opt_n, "optimizer");
+  u.v = alloc(MemoryTier::kDevice, DType::kF32, opt_n, "optimizer");
+  u.master = alloc(MemoryTier::kDevice, DType::kF32, opt_n, "master", false);
+  // The master's part drawn again where it lies (cheaper than keeping staging alive).
+  const std::int64_t part_lo = lo + opt_offset(u);
+  backend_->init_seeded(u.master.f32(), u.layout, seeded->seed, part_lo, part_lo + opt_n);
+  if (seeded->progress) seeded->progress(n);
+  return true;
+}
+
+void ModelState::place_offloaded(ParamUnit& u, const float* init_part) {
   if (!links_) return;
   const std::string& name = u.layout.name;
   if (params_off() && offload_.params == OffloadTier::kNvme) {
@@ -161,10 +200,10 @@ void ModelState::place_offloaded(ParamUnit& u, const std::vector<float>& init_pa
   if (params_off()) return;
   if (nvme) {
     u.nvme_master = "master." + name;
-    links_->store().create_from(u.nvme_master, init_part.data(), opt_n);
+    links_->store().create_from(u.nvme_master, init_part, opt_n);
   } else {
     u.host_master = alloc(MemoryTier::kHost, DType::kF32, opt_n, "offload:optimizer");
-    cpu::copy(u.host_master.f32(), init_part.data(), opt_n);
+    cpu::copy(u.host_master.f32(), init_part, opt_n);
   }
 }
 

@@ -146,8 +146,15 @@ class ModelState {
   // The first element of this rank's optimizer part in the unit (0 at stages 0 and 3).
   std::int64_t opt_offset(const ParamUnit& u) const;
   Tensor alloc(MemoryTier tier, DType dtype, std::int64_t n, const std::string& tag, bool zeroed = true);
-  void place(ParamUnit& u, const model::UnitInit& init);
-  void place_offloaded(ParamUnit& u, const std::vector<float>& init_part);
+  // Elements of a unit this rank stores: the padded unit, or its shard at stage 3.
+  std::int64_t stored_elements(const ParamUnit& u) const;
+  // Allocates u's state and fills it with init_values (through `init`, a host buffer of at
+  // least stored_elements(u) floats).
+  void place(ParamUnit& u, const model::UnitInit& init_values, float* init);
+  // place() when init_values is a model::SeededInit and the backend draws on the device
+  // (state neither offloaded nor its own master); false, having placed nothing, otherwise.
+  bool place_seeded_on_device(ParamUnit& u, const model::UnitInit& init_values, std::int64_t lo);
+  void place_offloaded(ParamUnit& u, const float* init_part);
   ShardSource shard_source(const ParamUnit& u) const;
   double local_sum_of_squares(const ParamUnit& u, const float* slice, std::int64_t lo,
                               bool on_host) const;

@@ -10,6 +10,7 @@
 
 #include "cost_model/cluster_spec.h"
 #include "cost_model/errors.h"
+#include "kernels/cpu/elementwise.h"
 
 namespace strata {
 namespace {
@@ -185,7 +186,9 @@ Buffer AccountingAllocator::allocate(MemoryTier tier, std::int64_t bytes, const 
   // A reused block holds the bytes of whatever used it last, and a fresh one is zero only
   // when the system happened to map new pages: zero-fill is the caller's choice, not luck.
   if (fill == Fill::kZero) {
-    std::memset(data, 0, static_cast<size_t>(block_bytes));
+    // On every thread: a large model's gradients and moments are GiBs of fresh pages, whose
+    // faults and clearing were a quarter of its set-up on one thread. A multiple of 64 bytes.
+    kernels::cpu::zero(static_cast<float*>(data), block_bytes / static_cast<std::int64_t>(sizeof(float)));
   } else if (arena_.options().poison_uninitialized) {
     std::memset(data, 0xFF, static_cast<size_t>(block_bytes));
   }

@@ -1,9 +1,11 @@
-// Counter-based normal and uniform draws (see param_init.h).
+// Counter-based parameter initialisation (see param_init.h).
 #include "executor/model/param_init.h"
 
 #include <algorithm>
-#include <cmath>
-#include <numbers>
+#include <stdexcept>
+#include <utility>
+
+#include "kernels/cpu/normal_init.h"
 
 namespace strata::model {
 
@@ -14,42 +16,66 @@ std::uint64_t tensor_key(std::uint64_t seed, int tensor_code, std::int64_t layer
 }
 
 double uniform_at(std::uint64_t key, std::int64_t index) {
-  const std::uint64_t bits = splitmix64(key ^ splitmix64(static_cast<std::uint64_t>(index)));
-  return static_cast<double>(bits >> 11) * 0x1.0p-53;
+  return static_cast<double>(kernels::counter_bits(key, static_cast<std::uint64_t>(index)) >> 11) *
+         0x1.0p-53;
 }
 
 double normal_at(std::uint64_t key, std::int64_t index) {
-  // Two independent counters per element: 2*index and 2*index + 1.
-  const double u1 = 1.0 - uniform_at(key, 2 * index);  // (0, 1]: log is finite
-  const double u2 = uniform_at(key, 2 * index + 1);
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+  return kernels::cpu::normal_exact(key, index);
 }
 
 void init_unit_range(const UnitLayout& unit, std::uint64_t seed, float* dst, std::int64_t begin,
                      std::int64_t end) {
-  for (std::int64_t i = begin; i < end; ++i) dst[i - begin] = 0.0f;
-  for (const auto& s : unit.segments) {
-    const std::int64_t lo = std::max(begin, s.offset);
-    const std::int64_t hi = std::min(end, s.offset + s.count());
-    if (lo >= hi) continue;
-    const std::uint64_t key = tensor_key(seed, s.code, s.layer);
-    for (std::int64_t i = lo; i < hi; ++i) {
-      const std::int64_t local = i - s.offset;
-      const std::int64_t r = local / s.cols;
-      const std::int64_t c = local % s.cols;
-      float value = 0.0f;
-      if (r < s.valid_rows) {
-        switch (s.init) {
-          case InitKind::kOnes: value = 1.0f; break;
-          case InitKind::kZeros: value = 0.0f; break;
-          case InitKind::kNormal:
-            value = static_cast<float>(s.init_std * normal_at(key, s.global_index(r, c)));
-            break;
+  // One team for the whole range; each segment's rows are shared out statically. A row's
+  // elements are consecutive global indices (global_index(r, c) = global_index(r, 0) + c), so
+  // a row is one normal_fill. The ZeRO padding past the last segment is zero.
+  const std::int64_t covered = std::min(end, unit.count);
+#pragma omp parallel
+  {
+#pragma omp for schedule(static) nowait
+    for (std::int64_t i = std::max(begin, covered); i < end; ++i) dst[i - begin] = 0.0f;
+    for (const auto& s : unit.segments) {
+      const std::int64_t lo = std::max(begin, s.offset);
+      const std::int64_t hi = std::min(end, s.offset + s.count());
+      if (lo >= hi) continue;
+      const std::uint64_t key = tensor_key(seed, s.code, s.layer);
+      const std::int64_t first_row = (lo - s.offset) / s.cols;
+      const std::int64_t last_row = (hi - 1 - s.offset) / s.cols;
+#pragma omp for schedule(static) nowait
+      for (std::int64_t r = first_row; r <= last_row; ++r) {
+        const std::int64_t row_begin = std::max(lo, s.offset + r * s.cols);
+        const std::int64_t row_end = std::min(hi, s.offset + (r + 1) * s.cols);
+        float* out = dst + (row_begin - begin);
+        const std::int64_t n = row_end - row_begin;
+        if (r >= s.valid_rows || s.init == InitKind::kZeros) {
+          std::fill(out, out + n, 0.0f);
+        } else if (s.init == InitKind::kOnes) {
+          std::fill(out, out + n, 1.0f);
+        } else {
+          const std::int64_t c = row_begin - (s.offset + r * s.cols);
+          kernels::cpu::normal_fill(out, key, s.global_index(r, c), n, s.init_std);
         }
       }
-      dst[i - begin] = value;
     }
   }
+}
+
+void SeededInit::operator()(const UnitLayout& unit, float* dst, std::int64_t begin,
+                            std::int64_t end) const {
+  init_unit_range(unit, seed, dst, begin, end);
+  if (progress) progress(end - begin);
+}
+
+UnitInit with_progress(UnitInit init, InitProgress progress) {
+  if (!init) throw std::invalid_argument("with_progress: an empty UnitInit (pass SeededInit)");
+  if (const auto* seeded = init.target<SeededInit>()) {
+    return SeededInit{seeded->seed, std::move(progress)};
+  }
+  return [init = std::move(init), progress = std::move(progress)](
+             const UnitLayout& unit, float* dst, std::int64_t begin, std::int64_t end) {
+    init(unit, dst, begin, end);
+    progress(end - begin);
+  };
 }
 
 }  // namespace strata::model

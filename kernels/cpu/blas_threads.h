@@ -20,4 +20,11 @@ class SerialBlasScope {
   int saved_ = 0;  // the count to restore; 0 when nothing was changed
 };
 
+// Whether OpenBLAS's sgemm gives the same bits on one thread and on two for the shapes of a
+// small model's layer GEMMs (a 128 x 192 x 64 product, each transpose). It does on the Intel
+// AVX-512 machines this was first measured on; on an AMD EPYC with OpenBLAS 0.3.21 it does not
+// (its threaded path blocks the sums differently), so a run's losses then move in the last
+// bits with --threads. Leaves OpenBLAS's thread count as it found it.
+bool blas_same_bits_at_any_thread_count();
+
 }  // namespace strata::kernels::cpu

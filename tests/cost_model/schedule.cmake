@@ -15,3 +15,10 @@ strata_add_test(program_test
 strata_add_test(program_sends_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/program_sends_test.cc
   LIBS strata_schedule)
+# The Program's dependency graph (Boost.Graph): its deadlock check and its critical path.
+strata_add_test(program_check_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/program_check_test.cc
+  LIBS strata_cost_model)
+strata_add_test(critical_path_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/critical_path_test.cc
+  LIBS strata_cost_model)

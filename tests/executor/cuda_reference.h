@@ -38,10 +38,27 @@ inline std::string reference_path() {
   return std::string(STRATA_SOURCE_DIR) + "/tests/executor/data/cuda_reference_losses.json";
 }
 
-inline std::vector<double> read_reference_losses() {
+// Each step's loss and global gradient norm (before clipping).
+struct ReferenceSteps {
+  std::vector<double> losses, grad_norms;
+};
+
+inline ReferenceSteps read_reference() {
   std::ifstream in(reference_path());
   const nlohmann::json j = nlohmann::json::parse(in);
-  return j.at("losses").get<std::vector<double>>();
+  return {j.at("losses").get<std::vector<double>>(), j.at("grad_norms").get<std::vector<double>>()};
 }
+
+// How far the CUDA backend (bf16 activations and weight copies, fp32 master, gradients and
+// moments) may be from the fp32 CPU reference at step s, relative. Step 0 has seen no update:
+// its loss is a mean over 1024 tokens of bf16-rounded logits (each term off by up to 2^-9 =
+// 2e-3 with random signs, so the mean by well under that): 5e-3; its gradient norm sums
+// squares of bf16-rounded products, 2e-2. A forward that returned zero logits would give
+// ln 256 = 5.545 against the reference's 5.492 (1e-2 off) and a gradient norm of the
+// embedding alone: both caught. Later steps add Adam's normalised updates of the rounded
+// gradients, which let differences grow (measured on an H200 with the former engine: losses
+// within 2e-2 over 8 steps): 1e-2 at steps 1-2, 2e-2 after; norms 5e-2.
+inline double reference_loss_tolerance(int step) { return step == 0 ? 5e-3 : step <= 2 ? 1e-2 : 2e-2; }
+inline double reference_norm_tolerance(int step) { return step == 0 ? 2e-2 : 5e-2; }
 
 }  // namespace strata::testing_support

@@ -88,7 +88,7 @@ endforeach()
 # `strata run` end to end (spawns the strata binary, which re-launches itself under mpirun).
 strata_add_test(executor_engine_cli_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_cli_test.cc
-  LIBS strata_cost_model
+  LIBS strata_cost_model strata_kernels_cpu
   LABELS mpi)
 target_compile_definitions(executor_engine_cli_test PRIVATE STRATA_BINARY="$<TARGET_FILE:strata>")
 add_dependencies(executor_engine_cli_test strata)

@@ -68,11 +68,26 @@ strata::ModelSpec equivalence_model() { return strata::testing_support::tiny_mod
 // this driver) the GPU.
 enum class Mode { kCpu, kCudaSemantics, kGpu };
 
-Trace train(const strata::Plan& plan, strata::MpiCommunicator& world, double clip, int steps,
-            Mode mode) {
-  const strata::ModelSpec model = equivalence_model();
+// The CUDA-semantics pass also trains with weight decay (matrices and embeddings only, so
+// the decay masks cut across ZeRO's shards) and a warmup + cosine learning rate, which the
+// plain pass (and the tiny train spec) leave at 0 and constant.
+strata::TrainSpec equivalence_train(double clip, bool decay_and_schedule) {
   strata::TrainSpec train = strata::testing_support::tiny_train();
   train.optimizer.grad_clip = clip;
+  if (decay_and_schedule) {
+    train.optimizer.weight_decay = 0.1;
+    train.optimizer.lr_warmup_steps = 2;
+    train.optimizer.lr_decay_style = strata::OptimizerSpec::DecayStyle::kCosine;
+    train.optimizer.lr_decay_steps = 5;
+    train.optimizer.min_lr = 1e-4;
+  }
+  return train;
+}
+
+Trace train(const strata::Plan& plan, strata::MpiCommunicator& world, double clip, int steps,
+            Mode mode, bool decay_and_schedule) {
+  const strata::ModelSpec model = equivalence_model();
+  const strata::TrainSpec train = equivalence_train(clip, decay_and_schedule);
   plan.check_against_model(model, train, "equivalence plan");
   const auto corpus = strata::data::generated_corpus(train.seed, 1 << 18);
   strata::engine::BackendMaker maker = strata::engine::cpu_backend_maker();
@@ -143,7 +158,8 @@ int check_memory(const strata::Plan& plan, const Trace& got, strata::MpiCommunic
 
 int run(int argc, char** argv, strata::MpiSession& session) {
   // --cuda-semantics: the plan's ranks run the CPU backend's CUDA-semantics mode (queued
-  // streams, a reusing pool, the race checker), against the plain CPU single rank.
+  // streams, a reusing pool, the race checker), against the plain CPU single rank, both with
+  // weight decay and a warmup + cosine learning rate (equivalence_train).
   Mode mode = kCuda ? Mode::kGpu : Mode::kCpu;
   if (argc > 1 && std::string(argv[1]) == "--cuda-semantics") {
     mode = Mode::kCudaSemantics;
@@ -188,13 +204,14 @@ int run(int argc, char** argv, strata::MpiSession& session) {
     return 77;
   }
 #endif
-  const Trace got = train(plan, *world, clip, kSteps, mode);
+  const bool decay_and_schedule = mode == Mode::kCudaSemantics;
+  const Trace got = train(plan, *world, clip, kSteps, mode, decay_and_schedule);
   int failures = 0;
   if (world->rank() == 0) {
     auto self = strata::MpiCommunicator::duplicate(MPI_COMM_SELF);
     const strata::Plan single = strata::testing_support::make_plan(
         1, 1, 1, 1, strata::ScheduleKind::kOneFOneB, 0, strata::testing_support::tiny_train().global_batch);
-    const Trace want = train(single, *self, clip, kSteps, Mode::kCpu);
+    const Trace want = train(single, *self, clip, kSteps, Mode::kCpu, decay_and_schedule);
     // fp32 CPU: 1e-4. bf16 on the GPU against the fp32 CPU: bf16 rounds every activation and
     // weight copy to 8 mantissa bits (2^-9 = 2e-3 relative); over 5 Adam steps the losses stay
     // within 2e-2 and the gradient norms within 5e-2.

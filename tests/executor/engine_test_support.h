@@ -47,4 +47,23 @@ inline std::vector<double> run_losses(const ModelSpec& model, const TrainSpec& t
   return losses;
 }
 
+// Each step's loss and gradient norm.
+struct StepValues {
+  std::vector<double> losses, grad_norms;
+};
+inline StepValues run_steps(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
+                            MpiCommunicator& world, int steps,
+                            const std::vector<std::uint8_t>& corpus,
+                            const engine::BackendMaker& backend = engine::cpu_backend_maker()) {
+  plan.check_against_model(model, train, "test plan");
+  engine::RankTraining rank(model, train, plan, world, TierBudgets{}, corpus, {}, backend);
+  StepValues values;
+  for (int s = 0; s < steps; ++s) {
+    const auto r = rank.engine().step(s);
+    values.losses.push_back(r.loss);
+    values.grad_norms.push_back(r.grad_norm);
+  }
+  return values;
+}
+
 }  // namespace strata::testing_support

@@ -37,7 +37,8 @@ gtest_counts() {
 # ctest files; a dry run over a build tree checks this list against ctest's). An MPI
 # binary's exit code 77 is its own skip (too few GPUs for NCCL).
 gpu_unit_tests=(cuda_kernels_test cuda_runtime_gpu_test cuda_vocab_parallel_loss_test
-                cuda_engine_gpu_test select_cuda_test calibrate_cuda_gpu_test)
+                cuda_engine_gpu_test select_cuda_test calibrate_cuda_gpu_test
+                cuda_seeded_init_test)
 gpu_mpi_tests=(cuda_runtime_host_staged_mpi_test cuda_runtime_nccl_mpi_test)
 phase_tests() {
   local t np rc ok=0 skipped=0 failed=() stopped=() counts p s cases_passed=0 cases_skipped=0

@@ -8,7 +8,7 @@ gpu_session_targets=(
   strata
   # the GPU unit tests (ctest label gpu), one process each
   cuda_kernels_test cuda_runtime_gpu_test cuda_vocab_parallel_loss_test cuda_engine_gpu_test
-  select_cuda_test calibrate_cuda_gpu_test
+  select_cuda_test calibrate_cuda_gpu_test cuda_seeded_init_test
   # the GPU unit tests under mpirun, and the CUDA equivalence matrix
   cuda_runtime_host_staged_mpi_test cuda_runtime_nccl_mpi_test cuda_engine_equivalence
 )

@@ -8,7 +8,8 @@
 //     writes its fits to a scratch Profile file this process merges;
 //   - NVMe read/write (executor/offload/nvme_bandwidth.h) when --nvme-dir is given.
 // A progress bar goes to stderr, a one-screen summary to stdout; the Profile is written
-// atomically, only once everything has been measured.
+// atomically, only once everything has been measured, to --out and to the per-machine cache
+// (profile_cache.h) that the pricing commands read by default.
 // --backend cuda (calibrate_cuda.h) measures one GPU through the CUDA backend's kernels
 // instead of the compute part, plus its memory headroom; no collectives (one GPU has none to
 // measure; several: not yet). Without CUDA in the binary or a device: exit 2 before any work.
@@ -36,6 +37,7 @@
 #include "tools/strata/calibrate_cuda.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/inputs.h"
+#include "tools/strata/profile_cache.h"
 
 namespace strata::cli {
 namespace {
@@ -226,6 +228,18 @@ int run_calibrate(const CalibrateOptions& options, std::ostream& out) {
   bar.finish();
   write_json_file(options.out, profile.to_json());
   print_summary(out, profile, options.out);
+  // Also the machine's newest in the cache, which the pricing commands use by default; a
+  // cache that cannot be written costs the default, not the calibration (--out has it).
+  const CacheStore cached = store_in_profile_cache(profile);
+  if (!cached.path.empty()) {
+    out << fmt::format("cached {} (predict, plan, run and select on this machine's cluster "
+                       "use it unless --profile or --no-profile say otherwise)\n", cached.path);
+  } else if (!cached.warning.empty()) {
+    std::cerr << fmt::format("strata: warning: {}; the profile is only in {} (pass it with "
+                             "--profile)\n", cached.warning, options.out);
+  } else {
+    out << "not cached: STRATA_CACHE_DIR=off (or no home directory)\n";
+  }
   return 0;
 }
 

@@ -11,6 +11,7 @@
 
 #include "cost_model/chrome_trace.h"
 #include "cost_model/compare.h"
+#include "cost_model/errors.h"
 #include "cost_model/json_reader.h"
 #include "cost_model/step_report.h"
 #include "cost_model/units.h"
@@ -29,13 +30,39 @@ struct CompareOptions {
   std::string measured_trace;   // `strata run`'s DIR/trace.json
 };
 
-// A plan file (`strata plan --out`: the plan's keys plus "prediction") or a bare StepReport.
-StepReport load_predicted(const std::string& path) {
-  const Json json = read_json_file(path);
-  if (json.is_object() && json.contains("prediction")) {
-    return StepReport::from_json(json.at("prediction"), path + ": prediction");
+// A plan file (`strata plan --out`: the plan's keys plus "prediction") or a bare StepReport
+// (`strata predict --json`), with the "profile" those commands write beside the report's
+// keys: the profile that priced it (profile_choice.h), empty when the file does not say.
+struct Predicted {
+  StepReport report;
+  std::string profile;
+};
+Predicted load_predicted(const std::string& path) {
+  Json json = read_json_file(path);
+  const bool plan_file = json.is_object() && json.contains("prediction");
+  Json& report = plan_file ? json["prediction"] : json;
+  Predicted p;
+  if (report.is_object() && report.contains("profile")) {
+    if (!report["profile"].is_string()) {
+      throw ConfigError(fmt::format("{}: field '{}profile' is {}, expected a string", path,
+                                    plan_file ? "prediction." : "", report["profile"].dump()));
+    }
+    p.profile = report["profile"].get<std::string>();
+    report.erase("profile");
   }
-  return StepReport::from_json(json, path);
+  p.report = plan_file ? StepReport::from_json(report, path + ": prediction")
+                       : StepReport::from_json(report, path);
+  return p;
+}
+
+// Which profile priced the prediction, as the command that made it recorded.
+std::string profile_line(const std::string& profile) {
+  if (profile.empty()) return "profile of the prediction: not recorded in the file";
+  if (profile == "none") {
+    return "profile of the prediction: none (the cluster file's estimates, uncalibrated; "
+           "`strata calibrate` caches a profile that later predictions use)";
+  }
+  return "profile of the prediction: " + profile;
 }
 
 // The value in the table's unit: seconds, tokens/s and TFLOP/s as they are, fractions as
@@ -80,7 +107,8 @@ void print_table(std::ostream& out, const CompareOptions& options, const StepRep
 }
 
 int run_compare(const CompareOptions& options, std::ostream& out) {
-  const StepReport predicted = load_predicted(options.predicted);
+  const Predicted loaded = load_predicted(options.predicted);
+  const StepReport& predicted = loaded.report;
   const StepReport measured = StepReport::load(options.measured);
   const ReportComparison comparison = compare_reports(predicted, measured);
   if (!options.trace.empty()) {
@@ -93,9 +121,11 @@ int run_compare(const CompareOptions& options, std::ostream& out) {
     Json json = comparison_to_json(comparison);
     json["predicted_file"] = options.predicted;
     json["measured_file"] = options.measured;
+    json["predicted_profile"] = loaded.profile.empty() ? Json(nullptr) : Json(loaded.profile);
     out << json.dump(2) << "\n";
   } else {
     print_table(out, options, predicted, measured, comparison);
+    out << profile_line(loaded.profile) << "\n";
     if (!options.trace.empty()) out << fmt::format("wrote {}\n", options.trace);
   }
   return 0;

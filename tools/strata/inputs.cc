@@ -86,9 +86,7 @@ void add_spec_options(CLI::App& command, SpecOptions& options) {
       ->required();
   command.add_option("--train", options.train, "training setup: a JSON file or a bundled name")
       ->required();
-  command.add_option("--profile", options.profile,
-                     "profile: a calibrated file (strata calibrate) or a bundled name "
-                     "(megatron-lm-2021: the published Megatron-LM runs' kernels)");
+  add_profile_options(command, options.profile.profile, options.profile.no_profile);
 }
 
 Inputs load_inputs(const SpecOptions& options) {
@@ -96,9 +94,7 @@ Inputs load_inputs(const SpecOptions& options) {
   inputs.model = ModelSpec::load(resolve_config("models", options.model, "--model"));
   inputs.cluster = ClusterSpec::load(resolve_config("clusters", options.cluster, "--cluster"));
   inputs.train = TrainSpec::load(resolve_config("train", options.train, "--train"));
-  if (!options.profile.empty()) {
-    inputs.profile = Profile::load(resolve_config("profiles", options.profile, "--profile"));
-  }
+  inputs.profile = choose_profile(options.profile, inputs.cluster);
   return inputs;
 }
 

@@ -15,6 +15,7 @@
 #include "cost_model/plan.h"
 #include "cost_model/profile.h"
 #include "cost_model/train_spec.h"
+#include "tools/strata/profile_choice.h"
 
 namespace strata::cli {
 
@@ -33,7 +34,7 @@ struct SpecOptions {
   std::string model;
   std::string cluster;
   std::string train;
-  std::string profile;  // optional
+  ProfileFlags profile;  // --profile / --no-profile (profile_choice.h)
 };
 void add_spec_options(CLI::App& command, SpecOptions& options);
 
@@ -41,8 +42,8 @@ struct Inputs {
   ModelSpec model;
   ClusterSpec cluster;
   TrainSpec train;
-  std::optional<Profile> profile;
-  const Profile* profile_ptr() const { return profile ? &*profile : nullptr; }
+  ProfileChoice profile;  // --profile, else the cached or bundled one, else none
+  const Profile* profile_ptr() const { return profile.get(); }
 };
 Inputs load_inputs(const SpecOptions& options);
 

@@ -28,17 +28,21 @@ struct PlanOptions {
   bool allow_tp_across_nodes = false;
 };
 
-// A plan file: the plan's keys plus its prediction and the names it was made for.
-Json plan_file_json(const ScoredPlan& scored, const PlanOptions& options) {
+// A plan file: the plan's keys plus its prediction (with the profile that priced it) and the
+// names it was made for.
+Json plan_file_json(const ScoredPlan& scored, const PlanOptions& options,
+                    const ProfileChoice& profile) {
   Json json = scored.plan.to_json();
   json["prediction"] = scored.prediction.to_json();
+  json["prediction"]["profile"] = profile.name;
   json["model"] = options.specs.model;
   json["cluster"] = options.specs.cluster;
   json["train"] = options.specs.train;
   return json;
 }
 
-Json result_json(const PlanSearchResult& result, const PlanOptions& options) {
+Json result_json(const PlanSearchResult& result, const PlanOptions& options,
+                 const ProfileChoice& profile) {
   Json json = {{"model", options.specs.model},
                {"cluster", options.specs.cluster},
                {"train", options.specs.train},
@@ -47,12 +51,15 @@ Json result_json(const PlanSearchResult& result, const PlanOptions& options) {
                {"scored", result.scored},
                {"pruned", result.pruned},
                {"fitting", result.fitting},
-               {"dropped", result.dropped}};
+               {"dropped", result.dropped},
+               {"profile", profile.name}};
+  if (!result.deadlock_example.empty()) json["deadlock_example"] = result.deadlock_example;
   json["plans"] = Json::array();
-  for (const ScoredPlan& scored : result.top) json["plans"].push_back(plan_file_json(scored, options));
+  for (const ScoredPlan& scored : result.top) json["plans"].push_back(plan_file_json(scored, options, profile));
   if (result.top.empty()) {
     json["top_reason"] = result.top_reason;
-    json["closest"] = result.closest ? plan_file_json(*result.closest, options) : Json(nullptr);
+    json["closest"] =
+        result.closest ? plan_file_json(*result.closest, options, profile) : Json(nullptr);
   }
   return json;
 }
@@ -69,6 +76,7 @@ void print_counts(std::ostream& out, const PlanSearchResult& result) {
   if (dropped.empty()) out << " none";
   for (const auto& [reason, count] : dropped) out << fmt::format(" [{}: {}]", reason, count);
   out << "\n";
+  if (!result.deadlock_example.empty()) out << "  e.g. " << result.deadlock_example << "\n";
 }
 
 void print_table(std::ostream& out, const PlanSearchResult& result) {
@@ -123,10 +131,10 @@ int run_plan(const PlanOptions& options, std::ostream& out) {
   const PlanSearchResult result = search_plans(inputs.model, inputs.cluster, inputs.train, planner);
 
   if (!options.out.empty() && !result.top.empty()) {
-    write_json_file(options.out, plan_file_json(result.top.front(), options));
+    write_json_file(options.out, plan_file_json(result.top.front(), options, inputs.profile));
   }
   if (options.json) {
-    out << result_json(result, options).dump(2) << "\n";
+    out << result_json(result, options, inputs.profile).dump(2) << "\n";
   } else {
     out << fmt::format("model {} ({} parameters) on {} of {} GPUs of {}, global batch {}, {}\n",
                        inputs.model.name,
@@ -140,6 +148,7 @@ int run_plan(const PlanOptions& options, std::ostream& out) {
       print_table(out, result);
       if (!options.out.empty()) out << fmt::format("wrote {}\n", options.out);
     }
+    out << inputs.profile.line() << "\n";
   }
   return result.top.empty() ? kExitDoesNotFit : 0;
 }

@@ -1,14 +1,17 @@
 // `strata predict`: the cost model's Prediction for one given plan: step time and its parts,
 // throughput, MFU, bubble and memory per tier (worst rank, then each pipeline rank), as text
-// or as StepReport JSON. Exit code 3 when the plan does not fit (the prediction is printed).
+// or as StepReport JSON; with --critical-path the ops that set the step time
+// (critical_path_print.h). Exit code 3 when the plan does not fit (the prediction is printed).
 #include <memory>
 #include <ostream>
 
 #include <fmt/format.h>
 
 #include "cost_model/cost_model.h"
+#include "cost_model/json_reader.h"
 #include "planner/planner.h"
 #include "tools/strata/commands.h"
+#include "tools/strata/critical_path_print.h"
 #include "tools/strata/inputs.h"
 
 namespace strata::cli {
@@ -18,6 +21,7 @@ struct PredictOptions {
   SpecOptions specs;
   std::string plan;
   bool json = false;
+  bool critical_path = false;
 };
 
 void print_prediction(std::ostream& out, const Prediction& r, const Inputs& inputs,
@@ -66,9 +70,18 @@ int run_predict(const PredictOptions& options, std::ostream& out) {
       predict(inputs.model, inputs.cluster, inputs.train, plan, inputs.profile_ptr());
   const MemoryOvershoot over = memory_overshoot(prediction, inputs.cluster, plan.world_size());
   if (options.json) {
-    out << prediction.to_json().dump(2) << "\n";
+    // "profile" beside the StepReport's keys (compare reads it back: load_predicted).
+    Json json = prediction.to_json();
+    json["profile"] = inputs.profile.name;
+    out << json.dump(2) << "\n";
   } else {
     print_prediction(out, prediction, inputs, plan, over);
+    out << inputs.profile.line() << "\n";
+  }
+  if (options.critical_path) {
+    const StepCriticalPath path =
+        step_critical_path(inputs.model, inputs.cluster, inputs.train, plan, inputs.profile_ptr());
+    print_critical_path(out, path.path);
   }
   return over.fits() ? 0 : kExitDoesNotFit;
 }
@@ -82,6 +95,9 @@ void add_predict_command(CLI::App& app, CommandContext& context) {
   add_spec_options(*command, options->specs);
   command->add_option("--plan", options->plan, "plan: a JSON file or a bundled name")->required();
   command->add_flag("--json", options->json, "print the prediction as StepReport JSON");
+  command->add_flag("--critical-path", options->critical_path,
+                    "also print the chain of ops that sets the step time, its share by kind and "
+                    "the slack of the longest ops off it");
   command->footer("Exit code 3 when the plan does not fit in memory (the prediction is printed).");
   command->callback(
       [options, &context] { context.exit_code = run_predict(*options, *context.out); });

@@ -77,26 +77,23 @@
 #include "tools/strata/inputs.h"
 #include "tools/strata/out_dir.h"
 #include "tools/strata/run_common.h"
+#include "tools/strata/setup_progress.h"
 
 namespace strata::cli {
 namespace fs = std::filesystem;
 // The measured step time and offload bytes beside the cost model's for the same plan: with
-// --profile the calibrated rates, else the cluster file's.
-void print_predicted(const Validated& v, const StepReport& rep, const std::string& profile_path,
-                     std::ostream& out) {
+// the chosen profile's rates (profile_choice.h), else the cluster file's.
+void print_predicted(const Validated& v, const StepReport& rep, std::ostream& out) {
   double predicted_s = 0;
-  std::optional<Profile> profile;
-  if (!profile_path.empty()) profile = Profile::load(profile_path);
   try {
-    predicted_s = predict(v.model, v.cluster, v.train, v.plan,
-                          profile ? &*profile : nullptr).step_time_s;
+    predicted_s = predict(v.model, v.cluster, v.train, v.plan, v.profile.get()).step_time_s;
   } catch (const InfeasiblePlan& e) {
     out << fmt::format("no prediction for this plan on cluster {}: {}\n", v.cluster.name, e.what());
   }
   if (predicted_s > 0) {
     out << fmt::format("step time {:.4f} s measured, {:.4f} s predicted by the cost model "
                        "(cluster {}, {})\n", rep.step_time_s, predicted_s, v.cluster.name,
-                       profile ? "profile " + profile_path : std::string("no profile"));
+                       v.profile ? "profile " + v.profile.name : std::string("no profile"));
   }
   if (rep.transfers.empty()) return;
   TransferBytes want;
@@ -199,6 +196,9 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
     throw InfeasiblePlan(fmt::format("{}: the plan needs {} ranks, mpirun started {}", v.plan_path,
                                      v.plan.world_size(), world.size()));
   }
+  // Rank 0 says what it is doing when set-up takes over a second (setup_progress.h).
+  SetupProgress setup(out, v.model.name, v.model.total_params(), world.rank() == 0);
+  setup.phase("opening the data");
   const RunData run_data = open_run_data(o, v);
   TierBudgets budgets = TierBudgets::per_rank(v.cluster);
   if (v.device_budget_mib) {
@@ -215,14 +215,22 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
   // after the state exists. The checkpoint's full tensors are let go of before training.
   std::optional<checkpoint::CheckpointReader> resume;
   if (!v.resume_dir.empty()) resume.emplace(v.resume_dir, v.model);
-  const model::UnitInit init =
+  const model::UnitInit init = model::with_progress(
       resume ? resume->params()
-      : o.init_from.empty() ? model::UnitInit{}
-                            : weights::weights_file_init(o.init_from, v.model, "--init-from");
+      : o.init_from.empty() ? model::SeededInit{v.train.seed, {}}
+                            : weights::weights_file_init(o.init_from, v.model, "--init-from"),
+      setup.counter());
+  setup.phase("initialising parameters");
   engine::RankTraining rank(v.model, v.train, v.plan, world, budgets, run_data.train_tokens,
                             offload, make_backend, init);
   if (resume) resume->load_moments(rank.engine().state());
   resume.reset();
+  // Host memory on CUDA is pinned (offloaded state, staging); on the CPU it is the tier.
+  const double host_bytes =
+      static_cast<double>(rank.allocator().usage(MemoryTier::kHost).current_bytes);
+  setup.finish(backend == Backend::kCuda && host_bytes > 0
+                   ? fmt::format("{} GiB of host memory pinned", gib(host_bytes))
+                   : std::string());
   std::int64_t saved_step = v.start_step;  // the newest checkpoint of this run's state
   const auto save_checkpoint = [&](std::int64_t done) {
     checkpoint::Manifest m;
@@ -254,7 +262,8 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
                        o.init_from.empty() ? "" : ", weights from " + o.init_from)
         << (v.resume_dir.empty() ? std::string()
                                  : fmt::format("resumed from {} after step {}\n", v.resume_dir,
-                                               v.start_step));
+                                               v.start_step))
+        << std::flush;  // before a first step that may take minutes, even into a pipe
     const std::string path = (fs::path(o.out) / "metrics.jsonl").string();
     if (v.start_step > 0) keep_metrics_until(path, v.start_step);
     metrics.open(path, v.start_step > 0 ? std::ios::app : std::ios::trunc);
@@ -344,7 +353,7 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
                      "peak device memory {} GiB (worst rank)\n",
                      rep.step_time_s, rep.tokens_per_s, rep.tflops_per_gpu, percent(rep.mfu),
                      gib(rep.memory_bytes.device));
-  print_predicted(v, rep, o.profile, out);
+  print_predicted(v, rep, out);
   out << fmt::format("wrote {}/report.json, trace.json, memory_tags.json\n", o.out);
   if (!o.update_profile.empty()) update_profile(o.update_profile, v, rep, out);
   return 0;
@@ -442,6 +451,7 @@ int run_command(const RunOptions& o, std::ostream& out) {
   }
   const LaunchEnv launch = detect_launch_env();
   if (!launch.under_launcher) {
+    out << v.profile.line() << "\n" << std::flush;  // once, by the launcher, not every rank
     if (const std::optional<std::string> why = does_not_fit(v)) {
       std::cerr << "strata: " << *why << "\n";
       return kExitDoesNotFit;
@@ -534,10 +544,8 @@ void add_run_command(CLI::App& app, CommandContext& context) {
                       "fold this run into the profile's fed-back factors (each a trimmed mean of "
                       "what the last 32 runs of its kind asked for), rewriting the file")
       ->check(CLI::ExistingFile);
-  command->add_option("--profile", options->profile,
-                      "calibrated profile (strata calibrate) for the prediction printed beside "
-                      "the measurement")
-      ->check(CLI::ExistingFile);
+  // The prediction printed beside the measurement, and the fit check.
+  add_profile_options(*command, options->profile, options->no_profile);
   command->add_option_function<std::string>(
       "--backend", [options](const std::string& b) { options->backend = b; },
       "cpu or cuda (default: cuda when a GPU is present and the plan fits this machine's GPUs)");

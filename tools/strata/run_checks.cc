@@ -16,6 +16,8 @@
 #include "cost_model/cost_model.h"
 #include "cost_model/errors.h"
 #include "cost_model/limits.h"
+#include "cost_model/partition.h"
+#include "cost_model/program_check.h"
 #include "cost_model/units.h"
 #include "executor/checkpoint/manifest.h"
 #include "executor/data/dataset.h"
@@ -248,10 +250,19 @@ Validated validate(const RunOptions& o) {
         "{}: tp*pp*dp = {}*{}*{} = {} ranks, more than --max-ranks {} allows on this machine",
         v.plan_path, v.plan.tp, v.plan.pp, v.plan.dp, v.plan.world_size(), o.max_ranks));
   }
+  // The Program every rank will replay cannot hang (cost_model/program_check.h): refused
+  // here, before any rank starts, not ended by the watchdog after --comm-timeout-s.
+  try {
+    check_deadlock_free(make_program(
+        v.model, v.train, v.plan,
+        ProgramOptions{o.prefetch_depth, false, vocab_row_alignment(v.cluster.backend)}));
+  } catch (const ProgramDeadlock& e) {
+    throw ProgramDeadlock(fmt::format("{}: {}", v.plan_path, e.what()));
+  }
   check_nvme_dir(o, v.plan);
   check_data(o, v);
   check_weights_flags(o, v);
-  if (!o.profile.empty()) v.profile = Profile::load(o.profile);
+  v.profile = choose_profile(ProfileFlags{o.profile, o.no_profile}, v.cluster);
   check_update_profile(o.update_profile);
   check_out_dir(o.out);
   if (!o.save.empty()) check_out_dir(o.save, "--save");
@@ -323,9 +334,13 @@ std::vector<std::string> relaunch_args(const RunOptions& o, const Validated& v, 
     args.push_back("--update-profile");
     args.push_back(fs::absolute(o.update_profile).string());
   }
-  if (!o.profile.empty()) {
+  // The profile chosen here, so that every rank prices with it even if a calibration
+  // caches a newer one meanwhile.
+  if (v.profile) {
     args.push_back("--profile");
-    args.push_back(fs::absolute(o.profile).string());
+    args.push_back(fs::absolute(v.profile.path).string());
+  } else {
+    args.push_back("--no-profile");
   }
   if (!o.save.empty()) {
     args.push_back("--save");

@@ -18,6 +18,7 @@
 #include "executor/data/dataset.h"
 #include "executor/engine/rank_training.h"
 #include "executor/runtime/backend_select.h"
+#include "tools/strata/profile_choice.h"
 
 namespace strata::cli {
 
@@ -41,7 +42,8 @@ struct RunOptions {
   int prefetch_depth = 2;         // ZeRO-3 offloaded params: layers fetched ahead
   std::optional<double> device_budget_mib;  // the device tier's budget instead of the cluster's
   std::string update_profile;     // fold the measured step into this profile (see update_profile)
-  std::string profile;            // the printed prediction uses this calibrated profile
+  std::string profile;            // --profile: the prediction uses this profile (profile_choice.h)
+  bool no_profile = false;        // --no-profile: the prediction uses none (not the cached one)
   std::optional<std::string> backend;  // --backend cpu|cuda; unset: cuda when a GPU is found
   int ranks_per_gpu = 1;          // CUDA: processes sharing one GPU (host-staged communicators)
   bool cuda_semantics = false;    // CPU backend with CUDA's stream semantics and the race check
@@ -66,7 +68,7 @@ struct Validated {
   TrainSpec train;
   ClusterSpec cluster;
   Plan plan;
-  std::optional<Profile> profile;  // --profile, parsed
+  ProfileChoice profile;  // --profile, --no-profile, else the cached or bundled one, parsed
   std::optional<double> device_budget_mib;
   std::string model_path, train_path, cluster_path, plan_path;
   std::string data_identity;   // the training tokens' identity, recorded in checkpoints
@@ -109,9 +111,9 @@ std::optional<std::string> does_not_fit(const Validated& v);
 std::vector<std::string> relaunch_args(const RunOptions& o, const Validated& v, Backend backend,
                                        const std::string& job_dir);
 
-// The measured step time and offload bytes beside the cost model's for the same plan.
-void print_predicted(const Validated& v, const StepReport& rep, const std::string& profile_path,
-                     std::ostream& out);
+// The measured step time and offload bytes beside the cost model's for the same plan, priced
+// with v.profile.
+void print_predicted(const Validated& v, const StepReport& rep, std::ostream& out);
 
 // --update-profile: folds the run into the profile's fed-back factors (which run fits which:
 // cost_model/profile_feedback.h) and rewrites the file.

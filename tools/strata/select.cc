@@ -45,7 +45,7 @@ struct SelectOptionsCli {
   bool plan_only = false;
   std::string out = "strata-select";
   std::optional<double> device_budget_mib;  // unset: the cluster's device memory
-  std::string profile;
+  ProfileFlags profile;
 };
 
 // A workload's reference: a bundled name, or a path (relative to the workload's directory).
@@ -80,12 +80,13 @@ void print_plan(std::ostream& out, const std::vector<Job>& jobs, const std::vect
 
 Json report_json(const std::vector<Job>& jobs, const std::vector<JobWays>& ways,
                  const SelectSchedule& s, const select::SelectRun& run,
-                 const SelectOptionsCli& o) {
+                 const SelectOptionsCli& o, const ProfileChoice& profile) {
   Json j;
   j["workload"] = o.workload;
   j["cluster"] = o.cluster;
   j["devices"] = o.gpus;
   j["policy"] = to_string(s.policy);
+  j["profile"] = profile.name;
   j["predicted_makespan_s"] = s.makespan_s;
   j["lower_bound_s"] = s.lower_bound_s;
   j["measured_makespan_s"] = run.makespan_s;
@@ -174,8 +175,7 @@ int select_command(const SelectOptionsCli& o, std::ostream& out) {
   };
   const std::vector<Job> jobs = expand(spec, resolve, workload_path);
   const ClusterSpec cluster = ClusterSpec::load(resolve_config("clusters", o.cluster, "--cluster"));
-  std::optional<Profile> profile;
-  if (!o.profile.empty()) profile = Profile::load(resolve_config("profiles", o.profile, "--profile"));
+  const ProfileChoice profile = choose_profile(o.profile, cluster);
   if (o.device_budget_mib &&
       (!(*o.device_budget_mib > 0) || !(*o.device_budget_mib <= limits::kBudgetMib))) {
     throw ConfigError(fmt::format("--device-budget-mib: value {}, expected a finite number of "
@@ -190,7 +190,7 @@ int select_command(const SelectOptionsCli& o, std::ostream& out) {
   SelectOptions options;
   options.devices = o.gpus;
   options.device_budget_bytes = o.device_budget_mib ? *o.device_budget_mib * 1024.0 * 1024.0 : 0;
-  options.profile = profile ? &*profile : nullptr;
+  options.profile = profile.get();
   std::vector<JobWays> ways;
   try {
     ways = job_ways(jobs, cluster, options);
@@ -210,6 +210,7 @@ int select_command(const SelectOptionsCli& o, std::ostream& out) {
                      o.device_budget_mib ? fmt::format(", {} MiB per device", *o.device_budget_mib)
                                          : std::string());
   print_plan(out, jobs, ways, schedule);
+  out << profile.line() << "\n";
   if (o.plan_only) return 0;
   if (cluster.backend == Backend::kCuda) {
     for (std::size_t j = 0; j < jobs.size(); ++j) {
@@ -253,7 +254,7 @@ int select_command(const SelectOptionsCli& o, std::ostream& out) {
   };
   const select::SelectRun run = run_schedule(jobs, plans, schedule, o.gpus, cluster, run_options);
 
-  const Json report = report_json(jobs, ways, schedule, run, o);
+  const Json report = report_json(jobs, ways, schedule, run, o, profile);
   write_json_file((fs::path(o.out) / "select_report.json").string(), report);
   write_chrome_trace((fs::path(o.out) / "trace.json").string(), device_trace(jobs, run, o.gpus));
   out << "leaderboard (final loss):\n";
@@ -293,7 +294,7 @@ void add_select_command(CLI::App& app, CommandContext& context) {
   command->add_option_function<double>(
       "--device-budget-mib", [options](const double& mib) { options->device_budget_mib = mib; },
       "each device's memory budget in MiB, > 0 (default: the cluster's)");
-  command->add_option("--profile", options->profile, "calibrated profile (strata calibrate)");
+  add_profile_options(*command, options->profile.profile, options->profile.no_profile);
   command->callback([options, &context] { context.exit_code = select_command(*options, *context.out); });
 }
 

@@ -55,7 +55,8 @@ int run_simulate(const SimulateOptions& options, std::ostream& out) {
                  {"bubble_fraction", sim.parts.bubble_s / sim.step_s},
                  {"busy_s", sim.busy_s},
                  {"tail_s", sim.tail_s},
-                 {"tokens_per_s", tokens_per_s}};
+                 {"tokens_per_s", tokens_per_s},
+                 {"profile", inputs.profile.name}};
     out << json.dump(2) << "\n";
     return 0;
   }
@@ -76,6 +77,7 @@ int run_simulate(const SimulateOptions& options, std::ostream& out) {
     out << fmt::format("  pp_rank {:>3}: busy {:.4f} s, tail {:.4f} s\n", r, sim.busy_s[r],
                        sim.tail_s[r]);
   }
+  out << inputs.profile.line() << "\n";
   if (!options.trace.empty()) out << fmt::format("wrote {}\n", options.trace);
   return 0;
 }

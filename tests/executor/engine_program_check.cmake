@@ -1,0 +1,9 @@
+# Every plan of the CPU equivalence matrix (engine.cmake's strata_equivalence_plans, read
+# here so that the list stays in one place: this fragment sorts after engine.cmake) passes
+# the Program's deadlock check (cost_model/program_check.h), as the engine would replay it.
+list(JOIN strata_equivalence_plans "," strata_equivalence_plan_list)
+strata_add_test(engine_program_check_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_program_check_test.cc
+  LIBS strata_cost_model)
+target_compile_definitions(engine_program_check_test PRIVATE
+  STRATA_EQUIVALENCE_PLANS="${strata_equivalence_plan_list}")

@@ -1,0 +1,73 @@
+// The CPU equivalence matrix's plans (tests/executor/engine.cmake) pass the deadlock check:
+// each entry parsed as engine_equivalence_main.cc parses it ("t2_2_1_1_1f1b_0_1_0_full_sp":
+// t p d v schedule zero micro_batch grad_clip [recompute [sp|nosp [offload [F..L]]]]), its
+// Program made with the options the CPU engine makes it with (prefetch depth 2, no
+// regathers, no wte padding) for the tiny model and train the matrix trains.
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cost_model/plan.h"
+#include "cost_model/program.h"
+#include "cost_model/program_check.h"
+
+namespace strata {
+namespace {
+
+std::vector<std::string> split(const std::string& s, char by) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, by);) out.push_back(item);
+  return out;
+}
+
+Plan plan_of(const std::string& entry) {
+  const std::vector<std::string> a = split(entry.substr(1), '_');
+  Plan plan;
+  plan.tp = std::stoll(a.at(0));
+  plan.pp = std::stoll(a.at(1));
+  plan.dp = std::stoll(a.at(2));
+  plan.virtual_stages = std::stoll(a.at(3));
+  plan.schedule = schedule_kind_from_string(a.at(4));
+  plan.zero_stage = std::stoi(a.at(5));
+  plan.micro_batch = std::stoll(a.at(6));
+  if (a.size() > 8) plan.recompute = recompute_from_string(a[8]);
+  if (a.size() > 9) plan.sequence_parallel = a[9] == "sp";
+  if (a.size() > 10) {
+    const OffloadTier tier = offload_tier_from_string(a[10]);
+    plan.offload.optimizer = tier;
+    if (plan.zero_stage >= 2) plan.offload.gradients = tier;
+    if (plan.zero_stage == 3) plan.offload.params = tier;
+  }
+  if (a.size() > 11) {
+    const std::size_t dots = a[11].find("..");
+    plan.first_stage_layers = std::stoll(a[11].substr(0, dots));
+    plan.last_stage_layers = std::stoll(a[11].substr(dots + 2));
+  }
+  return plan;
+}
+
+TEST(EngineProgramCheck, EveryEquivalencePlanCannotDeadlock) {
+  const ModelSpec model = ModelSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/models/tiny.json");
+  const TrainSpec train = TrainSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/train/tiny.json");
+  const std::vector<std::string> entries = split(STRATA_EQUIVALENCE_PLANS, ',');
+  ASSERT_GE(entries.size(), 30u);  // the matrix had 32 entries when this was written
+  for (const std::string& entry : entries) {
+    SCOPED_TRACE(entry);
+    const Plan plan = plan_of(entry);
+    ProgramOptions options;  // the CPU engine's: prefetch 2, no regathers, alignment 1
+    const Program program = make_program(model, train, plan, options);
+    std::string fault;
+    try {
+      check_deadlock_free(program);
+    } catch (const ProgramDeadlock& e) {
+      fault = e.what();
+    }
+    EXPECT_EQ(fault, "");
+  }
+}
+
+}  // namespace
+}  // namespace strata

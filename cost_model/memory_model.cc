@@ -15,6 +15,7 @@
 #include "cost_model/partition.h"
 #include "cost_model/program.h"
 #include "cost_model/program_memory.h"
+#include "cost_model/rank_program_cache.h"
 #include "cost_model/steady_cut.h"
 #include "cost_model/units.h"
 
@@ -297,7 +298,22 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluste
 
   MemoryEstimate estimate;
   estimate.stages.reserve(static_cast<std::size_t>(p));
+  // The ranks estimated (MemoryModelOptions::every_rank says why these hold the worst).
+  std::vector<bool> estimated(static_cast<std::size_t>(p), options.every_rank);
+  if (!options.every_rank) {
+    estimated.front() = estimated.back() = true;
+    if (p > 2) {
+      const std::int64_t second = in_flight_chunks(plan.schedule, p, v, m, 1);
+      std::int64_t last_alike = 1;
+      while (last_alike + 1 < p - 1 &&
+             in_flight_chunks(plan.schedule, p, v, m, last_alike + 1) == second) {
+        ++last_alike;
+      }
+      estimated[1] = estimated[static_cast<std::size_t>(last_alike)] = true;
+    }
+  }
   for (std::int64_t r = 0; r < p; ++r) {
+    if (!estimated[static_cast<std::size_t>(r)]) continue;
     StageMemory stage;
     stage.pp_rank = r;
     stage.stage_params = stage_params(model, plan, r);
@@ -363,7 +379,11 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluste
                                 : SteadyCut{m, 0, -1};
       TrainSpec walked_train = train;
       walked_train.global_batch = cut.micro_batches * plan.dp * plan.micro_batch;
-      const RankProgram program = make_rank_program(model, walked_train, plan, r, program_options);
+      RankProgram made;
+      const RankProgram& program =
+          options.programs != nullptr
+              ? options.programs->get(model, walked_train, plan, r, program_options)
+              : (made = make_rank_program(model, walked_train, plan, r, program_options));
       StageMemory walked = stage;
       walked.params.device = walked.gradients.device = walked.optimizer.device = 0;
       if (cuda_walk) walked.params = walked.gradients = walked.optimizer = TierBytes{};

@@ -44,6 +44,8 @@
 
 namespace strata {
 
+class RankProgramCache;  // rank_program_cache.h
+
 // ---------------------------------------------------------------------------------------
 // Model state (parameters, gradients, optimizer) per parameter.
 
@@ -257,6 +259,21 @@ struct MemoryModelOptions {
   // The executor's walk skips the settled middle of a long steady phase (steady_cut.h);
   // false walks every micro-batch. Either gives the same estimate, to the bit (tested).
   bool walk_cuts_steady_phase = true;
+  // Estimate every pipeline rank (predict's per-rank report), or only those that can be the
+  // worst (the planner, which needs `worst` alone): the first and the last rank, each with
+  // units of its own, and of the middle ranks (the same units on each) the second and the
+  // last that keeps as many inputs in flight as the second (in_flight_chunks, non-increasing
+  // in the rank). More inputs in flight hold more at the first backward (each a layer's
+  // saved tensors and more); among ranks with as many (m caps them), the last, whose next
+  // neighbour warms up less, holds one forward send more pending (program_sends.h).
+  // `stages` then holds those ranks; `worst` is the same to the byte (memory_model_test
+  // checks it against every rank on a matrix of schedules, degrees, micro-batch counts,
+  // ZeRO stages, recomputation, offload and uneven stages). The walks are O(p v) each, so a
+  // plan's estimate is O(p v) instead of O(p^2 v).
+  bool every_rank = true;
+  // Where the walked ranks' Programs come from: made for this estimate (nullptr), or the
+  // planner's cache, reused across the candidates that make the same Program.
+  RankProgramCache* programs = nullptr;
 };
 
 struct StageMemory {

@@ -25,6 +25,8 @@ struct ModelSpec {
   static ModelSpec load(const std::string& path);
   Json to_json() const;
 
+  bool operator==(const ModelSpec&) const = default;
+
   std::int64_t head_dim() const { return hidden / heads; }
 
   // Parameters of one transformer layer: QKV and output projections with biases, the MLP

@@ -259,16 +259,34 @@ std::int32_t RankProgram::unit_index(const std::string& name) const {
   return -1;
 }
 
-RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
-                              std::int64_t pp_rank, const ProgramOptions& options) {
-  plan.check_against_model(model, train);
+Plan program_plan(const Plan& plan, const ProgramOptions& options) {
+  Plan read = plan;
+  read.dp = 1;
+  read.micro_batch = 1;
+  const auto offloaded = [](OffloadTier t) { return t == OffloadTier::kNone ? t : OffloadTier::kCpu; };
+  read.offload.params = plan.zero_stage == 3 ? offloaded(plan.offload.params) : OffloadTier::kNone;
+  read.offload.gradients =
+      plan.zero_stage >= 2 ? offloaded(plan.offload.gradients) : OffloadTier::kNone;
+  read.offload.optimizer = offloaded(plan.offload.optimizer);
+  if (plan.zero_stage == 2 && read.offload.gradients == OffloadTier::kNone) read.zero_stage = 1;
+  const bool regathers = options.recompute_regathers && plan.recompute == Recompute::kFull;
+  read.recompute = regathers ? Recompute::kFull : Recompute::kNone;
+  return read;
+}
+
+RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train,
+                              const Plan& given_plan, std::int64_t pp_rank,
+                              const ProgramOptions& options) {
+  given_plan.check_against_model(model, train);
+  const std::int64_t m = given_plan.micro_batches(train);
+  // Built from what a Program reads alone, so that RankProgramCache's key is complete.
+  const Plan plan = program_plan(given_plan, options);
   if (options.prefetch_distance < 1) {
     throw ConfigError(fmt::format("prefetch distance {}: expected >= 1", options.prefetch_distance));
   }
   if (pp_rank < 0 || pp_rank >= plan.pp) {
     throw InfeasiblePlan(fmt::format("program: pipeline rank {} is outside 0..{}", pp_rank, plan.pp - 1));
   }
-  const std::int64_t m = plan.micro_batches(train);
   const std::vector<PipelineOp> pipeline =
       make_rank_schedule(plan.schedule, plan.pp, plan.virtual_stages, m, pp_rank);
 

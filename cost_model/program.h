@@ -213,6 +213,14 @@ struct Program {
 // The Program of one pipeline rank (what the executor needs) or of all of them. Throws
 // InfeasiblePlan when the plan does not fit the model and the global batch
 // (Plan::check_against_model) and ConfigError for bad options.
+// The plan as a rank's Program reads it: every field that cannot change the Program set to
+// one value (dp and micro_batch: only the micro-batch count m matters; ZeRO 1 and 2 alike
+// unless gradients are offloaded; an offload tier read only as offloaded or not, parameters
+// only at ZeRO-3, gradients only from ZeRO-2; recomputation only where the options regather).
+// make_rank_program builds from it, so plans with one program_plan and one m have one
+// Program: the key of RankProgramCache (rank_program_cache.h).
+Plan program_plan(const Plan& plan, const ProgramOptions& options);
+
 RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
                               std::int64_t pp_rank, const ProgramOptions& options = {});
 Program make_program(const ModelSpec& model, const TrainSpec& train, const Plan& plan,

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "cost_model/schedule.h"
+
 namespace strata {
 
 SteadyCut steady_cut(ScheduleKind kind, std::int64_t p, std::int64_t v, std::int64_t m,
@@ -12,8 +14,7 @@ SteadyCut steady_cut(ScheduleKind kind, std::int64_t p, std::int64_t v, std::int
   if (kind == ScheduleKind::kGpipe) return cut;
   const bool interleaved = kind == ScheduleKind::kInterleaved && v > 1;
   const std::int64_t total = m * v;
-  const std::int64_t warmup =
-      interleaved ? std::min(2 * (p - r - 1) + (v - 1) * p, total) : std::min(p - r - 1, m);
+  const std::int64_t warmup = warmup_forwards(kind, p, v, m, r);
   const std::int64_t steady = total - warmup;
   const std::int64_t period = interleaved ? p * v : 1;       // pairs
   const std::int64_t period_micro_batches = interleaved ? p : 1;

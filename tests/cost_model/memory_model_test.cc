@@ -671,6 +671,76 @@ TEST(EstimateMemory, ReusedPassesGiveTheOpByOpWalkToTheBit) {
   EXPECT_GT(compared, 300);
 }
 
+// The planner estimates only the pipeline ranks that can be the worst
+// (MemoryModelOptions::every_rank says which and why). Checked here against every rank, to
+// the byte, on both backends' walks, with 24 layers so that p reaches 12: every schedule, p and v, micro-batch counts below,
+// at and far above p (warm-ups capped by m, and long steady phases the walk cuts), ZeRO
+// 0-3, offload, recomputation, sequence parallelism and uneven first and last stages.
+TEST(EstimateMemory, TheThreeRanksThePlannerEstimatesHoldTheWorst) {
+  const ModelSpec m = make_model(24, 64, 4, 64, 256, 256);
+  MemoryModelOptions three;
+  three.every_rank = false;
+  std::int64_t compared = 0, skipped_ranks = 0;
+  for (Backend backend : {Backend::kCpu, Backend::kCuda}) {
+    ClusterSpec c = cluster(backend);
+    c.nodes = 8;  // 64 devices: p = 12 at t = d = 2
+    const Precision precision = backend == Backend::kCuda ? Precision::kBf16 : Precision::kFp32;
+    for (std::int64_t pp : {3, 4, 6, 8, 12}) {
+      for (std::int64_t micro_batches : {2, 5, 12, 48}) {
+        for (ScheduleKind kind :
+             {ScheduleKind::kGpipe, ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved}) {
+          for (int variant = 0; variant < 8; ++variant) {
+            Plan plan;
+            plan.pp = pp;
+            plan.tp = variant % 2 == 0 ? 1 : 2;
+            plan.sequence_parallel = plan.tp > 1;
+            plan.dp = (variant / 2) % 2 == 0 ? 1 : 2;  // ZeRO partitions over d = 2
+            const TrainSpec t = train(micro_batches * plan.dp, precision);
+            plan.micro_batch = 1;
+            plan.schedule = kind;
+            plan.virtual_stages = kind == ScheduleKind::kInterleaved ? 2 : 1;
+            plan.zero_stage = variant % 4;
+            plan.recompute = variant < 4 ? Recompute::kNone
+                                         : (variant < 6 ? Recompute::kSelective : Recompute::kFull);
+            if (variant == 5) plan.offload.optimizer = OffloadTier::kCpu;
+            if (variant == 7) plan.offload = {OffloadTier::kCpu, OffloadTier::kCpu, OffloadTier::kCpu};
+            if (variant == 6 && kind != ScheduleKind::kInterleaved) {
+              plan.first_stage_layers = 24 / pp - 1;  // Megatron's uneven split: the rest
+              plan.last_stage_layers = 24 / pp - 1;   // spread over the middle stages
+            }
+            MemoryEstimate all, estimated;
+            try {
+              plan.check(m, c, t);
+              all = estimate_memory(m, c, t, plan);
+            } catch (const InfeasiblePlan&) {
+              continue;
+            }
+            estimated = estimate_memory(m, c, t, plan, three);
+            const std::string what = plan.label() + " m=" + std::to_string(micro_batches) +
+                                     (backend == Backend::kCuda ? " cuda" : " cpu");
+            EXPECT_EQ(estimated.worst.device, all.worst.device) << what;
+            EXPECT_EQ(estimated.worst.host, all.worst.host) << what;
+            EXPECT_EQ(estimated.worst.nvme, all.worst.nvme) << what;
+            // The three it keeps are every-rank's own figures.
+            ASSERT_LE(estimated.stages.size(), 4u) << what;
+            for (const StageMemory& s : estimated.stages) {
+              EXPECT_EQ(s.total.device,
+                        all.stages[static_cast<std::size_t>(s.pp_rank)].total.device)
+                  << what << " rank " << s.pp_rank;
+            }
+            skipped_ranks += pp - static_cast<std::int64_t>(estimated.stages.size());
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  // 2 backends x 5 p x 4 m x 3 schedules x 8 variants = 960 combinations, less those the
+  // plan rules refuse (interleaving needs 24 % (2 p) == 0 and m % p == 0, ...).
+  EXPECT_GT(compared, 400);
+  EXPECT_GT(skipped_ranks, 1000);
+}
+
 // The planner calls estimate_memory for every candidate: the 1T model (128 layers, h 25600,
 // 160 heads) on 3072 GPUs, every t | 8, p | 128, d = 3072 / (t p), b in 1..8, three
 // schedules, v up to 4, four ZeRO stages, three recompute policies. The planner budgets 2 s
@@ -683,6 +753,8 @@ TEST(EstimateMemory, FastEnoughForThePlanner) {
   const ModelSpec m = make_model(128, 25600, 160, 2048, 51200, 4 * 25600);
   const TrainSpec t = train(3072, Precision::kBf16);
   const ClusterSpec c = cluster(Backend::kCuda);
+  MemoryModelOptions planner_options;
+  planner_options.every_rank = false;  // as the planner estimates
   std::int64_t candidates = 0;
   double checksum = 0;
   const auto start = std::chrono::steady_clock::now();
@@ -710,7 +782,7 @@ TEST(EstimateMemory, FastEnoughForThePlanner) {
                 plan.zero_stage = z;
                 plan.recompute = rc;
                 plan.sequence_parallel = tp > 1;
-                checksum += estimate_memory(m, c, t, plan).worst.device;
+                checksum += estimate_memory(m, c, t, plan, planner_options).worst.device;
                 ++candidates;
               }
             }

@@ -13,7 +13,9 @@
 #include "cost_model/errors.h"
 #include "cost_model/layer_tensors.h"
 #include "cost_model/memory_model.h"
+#include "cost_model/param_layout.h"
 #include "cost_model/partition.h"
+#include "kernels/cuda/scratch_sizes.h"
 
 namespace strata {
 namespace {
@@ -131,10 +133,10 @@ std::vector<ActivationTensor> layer_activation_tensors(const ModelSpec& model,
   list.push_back(tensor("qkv", d.s * d.b * qkv_width(model, d.t), c));
   // Both executors' attention is tiled (flash): the backward needs each row's log-sum-exp.
   list.push_back(tensor("attn_lse", d.a / d.t * d.s * d.b, kFp32Bytes, true));
-  // The CPU executor's selective recomputation drops the attention output too: rerunning the
-  // attention rebuilds it with the log-sum-exp at no extra cost.
-  list.push_back(tensor("attn_out", sbh_inside, c,
-                        convention == ActivationConvention::kCpuExecutor));
+  // The executor's selective recomputation drops the attention output too (gpt_layer.cc's
+  // drop_activations, on both backends): rerunning the attention rebuilds it with the
+  // log-sum-exp at no extra cost.
+  list.push_back(tensor("attn_out", sbh_inside, c, /*core=*/true));
   list.push_back(tensor("ln2_in", sbh_outside, c));
   add_norm_stats(list, model, "ln2", rows);
   list.push_back(tensor("ln2_out", sbh_outside, c));
@@ -278,7 +280,77 @@ double layer_backward_peak_bytes(const ModelSpec& model, std::int64_t micro_batc
   };
   double peak = 0;
   for (double p : phases) peak = std::max(peak, p);
+  if (convention == ActivationConvention::kCudaExecutor) {
+    // CUDA's LayerNorm backward takes pool scratch for its partials, beside the completed
+    // rows (SP: the reduce-scattered rows; else the all-reduced full tensor). The partial of
+    // SP's reduce-scatter is gone by then (a by-value argument, destroyed with its call).
+    const double ln = cuda_layernorm_backward_scratch_bytes(d.S * d.b, d.h);
+    peak = std::max({peak, after_fc1 + (sp ? nl : n) + ln, after_qkv + (sp ? nl : n) + ln});
+  }
   return peak;
+}
+
+double cuda_layernorm_backward_scratch_bytes(std::int64_t rows, std::int64_t hidden) {
+  return static_cast<double>(kernels::cuda::layernorm_backward_scratch_floats(
+             static_cast<int>(rows), static_cast<int>(hidden))) * kFp32Bytes;
+}
+
+double layer_forward_extra_bytes(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
+                                 bool sequence_parallel, ActivationConvention convention,
+                                 int compute_bytes, Recompute recompute) {
+  const Dims d = dims_of(model, micro_batch, tp, sequence_parallel);
+  check_compute_bytes(compute_bytes);
+  const bool sp = sequence_parallel && d.t > 1;
+  const double c = compute_bytes;
+  const double n = static_cast<double>(d.s * d.b * d.h) * c;   // a full (B T, C) tensor
+  const double nl = static_cast<double>(d.S * d.b * d.h) * c;  // this rank's rows of it
+  const double g = sp ? n : 0.0;  // an all-gathered input, SP only
+  const auto saved = layer_activation_tensors(model, micro_batch, tp, sequence_parallel,
+                                              convention, compute_bytes);
+  const auto bytes_of = [&](std::initializer_list<const char*> names) {
+    double total = 0;
+    for (const auto& t : saved) {
+      for (const char* name : names) total += t.name == name ? t.bytes() : 0.0;
+    }
+    return total;
+  };
+  // gpt_layer.cc's layer_forward, allocation by allocation (its input and output are the
+  // engine's): the tensors it has saved so far plus its transients at each moment.
+  const double ln1 = bytes_of({"ln1_mean", "ln1_rstd", "ln1_out"});
+  const double qkv = ln1 + bytes_of({"qkv"});
+  const double core = qkv + bytes_of({"attn_lse", "attn_out"});
+  const double ln2 = bytes_of({"ln2_in", "ln2_mean", "ln2_rstd", "ln2_out"});
+  const double all = sum_bytes(saved) - bytes_of({"ln1_in"});
+  std::vector<double> phases{
+      qkv + g,                                  // QKV GEMM over the gathered ln1_out
+      core + n + (sp ? nl : 0.0),               // the projection's partial (and its rows)
+      core + (sp ? nl : n) + ln2,               // residual + LayerNorm 2
+      all + g,                                  // fc1 + GeLU over the gathered ln2_out
+  };
+  if (d.t > 1) phases.push_back(all + n + (sp ? nl : 0.0));  // fc2's partial (and its rows)
+  double peak = all;
+  for (double p : phases) peak = std::max(peak, p);
+  // What the forward keeps once the recomputation policy has dropped the rest.
+  const double kept = sum_bytes(apply_recompute(saved, recompute)) - bytes_of({"ln1_in"});
+  return peak - kept;
+}
+
+double cuda_head_working_bytes(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
+                               bool sequence_parallel) {
+  const Dims d = dims_of(model, micro_batch, tp, sequence_parallel);
+  const bool sp = sequence_parallel && d.t > 1;
+  const double c = backend_compute_bytes(Backend::kCuda);
+  const double n = static_cast<double>(d.s * d.b * d.h) * c;
+  const double nl = static_cast<double>(d.S * d.b * d.h) * c;
+  const double o = sp ? n : nl;  // the LayerNorm output on every token row
+  // The logits over every row of the 128-aligned wte shard (LayerOps::logits_width), in bf16;
+  // the loss turns them into their gradient in place.
+  const double logits = static_cast<double>(d.s * d.b) *
+                        static_cast<double>(vocab_shard_rows(model, d.t, vocab_row_alignment(Backend::kCuda))) * c;
+  const double stats = 4.0 * static_cast<double>(d.s * d.b) * kFp32Bytes;  // the loss's rows
+  // gpt_head.cc's head_forward: the LayerNorm output (SP: gathered beside its rows), the
+  // logits with the loss's statistics, then (SP) the full gradient at the LayerNorm output.
+  return std::max({nl + (sp ? n : 0.0), o + logits + stats, o + logits + (sp ? n : 0.0)});
 }
 
 std::vector<ActivationTensor> logits_tensors(const ModelSpec& model, std::int64_t micro_batch,

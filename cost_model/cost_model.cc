@@ -232,7 +232,8 @@ void fill_throughput(const ModelSpec& model, const ClusterSpec& cluster, const T
 
 Prediction predict_memory(const ModelSpec& model, const ClusterSpec& cluster,
                           const TrainSpec& train, const Plan& plan, const Profile* profile,
-                          const CostModelOptions& options) {
+                          const CostModelOptions& options, MemoryRanks ranks,
+                          RankProgramCache* programs) {
   Prediction p;
   p.kind = "prediction";
   p.plan_label = plan.label();
@@ -250,8 +251,11 @@ Prediction predict_memory(const ModelSpec& model, const ClusterSpec& cluster,
       p.transfers.nvme_to_host = std::max(p.transfers.nvme_to_host, t.nvme_to_host);
     }
   }
-  fill_prediction_memory(estimate_memory(model, cluster, train, plan, memory_options(conventions_for(cluster, profile, options), cluster, profile)),
-                         plan, p);
+  MemoryModelOptions memory =
+      memory_options(conventions_for(cluster, profile, options), cluster, profile);
+  memory.every_rank = ranks == MemoryRanks::kEvery;
+  memory.programs = programs;
+  fill_prediction_memory(estimate_memory(model, cluster, train, plan, memory), plan, p);
   return p;
 }
 

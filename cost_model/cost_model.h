@@ -36,6 +36,7 @@
 #include "cost_model/profile.h"
 #include "cost_model/program.h"
 #include "cost_model/program_simulator.h"
+#include "cost_model/rank_program_cache.h"
 #include "cost_model/step_report.h"
 #include "cost_model/train_spec.h"
 
@@ -121,9 +122,15 @@ Prediction predict(const ModelSpec& model, const ClusterSpec& cluster, const Tra
 // fit only. Memory: the kind, label, memory per tier and rank and offload bytes. Step time:
 // predict()'s step_time_s, the very same number, without its parts (cheaper: no timeline).
 // Neither checks the plan: predict() does (plan.check first).
+// The planner's choices: kWorstOnly estimates only the ranks that can be the worst
+// (MemoryModelOptions::every_rank; memory_bytes is the same, per_rank lists those ranks
+// alone), and `programs` reuses the ranks' Programs across candidates.
+enum class MemoryRanks { kEvery, kWorstOnly };
 Prediction predict_memory(const ModelSpec& model, const ClusterSpec& cluster,
                           const TrainSpec& train, const Plan& plan, const Profile* profile,
-                          const CostModelOptions& options = {});
+                          const CostModelOptions& options = {},
+                          MemoryRanks ranks = MemoryRanks::kEvery,
+                          RankProgramCache* programs = nullptr);
 double predict_step_time(const ModelSpec& model, const ClusterSpec& cluster,
                          const TrainSpec& train, const Plan& plan, const Profile* profile,
                          const CostModelOptions& options, PredictionCache& cache);

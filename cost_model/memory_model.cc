@@ -15,6 +15,8 @@
 #include "cost_model/partition.h"
 #include "cost_model/program.h"
 #include "cost_model/program_memory.h"
+#include "cost_model/rank_program_cache.h"
+#include "cost_model/steady_cut.h"
 #include "cost_model/units.h"
 
 namespace strata {
@@ -65,40 +67,51 @@ std::int64_t pipeline_messages(ScheduleKind kind, std::int64_t pp, std::int64_t 
 // the 4 MiB scratch of the bias-gradient reduction (kernels/cuda/cuda_resources.h).
 constexpr double kCudaWorkspaceBytes = (32 + 4) * units::kMiB;
 
-std::int64_t padded(std::int64_t n, std::int64_t d) { return (n + d - 1) / d * d; }
-
 // ---- the executor's peak: its Program walked op by op (program_memory.h) ----------------
 // The byte sizes of what strata's executor allocates on pipeline rank r (executor/engine,
 // executor/model), for the walk. Units: the flat buffers of rank_unit_layouts, padded to a
-// multiple of d. Persistent: params in the compute dtype (ZeRO-3: the 1/d shard; offloaded:
-// none on the device), their fp32 master when the compute dtype is not fp32, gradients
-// (ZeRO 0/1: full; 2/3: the reduced shard; offloaded: none) and AdamW's m, v (ZeRO >= 1:
-// the shard; offloaded: none).
+// multiple of d; each kind of state's elements, width and tier from model_state_bytes.h,
+// which the engine allocates by. The CPU backend computes in the train spec's width (the
+// CPU predictions are pinned to it); CUDA in bf16 (backend_compute_bytes), with its own
+// allocation pattern (cuda_op_allocations.h): LayerNorm backward scratch, bf16 logits over
+// the aligned wte shard, each unit's fp32 staging at set-up, the forward's transients.
 ExecutorMemoryTerms executor_terms(const ModelSpec& model, const TrainSpec& train,
                                    const Plan& plan, const RankProgram& rank,
                                    ActivationConvention convention, StageMemory& stage) {
   constexpr double kF = 4;  // fp32 bytes
-  const double c = train.compute_bytes();
+  const bool cuda = convention == ActivationConvention::kCudaExecutor;
+  const int cb = cuda ? backend_compute_bytes(Backend::kCuda) : train.compute_bytes();
+  const double c = cb;
   const std::int64_t d = plan.dp;
   const int z = plan.zero_stage;
-  const bool params_off = z == 3 && plan.offload.params != OffloadTier::kNone;
   const bool grads_off = z >= 2 && plan.offload.gradients != OffloadTier::kNone;
   const bool optimizer_off = plan.offload.optimizer != OffloadTier::kNone;
-  const bool own_master = train.compute_bytes() == 4;
   const bool sp = plan.sequence_parallel && plan.tp > 1;
   ExecutorMemoryTerms t;
   double largest_shard = 0;
+  double placed = 0;  // set-up: the device state of the units placed so far
   for (const ProgramUnit& u : rank.units) {
-    const double full = static_cast<double>(padded(u.params, d));
-    const double shard = full / static_cast<double>(d);
-    const double opt = z >= 1 ? shard : full;
-    const double params = params_off ? 0 : (z >= 3 ? shard : full) * c;
-    const double master = (!own_master && !optimizer_off && !params_off) ? opt * kF : 0;
-    const double grads = z <= 1 ? full * kF : (grads_off ? 0 : shard * kF);
-    const double moments = optimizer_off ? 0 : 2 * opt * kF;
-    stage.params.device += params + master;
-    stage.gradients.device += grads;
-    stage.optimizer.device += moments;
+    const UnitState state = unit_state(u.params, d, z, plan.offload, cb);
+    const double full = static_cast<double>(state.padded);
+    const double shard = static_cast<double>(state.shard);
+    const auto on_device = [](const StatePart& p) { return p.tier == OffloadTier::kNone ? p.total() : 0.0; };
+    stage.params.device += on_device(state.params) + on_device(state.master);
+    stage.gradients.device += on_device(state.gradients);
+    stage.optimizer.device += kMoments * on_device(state.moments);
+    if (cuda) {
+      // ModelState::place: the unit's params, then its fp32 values staged beside them for
+      // the cast (freed before the unit's gradients and moments are placed).
+      const double params = on_device(state.params);
+      if (params > 0) t.setup_peak = std::max(t.setup_peak, placed + params + state.params.elements * kF);
+      placed += state.bytes_on(OffloadTier::kNone);
+      // The offloaded state where the engine keeps it (the CPU's host and NVMe figures stay
+      // the closed form's, pinned).
+      const auto off_device = [](const StatePart& p) { return p.tier == OffloadTier::kNone ? 0.0 : p.total(); };
+      add_to_tier(stage.params, state.params.tier, off_device(state.params));
+      add_to_tier(stage.params, state.master.tier, off_device(state.master));
+      add_to_tier(stage.gradients, state.gradients.tier, off_device(state.gradients));
+      add_to_tier(stage.optimizer, state.moments.tier, kMoments * off_device(state.moments));
+    }
     t.unit_grads.push_back(full * kF);
     t.unit_shard.push_back(shard * kF);
     t.unit_gather.push_back(full * c);
@@ -115,16 +128,21 @@ ExecutorMemoryTerms executor_terms(const ModelSpec& model, const TrainSpec& trai
   bool last = false;
   for (const ProgramUnit& u : rank.units) last = last || u.kind == UnitKind::kFinalNorm;
   if (last) t.losses = (static_cast<double>(plan.micro_batches(train)) + 1) * tokens * kF;
-  const auto layer = layer_activation_tensors(model, plan.micro_batch, plan.tp, sp, convention,
-                                              train.compute_bytes());
+  const auto layer = layer_activation_tensors(model, plan.micro_batch, plan.tp, sp, convention, cb);
   t.layer_saved = sum_bytes(apply_recompute(layer, plan.recompute)) - t.message;  // less ln1_in
-  t.layer_backward_peak = layer_backward_peak_bytes(model, plan.micro_batch, plan.tp, sp,
-                                                    convention, train.compute_bytes());
-  t.head_saved = sum_bytes(head_activation_tensors(model, plan.micro_batch, plan.tp, sp, convention,
-                                                   train.compute_bytes())) -
-                 t.message;  // less lnf_in
-  t.head_working =
-      sum_bytes(head_working_tensors(model, plan.micro_batch, plan.tp, sp, train.compute_bytes()));
+  t.layer_backward_peak =
+      layer_backward_peak_bytes(model, plan.micro_batch, plan.tp, sp, convention, cb);
+  t.head_saved =
+      sum_bytes(head_activation_tensors(model, plan.micro_batch, plan.tp, sp, convention, cb)) -
+      t.message;  // less lnf_in
+  t.layer_forward_extra = layer_forward_extra_bytes(model, plan.micro_batch, plan.tp, sp,
+                                                    convention, cb, plan.recompute);
+  if (cuda) {
+    t.head_working = cuda_head_working_bytes(model, plan.micro_batch, plan.tp, sp);
+    t.head_backward_working = cuda_layernorm_backward_scratch_bytes(rows, model.hidden);
+  } else {
+    t.head_working = sum_bytes(head_working_tensors(model, plan.micro_batch, plan.tp, sp, cb));
+  }
   t.embedding_working = sp ? tokens * static_cast<double>(model.hidden) * c : 0;
   // The tail: ZeRO-1/2's all-gather copies this rank's slice (dp_scratch); offloaded
   // gradients come up for an optimizer on the device.
@@ -269,13 +287,29 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluste
                                ? options.workspace_bytes
                                : (cluster.backend == Backend::kCuda ? kCudaWorkspaceBytes : 0.0);
 
-  // strata's CPU executor is predicted by walking its Program (program_memory.h). The
-  // planner prices GPU clusters by the closed forms below, which stay O(pp) per plan.
-  const bool executor_peak = convention == ActivationConvention::kCpuExecutor;
+  // strata's executor is predicted by walking its Program (program_memory.h), on either
+  // backend; the published convention keeps the closed forms below.
+  const bool executor_peak = convention != ActivationConvention::kPublished;
+  const bool cuda_walk = convention == ActivationConvention::kCudaExecutor;
 
   MemoryEstimate estimate;
   estimate.stages.reserve(static_cast<std::size_t>(p));
+  // The ranks estimated (MemoryModelOptions::every_rank says why these hold the worst).
+  std::vector<bool> estimated(static_cast<std::size_t>(p), options.every_rank);
+  if (!options.every_rank) {
+    estimated.front() = estimated.back() = true;
+    if (p > 2) {
+      const std::int64_t second = in_flight_chunks(plan.schedule, p, v, m, 1);
+      std::int64_t last_alike = 1;
+      while (last_alike + 1 < p - 1 &&
+             in_flight_chunks(plan.schedule, p, v, m, last_alike + 1) == second) {
+        ++last_alike;
+      }
+      estimated[1] = estimated[static_cast<std::size_t>(last_alike)] = true;
+    }
+  }
   for (std::int64_t r = 0; r < p; ++r) {
+    if (!estimated[static_cast<std::size_t>(r)]) continue;
     StageMemory stage;
     stage.pp_rank = r;
     stage.stage_params = stage_params(model, plan, r);
@@ -332,24 +366,43 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluste
                   stage.buffers;
     if (executor_peak) {
       // Replaces the conservative sum's device terms by the walk's peak.
-      const RankProgram program = make_rank_program(model, train, plan, r);
+      ProgramOptions program_options;
+      program_options.vocab_row_alignment = vocab_row_alignment(cluster.backend);
+      // The walk of a shorter steady phase, the same peak (steady_cut.h); the terms (the
+      // losses) from the real micro-batch count.
+      const SteadyCut cut = options.walk_cuts_steady_phase
+                                ? steady_cut(plan.schedule, p, v, m, r)
+                                : SteadyCut{m, 0, -1};
+      TrainSpec walked_train = train;
+      walked_train.global_batch = cut.micro_batches * plan.dp * plan.micro_batch;
+      RankProgram made;
+      const RankProgram& program =
+          options.programs != nullptr
+              ? options.programs->get(model, walked_train, plan, r, program_options)
+              : (made = make_rank_program(model, walked_train, plan, r, program_options));
       StageMemory walked = stage;
       walked.params.device = walked.gradients.device = walked.optimizer.device = 0;
+      if (cuda_walk) walked.params = walked.gradients = walked.optimizer = TierBytes{};
       const ExecutorMemoryTerms terms =
           executor_terms(model, train, plan, program, convention, walked);
       const ProgramMemoryPeak peak =
-          walk_program_memory(program, terms, WalkOptions{options.walk_reuses_passes});
-      stage.params.device = walked.params.device;
-      stage.gradients.device = walked.gradients.device + peak.step_gradients_at_peak;
-      stage.optimizer.device = walked.optimizer.device;
+          walk_program_memory(program, terms,
+                              WalkOptions{options.walk_reuses_passes, cut.shift, cut.from_pass});
+      stage.params = walked.params;
+      stage.gradients = walked.gradients;
+      stage.gradients.device += peak.step_gradients_at_peak;
+      stage.optimizer = walked.optimizer;
       stage.activations.device = peak.activations_at_peak;
       stage.step_gradient_bytes = peak.step_gradients_at_peak;
       stage.grad_bucket_bytes = 0;  // gradients are reduced in place
       stage.pipeline_buffer_bytes = 0;
       stage.zero3_gather_bytes = 0;  // in the walk's activations
-      stage.buffers.device = 0;
+      // CUDA: the cuBLASLt workspace and the bias-gradient scratch are outside the pool the
+      // walk prices (kernels/cuda/cuda_resources.h); the CPU backend has none.
+      stage.buffers.device = stage.workspace_bytes;
       stage.peak_moment = peak.peak_at;
-      stage.total.device = peak.peak_bytes;
+      stage.total = stage.params + stage.gradients + stage.optimizer + stage.activations + stage.buffers;
+      stage.total.device = peak.peak_bytes + stage.workspace_bytes;
     }
 
     if (options.headroom.any()) {

@@ -35,6 +35,7 @@
 
 #include "cost_model/cluster_spec.h"
 #include "cost_model/model_spec.h"
+#include "cost_model/model_state_bytes.h"
 #include "cost_model/param_layout.h"
 #include "cost_model/plan.h"
 #include "cost_model/profile.h"
@@ -42,6 +43,8 @@
 #include "cost_model/train_spec.h"
 
 namespace strata {
+
+class RankProgramCache;  // rank_program_cache.h
 
 // ---------------------------------------------------------------------------------------
 // Model state (parameters, gradients, optimizer) per parameter.
@@ -133,8 +136,8 @@ struct ActivationTensor {
 //   ln1_out       S b h      c    QKV linear input
 //   qkv           3 s b h/t  c    q, k, v (one tensor)
 //   attn_lse      a/t s b    4    flash attention's logsumexp (attention core)
-//   attn_out      s b h/t    c    projection input and flash attention's O (attention core
-//                                 on the CPU: its selective recomputation reruns the kernel)
+//   attn_out      s b h/t    c    projection input and flash attention's O (attention core:
+//                                 the executor's selective recomputation reruns the kernel)
 //   ln2_in        S b h      c    ln2_mean, ln2_rstd  S b  4
 //   ln2_out       S b h      c    fc1 input
 //   fc1_out       s b f/t    c    GeLU input
@@ -200,6 +203,25 @@ double layer_backward_peak_bytes(const ModelSpec& model, std::int64_t micro_batc
                                  std::int64_t tp, bool sequence_parallel,
                                  ActivationConvention convention, int compute_bytes);
 
+// CUDA's LayerNorm backward scratch for `rows` token rows (kernels/cuda/scratch_sizes.h).
+double cuda_layernorm_backward_scratch_bytes(std::int64_t rows, std::int64_t hidden);
+
+// Peak bytes during one layer's forward on an executor convention (gpt_layer.cc's
+// layer_forward, phase by phase: the tensors saved so far and its transients -- the gathered
+// inputs with SP, the row-parallel GEMMs' partial sums), above what the layer keeps for its
+// backward after the recomputation policy's drop; its input and output not counted.
+double layer_forward_extra_bytes(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
+                                 bool sequence_parallel, ActivationConvention convention,
+                                 int compute_bytes, Recompute recompute);
+
+// The CUDA backend's head working set while one micro-batch's loss and logit gradients are
+// computed (gpt_head.cc over cuda_op_allocations.h), the largest moment of: the LayerNorm
+// output (SP: gathered beside its rows), bf16 logits over the 128-aligned wte shard (their
+// gradient in place) with the loss's four fp32 row statistics, and with SP the full
+// gradient at the LayerNorm output.
+double cuda_head_working_bytes(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
+                               bool sequence_parallel);
+
 // Chunk-micro-batches whose forward activations pipeline rank r holds at its peak
 // (closed form, O(1)); m = micro-batches per pipeline per step, v = chunks per rank:
 //   GPipe: m * v (all forwards before any backward);
@@ -234,6 +256,24 @@ struct MemoryModelOptions {
   // The executor's walk applies a repeated pass as its recorded sums (program_memory.h:
   // WalkOptions); false walks every op. Either gives the same estimate, to the bit (tested).
   bool walk_reuses_passes = true;
+  // The executor's walk skips the settled middle of a long steady phase (steady_cut.h);
+  // false walks every micro-batch. Either gives the same estimate, to the bit (tested).
+  bool walk_cuts_steady_phase = true;
+  // Estimate every pipeline rank (predict's per-rank report), or only those that can be the
+  // worst (the planner, which needs `worst` alone): the first and the last rank, each with
+  // units of its own, and of the middle ranks (the same units on each) the second and the
+  // last that keeps as many inputs in flight as the second (in_flight_chunks, non-increasing
+  // in the rank). More inputs in flight hold more at the first backward (each a layer's
+  // saved tensors and more); among ranks with as many (m caps them), the last, whose next
+  // neighbour warms up less, holds one forward send more pending (program_sends.h).
+  // `stages` then holds those ranks; `worst` is the same to the byte (memory_model_test
+  // checks it against every rank on a matrix of schedules, degrees, micro-batch counts,
+  // ZeRO stages, recomputation, offload and uneven stages). The walks are O(p v) each, so a
+  // plan's estimate is O(p v) instead of O(p^2 v).
+  bool every_rank = true;
+  // Where the walked ranks' Programs come from: made for this estimate (nullptr), or the
+  // planner's cache, reused across the candidates that make the same Program.
+  RankProgramCache* programs = nullptr;
 };
 
 struct StageMemory {

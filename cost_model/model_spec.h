@@ -50,6 +50,8 @@ struct ModelSpec {
   // round-trips unchanged; then it writes all of them (rope_theta only with rope).
   Json to_json() const;
 
+  bool operator==(const ModelSpec&) const = default;
+
   std::int64_t head_dim() const { return hidden / heads; }
   std::int64_t kv_head_count() const { return kv_heads > 0 ? kv_heads : heads; }
   // Every choice is GPT-2's (what the executor runs today).

@@ -11,6 +11,7 @@
 
 #include "cost_model/errors.h"
 #include "cost_model/partition.h"
+#include "cost_model/program_sends.h"
 
 namespace strata {
 namespace {
@@ -261,16 +262,34 @@ std::int32_t RankProgram::unit_index(const std::string& name) const {
   return -1;
 }
 
-RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
-                              std::int64_t pp_rank, const ProgramOptions& options) {
-  plan.check_against_model(model, train);
+Plan program_plan(const Plan& plan, const ProgramOptions& options) {
+  Plan read = plan;
+  read.dp = 1;
+  read.micro_batch = 1;
+  const auto offloaded = [](OffloadTier t) { return t == OffloadTier::kNone ? t : OffloadTier::kCpu; };
+  read.offload.params = plan.zero_stage == 3 ? offloaded(plan.offload.params) : OffloadTier::kNone;
+  read.offload.gradients =
+      plan.zero_stage >= 2 ? offloaded(plan.offload.gradients) : OffloadTier::kNone;
+  read.offload.optimizer = offloaded(plan.offload.optimizer);
+  if (plan.zero_stage == 2 && read.offload.gradients == OffloadTier::kNone) read.zero_stage = 1;
+  const bool regathers = options.recompute_regathers && plan.recompute == Recompute::kFull;
+  read.recompute = regathers ? Recompute::kFull : Recompute::kNone;
+  return read;
+}
+
+RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train,
+                              const Plan& given_plan, std::int64_t pp_rank,
+                              const ProgramOptions& options) {
+  given_plan.check_against_model(model, train);
+  const std::int64_t m = given_plan.micro_batches(train);
+  // Built from what a Program reads alone, so that RankProgramCache's key is complete.
+  const Plan plan = program_plan(given_plan, options);
   if (options.prefetch_distance < 1) {
     throw ConfigError(fmt::format("prefetch distance {}: expected >= 1", options.prefetch_distance));
   }
   if (pp_rank < 0 || pp_rank >= plan.pp) {
     throw InfeasiblePlan(fmt::format("program: pipeline rank {} is outside 0..{}", pp_rank, plan.pp - 1));
   }
-  const std::int64_t m = plan.micro_batches(train);
   const std::vector<PipelineOp> pipeline =
       make_rank_schedule(plan.schedule, plan.pp, plan.virtual_stages, m, pp_rank);
 
@@ -341,6 +360,7 @@ RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train, co
 
   // The tail (program.h, rule 3: it starts after the whole pipeline).
   rank.tail_begin = static_cast<std::int32_t>(rank.ops.size());
+  mark_complete_sends(rank, plan.schedule, plan.pp, v, m);
   const auto emit = [&rank](ProgramOp op) {
     rank.ops.push_back(op);
     return static_cast<std::int32_t>(rank.ops.size() - 1);
@@ -422,6 +442,9 @@ std::string describe_op(std::size_t index, const ProgramOp& op, const RankProgra
     if (a >= 0) after += (after.empty() ? "" : ",") + std::to_string(a);
   }
   if (!after.empty()) s += " after=[" + after + "]";
+  if (op.forward_sends_complete > 0 || op.backward_sends_complete > 0) {
+    s += fmt::format(" sends_complete=[{},{}]", op.forward_sends_complete, op.backward_sends_complete);
+  }
   return s;
 }
 

@@ -53,6 +53,17 @@
 //      complete (the tail is the step's end: nothing of it overlaps the pipeline).
 // A body op starts no earlier than its pass starts. Receives block their stream until the
 // matching send's data has arrived.
+// Send completion: a send's buffer lives until its request is known complete, and the
+// Program says where that is known, so that the engine frees it and the memory walk
+// (program_memory.h) counts it at the same op. A receive from the neighbour q proves
+// complete every send of this rank that q's list receives before its send of the received
+// message (q's receives block, so they had all arrived when it posted that send:
+// program_sends.h gives the whole argument). The receive's forward_sends_complete /
+// backward_sends_complete say how many of this rank's forward / backward sends, the first
+// in list order, are complete once it has returned (cumulative over the step); the engine
+// waits for them there, which returns at once, and frees their buffers. The rest complete
+// at the end of the pipeline. A middle rank of 1F1B so holds its warm-up's messages, not
+// the step's.
 // One comm stream carries gathers and reductions, as strata's engine runs them (one DP
 // communicator, its NCCL operations in order). DeepSpeed reduces on a stream of its own
 // beside the prefetching gathers, both sharing the rank's link; priced as a link that
@@ -141,6 +152,10 @@ struct ProgramOp {
   std::int32_t body = -1;         // passes: index into RankProgram::bodies
   // Ops of the same list that must be complete before this one starts (-1: none).
   std::array<std::int32_t, kMaxAfter> after{-1, -1, -1};
+  // Receives (p > 1): this rank's first N forward / backward sends of the step (in list
+  // order) are complete once this receive has returned ("Send completion" above).
+  std::int32_t forward_sends_complete = 0;
+  std::int32_t backward_sends_complete = 0;
 
   bool operator==(const ProgramOp&) const = default;
   bool is_pass() const { return kind == ProgramOpKind::kForward || kind == ProgramOpKind::kBackward; }
@@ -198,6 +213,14 @@ struct Program {
 // The Program of one pipeline rank (what the executor needs) or of all of them. Throws
 // InfeasiblePlan when the plan does not fit the model and the global batch
 // (Plan::check_against_model) and ConfigError for bad options.
+// The plan as a rank's Program reads it: every field that cannot change the Program set to
+// one value (dp and micro_batch: only the micro-batch count m matters; ZeRO 1 and 2 alike
+// unless gradients are offloaded; an offload tier read only as offloaded or not, parameters
+// only at ZeRO-3, gradients only from ZeRO-2; recomputation only where the options regather).
+// make_rank_program builds from it, so plans with one program_plan and one m have one
+// Program: the key of RankProgramCache (rank_program_cache.h).
+Plan program_plan(const Plan& plan, const ProgramOptions& options);
+
 RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
                               std::int64_t pp_rank, const ProgramOptions& options = {});
 Program make_program(const ModelSpec& model, const TrainSpec& train, const Plan& plan,

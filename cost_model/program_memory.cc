@@ -2,6 +2,7 @@
 #include "cost_model/program_memory.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -23,7 +24,8 @@ bool exact_in_double(const ExecutorMemoryTerms& t) {
   constexpr double kLimit = 0x1p40;  // 1 TiB a term; 2^13 of them stay below 2^53
   auto whole = [](double x) { return x >= 0 && x <= kLimit && std::trunc(x) == x; };
   for (double x : {t.persistent, t.losses, t.message, t.tokens, t.layer_saved, t.layer_backward_peak,
-                   t.head_saved, t.head_working, t.embedding_working, t.optimizer_working}) {
+                   t.layer_forward_extra, t.head_backward_working, t.setup_peak, t.head_saved,
+                   t.head_working, t.embedding_working, t.optimizer_working}) {
     if (!whole(x)) return false;
   }
   for (const auto* v : {&t.unit_grads, &t.unit_shard, &t.unit_gather, &t.unit_fetch}) {
@@ -38,6 +40,7 @@ struct Place {
   const ProgramOp* pipeline_op = nullptr;
   const ProgramOp* op = nullptr;
   bool in_tail = false;
+  bool in_setup = false;
 };
 
 // What the walk knows of each unit: whether its step gradient is held (ZeRO-2/3: touched
@@ -81,8 +84,10 @@ struct PassEffect {
 
 class Walk {
  public:
-  Walk(const RankProgram& rank, const ExecutorMemoryTerms& t, bool reuse_passes)
-      : rank_(rank), t_(t) {
+  Walk(const RankProgram& rank, const ExecutorMemoryTerms& t, const WalkOptions& options)
+      : rank_(rank), t_(t), shift_(options.micro_batch_shift) {
+    const bool reuse_passes = options.reuse_passes;
+    if (options.shift_from_pass >= 0) shift_from_ = first_op_of_pass(options.shift_from_pass);
     const std::size_t units = rank.units.size();
     for (const auto* v : {&t.unit_grads, &t.unit_shard, &t.unit_gather, &t.unit_fetch}) {
       if (v->size() != units) {
@@ -97,15 +102,21 @@ class Walk {
     reuse_ = reuse_passes && exact_in_double(t);
     // The tied wte whose gradient the head's forward touches.
     tied_wte_ = rank.unit_index(rank.unit_index("embedding") >= 0 ? "embedding" : "wte_copy");
+    live_ = t.persistent;
+    if (t.setup_peak > live_) {  // the set-up's transient above the state it leaves placed
+      place_.in_setup = true;
+      observe(nullptr, t.setup_peak - live_);
+      place_.in_setup = false;
+    }
     live_ = t.persistent + t.losses;
     observe(nullptr, 0);
   }
 
   ProgramMemoryPeak run() {
     for (std::int32_t i = 0; i < rank_.tail_begin; ++i) step_op(rank_.ops[static_cast<std::size_t>(i)]);
-    // The executor completes its sends at the end of the pipeline.
-    add_activation(-static_cast<double>(sends_) * t_.message);
-    sends_ = 0;
+    // The executor completes the sends no receive proved complete at the end of the pipeline.
+    add_activation(-static_cast<double>(pending_[0] + pending_[1]) * t_.message);
+    pending_ = {0, 0};
     for (std::size_t i = static_cast<std::size_t>(rank_.tail_begin); i < rank_.ops.size(); ++i) {
       place_ = {nullptr, nullptr, true};
       state_move(rank_.ops[i], false);
@@ -141,16 +152,33 @@ class Walk {
   }
   // "forward mb=3 chunk=0: compute layer5", "tail: optimizer_step layer2", "the step's start".
   std::string label(const Place& at) const {
+    if (at.in_setup) return "set-up";
     std::string where = at.in_tail ? "tail" : "the step's start";
     if (at.pipeline_op != nullptr) {
+      const bool shifted = at.pipeline_op - rank_.ops.data() >= shift_from_;
       where = fmt::format("{} mb={} chunk={}", to_string(at.pipeline_op->kind),
-                          at.pipeline_op->micro_batch, at.pipeline_op->chunk);
+                          at.pipeline_op->micro_batch + (shifted ? shift_ : 0), at.pipeline_op->chunk);
     }
     if (at.op == nullptr) return where;
     std::string s = to_string(at.op->kind);
     if (at.op->unit >= 0) s += " " + rank_.units[static_cast<std::size_t>(at.op->unit)].name;
     return where + ": " + s;
   }
+  // The list index of pass `ordinal`'s first op: its receive when one comes right before it
+  // (schedule.cc's with_communication), else the pass.
+  std::ptrdiff_t first_op_of_pass(std::int64_t ordinal) const {
+    std::int64_t passes = 0;
+    for (std::int32_t i = 0; i < rank_.tail_begin; ++i) {
+      const ProgramOp& op = rank_.ops[static_cast<std::size_t>(i)];
+      if (!op.is_pass()) continue;
+      if (passes++ < ordinal) continue;
+      const bool received = i > 0 && (rank_.ops[static_cast<std::size_t>(i - 1)].kind == Kind::kRecvForward ||
+                                      rank_.ops[static_cast<std::size_t>(i - 1)].kind == Kind::kRecvBackward);
+      return received ? i - 1 : i;
+    }
+    return rank_.tail_begin;
+  }
+
   void touch_grads(std::int32_t unit) {
     const auto u = static_cast<std::size_t>(unit);
     if (!t_.transient_grads || units_.is_touched(u)) return;
@@ -162,12 +190,33 @@ class Walk {
     place_ = {&op, nullptr, false};
     switch (op.kind) {
       case Kind::kRecvForward:
-      case Kind::kRecvBackward: add_activation(t_.message); observe(nullptr, 0); return;
+      case Kind::kRecvBackward:
+        if (op.peer == rank_.pp_rank) return;  // handed over: the sender's output, counted
+        add_activation(t_.message);
+        observe(nullptr, 0);
+        complete_sends(op);
+        return;
       case Kind::kSendForward:
-      case Kind::kSendBackward: ++sends_; return;
+      case Kind::kSendBackward:
+        if (op.peer != rank_.pp_rank) ++pending_[op.kind == Kind::kSendForward ? 0 : 1];
+        return;
       case Kind::kForward:
       case Kind::kBackward: pass(op); return;
       default: throw std::logic_error("program memory: " + to_string(op.kind) + " in the pipeline");
+    }
+  }
+
+  // The sends the receive proves complete go back to the pool once it has returned
+  // (program.h, "Send completion"), after the received message was allocated.
+  void complete_sends(const ProgramOp& recv) {
+    const std::array<std::int64_t, 2> known{recv.forward_sends_complete, recv.backward_sends_complete};
+    for (std::size_t d = 0; d < 2; ++d) {
+      const std::int64_t n = known[d] - completed_[d];
+      if (n <= 0) continue;
+      if (n > pending_[d]) throw std::logic_error("program memory: a receive completes sends not posted");
+      add_activation(-static_cast<double>(n) * t_.message);
+      pending_[d] -= n;
+      completed_[d] = known[d];
     }
   }
 
@@ -251,7 +300,7 @@ class Walk {
       case Part::kLayer:
         if (forward) {
           add_activation(t_.layer_saved + t_.message);
-          observe(what, 0);
+          observe(what, t_.layer_forward_extra);
         } else {
           touch_grads(op.unit);
           observe(what, t_.layer_backward_peak - t_.layer_saved);
@@ -268,7 +317,7 @@ class Walk {
         } else {
           touch_grads(op.unit);
           add_activation(t_.message);  // the gradient that flows down the chunk
-          observe(what, 0);
+          observe(what, t_.head_backward_working);
           add_activation(-t_.head_saved - t_.message);  // its saved tensors and lnf_in
         }
         return;
@@ -336,10 +385,13 @@ class Walk {
 
   const RankProgram& rank_;
   const ExecutorMemoryTerms& t_;
+  std::int64_t shift_ = 0;  // WalkOptions::micro_batch_shift, from list index shift_from_
+  std::ptrdiff_t shift_from_ = std::numeric_limits<std::ptrdiff_t>::max();
   bool reuse_ = false;  // recorded pass effects may stand for walks (exact_in_double)
   std::int32_t tied_wte_ = -1;
   double live_ = 0, activations_ = 0, step_grads_ = 0;
-  std::int64_t sends_ = 0;
+  // [0] forward, [1] backward: sends posted and not completed, and completed so far.
+  std::array<std::int64_t, 2> pending_{0, 0}, completed_{0, 0};
   UnitState units_;
   std::vector<PassEffect> effects_;  // [body] its last reusable walk
   PassEffect* recording_ = nullptr;  // the pass being walked, recording its effect
@@ -353,7 +405,7 @@ class Walk {
 
 ProgramMemoryPeak walk_program_memory(const RankProgram& rank, const ExecutorMemoryTerms& terms,
                                       const WalkOptions& options) {
-  return Walk(rank, terms, options.reuse_passes).run();
+  return Walk(rank, terms, options).run();
 }
 
 }  // namespace strata

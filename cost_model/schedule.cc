@@ -33,7 +33,7 @@ std::vector<ComputeOp> gpipe_order(std::int64_t m) {
 // 1F1B (PipeDream-flush, Narayanan et al. 2021 fig. 4 top): rank r runs p - r - 1 warm-up
 // forwards, then alternates one forward and one backward, then drains the backwards.
 std::vector<ComputeOp> one_f_one_b_order(std::int64_t p, std::int64_t r, std::int64_t m) {
-  const std::int64_t warmup = std::min(p - r - 1, m);
+  const std::int64_t warmup = warmup_forwards(ScheduleKind::kOneFOneB, p, 1, m, r);
   std::vector<ComputeOp> order;
   order.reserve(static_cast<std::size_t>(2 * m));
   for (std::int64_t i = 0; i < warmup; ++i) order.push_back({true, i, 0});
@@ -63,7 +63,7 @@ std::vector<ComputeOp> interleaved_order(std::int64_t p, std::int64_t v, std::in
     const std::int64_t micro_batch = (k / (p * v)) * p + k % p;
     return ComputeOp{forward, micro_batch, chunk};
   };
-  const std::int64_t warmup = std::min((p - r - 1) * 2 + (v - 1) * p, total);
+  const std::int64_t warmup = warmup_forwards(ScheduleKind::kInterleaved, p, v, m, r);
   std::vector<ComputeOp> order;
   order.reserve(static_cast<std::size_t>(2 * total));
   for (std::int64_t k = 0; k < warmup; ++k) order.push_back(op_at(k, true));
@@ -156,6 +156,15 @@ Schedule make_schedule(ScheduleKind kind, std::int64_t pp, std::int64_t virtual_
         unchecked_rank_ops(kind, pp, virtual_stages, micro_batches, r);
   }
   return schedule;
+}
+
+std::int64_t warmup_forwards(ScheduleKind kind, std::int64_t p, std::int64_t v, std::int64_t m,
+                             std::int64_t r) {
+  if (kind == ScheduleKind::kGpipe) return m * v;
+  if (kind == ScheduleKind::kInterleaved && v > 1) {
+    return std::min(2 * (p - r - 1) + (v - 1) * p, m * v);
+  }
+  return std::min(p - r - 1, m);
 }
 
 std::vector<PipelineOp> make_rank_schedule(ScheduleKind kind, std::int64_t pp,

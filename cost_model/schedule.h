@@ -56,6 +56,12 @@ struct Schedule {
 // For interleaved with v == 1 the result is the 1F1B schedule.
 Schedule make_schedule(ScheduleKind kind, std::int64_t pp, std::int64_t virtual_stages,
                        std::int64_t micro_batches);
+// The forwards pipeline rank r runs before its first backward (the warm-up) in its m * v
+// passes: GPipe every one; 1F1B min(p - r - 1, m); interleaved (v > 1)
+// min(2 (p - r - 1) + (v - 1) p, m v). The one place the schedules, the steady-phase cut
+// (steady_cut.h) and the memory model's choice of ranks (memory_model.h) read it.
+std::int64_t warmup_forwards(ScheduleKind kind, std::int64_t pp, std::int64_t virtual_stages,
+                             std::int64_t micro_batches, std::int64_t pp_rank);
 // make_schedule(...).ops[pp_rank] alone (a Program is made one rank at a time: making every
 // rank's list for each made a p-stage Program cost p^2 m ops). Also throws InfeasiblePlan
 // when pp_rank is outside 0..pp-1.

@@ -51,7 +51,9 @@ class Search {
     ScoredPlan scored{plan, {}};
     try {
       plan.check(model_, cluster_, train_);
-      scored.prediction = predict_memory(model_, cluster_, train_, plan, options_.profile, options_.cost);
+      // Whether it fits needs the worst rank alone; the plans shown are predicted in full.
+      scored.prediction = predict_memory(model_, cluster_, train_, plan, options_.profile,
+                                         options_.cost, MemoryRanks::kWorstOnly, &programs_);
     } catch (const InfeasiblePlan&) {
       ++result_.dropped[drop_reason::kPlanCheck];
       return false;
@@ -145,6 +147,7 @@ class Search {
   PlanSearchResult& result_;
   PredictionCache own_cache_;
   PredictionCache& cache_ = options_.cache != nullptr ? *options_.cache : own_cache_;
+  RankProgramCache programs_;  // the memory walks' Programs
   std::vector<Candidate> fitting_;
 };
 

@@ -139,7 +139,7 @@ cudaStream_t CudaBackend::stream_of(Stream s) const {
 
 engine::Tensor CudaBackend::allocate(MemoryTier tier, DType dtype, std::int64_t n,
                                      const std::string& tag, bool zeroed) {
-  const std::int64_t bytes = n * dtype_bytes(dtype);
+  const std::int64_t bytes = pool_request_bytes(dtype, n);
   if (tier == MemoryTier::kDevice) {
     DeviceBlock block = zeroed ? pool_->allocate(bytes, tag) : pool_->allocate_uninitialized(bytes, tag);
     return tensor_of(std::move(block), dtype);

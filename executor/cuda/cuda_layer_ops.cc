@@ -41,17 +41,8 @@ Tensor tensor_of(DeviceBlock block, DType dtype) {
 CudaLayerOps::CudaLayerOps(DevicePool& pool, cudaStream_t stream)
     : pool_(&pool), stream_(stream), lt_(as_system_error([] { return kc::CublasLtHandle::create(); })) {}
 
-Tensor CudaLayerOps::activations(std::int64_t n, const std::string& tag) {
-  return tensor_of(pool_->allocate_uninitialized(n * 2, tag), DType::kBF16);
-}
-
-Tensor CudaLayerOps::floats(std::int64_t n, const std::string& tag) {
-  return tensor_of(pool_->allocate_uninitialized(n * 4, tag), DType::kF32);
-}
-
-std::int64_t CudaLayerOps::attention_stats_floats(int B, int T, int NH) const {
-  // Flash attention keeps one log-sum-exp per (batch, head, query).
-  return static_cast<std::int64_t>(B) * NH * T;
+Tensor CudaLayerOps::block(std::int64_t bytes, DType dtype, const std::string& tag) {
+  return tensor_of(pool_->allocate_uninitialized(bytes, tag), dtype);
 }
 
 void CudaLayerOps::layernorm_forward(void* out, float* mean, float* rstd, const void* inp,
@@ -72,12 +63,11 @@ void CudaLayerOps::residual_layernorm_forward(void* resid, void* out, float* mea
                                        h(b), rows, C, stream_);
 }
 
-void CudaLayerOps::layernorm_backward(void* dinp, float* dw, float* db, const void* dout,
-                                      const void* inp, const void* w, const float* mean,
-                                      const float* rstd, int rows, int C) {
-  Tensor scratch = floats(kc::layernorm_backward_scratch_floats(rows, C), "backward_scratch");
-  kc::layernorm_backward(h(dinp), dw, db, h(dout), h(inp), h(w), mean, rstd, rows, C,
-                         scratch.f32(), stream_);
+void CudaLayerOps::layernorm_backward_with(void* dinp, float* dw, float* db, const void* dout,
+                                           const void* inp, const void* w, const float* mean,
+                                           const float* rstd, int rows, int C, float* scratch) {
+  kc::layernorm_backward(h(dinp), dw, db, h(dout), h(inp), h(w), mean, rstd, rows, C, scratch,
+                         stream_);
 }
 
 void CudaLayerOps::matmul_forward(void* out, const void* inp, const void* w, const void* bias,
@@ -115,12 +105,11 @@ void CudaLayerOps::attention_forward(void* out, float* stats, const void* qkv, i
   kc::attention_forward(h(out), stats, h(qkv), B, T, C, NH, stream_);
 }
 
-void CudaLayerOps::attention_backward(void* dqkv, const void* dout, const void* qkv,
-                                      const void* out, const float* stats, int B, int T, int C,
-                                      int NH) {
-  Tensor scratch = floats(kc::attention_backward_scratch_floats(B, T, NH), "backward_scratch");
-  kc::attention_backward(h(dqkv), scratch.f32(), h(dout), h(qkv), h(out), stats, B, T, C, NH,
-                         stream_, /*overwrite=*/true);
+void CudaLayerOps::attention_backward_with(void* dqkv, const void* dout, const void* qkv,
+                                           const void* out, const float* stats, int B, int T,
+                                           int C, int NH, float* scratch) {
+  kc::attention_backward(h(dqkv), scratch, h(dout), h(qkv), h(out), stats, B, T, C, NH, stream_,
+                         /*overwrite=*/true);
 }
 
 void CudaLayerOps::bias_residual(void* out, const void* y, const void* bias, const void* residual,
@@ -157,12 +146,10 @@ void CudaLayerOps::embedding_backward(float* dwte, float* dwpe, const void* dout
   kc::embedding_backward(dwte, dwpe, h(dout), tokens, B, T, C, v0, v1, stream_);
 }
 
-void CudaLayerOps::cross_entropy_forward_backward(float* losses, Tensor& logits,
-                                                  const float* dlosses,
-                                                  const std::int32_t* targets, int BT, int Vlocal,
-                                                  int ld, int v0, model::TpContext& tp) {
-  Tensor stats = floats(4 * static_cast<std::int64_t>(BT), "head_scratch");
-  float* row_max = stats.f32();
+void CudaLayerOps::cross_entropy_with(float* losses, Tensor& logits, const float* dlosses,
+                                      const std::int32_t* targets, int BT, int Vlocal, int ld,
+                                      int v0, model::TpContext& tp, float* stats) {
+  float* row_max = stats;
   float* row_sum = row_max + BT;
   float* target_logit = row_sum + BT;  // contiguous with row_sum: one all-reduce for both
   float* row_lse = target_logit + BT;

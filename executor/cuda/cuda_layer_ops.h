@@ -4,13 +4,15 @@
 // GEMM's C operand; residual + LayerNorm in one kernel; the loss and its backward in one
 // pass over the logits). The wte shard is padded to whole 128-row blocks
 // (partition.h: vocab_row_alignment), so the logits GEMM covers all of its rows.
+// What they allocate, and how wide, is CudaShapedLayerOps' (cuda_op_allocations.h): this
+// class runs the kernels on the memory handed to it.
 // Deliberately not here: the optimizer, copies between tiers (cuda_backend.h).
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include "executor/cuda/cuda_op_allocations.h"
 #include "executor/cuda/device_pool.h"
-#include "executor/model/layer_ops.h"
 #include "kernels/cuda/cuda_resources.h"
 
 namespace strata::cuda {
@@ -20,26 +22,16 @@ using engine::Tensor;
 // A Tensor over a DevicePool block.
 Tensor tensor_of(DeviceBlock block, DType dtype);
 
-class CudaLayerOps final : public model::LayerOps {
+class CudaLayerOps final : public CudaShapedLayerOps {
  public:
   // pool and stream must outlive the ops. Throws SystemError when cuBLASLt cannot start.
   CudaLayerOps(DevicePool& pool, cudaStream_t stream);
-
-  DType dtype() const override { return DType::kBF16; }
-  Tensor activations(std::int64_t n, const std::string& tag) override;
-  Tensor floats(std::int64_t n, const std::string& tag) override;
-  std::int64_t attention_stats_floats(int B, int T, int NH) const override;
-  const char* attention_stats_name() const override { return "attn_lse"; }
-  int logits_width(int valid, int shard_rows) const override { return shard_rows; }
 
   void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const void* w,
                          const void* b, int rows, int C) override;
   void residual_layernorm_forward(void* resid, void* out, float* mean, float* rstd, const void* x,
                                   const void* y, const void* bias, const void* w, const void* b,
                                   int rows, int C) override;
-  void layernorm_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp,
-                          const void* w, const float* mean, const float* rstd, int rows,
-                          int C) override;
   void matmul_forward(void* out, const void* inp, const void* w, const void* bias, int BT, int C,
                       int OC) override;
   void matmul_gelu_forward(void* out, void* pre, const void* inp, const void* w, const void* bias,
@@ -53,8 +45,6 @@ class CudaLayerOps final : public model::LayerOps {
                             int OC) override;
   void attention_forward(void* out, float* stats, const void* qkv, int B, int T, int C,
                          int NH) override;
-  void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out,
-                          const float* stats, int B, int T, int C, int NH) override;
   void bias_residual(void* out, const void* y, const void* bias, const void* residual, int rows,
                      int C) override;
   void add_bias(void* out, const void* bias, int rows, int C) override;
@@ -64,9 +54,18 @@ class CudaLayerOps final : public model::LayerOps {
                          int B, int T, int C, int v0, int v1) override;
   void embedding_backward(float* dwte, float* dwpe, const void* dout, const std::int32_t* tokens,
                           int B, int T, int C, int v0, int v1) override;
-  void cross_entropy_forward_backward(float* losses, Tensor& logits, const float* dlosses,
-                                      const std::int32_t* targets, int BT, int Vlocal, int ld,
-                                      int v0, model::TpContext& tp) override;
+
+ protected:
+  Tensor block(std::int64_t bytes, DType dtype, const std::string& tag) override;
+  void layernorm_backward_with(void* dinp, float* dw, float* db, const void* dout, const void* inp,
+                               const void* w, const float* mean, const float* rstd, int rows, int C,
+                               float* scratch) override;
+  void attention_backward_with(void* dqkv, const void* dout, const void* qkv, const void* out,
+                               const float* stats, int B, int T, int C, int NH,
+                               float* scratch) override;
+  void cross_entropy_with(float* losses, Tensor& logits, const float* dlosses,
+                          const std::int32_t* targets, int BT, int Vlocal, int ld, int v0,
+                          model::TpContext& tp, float* stats) override;
 
  private:
   DevicePool* pool_;

@@ -5,7 +5,8 @@
 //   tp_comm_s   TP collectives (layers, embedding, vocab-parallel loss) and SP norm sums
 //   dp_comm_s   gathers, gradient reductions, the tied-embedding sum, ZeRO-1/2 gathers
 //   offload_s   fetches, gradient offload, and the transfers inside an offloaded optimizer step
-//   pp_comm_s   posting sends and completing them at the end of the step
+//   pp_comm_s   posting sends and completing the ones left at the end of the pipeline (those
+//               a receive proves complete are waited for inside it: bubble_s)
 //   bubble_s    blocked in pipeline receives (waiting for the neighbouring stage)
 //   optimizer_s grad norm and AdamW;  other_s the rest (loss reduction, bookkeeping).
 // The split is exact on the CPU backend, where every op blocks; on a backend that overlaps
@@ -227,6 +228,7 @@ void Engine::message(const ProgramOp& op) {
       backend_->wait(link, backend_->record(Stream::kCompute));
       link.recv(b.data(), n, c, /*peer=*/0, tag(op.micro_batch, vstage, forward ? 0 : 1));
       received[key] = std::move(b);
+      complete_sends(op);
       return;
     }
     case Kind::kSendForward:
@@ -253,12 +255,35 @@ void Engine::message(const ProgramOp& op) {
       backend_->wait(link, backend_->record(Stream::kCompute));
       send.request = link.send(send.buffer.data(), n, c, /*peer=*/1,
                                tag(op.micro_batch, receiver, forward ? 0 : 1));
-      sends_.push_back(std::move(send));
+      sends_[forward ? 0 : 1].push_back(std::move(send));
       return;
     }
     default: break;
   }
   throw std::logic_error("engine: " + to_string(op.kind) + " is not a message");
+}
+
+void Engine::complete_sends(const ProgramOp& recv) {
+  // The peer received these sends before it posted the message that has just arrived (its
+  // receives block: program_sends.h), so their requests are complete or about to be without
+  // any further action of the peer: MPI's matching receives have completed, NCCL's and the
+  // host-staged transfers have finished. The waits return at once, and their buffers go back
+  // to the pool here instead of at the pipeline's end. Waiting for the request also orders
+  // the block's reuse after the link stream's read of it (an event on CUDA).
+  const std::array<std::int32_t, 2> known{recv.forward_sends_complete, recv.backward_sends_complete};
+  for (std::size_t d = 0; d < 2; ++d) {
+    while (sends_completed_[d] < known[d]) {
+      if (sends_[d].empty()) {
+        throw std::logic_error(fmt::format(
+            "engine: {} of ({}, {}) completes {} {} sends but {} were posted",
+            to_string(recv.kind), recv.micro_batch, recv.chunk, known[d],
+            d == 0 ? "forward" : "backward", sends_completed_[d]));
+      }
+      sends_[d].front().request.wait();
+      sends_[d].pop_front();
+      ++sends_completed_[d];
+    }
+  }
 }
 
 void Engine::begin_pass(const ProgramOp& pass, std::int64_t step) {
@@ -431,8 +456,11 @@ void Engine::finish_sends(std::vector<OpRecord>& records) {
   rec.kind = Kind::kSendForward;  // accounted as pipeline communication
   rec.stream = Stream::kP2p;
   rec.start = backend_->timestamp(Stream::kP2p);
-  for (auto& s : sends_) s.request.wait();
-  sends_.clear();
+  for (auto& direction : sends_) {
+    for (auto& s : direction) s.request.wait();
+    direction.clear();
+  }
+  sends_completed_ = {0, 0};
   rec.end = backend_->timestamp(Stream::kP2p);
   rec.unit = "wait_sends";
   records.push_back(rec);

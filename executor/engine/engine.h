@@ -6,8 +6,9 @@
 // after the ops its `after` names.
 //
 // Passes: forward / backward of (micro-batch, chunk) with activations saved per (micro-
-// batch, chunk); sends posted non-blocking (completed at the end of the step), receives
-// blocking their stream. The loss is the mean over every token of the global batch (each
+// batch, chunk); sends posted non-blocking, each completed and freed at the receive that
+// the Program says proves it complete (program.h, "Send completion"), the rest at the end of
+// the pipeline; receives blocking their stream. The loss is the mean over every token of the global batch (each
 // token's loss gradient is 1 / tokens of the global batch), reported on every rank.
 // Activation recomputation (plan.recompute): each layer's forward drops what the policy does
 // not keep (model::drop_activations) and its backward rebuilds it first. Sequence parallel:
@@ -19,7 +20,9 @@
 // launching ranks, the data format.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <string>
@@ -121,6 +124,7 @@ class Engine {
                std::int64_t chunk);
   void state_move(const ProgramOp& op, std::int64_t step, StepResult& result);
   void message(const ProgramOp& op);
+  void complete_sends(const ProgramOp& recv);
   Tensor device_tokens(const std::vector<std::int32_t>& host, const char* tag);
   int tag(std::int64_t mb, std::int64_t receiver_vstage, int direction) const;
   double global_loss();
@@ -145,7 +149,10 @@ class Engine {
   std::map<Key, Saved> saved_;
   std::map<Key, Tensor> received_forward_, received_backward_, to_send_forward_, to_send_backward_;
   std::map<Key, Tensor> handed_forward_, handed_backward_;  // p = 1: messages to this rank
-  std::vector<PendingSend> sends_;
+  // [0] forward, [1] backward: sends posted and not yet completed, oldest first, and how many
+  // of the step's sends of that direction were completed before them.
+  std::array<std::deque<PendingSend>, 2> sends_;
+  std::array<std::int32_t, 2> sends_completed_{0, 0};
   Tensor pass_grad_;               // backward pass: the gradient flowing down the chunk
   StepResult* result_ = nullptr;   // the step being run
 };

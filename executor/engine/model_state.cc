@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "cost_model/model_state_bytes.h"
 #include "cost_model/optimizer_schedule.h"
 #include "executor/model/param_init.h"
 #include "executor/offload/cpu_adam_stream.h"
@@ -29,6 +30,10 @@ void timed(double& seconds, F&& f) {
 }
 
 std::int64_t element_bytes(DType t) { return dtype_bytes(t); }
+
+// model_state_bytes.h's widths are the float tensors this file allocates for them.
+static_assert(kMasterBytes == sizeof(float) && kGradientBytes == sizeof(float) &&
+              kMomentBytes == sizeof(float));
 
 }  // namespace
 
@@ -58,9 +63,11 @@ ModelState::ModelState(Backend& backend, std::vector<UnitLayout> layouts, const 
   for (auto& layout : layouts) {
     ParamUnit u;
     u.layout = std::move(layout);
-    u.padded = (u.layout.count + d - 1) / d * d;
-    u.shard = u.padded / d;
-    largest = std::max(largest, stored_elements(u));
+    const UnitState sizes = unit_state(u.layout.count, d, zero_stage_, offload_,
+                                       static_cast<int>(dtype_bytes(backend.compute_dtype())));
+    u.padded = sizes.padded;
+    u.shard = sizes.shard;
+    largest = std::max(largest, sizes.params.elements);
     units_.push_back(std::move(u));
   }
   const std::unique_ptr<float[]> scratch(new float[static_cast<std::size_t>(largest)]);
@@ -91,9 +98,13 @@ std::int32_t ModelState::index(const std::string& name) const {
 void ModelState::place(ParamUnit& u, const model::UnitInit& init_values, float* init) {
   const DType c = backend_->compute_dtype();
   const std::int64_t dp_rank = groups_->coords().dp;
+  // What each kind of state holds and where: model_state_bytes.h, which the memory model
+  // prices the same way.
+  const UnitState sizes = unit_state(u.layout.count, groups_->dims().dp, zero_stage_, offload_,
+                                     static_cast<int>(dtype_bytes(c)));
   // The parameters this rank stores: everything, or its shard at stage 3.
   const std::int64_t lo = zero_stage_ >= 3 ? dp_rank * u.shard : 0;
-  const std::int64_t n = stored_elements(u);
+  const std::int64_t n = sizes.params.elements;
   if (place_seeded_on_device(u, init_values, lo)) return;
   init_values(u.layout, init, lo, lo + n);
   if (params_off()) {
@@ -109,18 +120,18 @@ void ModelState::place(ParamUnit& u, const model::UnitInit& init_values, float* 
       backend_->to_compute(u.params.data(), staging.f32(), n);
     }
   }
-  if (zero_stage_ <= 1) u.grads = alloc(MemoryTier::kDevice, DType::kF32, u.padded, "gradients");
-  if (zero_stage_ >= 2 && !grads_off()) {
-    u.grad_shard = alloc(MemoryTier::kDevice, DType::kF32, u.shard, "gradients");
+  if (sizes.gradients.tier == OffloadTier::kNone) {
+    (zero_stage_ <= 1 ? u.grads : u.grad_shard) =
+        alloc(MemoryTier::kDevice, DType::kF32, sizes.gradients.elements, "gradients");
   }
-  const std::int64_t opt_n = opt_elements(u);
+  const std::int64_t opt_n = sizes.moments.elements;
   // The fp32 values of the optimizer's part (init starts at element `lo`, opt_offset's origin).
   const float* part = init + opt_offset(u);
-  if (!optimizer_off()) {
+  if (sizes.moments.tier == OffloadTier::kNone) {
     u.m = alloc(MemoryTier::kDevice, DType::kF32, opt_n, "optimizer");
     u.v = alloc(MemoryTier::kDevice, DType::kF32, opt_n, "optimizer");
-    if (!own_master() && !params_off()) {
-      u.master = alloc(MemoryTier::kDevice, DType::kF32, opt_n, "master", false);
+    if (sizes.master.elements > 0) {
+      u.master = alloc(MemoryTier::kDevice, DType::kF32, sizes.master.elements, "master", false);
       backend_->copy(u.master.data(), part, opt_n * 4, Stream::kCompute);
     }
   }

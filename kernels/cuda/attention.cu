@@ -836,10 +836,6 @@ void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int
   }
 }
 
-std::int64_t attention_backward_scratch_floats(int B, int T, int NH) {
-  return static_cast<std::int64_t>(B) * NH * T;
-}
-
 void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv,
                         const bf16* out, const float* lse, int B, int T, int C, int NH,
                         cudaStream_t stream, bool overwrite) {

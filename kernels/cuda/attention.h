@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/common.h"
+#include "kernels/cuda/scratch_sizes.h"
 
 namespace strata::kernels::cuda {
 
@@ -25,9 +26,7 @@ namespace strata::kernels::cuda {
 void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH,
                        cudaStream_t stream);
 
-// Floats of scratch attention_backward needs: B * NH * T (rowsum(dout * out) per row; the
-// same count as the CPU backward's scratch).
-std::int64_t attention_backward_scratch_floats(int B, int T, int NH);
+// Its scratch: attention_backward_scratch_floats (scratch_sizes.h).
 
 // dqkv: (B, T, 3*C) += gradient (ACCUMULATES into the q, k and v parts), or = gradient with
 // overwrite (every element of dqkv is written: no zeroed buffer needed).

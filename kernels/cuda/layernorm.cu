@@ -22,13 +22,11 @@ namespace {
 constexpr float kEps = cpu::kLayerNormEps;
 constexpr int kForwardWarps = 8;        // rows per forward block
 constexpr int kBackwardThreads = 256;   // threads per backward block
-// Backward blocks, each owning a dweight/dbias partial: 1024 keeps every SM of an H100 busy
-// (256 left the kernel latency-bound at ~500 GB/s on GPT-2 1.5B's (8192, 1600) rows).
-constexpr int kMaxPartialBlocks = 1024;
 constexpr int kReduceCols = 32;  // partial reduction: columns per block (one per lane)
 constexpr int kReduceRows = 8;   // ... and row groups, combined in y order
 
-int backward_blocks(int BT) { return std::min(BT, kMaxPartialBlocks); }
+// Backward blocks, each owning a dweight/dbias partial (scratch_sizes.h).
+int backward_blocks(int BT) { return layernorm_backward_blocks(BT); }
 
 // ---------------------------------------------------------------------------------------
 // Kernels
@@ -392,10 +390,6 @@ void fused_residual_layernorm_forward(bf16* residual, bf16* out, float* mean, fl
                                   kName));
   }
   launch_forward(out, mean, rstd, residual, inp1, inp2, weight, bias, BT, C, stream);
-}
-
-std::int64_t layernorm_backward_scratch_floats(int BT, int C) {
-  return static_cast<std::int64_t>(backward_blocks(std::max(BT, 1))) * 2 * C;
 }
 
 void layernorm_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout,

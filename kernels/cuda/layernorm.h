@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/common.h"
+#include "kernels/cuda/scratch_sizes.h"
 
 namespace strata::kernels::cuda {
 
@@ -27,8 +28,7 @@ void fused_residual_layernorm_forward(bf16* residual, bf16* out, float* mean, fl
                                       const bf16* inp1, const bf16* inp2, const bf16* weight,
                                       const bf16* bias, int BT, int C, cudaStream_t stream);
 
-// Floats of scratch layernorm_backward needs: 2 * C per partial-sum block.
-std::int64_t layernorm_backward_scratch_floats(int BT, int C);
+// Its scratch: layernorm_backward_scratch_floats (scratch_sizes.h).
 
 // ACCUMULATES: dinp: (BT, C) bf16 +=, dweight: (C) fp32 +=, dbias: (C) fp32 +=.
 // For the fused op pass the residual stream's gradient as dinp (the residual add's backward

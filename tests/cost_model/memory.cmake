@@ -3,3 +3,13 @@
 strata_add_test(memory_model_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/memory_model_test.cc
   LIBS strata_memory_model)
+
+# The published 1T plan's pipeline stage on strata's CUDA engine, derived by hand.
+strata_add_test(megatron_1t_memory_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/megatron_1t_memory_test.cc
+  LIBS strata_memory_model)
+
+# The memory walk of a steady phase cut short against the full walk, on a matrix of plans.
+strata_add_test(steady_cut_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/steady_cut_test.cc
+  LIBS strata_memory_model)

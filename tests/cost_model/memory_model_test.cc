@@ -143,8 +143,12 @@ TEST(EstimateMemory, ZeroPaperExampleThroughTheStage) {
     Plan plan;
     plan.dp = 64;
     plan.zero_stage = z;
-    const StageMemory s =
-        estimate_memory(m, cluster(Backend::kCuda), train(64, Precision::kBf16), plan).stages[0];
+    // The paper's mixed-precision convention (bf16 gradients): the published one; strata's
+    // engine keeps fp32 gradients (model_state_bytes.h, tested in cuda_pool_prediction_test).
+    MemoryModelOptions published;
+    published.published_activations = true;
+    const StageMemory s = estimate_memory(m, cluster(Backend::kCuda), train(64, Precision::kBf16),
+                                          plan, published).stages[0];
     const double state = s.params.device + s.gradients.device + s.optimizer.device;
     EXPECT_DOUBLE_EQ(state, per_param[z] * P) << "stage " << z;
     const double tolerance = z == 3 ? 0.05 / 1.9 : 0.01;  // 1.9 is 1.875 rounded (see above)
@@ -320,15 +324,21 @@ TEST(InFlight, ClosedFormsMatchGeneratedSchedules) {
 //     all 495616 saved + dfc1, s b f = 32768 elements: 626688 B, i.e. 131072 B above the
 //     saved tensors it frees (the gelu backward runs in place in dfc1).
 //   A forward on rank 0: ids 512 + the embedding's output 32768 + 4 x (495616 + 32768)
-//     = 2146816 B, of which the last layer's output is the message sent on (kept until the
-//     pipeline's end). 1F1B rank 0: F0 F1 B0 F2 B1 F3 B2 B3. Before B2: P0 + mb 2's and
-//     mb 3's forwards 2 x 2146816 + three sent outputs 98304 (one of them mb 3's last output,
-//     already counted: -32768) + the received gradient 32768 = P0 + 4391936 = 7918592; its
-//     first layer's backward adds 131072: 8049664, the peak (B0 and B1 hold fewer sends).
-//   Rank 1 (F0 B0 F1 B1 ...): before mb 3's head, P1 + 3 sent gradients 98304 + the received
-//     input 32768 + ids 512 + 4 layers 2113536 + the head's saved mean, rstd, lnf_dout 33792
-//     = 5744640; the head's working set (lnf_out 8192 + logits and their gradient s b V =
-//     32768 each + 4 s b statistics = 74240 elements = 296960 B) on top: 6041600.
+//     = 2146816 B, of which the last layer's output is the message sent on (kept until a
+//     receive proves it complete: program.h, "Send completion"). (A layer's forward holds
+//     nothing above what it keeps at t = 1 without recomputation: its largest moment is
+//     everything it saves.) 1F1B rank 0: F0 F1 B0 F2 B1 F3 B2 B3; rank 1: F0 B0 F1 B1 ...,
+//     so rank 1 has received mb k's activation when it sends mb k's gradient: rank 0's
+//     receive of gradient k proves its sends of mb 0..k complete, one send (mb k + 1's)
+//     left pending. At B0: P0 + mb 0's forward less its freed output 2114048 + mb 1's
+//     2146816 + the received gradient 32768 = P0 + 4293632 = 7820288; its first layer's
+//     backward adds 131072: 7951360, the peak (B1 and B2 hold the same and tie with it).
+//   Rank 1: rank 0 sends mb k + 2 after receiving gradient k, so rank 1's receive of mb k
+//     proves its gradient sends of mb 0..k - 2: from F1 on one gradient is pending. At mb 1's
+//     head, P1 + 1 sent gradient 32768 + the received input 32768 + ids 512 + 4 layers
+//     2113536 + the head's saved mean, rstd, lnf_dout 33792 = 5679104; the head's working set
+//     (lnf_out 8192 + logits and their gradient s b V = 32768 each + 4 s b statistics = 74240
+//     elements = 296960 B) on top: 5976064 (mb 2's and mb 3's heads tie with it).
 TEST(EstimateMemory, TinyModelByHand) {
   Plan plan;
   plan.tp = 1;
@@ -350,14 +360,14 @@ TEST(EstimateMemory, TinyModelByHand) {
   EXPECT_EQ(s0.in_flight, 2);
   EXPECT_EQ(s1.in_flight, 1);
   EXPECT_DOUBLE_EQ(s0.layer_activation_bytes, 528384);
-  EXPECT_EQ(s0.peak_moment, "backward mb=2 chunk=0: compute layer3");
-  EXPECT_EQ(s1.peak_moment, "forward mb=3 chunk=0: compute final_norm");
-  EXPECT_DOUBLE_EQ(s0.activations.device, 8049664 - 3526656);
-  EXPECT_DOUBLE_EQ(s0.total.device, 8049664);
-  EXPECT_DOUBLE_EQ(s1.total.device, 6041600);
+  EXPECT_EQ(s0.peak_moment, "backward mb=0 chunk=0: compute layer3");
+  EXPECT_EQ(s1.peak_moment, "forward mb=1 chunk=0: compute final_norm");
+  EXPECT_DOUBLE_EQ(s0.activations.device, 7951360 - 3526656);
+  EXPECT_DOUBLE_EQ(s0.total.device, 7951360);
+  EXPECT_DOUBLE_EQ(s1.total.device, 5976064);
   EXPECT_DOUBLE_EQ(s0.total.host, 0);
   EXPECT_EQ(e.worst_pp_rank, 0);
-  EXPECT_DOUBLE_EQ(e.worst.device, 8049664);
+  EXPECT_DOUBLE_EQ(e.worst.device, 7951360);
 
   // The Prediction's memory fields: worst per tier and one RankMemory per stage.
   StepReport report;
@@ -366,14 +376,15 @@ TEST(EstimateMemory, TinyModelByHand) {
   ASSERT_EQ(report.per_rank.size(), 2u);
   EXPECT_EQ(report.per_rank[1].pp_rank, 1);
   EXPECT_EQ(report.per_rank[1].rank, 1);  // Megatron order: pp_rank * tp * dp
-  EXPECT_DOUBLE_EQ(report.per_rank[1].peak_bytes.device, 6041600);
+  EXPECT_DOUBLE_EQ(report.per_rank[1].peak_bytes.device, 5976064);
 }
 
 TEST(EstimateMemory, FullRecomputeKeepsOnlyLayerInputs) {
   // Same tiny plan, full recompute: a forward keeps only the layers' outputs (their next
-  // layer's inputs): ids 512 + 5 x 32768 = 164352 B; a layer's backward rebuilds its
-  // 495616 B and works on top (626688 B in all, TinyModelByHand). 1F1B rank 0 runs
-  // F0 F1 B0 F2 B1 F3 B2 B3.
+  // layer's inputs): ids 512 + 5 x 32768 = 164352 B; a layer's forward makes its 495616 B
+  // before dropping them; a layer's backward rebuilds them and works on top (626688 B in
+  // all, TinyModelByHand). 1F1B rank 0 runs F0 F1 B0 F2 B1 F3 B2 B3; its receive of
+  // gradient k frees its send of mb k (TinyModelByHand).
   Plan plan;
   plan.pp = 2;
   plan.micro_batch = 2;
@@ -382,10 +393,11 @@ TEST(EstimateMemory, FullRecomputeKeepsOnlyLayerInputs) {
       estimate_memory(tiny(), cluster(Backend::kCpu), train(8, Precision::kFp32), plan);
   // The closed-form term stays: one layer's dropped tensors, 528384 - 32768.
   EXPECT_DOUBLE_EQ(e.stages[0].recompute_working_bytes, 495616);
-  // Walk: F0 F1 hold 2 x 164352; recv 32768; B0's first layer +626688 -> 988160. After B0:
-  // mb 1's 164352 + 1 send 32768 = 197120; F2 +164352, recv +32768 = 394240; B1 +626688 ->
-  // 1020928. After B1: 229888; F3, recv -> 427008; B2 -> 1053696 (the peak); B3: 922112.
-  EXPECT_DOUBLE_EQ(e.stages[0].activations.device, 1053696);
+  // Walk: F0 F1 hold 2 x 164352 (F1's last layer +495616: 824320); recv +32768 and mb 0's
+  // send freed -32768; B0's first layer +626688 -> 955392, the peak. After B0: mb 1's
+  // 164352; F2 +164352 (824320 at its last layer); recv, mb 1's send freed; B1 -> 955392
+  // again, B2 the same; B3: 791040.
+  EXPECT_DOUBLE_EQ(e.stages[0].activations.device, 955392);
 }
 
 TEST(EstimateMemory, ZeroTwoHoldsAUnitsFullGradientFromItsFirstTouchToItsReduction) {
@@ -458,9 +470,11 @@ TEST(EstimateMemory, HeadroomAddsContextCommunicatorsAndFragmentation) {
                                               plan, options);
   const double expected = 1.1 * bare.stages[0].total.device + 1024.0 * 1024 * 1024 +
                           2 * 100.0 * 1024 * 1024;
-  EXPECT_DOUBLE_EQ(with.stages[0].total.device, expected);
-  EXPECT_DOUBLE_EQ(with.stages[0].headroom_bytes, expected - bare.stages[0].total.device);
-  EXPECT_DOUBLE_EQ(with.worst.device, expected);
+  // The walk's peak plus the workspace, then the headroom: the same sum in another order
+  // (1e-12 relative: rounding only).
+  EXPECT_NEAR(with.stages[0].total.device, expected, 1e-12 * expected);
+  EXPECT_NEAR(with.stages[0].headroom_bytes, expected - bare.stages[0].total.device, 1e-12 * expected);
+  EXPECT_NEAR(with.worst.device, expected, 1e-12 * expected);
   EXPECT_DOUBLE_EQ(with.stages[0].total.host, bare.stages[0].total.host);  // the device only
 }
 
@@ -511,14 +525,18 @@ Plan zero3_plan() {
 TEST(EstimateMemory, OffloadMovesBytesBetweenTiersKeepingTheTotal) {
   const ModelSpec m = tiny();
   const TrainSpec t = train(16, Precision::kBf16);
-  const MemoryEstimate base = estimate_memory(m, cluster(Backend::kCuda), t, zero3_plan());
+  // The closed forms' tier accounting (the published convention): the engine's own keeps
+  // offloaded state in fp32 and moves transients with it, so its total is not conserved.
+  MemoryModelOptions published;
+  published.published_activations = true;
+  const MemoryEstimate base = estimate_memory(m, cluster(Backend::kCuda), t, zero3_plan(), published);
   const OffloadTier tiers[] = {OffloadTier::kNone, OffloadTier::kCpu, OffloadTier::kNvme};
   for (OffloadTier opt : tiers) {
     for (OffloadTier grad : tiers) {
       for (OffloadTier par : tiers) {
         Plan plan = zero3_plan();
         plan.offload = OffloadPlan{opt, grad, par};
-        const MemoryEstimate e = estimate_memory(m, cluster(Backend::kCuda), t, plan);
+        const MemoryEstimate e = estimate_memory(m, cluster(Backend::kCuda), t, plan, published);
         for (std::size_t r = 0; r < e.stages.size(); ++r) {
           const StageMemory& s = e.stages[r];
           EXPECT_DOUBLE_EQ(tier_sum(s.total), tier_sum(base.stages[r].total));
@@ -536,7 +554,7 @@ TEST(EstimateMemory, OffloadMovesBytesBetweenTiersKeepingTheTotal) {
   // Everything offloaded to the host: the device keeps activations and buffers only.
   Plan all_cpu = zero3_plan();
   all_cpu.offload = OffloadPlan{OffloadTier::kCpu, OffloadTier::kCpu, OffloadTier::kCpu};
-  const MemoryEstimate e = estimate_memory(m, cluster(Backend::kCuda), t, all_cpu);
+  const MemoryEstimate e = estimate_memory(m, cluster(Backend::kCuda), t, all_cpu, published);
   const StageMemory& s = e.stages[0];
   EXPECT_DOUBLE_EQ(s.total.device, s.activations.device + s.buffers.device);
   EXPECT_GT(s.zero3_gather_bytes, 0);  // the device's parameter working set remains
@@ -547,15 +565,19 @@ TEST(EstimateMemory, ZeroStagesNeverIncreaseDeviceBytes) {
   // tiny, bf16, p 2, d 8: stage 0 has 220416 params; ZeRO 2 model state 2P + 14P/8 =
   // 826560 B; ZeRO 3 2P/8 + 14P/8 = 440832 B + gathered current and next unit 2 * 49984 * 2 =
   // 199936 B = 640768 B. Each stage partitions one more kind, so device bytes only fall.
+  // (The published convention's closed form: strata's engine holds a ZeRO-2 unit's full fp32
+  // gradient from its first touch to its reduction, which can outweigh ZeRO-1's savings.)
   const ModelSpec m = tiny();
   const TrainSpec t = train(64, Precision::kBf16);
+  MemoryModelOptions published;
+  published.published_activations = true;
   double previous = 0;
   for (int z = 0; z <= 3; ++z) {
     Plan plan;
     plan.pp = 2;
     plan.dp = 8;
     plan.zero_stage = z;
-    const MemoryEstimate e = estimate_memory(m, cluster(Backend::kCuda), t, plan);
+    const MemoryEstimate e = estimate_memory(m, cluster(Backend::kCuda), t, plan, published);
     const double model_state = e.stages[0].params.device + e.stages[0].gradients.device +
                                e.stages[0].optimizer.device + e.stages[0].zero3_gather_bytes;
     if (z == 2) {
@@ -649,6 +671,76 @@ TEST(EstimateMemory, ReusedPassesGiveTheOpByOpWalkToTheBit) {
   EXPECT_GT(compared, 300);
 }
 
+// The planner estimates only the pipeline ranks that can be the worst
+// (MemoryModelOptions::every_rank says which and why). Checked here against every rank, to
+// the byte, on both backends' walks, with 24 layers so that p reaches 12: every schedule, p and v, micro-batch counts below,
+// at and far above p (warm-ups capped by m, and long steady phases the walk cuts), ZeRO
+// 0-3, offload, recomputation, sequence parallelism and uneven first and last stages.
+TEST(EstimateMemory, TheThreeRanksThePlannerEstimatesHoldTheWorst) {
+  const ModelSpec m = make_model(24, 64, 4, 64, 256, 256);
+  MemoryModelOptions three;
+  three.every_rank = false;
+  std::int64_t compared = 0, skipped_ranks = 0;
+  for (Backend backend : {Backend::kCpu, Backend::kCuda}) {
+    ClusterSpec c = cluster(backend);
+    c.nodes = 8;  // 64 devices: p = 12 at t = d = 2
+    const Precision precision = backend == Backend::kCuda ? Precision::kBf16 : Precision::kFp32;
+    for (std::int64_t pp : {3, 4, 6, 8, 12}) {
+      for (std::int64_t micro_batches : {2, 5, 12, 48}) {
+        for (ScheduleKind kind :
+             {ScheduleKind::kGpipe, ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved}) {
+          for (int variant = 0; variant < 8; ++variant) {
+            Plan plan;
+            plan.pp = pp;
+            plan.tp = variant % 2 == 0 ? 1 : 2;
+            plan.sequence_parallel = plan.tp > 1;
+            plan.dp = (variant / 2) % 2 == 0 ? 1 : 2;  // ZeRO partitions over d = 2
+            const TrainSpec t = train(micro_batches * plan.dp, precision);
+            plan.micro_batch = 1;
+            plan.schedule = kind;
+            plan.virtual_stages = kind == ScheduleKind::kInterleaved ? 2 : 1;
+            plan.zero_stage = variant % 4;
+            plan.recompute = variant < 4 ? Recompute::kNone
+                                         : (variant < 6 ? Recompute::kSelective : Recompute::kFull);
+            if (variant == 5) plan.offload.optimizer = OffloadTier::kCpu;
+            if (variant == 7) plan.offload = {OffloadTier::kCpu, OffloadTier::kCpu, OffloadTier::kCpu};
+            if (variant == 6 && kind != ScheduleKind::kInterleaved) {
+              plan.first_stage_layers = 24 / pp - 1;  // Megatron's uneven split: the rest
+              plan.last_stage_layers = 24 / pp - 1;   // spread over the middle stages
+            }
+            MemoryEstimate all, estimated;
+            try {
+              plan.check(m, c, t);
+              all = estimate_memory(m, c, t, plan);
+            } catch (const InfeasiblePlan&) {
+              continue;
+            }
+            estimated = estimate_memory(m, c, t, plan, three);
+            const std::string what = plan.label() + " m=" + std::to_string(micro_batches) +
+                                     (backend == Backend::kCuda ? " cuda" : " cpu");
+            EXPECT_EQ(estimated.worst.device, all.worst.device) << what;
+            EXPECT_EQ(estimated.worst.host, all.worst.host) << what;
+            EXPECT_EQ(estimated.worst.nvme, all.worst.nvme) << what;
+            // The three it keeps are every-rank's own figures.
+            ASSERT_LE(estimated.stages.size(), 4u) << what;
+            for (const StageMemory& s : estimated.stages) {
+              EXPECT_EQ(s.total.device,
+                        all.stages[static_cast<std::size_t>(s.pp_rank)].total.device)
+                  << what << " rank " << s.pp_rank;
+            }
+            skipped_ranks += pp - static_cast<std::int64_t>(estimated.stages.size());
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  // 2 backends x 5 p x 4 m x 3 schedules x 8 variants = 960 combinations, less those the
+  // plan rules refuse (interleaving needs 24 % (2 p) == 0 and m % p == 0, ...).
+  EXPECT_GT(compared, 400);
+  EXPECT_GT(skipped_ranks, 1000);
+}
+
 // The planner calls estimate_memory for every candidate: the 1T model (128 layers, h 25600,
 // 160 heads) on 3072 GPUs, every t | 8, p | 128, d = 3072 / (t p), b in 1..8, three
 // schedules, v up to 4, four ZeRO stages, three recompute policies. The planner budgets 2 s
@@ -661,6 +753,8 @@ TEST(EstimateMemory, FastEnoughForThePlanner) {
   const ModelSpec m = make_model(128, 25600, 160, 2048, 51200, 4 * 25600);
   const TrainSpec t = train(3072, Precision::kBf16);
   const ClusterSpec c = cluster(Backend::kCuda);
+  MemoryModelOptions planner_options;
+  planner_options.every_rank = false;  // as the planner estimates
   std::int64_t candidates = 0;
   double checksum = 0;
   const auto start = std::chrono::steady_clock::now();
@@ -688,7 +782,7 @@ TEST(EstimateMemory, FastEnoughForThePlanner) {
                 plan.zero_stage = z;
                 plan.recompute = rc;
                 plan.sequence_parallel = tp > 1;
-                checksum += estimate_memory(m, c, t, plan).worst.device;
+                checksum += estimate_memory(m, c, t, plan, planner_options).worst.device;
                 ++candidates;
               }
             }

@@ -12,6 +12,9 @@ strata_add_test(chrome_trace_test
 strata_add_test(program_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/program_test.cc
   LIBS strata_schedule)
+strata_add_test(program_sends_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/program_sends_test.cc
+  LIBS strata_schedule)
 # The Program's dependency graph (Boost.Graph): its deadlock check and its critical path.
 strata_add_test(program_check_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/program_check_test.cc

@@ -1,0 +1,54 @@
+// Rank Programs reused across the planner's candidates (see rank_program_cache.h).
+#include "cost_model/rank_program_cache.h"
+
+namespace strata {
+namespace {
+
+// Everything make_rank_program's result depends on besides the model: program_plan's
+// fields, the micro-batch count, the rank and the options.
+std::vector<std::int64_t> key_of(const Plan& read, std::int64_t m, std::int64_t pp_rank,
+                                 const ProgramOptions& options) {
+  return {read.tp,
+          read.pp,
+          read.dp,
+          read.virtual_stages,
+          read.micro_batch,
+          static_cast<std::int64_t>(read.schedule),
+          read.zero_stage,
+          static_cast<std::int64_t>(read.offload.params),
+          static_cast<std::int64_t>(read.offload.gradients),
+          static_cast<std::int64_t>(read.offload.optimizer),
+          static_cast<std::int64_t>(read.recompute),
+          read.sequence_parallel ? 1 : 0,
+          read.first_stage_layers,
+          read.last_stage_layers,
+          m,
+          pp_rank,
+          options.prefetch_distance,
+          options.recompute_regathers ? 1 : 0,
+          options.vocab_row_alignment};
+}
+
+}  // namespace
+
+const RankProgram& RankProgramCache::get(const ModelSpec& model, const TrainSpec& train,
+                                         const Plan& plan, std::int64_t pp_rank,
+                                         const ProgramOptions& options) {
+  plan.check_against_model(model, train);  // what make_rank_program checks, hit or miss
+  if (!model_ || !(*model_ == model)) {
+    programs_.clear();
+    model_ = model;
+  }
+  std::vector<std::int64_t> key =
+      key_of(program_plan(plan, options), plan.micro_batches(train), pp_rank, options);
+  if (const auto it = programs_.find(key); it != programs_.end()) {
+    ++reused_;
+    return it->second;
+  }
+  if (programs_.size() >= kEntries) programs_.clear();
+  ++made_;
+  return programs_.emplace(std::move(key), make_rank_program(model, train, plan, pp_rank, options))
+      .first->second;
+}
+
+}  // namespace strata

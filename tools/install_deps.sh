@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libopenmpi-dev openmpi-bin liburing-dev libomp-dev fio
   libboost-graph-dev
+  iproute2  # `ip netns`: the simulated nodes of the multi-node tests (tools/sim_nodes.sh)
 )
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -100,8 +100,12 @@ class Walk {
     units_.fetched.assign(units, 0);
     effects_.resize(rank.bodies.size());
     reuse_ = reuse_passes && exact_in_double(t);
-    // The tied wte whose gradient the head's forward touches.
-    tied_wte_ = rank.unit_index(rank.unit_index("embedding") >= 0 ? "embedding" : "wte_copy");
+    // The output layer whose gradient the head's forward touches: the untied one, else the
+    // tied wte (the embedding, or its copy on the last stage).
+    const std::int32_t untied = rank.unit_index("output");
+    output_layer_ = untied >= 0 ? untied
+                                : rank.unit_index(rank.unit_index("embedding") >= 0 ? "embedding"
+                                                                                   : "wte_copy");
     live_ = t.persistent;
     if (t.setup_peak > live_) {  // the set-up's transient above the state it leaves placed
       place_.in_setup = true;
@@ -309,8 +313,8 @@ class Walk {
         return;
       case Part::kHead: {
         if (forward) {
-          // The tied wte's gradient gets the logits' share during the head's forward.
-          touch_grads(tied_wte_);
+          // The output layer's gradient gets the logits' share during the head's forward.
+          touch_grads(output_layer_);
           add_activation(t_.head_saved);
           observe(what, t_.head_working);
           add_activation(-t_.tokens);  // the targets
@@ -388,7 +392,7 @@ class Walk {
   std::int64_t shift_ = 0;  // WalkOptions::micro_batch_shift, from list index shift_from_
   std::ptrdiff_t shift_from_ = std::numeric_limits<std::ptrdiff_t>::max();
   bool reuse_ = false;  // recorded pass effects may stand for walks (exact_in_double)
-  std::int32_t tied_wte_ = -1;
+  std::int32_t output_layer_ = -1;
   double live_ = 0, activations_ = 0, step_grads_ = 0;
   // [0] forward, [1] backward: sends posted and not completed, and completed so far.
   std::array<std::int64_t, 2> pending_{0, 0}, completed_{0, 0};

@@ -677,10 +677,19 @@ TEST(EstimateMemory, ReusedPassesGiveTheOpByOpWalkToTheBit) {
 // at and far above p (warm-ups capped by m, and long steady phases the walk cuts), ZeRO
 // 0-3, offload, recomputation, sequence parallelism and uneven first and last stages.
 TEST(EstimateMemory, TheThreeRanksThePlannerEstimatesHoldTheWorst) {
-  const ModelSpec m = make_model(24, 64, 4, 64, 256, 256);
+  // GPT-shaped, and Llama-shaped (RMSNorm, SwiGLU, rotary, 2 KV heads, an untied output
+  // layer on the last stage, no biases).
+  ModelSpec llama = make_model(24, 64, 4, 64, 256, 176);
+  llama.norm = NormKind::kRmsNorm;
+  llama.mlp = MlpKind::kSwiglu;
+  llama.position = PositionKind::kRope;
+  llama.kv_heads = 2;
+  llama.tied_output = false;
+  llama.biases = false;
   MemoryModelOptions three;
   three.every_rank = false;
   std::int64_t compared = 0, skipped_ranks = 0;
+  for (const ModelSpec& m : {make_model(24, 64, 4, 64, 256, 256), llama})
   for (Backend backend : {Backend::kCpu, Backend::kCuda}) {
     ClusterSpec c = cluster(backend);
     c.nodes = 8;  // 64 devices: p = 12 at t = d = 2
@@ -716,7 +725,8 @@ TEST(EstimateMemory, TheThreeRanksThePlannerEstimatesHoldTheWorst) {
               continue;
             }
             estimated = estimate_memory(m, c, t, plan, three);
-            const std::string what = plan.label() + " m=" + std::to_string(micro_batches) +
+            const std::string what = std::string(m.is_gpt_family() ? "gpt " : "llama ") +
+                                     plan.label() + " m=" + std::to_string(micro_batches) +
                                      (backend == Backend::kCuda ? " cuda" : " cpu");
             EXPECT_EQ(estimated.worst.device, all.worst.device) << what;
             EXPECT_EQ(estimated.worst.host, all.worst.host) << what;
@@ -735,10 +745,10 @@ TEST(EstimateMemory, TheThreeRanksThePlannerEstimatesHoldTheWorst) {
       }
     }
   }
-  // 2 backends x 5 p x 4 m x 3 schedules x 8 variants = 960 combinations, less those the
-  // plan rules refuse (interleaving needs 24 % (2 p) == 0 and m % p == 0, ...).
-  EXPECT_GT(compared, 400);
-  EXPECT_GT(skipped_ranks, 1000);
+  // 2 models x 2 backends x 5 p x 4 m x 3 schedules x 8 variants = 1920 combinations, less
+  // those the plan rules refuse (interleaving needs 24 % (2 p) == 0 and m % p == 0, ...).
+  EXPECT_GT(compared, 800);
+  EXPECT_GT(skipped_ranks, 2000);
 }
 
 // The planner calls estimate_memory for every candidate: the 1T model (128 layers, h 25600,

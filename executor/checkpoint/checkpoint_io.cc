@@ -140,7 +140,12 @@ fs::path save_checkpoint(const fs::path& root, Manifest manifest, ModelState& st
   if (ec) throw SystemError(fmt::format("checkpoint: cannot stat '{}': {}", shard.string(), ec.message()));
   std::vector<std::int64_t> sizes(static_cast<std::size_t>(world.size()));
   // Rank 0 has every size once every rank has written: the barrier before the manifest.
-  MPI_CHECK(MPI_Gather(&bytes, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T, 0, world.handle()));
+  // Watched as every blocking call is, so a rank lost while its shard is written ends the
+  // job after --comm-timeout-s instead of leaving the others here for good.
+  {
+    const CommWatch::Scope watched = world.blocking(CommCall::kGather);
+    MPI_CHECK(MPI_Gather(&bytes, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T, 0, world.handle()));
+  }
   if (leader) {
     manifest.files.clear();
     for (int r = 0; r < world.size(); ++r) {

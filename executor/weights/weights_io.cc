@@ -123,6 +123,8 @@ void save_weights(const std::string& path, const ModelSpec& model, const Plan& p
     if (state.index(name) >= 0) {
       mine = state.full_params(name);  // collective over this rank's DP group
       if (!writer && groups.coords().dp == 0) {
+        // Watched: a writer lost mid-save ends the job after --comm-timeout-s.
+        const CommWatch::Scope watched = world.blocking(CommCall::kWaitSend, 0);
         MPI_CHECK(MPI_Send(mine.data(), static_cast<int>(mine.size()), MPI_FLOAT, 0, tag, world.handle()));
       }
     }
@@ -147,6 +149,7 @@ void save_weights(const std::string& path, const ModelSpec& model, const Plan& p
         shard = std::move(mine);
       } else {
         shard.resize(static_cast<std::size_t>(layout.count));
+        const CommWatch::Scope watched = world.blocking(CommCall::kRecv, from);
         MPI_CHECK(MPI_Recv(shard.data(), static_cast<int>(shard.size()), MPI_FLOAT, from, tag,
                            world.handle(), MPI_STATUS_IGNORE));
       }

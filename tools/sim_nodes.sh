@@ -42,6 +42,7 @@ down() {
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${prefix}-(node[0-9]+|hub)$" || true); do
     ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
     ip netns del "$ns" 2>/dev/null || true  # the veths and the bridge go with them
+    rmdir "/run/strata-sim-nodes/$ns.tmp" 2>/dev/null || true
   done
   rm -rf "$state"
 }
@@ -49,7 +50,19 @@ down() {
 up() {
   local nodes=$1
   [[ $nodes =~ ^[0-9]+$ && $nodes -ge 1 && $nodes -le 16 ]] || die "up: N '$nodes', expected 1..16"
-  [[ $state != /tmp/* ]] || die "up: STATE '$state' is under /tmp, which each node replaces by its own"
+  # What stays the machine's own on every node although it lies under /tmp (which each node
+  # replaces by its own): the top directory under /tmp of STATE and of every path in
+  # SIM_NODES_KEEP (colon-separated: the build and the sources, when a checkout is under /tmp).
+  local keep="" path top
+  IFS=: read -r -a paths <<< "$state:${SIM_NODES_KEEP:-}"
+  for path in "${paths[@]}"; do
+    [[ -n $path ]] || continue
+    path=$(realpath -m "$path")
+    [[ $path == /tmp/* ]] || continue
+    top=${path#/tmp/}; top="/tmp/${top%%/*}"
+    [[ " $keep " == *" $top "* ]] || keep="$keep $top"
+  done
+  [[ $keep != *"'"* ]] || die "up: a kept path contains a quote: $keep"
   [[ ${#prefix} -le 8 ]] || die "up: STATE's name '$prefix' is longer than 8 characters (interface names)"
   mkdir -p "$state"
   local hub="${prefix}-hub"
@@ -71,10 +84,15 @@ up() {
     ip -n "$ns" addr add "10.213.0.$((i + 1))/24" dev eth0
     ip -n "$ns" link set eth0 up
     ip -n "$ns" link set lo up
-    # The holder: own hostname, own /tmp and /etc/hosts, in the node's network namespace.
+    # The holder: own hostname, own /tmp and /etc/hosts, in the node's network namespace; the
+    # kept directories bound back into its /tmp from the machine's (seen at $orig first).
+    local orig="/run/strata-sim-nodes/$ns.tmp"
+    mkdir -p "$orig"
     ip netns exec "$ns" unshare --uts --mount --propagation private -- sh -c "
       hostname '$ns' && mount --bind '$state/hosts' /etc/hosts &&
+      mount --bind /tmp '$orig' &&
       mount -t tmpfs -o size=256m tmpfs /tmp && mount -t tmpfs -o size=256m tmpfs /dev/shm &&
+      for k in $keep; do mkdir -p \"\$k\" && mount --bind '$orig'\"\${k#/tmp}\" \"\$k\" || exit 1; done &&
       exec sleep infinity" &
     echo $! > "$state/node$i.pid"
   done

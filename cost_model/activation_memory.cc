@@ -77,6 +77,17 @@ void add_norm_stats(std::vector<ActivationTensor>& list, const ModelSpec& model,
 constexpr int kMaskBytes = 1;      // Megatron stores dropout masks as uint8/bool
 constexpr int kPublishedBytes = 2; // Korthikanti's figures are for 16-bit activations
 
+// The bytes of the tensors of `list` with one of `names` (a name absent from the list, as
+// ln_mean under RMSNorm, counts 0).
+double bytes_named(const std::vector<ActivationTensor>& list,
+                   std::initializer_list<const char*> names) {
+  double total = 0;
+  for (const auto& t : list) {
+    for (const char* name : names) total += t.name == name ? t.bytes() : 0.0;
+  }
+  return total;
+}
+
 }  // namespace
 
 ActivationConvention activation_convention(Backend backend) {
@@ -254,12 +265,8 @@ double layer_backward_peak_bytes(const ModelSpec& model, std::int64_t micro_batc
   // input, and which of them layer_backward frees after each phase.
   const auto saved = layer_activation_tensors(model, micro_batch, tp, sequence_parallel,
                                               convention, compute_bytes);
-  const auto bytes_of = [&](std::initializer_list<const char*> names) {
-    double total = 0;
-    for (const auto& t : saved) {
-      for (const char* name : names) total += t.name == name ? t.bytes() : 0.0;
-    }
-    return total;
+  const auto bytes_of = [&saved](std::initializer_list<const char*> names) {
+    return bytes_named(saved, names);
   };
   const double all = sum_bytes(saved) - bytes_of({"ln1_in"});
   const double after_mlp_out = all - bytes_of({"fc1_out", "gelu_out"});
@@ -307,12 +314,8 @@ double layer_forward_extra_bytes(const ModelSpec& model, std::int64_t micro_batc
   const double g = sp ? n : 0.0;  // an all-gathered input, SP only
   const auto saved = layer_activation_tensors(model, micro_batch, tp, sequence_parallel,
                                               convention, compute_bytes);
-  const auto bytes_of = [&](std::initializer_list<const char*> names) {
-    double total = 0;
-    for (const auto& t : saved) {
-      for (const char* name : names) total += t.name == name ? t.bytes() : 0.0;
-    }
-    return total;
+  const auto bytes_of = [&saved](std::initializer_list<const char*> names) {
+    return bytes_named(saved, names);
   };
   // gpt_layer.cc's layer_forward, allocation by allocation (its input and output are the
   // engine's): the tensors it has saved so far plus its transients at each moment.

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/errors.h"
 #include "cost_model/program_simulator.h"

@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>  // TraceEvent holds its args by value
+
 #include "cost_model/json_reader.h"
 #include "cost_model/program.h"
 

@@ -1,6 +1,8 @@
 // Field-by-field comparison of two StepReports; see compare.h. Pure: no I/O.
 #include "cost_model/compare.h"
 
+#include <nlohmann/json.hpp>
+
 namespace strata {
 
 std::optional<double> relative_error(double predicted, double measured) {

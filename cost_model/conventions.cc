@@ -1,6 +1,8 @@
 // Kernel conventions (see conventions.h): the two named sets and their JSON form.
 #include "cost_model/conventions.h"
 
+#include <nlohmann/json.hpp>
+
 namespace strata {
 
 KernelConventions executor_conventions(Backend backend) {

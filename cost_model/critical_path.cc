@@ -11,6 +11,8 @@
 #include <boost/graph/topological_sort.hpp>
 #include <boost/range/iterator_range.hpp>
 
+#include "cost_model/program_graph.h"
+
 namespace strata {
 namespace {
 

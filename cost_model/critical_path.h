@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "cost_model/program.h"
-#include "cost_model/program_graph.h"
+#include "cost_model/graph_vertex.h"
 #include "cost_model/program_simulator.h"
 
 namespace strata {

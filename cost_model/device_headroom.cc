@@ -1,6 +1,8 @@
 // The "device_headroom" block of profiles and cluster files; see device_headroom.h.
 #include "cost_model/device_headroom.h"
 
+#include <nlohmann/json.hpp>
+
 #include "cost_model/units.h"
 
 namespace strata {

@@ -18,7 +18,10 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+// The declarations alone: nlohmann/json.hpp is about 25k lines, and most of strata includes a
+// spec header that names Json without using it. A file that reads or builds Json includes
+// <nlohmann/json.hpp> itself.
+#include <nlohmann/json_fwd.hpp>
 
 namespace strata {
 

@@ -8,6 +8,8 @@
 
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cost_model/errors.h"
 #include "cost_model/layer_tensors.h"
 #include "cost_model/limits.h"

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/cluster_spec.h"
 #include "cost_model/errors.h"

@@ -6,6 +6,7 @@
 #include "cost_model/profile.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/errors.h"
 #include "cost_model/limits.h"

@@ -5,6 +5,7 @@
 #include "cost_model/step_report.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/errors.h"
 #include "cost_model/layer_tensors.h"

@@ -3,6 +3,7 @@
 #include "cost_model/train_spec.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/errors.h"
 #include "cost_model/limits.h"

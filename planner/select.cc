@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/cost_model.h"
 #include "cost_model/errors.h"

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/errors.h"
 #include "cost_model/partition.h"

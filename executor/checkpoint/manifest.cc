@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/errors.h"
 

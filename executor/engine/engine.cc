@@ -18,6 +18,8 @@
 #include <chrono>
 #include <stdexcept>
 
+#include <nlohmann/json.hpp>
+
 #include "cost_model/errors.h"
 #include "cost_model/optimizer_schedule.h"
 #include "cost_model/partition.h"

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "cost_model/compute_model.h"
 #include "cost_model/units.h"
 #include "executor/comm/mpi_check.h"

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/errors.h"
 #include "cost_model/program_simulator.h"

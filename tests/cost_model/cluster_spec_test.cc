@@ -1,6 +1,7 @@
 // ClusterSpec: unit conversion at load (GiB, GB/s, TFLOP/s, us -> SI), round trip, and
 // every error path (unknown, missing, wrong type, impossible values, bad backend).
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/cluster_spec.h"
 #include "cost_model/errors.h"

@@ -4,6 +4,7 @@
 #include "cost_model/compare.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace strata {
 namespace {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/cluster_spec.h"
 #include "cost_model/model_spec.h"

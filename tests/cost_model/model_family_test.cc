@@ -1,6 +1,7 @@
 // ModelSpec's family keys: GPT-2 defaults, a Llama-shaped config round-trips, and each bad
 // value is an error naming the file, the key, the value and what was expected.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/errors.h"
 #include "cost_model/model_spec.h"

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <numbers>
 
+#include <nlohmann/json.hpp>
+
 #include "cost_model/errors.h"
 #include "cost_model/optimizer_schedule.h"
 #include "cost_model/train_spec.h"

@@ -1,6 +1,7 @@
 // Plan: loading, round trip, label, and each legality rule of check()/check_against_model(),
 // with the rule and its numbers in the message.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/cluster_spec.h"
 #include "cost_model/errors.h"

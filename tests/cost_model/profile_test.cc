@@ -1,5 +1,6 @@
 // Profile: round trip, optional rates, and every error path of its tables.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/errors.h"
 #include "cost_model/profile.h"

@@ -1,6 +1,7 @@
 // StepReport (= Prediction = RunReport): round trip, every error path, the parts' sum, and
 // Megatron's model-FLOPs formula worked by hand and against Table 1.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/errors.h"
 #include "cost_model/model_spec.h"

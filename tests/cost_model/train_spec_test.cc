@@ -1,6 +1,7 @@
 // TrainSpec: loading, round trip and every error path (unknown, missing, wrong type,
 // impossible values, bad enums).
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/errors.h"
 #include "cost_model/train_spec.h"

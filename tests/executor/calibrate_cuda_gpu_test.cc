@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "cost_model/cluster_spec.h"
 #include "cost_model/cost_model.h"
 #include "cost_model/json_reader.h"

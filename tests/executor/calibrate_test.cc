@@ -9,6 +9,8 @@
 
 #include <stdexcept>
 
+#include <nlohmann/json.hpp>
+
 #include "cost_model/compute_model.h"
 #include "cost_model/conventions.h"
 #include "cost_model/errors.h"

@@ -4,6 +4,7 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/errors.h"
 #include "executor/checkpoint/durable_files.h"

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cost_model/chrome_trace.h"
 #include "cost_model/json_reader.h"
 #include "cost_model/step_report.h"

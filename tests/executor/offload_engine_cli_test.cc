@@ -16,6 +16,8 @@
 #include <sstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "cost_model/json_reader.h"
 #include "cost_model/model_spec.h"
 #include "cost_model/plan.h"

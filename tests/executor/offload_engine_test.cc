@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cost_model/cluster_spec.h"
 #include "cost_model/cost_model.h"
 #include "cost_model/errors.h"

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/cost_model.h"
 #include "cost_model/errors.h"

@@ -8,6 +8,8 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "cost_model/cluster_spec.h"
 #include "cost_model/errors.h"
 #include "cost_model/model_spec.h"

@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/json_reader.h"
 #include "executor/checkpoint/manifest.h"

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cost_model/json_reader.h"
 #include "executor/data/corpus.h"
 #include "executor/data/megatron_index.h"

@@ -13,6 +13,7 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/json_reader.h"
 #include "tests/tools/strata_command.h"

@@ -16,6 +16,7 @@
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/json_reader.h"
 #include "tests/tools/strata_command.h"

@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/chrome_trace.h"
 #include "cost_model/compare.h"

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/compare.h"
 #include "cost_model/errors.h"

@@ -13,6 +13,7 @@
 #include <ostream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/errors.h"
 #include "cost_model/json_reader.h"

@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/cost_model.h"
 #include "cost_model/json_reader.h"

@@ -2,6 +2,7 @@
 #include "tools/strata/report_files.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/errors.h"
 #include "cost_model/json_reader.h"

@@ -59,6 +59,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/chrome_trace.h"
 #include "cost_model/cost_model.h"

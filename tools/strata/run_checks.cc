@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/cost_model.h"
 #include "cost_model/errors.h"

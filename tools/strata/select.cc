@@ -19,6 +19,7 @@
 #include <ostream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/chrome_trace.h"
 #include "cost_model/errors.h"

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/units.h"
 #include "planner/sizing.h"

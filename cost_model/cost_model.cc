@@ -14,6 +14,7 @@
 
 #include <algorithm>
 
+#include "cost_model/memory_floor.h"
 #include "cost_model/memory_model.h"
 #include "cost_model/op_costs.h"
 #include "cost_model/partition.h"
@@ -257,6 +258,13 @@ Prediction predict_memory(const ModelSpec& model, const ClusterSpec& cluster,
   memory.programs = programs;
   fill_prediction_memory(estimate_memory(model, cluster, train, plan, memory), plan, p);
   return p;
+}
+
+double predict_device_memory_floor(const ModelSpec& model, const ClusterSpec& cluster,
+                                   const TrainSpec& train, const Plan& plan,
+                                   const Profile* profile, const CostModelOptions& options) {
+  return device_memory_floor(model, cluster, train, plan,
+                             memory_options(conventions_for(cluster, profile, options), cluster, profile));
 }
 
 double predict_step_time(const ModelSpec& model, const ClusterSpec& cluster,

@@ -131,6 +131,12 @@ Prediction predict_memory(const ModelSpec& model, const ClusterSpec& cluster,
                           const CostModelOptions& options = {},
                           MemoryRanks ranks = MemoryRanks::kEvery,
                           RankProgramCache* programs = nullptr);
+// A lower bound of predict_memory(...).memory_bytes.device without making or walking any
+// rank's Program (memory_floor.h: why it is one): a planner may drop the plans whose floor
+// already exceeds the device before it walks them. 0 where the estimate walks nothing.
+double predict_device_memory_floor(const ModelSpec& model, const ClusterSpec& cluster,
+                                   const TrainSpec& train, const Plan& plan,
+                                   const Profile* profile, const CostModelOptions& options = {});
 double predict_step_time(const ModelSpec& model, const ClusterSpec& cluster,
                          const TrainSpec& train, const Plan& plan, const Profile* profile,
                          const CostModelOptions& options, PredictionCache& cache);

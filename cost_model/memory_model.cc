@@ -283,9 +283,7 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluste
 
   const ModelStateBytesPerParam per_param =
       zero_model_state_bytes_per_param(plan.zero_stage, plan.dp, train.precision);
-  const double workspace = options.workspace_bytes >= 0
-                               ? options.workspace_bytes
-                               : (cluster.backend == Backend::kCuda ? kCudaWorkspaceBytes : 0.0);
+  const double workspace = device_workspace_bytes(options, cluster.backend);
 
   // strata's executor is predicted by walking its Program (program_memory.h), on either
   // backend; the published convention keeps the closed forms below.
@@ -406,13 +404,7 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluste
     }
 
     if (options.headroom.any()) {
-      // One communicator per parallel dimension the rank talks over (the pipeline's sends
-      // and receives share one, as NCCL's point-to-point calls do).
-      const double communicators = (plan.tp > 1 ? 1.0 : 0.0) + (plan.dp > 1 ? 1.0 : 0.0) +
-                                   (plan.pp > 1 ? 1.0 : 0.0);
-      stage.headroom_bytes = stage.total.device * options.headroom.fragmentation_fraction +
-                             options.headroom.context_bytes +
-                             communicators * options.headroom.communicator_bytes;
+      stage.headroom_bytes = device_headroom_bytes(stage.total.device, plan, options.headroom);
       stage.buffers.device += stage.headroom_bytes;
       stage.total.device += stage.headroom_bytes;
     }
@@ -423,6 +415,21 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluste
     estimate.stages.push_back(std::move(stage));
   }
   return estimate;
+}
+
+double device_workspace_bytes(const MemoryModelOptions& options, Backend backend) {
+  if (options.workspace_bytes >= 0) return options.workspace_bytes;
+  return backend == Backend::kCuda ? kCudaWorkspaceBytes : 0.0;
+}
+
+double device_headroom_bytes(double device_bytes, const Plan& plan,
+                             const DeviceHeadroom& headroom) {
+  // One communicator per parallel dimension the rank talks over (the pipeline's sends and
+  // receives share one, as NCCL's point-to-point calls do).
+  const double communicators = (plan.tp > 1 ? 1.0 : 0.0) + (plan.dp > 1 ? 1.0 : 0.0) +
+                               (plan.pp > 1 ? 1.0 : 0.0);
+  return device_bytes * headroom.fragmentation_fraction + headroom.context_bytes +
+         communicators * headroom.communicator_bytes;
 }
 
 void fill_prediction_memory(const MemoryEstimate& estimate, const Plan& plan,

@@ -315,6 +315,15 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluste
                                const TrainSpec& train, const Plan& plan,
                                const MemoryModelOptions& options);
 
+// The GEMM workspace a rank holds outside the walked pool: options.workspace_bytes, or the
+// backend's default (MemoryModelOptions::workspace_bytes).
+double device_workspace_bytes(const MemoryModelOptions& options, Backend backend);
+
+// The headroom (DeviceHeadroom) a rank reserves beside the `device_bytes` its tensors take:
+// the fragmentation share of them, the context, one communicator's buffers per parallel
+// dimension the rank talks over. Added to every rank's device total when headroom.any().
+double device_headroom_bytes(double device_bytes, const Plan& plan, const DeviceHeadroom& headroom);
+
 // Writes the Prediction's memory fields: memory_bytes = estimate.worst, per_rank = one
 // RankMemory per stage (rank = the stage's first global rank in Megatron order, tp = dp = 0:
 // pp_rank * tp * dp).

@@ -1,6 +1,8 @@
 // The plan's cut of the model over ranks (see partition.h).
 #include "cost_model/partition.h"
 
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "cost_model/errors.h"
@@ -176,12 +178,25 @@ std::vector<UnitLayout> rank_unit_layouts(const ModelSpec& model, const Plan& pl
   const TpShape tp{plan.tp, tp_rank, vocab_row_alignment};
   bool has_first = false, has_last = false;
   std::vector<UnitLayout> layers;
+  // Every layer has the same tensors (layer_tensor_specs does not read the index): one
+  // layout made, the others its copies with their index (build_unit reads it for the name
+  // and the segments' layer alone); the planner makes thousands of ranks.
+  std::optional<UnitLayout> any_layer;
   for (std::int64_t c = 0; c < plan.virtual_stages; ++c) {
     const ChunkLayers chunk = chunk_layers(model, plan, pp_rank, c);
     has_first = has_first || chunk.first;
     has_last = has_last || chunk.last;
     for (std::int64_t l = chunk.first_layer; l < chunk.first_layer + chunk.layers; ++l) {
-      layers.push_back(layer_layout(model, tp, l));
+      if (!any_layer) {
+        any_layer = layer_layout(model, tp, l);
+        layers.push_back(*any_layer);
+        continue;
+      }
+      UnitLayout layer = *any_layer;
+      layer.name = "layer" + std::to_string(l);
+      layer.layer = l;
+      for (ParamSegment& segment : layer.segments) segment.layer = l;
+      layers.push_back(std::move(layer));
     }
   }
   std::vector<UnitLayout> out;

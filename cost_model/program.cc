@@ -155,16 +155,22 @@ std::vector<Step> pass_steps(const ModelSpec& model, const Plan& plan, const Ran
   const std::int32_t wte =
       output >= 0 ? output : (embedding >= 0 ? embedding : rank.unit_index("wte_copy"));
   const std::int32_t final_norm = rank.unit_index("final_norm");
-  // One lookup table, not unit_index per layer: that scan made a pass of L layers cost L^2
-  // string compares (8192 layers: minutes in `select --plan-only`).
-  std::unordered_map<std::string, std::int32_t> index_of;
-  for (std::size_t i = 0; i < rank.units.size(); ++i) {
-    index_of.emplace(rank.units[i].name, static_cast<std::int32_t>(i));
+  // A chunk's layers are consecutive units (partition.h's order): one scan for the first,
+  // not a lookup by name per layer (a scan per layer made a pass of L layers cost L^2 string
+  // compares; a table of names, a string and a hash per layer: most of a planner's Program).
+  std::int32_t first_unit = -1;
+  for (std::size_t i = 0; i < rank.units.size() && first_unit < 0; ++i) {
+    const ProgramUnit& u = rank.units[i];
+    if (u.kind == UnitKind::kLayer && u.layer == cl.first_layer) first_unit = static_cast<std::int32_t>(i);
   }
   std::vector<Step> layers;
+  layers.reserve(static_cast<std::size_t>(cl.layers));
   for (std::int64_t l = cl.first_layer; l < cl.first_layer + cl.layers; ++l) {
-    const auto it = index_of.find("layer" + std::to_string(l));
-    const std::int32_t u = it == index_of.end() ? -1 : it->second;
+    const std::int64_t at = first_unit < 0 ? -1 : first_unit + (l - cl.first_layer);
+    const bool found = at >= 0 && at < static_cast<std::int64_t>(rank.units.size()) &&
+                       rank.units[static_cast<std::size_t>(at)].kind == UnitKind::kLayer &&
+                       rank.units[static_cast<std::size_t>(at)].layer == l;
+    const std::int32_t u = found ? static_cast<std::int32_t>(at) : -1;
     layers.push_back({Part::kLayer, u, {u}});
   }
   std::vector<Step> steps;

@@ -2,7 +2,15 @@
 // the cost model, counts why plans are dropped, keeps the best top_k and the closest misfit.
 //
 // Scoring, cheapest first, every number exactly predict()'s. The memory half of the
-// prediction (predict_memory) decides whether a plan fits. A plan that fits is ranked by
+// prediction (predict_memory) decides whether a plan fits. Its walk of the ranks' Programs is
+// most of a search's time, and most candidates of a large model do not fit: a plan whose
+// memory floor (predict_device_memory_floor: the model state and the first backward's
+// in-flight activations, a lower bound of the walked figure) already exceeds the device is
+// dropped unwalked, for the same reason and count as the walk would drop it. Only the
+// closest misfit needs more of them: it is the least overshoot over every misfit, and a
+// dropped plan's floor bounds its overshoot from below, so finish() walks the dropped plans
+// whose floor overshoots no more than the closest one found (PlannerOptions::memory_floor
+// false walks every plan: the same result). A plan that fits is ranked by
 // predict()'s step time, the replay of its Program (predict_step_time, through the search's
 // PredictionCache). Replays are skipped where they cannot change the result: the fitting
 // plans are taken in the order of a lower bound of their step time (predict_step_time_bound:
@@ -51,9 +59,20 @@ class Search {
     ScoredPlan scored{plan, {}};
     try {
       plan.check(model_, cluster_, train_);
+      if (options_.memory_floor) {
+        // floor <= the estimate, so floor - capacity <= its device overshoot (each rounded
+        // step is monotone): over the device already, without the walk.
+        const double over_floor =
+            predict_device_memory_floor(model_, cluster_, train_, plan, options_.profile, options_.cost) -
+            cluster_.device.memory_bytes;
+        if (over_floor > 0) {
+          ++result_.dropped[drop_reason::kDeviceMemory];
+          unwalked_misfits_.push_back({plan, over_floor});
+          return false;
+        }
+      }
       // Whether it fits needs the worst rank alone; the plans shown are predicted in full.
-      scored.prediction = predict_memory(model_, cluster_, train_, plan, options_.profile,
-                                         options_.cost, MemoryRanks::kWorstOnly, &programs_);
+      scored.prediction = walk_memory(plan);
     } catch (const InfeasiblePlan&) {
       ++result_.dropped[drop_reason::kPlanCheck];
       return false;
@@ -79,6 +98,7 @@ class Search {
   // Ranks the fitting plans (see the file comment), then gives the kept plans their full
   // Predictions (the same step times: what they were ranked by).
   void finish() {
+    find_closest_among_unwalked();
     std::stable_sort(fitting_.begin(), fitting_.end(),
                      [](const Candidate& a, const Candidate& b) {
                        return a.bound_s < b.bound_s ||
@@ -118,6 +138,42 @@ class Search {
     double bound_s = 0;
   };
 
+  // A plan the memory floor dropped, and that floor's device overshoot: a lower bound of
+  // its MemoryOvershoot::total (the device's share of it, the other tiers' >= 0).
+  struct UnwalkedMisfit {
+    Plan plan;
+    double over_floor = 0;
+  };
+
+  Prediction walk_memory(const Plan& plan) {
+    ++result_.memory_walked;
+    return predict_memory(model_, cluster_, train_, plan, options_.profile, options_.cost,
+                          MemoryRanks::kWorstOnly, &programs_);
+  }
+
+  // The closest misfit is the least (MemoryOvershoot::total, plan_less) over every misfit,
+  // whatever order they come in. A plan the floor dropped has a total >= its floor's
+  // overshoot, so only those whose floor overshoots no more than the closest walked so far
+  // can be or tie it: they are walked, least floor first, until the next floor is above it.
+  void find_closest_among_unwalked() {
+    std::sort(unwalked_misfits_.begin(), unwalked_misfits_.end(),
+              [](const UnwalkedMisfit& a, const UnwalkedMisfit& b) {
+                return a.over_floor < b.over_floor ||
+                       (a.over_floor == b.over_floor && plan_less(a.plan, b.plan));
+              });
+    for (const UnwalkedMisfit& misfit : unwalked_misfits_) {
+      if (result_.closest_overshoot && misfit.over_floor > result_.closest_overshoot->total()) break;
+      ScoredPlan scored{misfit.plan, {}};
+      try {
+        scored.prediction = walk_memory(misfit.plan);
+      } catch (const InfeasiblePlan&) {
+        continue;  // not a misfit the walk could report (the floor's checks are the walk's)
+      }
+      remember_closest(scored, memory_overshoot(scored.prediction, cluster_, result_.gpus));
+    }
+    unwalked_misfits_.clear();
+  }
+
   Prediction full_prediction(const Plan& plan) {
     return predict(model_, cluster_, train_, plan, options_.profile, options_.cost, cache_);
   }
@@ -149,6 +205,7 @@ class Search {
   PredictionCache& cache_ = options_.cache != nullptr ? *options_.cache : own_cache_;
   RankProgramCache programs_;  // the memory walks' Programs
   std::vector<Candidate> fitting_;
+  std::vector<UnwalkedMisfit> unwalked_misfits_;  // dropped by the memory floor
 };
 
 // All memory variants (offload x recompute) of one plan whose other fields are set.

@@ -38,6 +38,11 @@ struct PlannerOptions {
   // Replay every plan that fits instead of stopping at the first whose step-time bound is
   // already slower than the k-th best (see planner.cc): the same result, slower; for tests.
   bool replay_all = false;
+  // Drop a plan whose memory floor (predict_device_memory_floor: a lower bound of its
+  // estimate, no Program walked) already exceeds the device, before walking it; the closest
+  // misfit is then found among the walked ones and those whose floor overshoots no more than
+  // it does (see planner.cc). False walks every plan: the same result, slower; for tests.
+  bool memory_floor = true;
   // Shared by several searches of one model and cluster (sizing tries several GPU counts);
   // null: each search keeps its own. Not owned, not thread-safe.
   PredictionCache* cache = nullptr;
@@ -78,6 +83,9 @@ struct PlanSearchResult {
   std::int64_t scored = 0;           // plans predict() was called on
   std::int64_t fitting = 0;          // plans that fit in every tier
   std::int64_t pruned = 0;           // legal plans not scored because a faster variant fits
+  // Scored plans whose memory estimate walked their Programs; the others the memory floor
+  // dropped (PlannerOptions::memory_floor) or a rule rejected. Not shown: for tests.
+  std::int64_t memory_walked = 0;
   std::map<std::string, std::int64_t> dropped;  // reason -> count (rules: (t,p,d) triples)
   // When nothing fits: the reason that dropped the most plans and the plan whose memory
   // overshoot (MemoryOvershoot::total) is the smallest.

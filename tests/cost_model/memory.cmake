@@ -13,3 +13,8 @@ strata_add_test(megatron_1t_memory_test
 strata_add_test(steady_cut_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/steady_cut_test.cc
   LIBS strata_memory_model)
+
+# The memory floor the planner drops by, never above the walked estimate, on a matrix of plans.
+strata_add_test(memory_floor_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/memory_floor_test.cc
+  LIBS strata_memory_model)

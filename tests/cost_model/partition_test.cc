@@ -131,5 +131,56 @@ TEST(Partition, InterleavedChunksAndTheUnitsOfEachRank) {
   EXPECT_THROW(unit_chunk(m, plan, 0, units[0]), InfeasiblePlan);  // layer 2 is not on rank 0
 }
 
+// rank_unit_layouts makes one layer's layout and copies it for the others (a layer's tensors
+// do not depend on its index): each copy is the layout layer_layout makes for its layer,
+// field by field, on every TP rank of an interleaved plan and of an uneven one.
+TEST(Partition, CopiedLayerLayoutsAreEachLayersOwn) {
+  const ModelSpec m = model(16, 64, 4, 32, 100);
+  Plan interleaved;
+  interleaved.tp = 2;
+  interleaved.pp = 2;
+  interleaved.virtual_stages = 2;
+  Plan uneven;
+  uneven.tp = 2;
+  uneven.pp = 3;
+  uneven.first_stage_layers = 5;  // 5 + 6 + 5
+  uneven.last_stage_layers = 5;
+  std::int64_t compared = 0;
+  for (const Plan& plan : {interleaved, uneven})
+  for (std::int64_t r = 0; r < plan.pp; ++r) {
+    for (std::int64_t tp_rank = 0; tp_rank < plan.tp; ++tp_rank) {
+      for (const UnitLayout& unit : rank_unit_layouts(m, plan, r, tp_rank, 8)) {
+        if (unit.kind != UnitKind::kLayer) continue;
+        const UnitLayout own = layer_layout(m, TpShape{plan.tp, tp_rank, 8}, unit.layer);
+        EXPECT_EQ(unit.name, own.name);
+        EXPECT_EQ(unit.count, own.count);
+        ASSERT_EQ(unit.segments.size(), own.segments.size()) << unit.name;
+        for (std::size_t i = 0; i < own.segments.size(); ++i) {
+          const ParamSegment& a = unit.segments[i];
+          const ParamSegment& b = own.segments[i];
+          const std::string what = unit.name + " " + b.name;
+          EXPECT_EQ(a.name, b.name) << what;
+          EXPECT_EQ(a.code, b.code) << what;
+          EXPECT_EQ(a.layer, b.layer) << what;
+          EXPECT_EQ(a.offset, b.offset) << what;
+          EXPECT_EQ(a.rows, b.rows) << what;
+          EXPECT_EQ(a.cols, b.cols) << what;
+          EXPECT_EQ(a.part_rows, b.part_rows) << what;
+          EXPECT_EQ(a.part_stride, b.part_stride) << what;
+          EXPECT_EQ(a.row_offset, b.row_offset) << what;
+          EXPECT_EQ(a.col_offset, b.col_offset) << what;
+          EXPECT_EQ(a.global_cols, b.global_cols) << what;
+          EXPECT_EQ(a.valid_rows, b.valid_rows) << what;
+          EXPECT_EQ(a.init, b.init) << what;
+          EXPECT_EQ(a.init_std, b.init_std) << what;
+          EXPECT_EQ(a.tp_replicated, b.tp_replicated) << what;
+        }
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 2 * 16 * 2);  // every layer of both plans once per TP rank
+}
+
 }  // namespace
 }  // namespace strata

@@ -187,6 +187,67 @@ TEST(PlanSearch, SkippingReplaysByTheBoundKeepsTheSameTopK) {
   }
 }
 
+// The memory floor drops plans before their walk (planner.cc): every figure of the result
+// is the one the search gives walking every plan. Device memory from roomy to none fitting,
+// host memory tight enough that the closest misfit's overshoot has a host share, headroom
+// reserved, the CPU convention, GPT- and Llama-shaped models.
+TEST(PlanSearch, MemoryFloorChangesNothing) {
+  ModelSpec llama = small_model();
+  llama.name = "small-llama";
+  llama.ffn_hidden = 176;
+  llama.norm = NormKind::kRmsNorm;
+  llama.mlp = MlpKind::kSwiglu;
+  llama.position = PositionKind::kRope;
+  llama.kv_heads = 2;
+  llama.tied_output = false;
+  llama.biases = false;
+  std::int64_t floor_dropped = 0;
+  for (const ModelSpec& model : {small_model(), llama}) {
+    for (double device_gib : {80.0, 0.006, 0.004, 0.003, 64.0 / (1024 * 1024)}) {
+      for (int variant = 0; variant < 4; ++variant) {
+        ClusterSpec cluster = small_cluster(device_gib);
+        if (variant == 1) cluster.host.memory_bytes = 0.0005 * units::kGiB;  // offload overshoots too
+        if (variant == 2) {
+          cluster.headroom.context_bytes = 0.0005 * units::kGiB;
+          cluster.headroom.fragmentation_fraction = 0.05;
+        }
+        if (variant == 3) cluster.backend = Backend::kCpu;
+        TrainSpec train = small_train();
+        if (variant == 3) train.precision = Precision::kFp32;
+        const std::string what = model.name + " " + std::to_string(device_gib) + " GiB variant " +
+                                 std::to_string(variant);
+        PlannerOptions options;
+        options.top_k = 10;
+        const PlanSearchResult floored = search_plans(model, cluster, train, options);
+        options.memory_floor = false;
+        const PlanSearchResult walked = search_plans(model, cluster, train, options);
+        EXPECT_EQ(walked.memory_walked, walked.scored - walked.dropped.count(drop_reason::kPlanCheck)) << what;
+        floor_dropped += walked.memory_walked - floored.memory_walked;
+        EXPECT_EQ(floored.candidates, walked.candidates) << what;
+        EXPECT_EQ(floored.scored, walked.scored) << what;
+        EXPECT_EQ(floored.fitting, walked.fitting) << what;
+        EXPECT_EQ(floored.pruned, walked.pruned) << what;
+        EXPECT_EQ(floored.dropped, walked.dropped) << what;
+        EXPECT_EQ(floored.top_reason, walked.top_reason) << what;
+        ASSERT_EQ(floored.top.size(), walked.top.size()) << what;
+        for (std::size_t i = 0; i < walked.top.size(); ++i) {
+          EXPECT_EQ(floored.top[i].plan, walked.top[i].plan) << what << " #" << i;
+          EXPECT_EQ(floored.top[i].prediction.to_json().dump(), walked.top[i].prediction.to_json().dump())
+              << what << " #" << i;
+        }
+        ASSERT_EQ(floored.closest.has_value(), walked.closest.has_value()) << what;
+        if (!walked.closest) continue;
+        EXPECT_EQ(floored.closest->plan, walked.closest->plan) << what;
+        EXPECT_EQ(floored.closest->prediction.to_json().dump(), walked.closest->prediction.to_json().dump())
+            << what;
+        EXPECT_EQ(floored.closest_overshoot->total(), walked.closest_overshoot->total()) << what;
+      }
+    }
+  }
+  // The floor did drop plans (else this compared a search with itself).
+  EXPECT_GT(floor_dropped, 1000);
+}
+
 TEST(PlanSearch, RejectsImpossibleRequests) {
   PlannerOptions options;
   options.gpus = 5;  // more than the 4 GPUs of one node

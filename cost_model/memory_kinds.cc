@@ -30,11 +30,12 @@ std::string_view describe(MemoryKind kind) {
 }
 
 MemoryKind memory_kind_of_tag(std::string_view tag, std::string_view tier) {
-  // executor/engine/model_state.cc names the state "params", "gradients", "optimizer" where
-  // the device holds it and "offload:<kind>" where host or NVMe does.
+  // executor/engine/model_state.cc names the state "params" (and "master"), "gradients",
+  // "optimizer" where the device holds it and "offload:<kind>" where host or NVMe does.
   constexpr std::string_view kOffload = "offload:";
   const std::string_view state = tag.substr(0, kOffload.size()) == kOffload ? tag.substr(kOffload.size()) : tag;
-  if (state == "params") return MemoryKind::kParams;
+  // "master": the fp32 master parameters a bf16 run keeps beside its bf16 ones.
+  if (state == "params" || state == "master") return MemoryKind::kParams;
   if (state == "gradients") return MemoryKind::kGradients;
   if (state == "optimizer") return MemoryKind::kOptimizer;
   return tier == "device" ? MemoryKind::kActivations : MemoryKind::kBuffers;

@@ -36,7 +36,8 @@ std::string_view to_string(MemoryKind kind);
 std::string_view describe(MemoryKind kind);
 
 // The kind of the bytes an allocation tag holds on a tier ("device", "host" or "nvme").
-// The model state's tags are their kind on every tier ("params" and "offload:params", ...);
+// The model state's tags are their kind on every tier ("params", "master" and
+// "offload:params" are params, ...);
 // any other tag is "activations" on the device (the executor walk's accounting, see above)
 // and "buffers" on host and NVMe (offload's staging and fetch buffers).
 MemoryKind memory_kind_of_tag(std::string_view tag, std::string_view tier);

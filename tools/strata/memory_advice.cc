@@ -67,7 +67,7 @@ std::string memory_advice(const RankMemory& worst, const Plan& plan, const Clust
       bytes_label(worst.peak_bytes.device),
       percent(worst.peak_bytes.device > 0 ? bytes / worst.peak_bytes.device : 0));
   if (largest == MemoryKind::kActivations && worst.in_flight > 0) {
-    text += fmt::format(", {} micro-{} in flight", worst.in_flight,
+    text += fmt::format(", {} chunk-micro-{} in flight", worst.in_flight,
                         worst.in_flight == 1 ? "batch" : "batches");
   }
   const std::vector<std::string> changes = remedies(largest, plan);

@@ -52,7 +52,8 @@ void print_memory(std::ostream& out, const Prediction& r, const ClusterSpec& clu
       out << fmt::format(" {:>{}} {:>9}\n", bytes_label(m.peak_bytes.*field), kCell, m.in_flight);
     }
   };
-  out << "memory by kind at each stage's peak (in flight: micro-batches whose activations it holds)\n";
+  out << "memory by kind at each stage's peak (in flight: the chunk-micro-batches whose "
+         "activations it holds then)\n";
   table("device", &TierBytes::device);
   const auto used = [&](double TierBytes::*field) {
     for (const RankMemory& m : r.per_rank) {

@@ -78,6 +78,22 @@ ReportComparison compare_reports(const StepReport& predicted, const StepReport& 
     f.relative_error = relative_error(f.predicted, f.measured);
     c.fields.push_back(std::move(f));
   }
+  // The worst rank's device bytes by kind, side by side, when both reports tell them (a
+  // report written before the kinds has none).
+  const RankMemory* p = worst_device_rank(predicted.per_rank);
+  const RankMemory* m = worst_device_rank(measured.per_rank);
+  if (p != nullptr && m != nullptr && p->by_kind && m->by_kind) {
+    for (const MemoryKind k : kMemoryKinds) {
+      FieldComparison f;
+      f.key = "memory_by_kind." + std::string(to_string(k)) + ".device";
+      f.label = "  device " + std::string(to_string(k));
+      f.unit = "bytes";
+      f.predicted = (*p->by_kind)[k].device;
+      f.measured = (*m->by_kind)[k].device;
+      f.relative_error = relative_error(f.predicted, f.measured);
+      c.fields.push_back(std::move(f));
+    }
+  }
   return c;
 }
 

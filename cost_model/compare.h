@@ -1,8 +1,9 @@
 // Predicted vs measured, field by field: the pure comparison behind `strata compare`. A
 // Prediction and a RunReport are the same StepReport record, so the comparison is a list of
 // (field, predicted, measured, relative error) rows in a fixed order: step time, each of its
-// parts, throughput, model TFLOP/s, MFU, bubble share, and the worst rank's peak memory per
-// tier.
+// parts, throughput, model TFLOP/s, MFU, bubble share, the worst rank's peak memory per
+// tier, and when both reports tell it, the worst rank's device memory by kind
+// ("memory_by_kind.<kind>.device", memory_kinds.h).
 //
 // Relative error is the prediction's error relative to the measurement:
 //   (predicted - measured) / measured

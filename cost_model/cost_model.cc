@@ -20,6 +20,7 @@
 #include "cost_model/partition.h"
 #include "cost_model/program_check.h"
 #include "cost_model/program_graph.h"
+#include "cost_model/stage_memory_kinds.h"
 #include "cost_model/time_model.h"
 #include "cost_model/units.h"
 
@@ -256,7 +257,9 @@ Prediction predict_memory(const ModelSpec& model, const ClusterSpec& cluster,
       memory_options(conventions_for(cluster, profile, options), cluster, profile);
   memory.every_rank = ranks == MemoryRanks::kEvery;
   memory.programs = programs;
-  fill_prediction_memory(estimate_memory(model, cluster, train, plan, memory), plan, p);
+  const MemoryEstimate estimate = estimate_memory(model, cluster, train, plan, memory);
+  fill_prediction_memory(estimate, plan, p);
+  fill_prediction_memory_kinds(estimate, p);
   return p;
 }
 

@@ -13,6 +13,32 @@
 
 namespace strata {
 
+TierBytes MemoryByKind::total() const {
+  TierBytes t;
+  for (const TierBytes& b : bytes) {
+    t.device += b.device;
+    t.host += b.host;
+    t.nvme += b.nvme;
+  }
+  return t;
+}
+
+MemoryKind MemoryByKind::largest_on_device() const {
+  MemoryKind largest = kMemoryKinds.front();
+  for (const MemoryKind k : kMemoryKinds) {
+    if ((*this)[k].device > (*this)[largest].device) largest = k;
+  }
+  return largest;
+}
+
+const RankMemory* worst_device_rank(const std::vector<RankMemory>& ranks) {
+  const RankMemory* worst = nullptr;
+  for (const RankMemory& r : ranks) {
+    if (worst == nullptr || r.peak_bytes.device > worst->peak_bytes.device) worst = &r;
+  }
+  return worst;
+}
+
 double StepTimeParts::sum() const {
   return forward_s + backward_s + recompute_s + tp_comm_s + pp_comm_s + dp_comm_s + offload_s +
          optimizer_s + bubble_s + other_s;
@@ -174,6 +200,17 @@ StepReport StepReport::from_json(const Json& json, const std::string& source) {
     m.pp_rank = e.get_int("pp_rank");
     e.require_non_negative("pp_rank", static_cast<double>(m.pp_rank));
     m.peak_bytes = tiers_from_json(e.get_object("peak_bytes"));
+    if (e.has("by_kind")) {
+      JsonObjectReader kinds = e.get_object("by_kind");
+      MemoryByKind b;
+      for (const MemoryKind k : kMemoryKinds) {
+        b[k] = tiers_from_json(kinds.get_object(std::string(to_string(k))));
+      }
+      kinds.finish();
+      m.by_kind = b;
+    }
+    m.in_flight = e.get_int_or("in_flight", 0);
+    e.require_non_negative("in_flight", static_cast<double>(m.in_flight));
     e.finish();
     s.per_rank.push_back(m);
   }
@@ -203,8 +240,16 @@ StepReport StepReport::load(const std::string& path) {
 Json StepReport::to_json() const {
   Json ranks = Json::array();
   for (const RankMemory& m : per_rank) {
-    ranks.push_back(
-        Json{{"rank", m.rank}, {"pp_rank", m.pp_rank}, {"peak_bytes", tiers_to_json(m.peak_bytes)}});
+    Json rank{{"rank", m.rank}, {"pp_rank", m.pp_rank}, {"peak_bytes", tiers_to_json(m.peak_bytes)}};
+    if (m.by_kind) {
+      Json kinds = Json::object();
+      for (const MemoryKind k : kMemoryKinds) {
+        kinds[std::string(to_string(k))] = tiers_to_json((*m.by_kind)[k]);
+      }
+      rank["by_kind"] = std::move(kinds);
+    }
+    if (m.in_flight > 0) rank["in_flight"] = m.in_flight;
+    ranks.push_back(std::move(rank));
   }
   Json j{{"kind", kind},
          {"plan_label", plan_label},

@@ -2,11 +2,14 @@
 // RunReport (measured by the executor): same fields, so `strata compare` is a field diff.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cost_model/json_reader.h"
+#include "cost_model/memory_kinds.h"
 #include "cost_model/plan.h"
 
 namespace strata {
@@ -50,11 +53,34 @@ struct TransferBytes {
   bool operator==(const TransferBytes&) const = default;
 };
 
+// One rank's bytes at its device peak, by kind (memory_kinds.h) and tier; the kinds add up
+// to the rank's peak on each tier.
+struct MemoryByKind {
+  std::array<TierBytes, kMemoryKindCount> bytes{};
+  TierBytes& operator[](MemoryKind kind) { return bytes[static_cast<std::size_t>(kind)]; }
+  const TierBytes& operator[](MemoryKind kind) const {
+    return bytes[static_cast<std::size_t>(kind)];
+  }
+  TierBytes total() const;
+  // The kind with the most device bytes (the first in kMemoryKinds' order on ties).
+  MemoryKind largest_on_device() const;
+  bool operator==(const MemoryByKind&) const = default;
+};
+
 struct RankMemory {
   std::int64_t rank = 0;        // global rank (the prediction lists pipeline stage 0..p-1 at tp=dp=0)
   std::int64_t pp_rank = 0;
   TierBytes peak_bytes;
+  // JSON "by_kind", written when known: a prediction's per stage, a run's from its
+  // allocation tags at the device peak. Reports written before it have none.
+  std::optional<MemoryByKind> by_kind;
+  // Prediction only (JSON "in_flight", written when > 0): the chunk-micro-batches whose
+  // activations the stage holds at its peak (memory_model.h: in_flight_chunks).
+  std::int64_t in_flight = 0;
 };
+
+// The rank with the most device bytes among `ranks` (the first on ties); nullptr if none.
+const RankMemory* worst_device_rank(const std::vector<RankMemory>& ranks);
 
 struct StepReport {
   std::string kind;             // "prediction" | "measurement"

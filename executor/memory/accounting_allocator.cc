@@ -160,9 +160,15 @@ Reservation AccountingAllocator::reserve(MemoryTier tier, std::int64_t bytes,
   }
   TagUsage& tag_usage = tags_[static_cast<size_t>(it->second)];
   usage.current_bytes += bytes;
-  usage.peak_bytes = std::max(usage.peak_bytes, usage.current_bytes);
   tag_usage.current_bytes += bytes;
   tag_usage.peak_bytes = std::max(tag_usage.peak_bytes, tag_usage.current_bytes);
+  if (usage.current_bytes > usage.peak_bytes) {
+    usage.peak_bytes = usage.current_bytes;
+    // A few dozen tags, and a new peak is rare after the first step.
+    for (TagUsage& t : tags_) {
+      if (t.tier == tier) t.at_tier_peak_bytes = t.current_bytes;
+    }
+  }
   return Reservation(this, tier, bytes, it->second);
 }
 
@@ -252,7 +258,7 @@ std::vector<TagUsage> AccountingAllocator::tags() const {
 void AccountingAllocator::reset_peaks() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (TierUsage& u : usage_) u.peak_bytes = u.current_bytes;
-  for (TagUsage& t : tags_) t.peak_bytes = t.current_bytes;
+  for (TagUsage& t : tags_) t.peak_bytes = t.at_tier_peak_bytes = t.current_bytes;
 }
 
 }  // namespace strata

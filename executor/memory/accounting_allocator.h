@@ -65,6 +65,9 @@ struct TagUsage {
   MemoryTier tier = MemoryTier::kDevice;
   std::int64_t current_bytes = 0;
   std::int64_t peak_bytes = 0;  // this tag's own peak (not its share of the tier's peak)
+  // This tag's bytes when its tier first reached its peak: the tier's peak by tag, which the
+  // memory model's prediction by kind is compared with (memory_kinds.h).
+  std::int64_t at_tier_peak_bytes = 0;
 };
 
 class AccountingAllocator;

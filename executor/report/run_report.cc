@@ -69,7 +69,7 @@ Json RankSummary::to_json() const {
   j["tags"] = Json::array();
   for (const auto& t : tags) {
     j["tags"].push_back({{"tag", t.tag}, {"tier", std::string(to_string(t.tier))},
-                         {"peak_bytes", t.peak_bytes}});
+                         {"peak_bytes", t.peak_bytes}, {"at_tier_peak_bytes", t.at_tier_peak_bytes}});
   }
   j["steps"] = Json::array();
   for (const auto& s : steps) j["steps"].push_back({{"step_s", s.step_s}, {"parts", parts_json(s.parts)}});
@@ -92,6 +92,7 @@ RankSummary RankSummary::from_json(const Json& j) {
     u.tag = t.at("tag");
     u.tier = tier_from(t.at("tier"));
     u.peak_bytes = t.at("peak_bytes");
+    u.at_tier_peak_bytes = t.at("at_tier_peak_bytes");
     r.tags.push_back(u);
   }
   for (const auto& s : j.at("steps")) r.steps.push_back({s.at("step_s"), parts_from(s.at("parts"))});
@@ -193,7 +194,8 @@ StepReport build_run_report(const ModelSpec& model, const ClusterSpec& cluster,
     r.bubble_fraction = r.parts.bubble_s / r.step_time_s;
   }
   for (const auto& rank : ranks) {
-    r.per_rank.push_back(RankMemory{rank.rank, rank.coords.pp, rank.peak_bytes});
+    r.per_rank.push_back(RankMemory{rank.rank, rank.coords.pp, rank.peak_bytes,
+                                    memory_by_kind(rank.tags), 0});
     r.memory_bytes.device = std::max(r.memory_bytes.device, rank.peak_bytes.device);
     r.memory_bytes.host = std::max(r.memory_bytes.host, rank.peak_bytes.host);
     r.memory_bytes.nvme = std::max(r.memory_bytes.nvme, rank.peak_bytes.nvme);
@@ -219,15 +221,36 @@ ChromeTrace build_run_trace(const std::vector<RankSummary>& ranks) {
   return trace;
 }
 
+MemoryByKind memory_by_kind(const std::vector<TagUsage>& tags) {
+  MemoryByKind b;
+  for (const TagUsage& t : tags) {
+    const std::string_view tier = to_string(t.tier);
+    TierBytes& bytes = b[memory_kind_of_tag(t.tag, tier)];
+    const auto at_peak = static_cast<double>(t.at_tier_peak_bytes);
+    if (t.tier == MemoryTier::kDevice) bytes.device += at_peak;
+    if (t.tier == MemoryTier::kHost) bytes.host += at_peak;
+    if (t.tier == MemoryTier::kNvme) bytes.nvme += at_peak;
+  }
+  return b;
+}
+
 Json memory_tags_json(const std::vector<RankSummary>& ranks) {
   Json out{{"ranks", Json::array()}};
   for (const auto& rank : ranks) {
     Json tags = Json::array();
     for (const auto& t : rank.tags) {
       tags.push_back({{"tag", t.tag}, {"tier", std::string(to_string(t.tier))},
-                      {"peak_bytes", t.peak_bytes}});
+                      {"kind", std::string(to_string(memory_kind_of_tag(t.tag, to_string(t.tier))))},
+                      {"peak_bytes", t.peak_bytes}, {"at_tier_peak_bytes", t.at_tier_peak_bytes}});
     }
-    out["ranks"].push_back({{"rank", rank.rank}, {"pp_rank", rank.coords.pp}, {"tags", tags}});
+    const MemoryByKind kinds = memory_by_kind(rank.tags);
+    Json by_kind = Json::object();
+    for (const MemoryKind k : kMemoryKinds) {
+      by_kind[std::string(to_string(k))] = {
+          {"device", kinds[k].device}, {"host", kinds[k].host}, {"nvme", kinds[k].nvme}};
+    }
+    out["ranks"].push_back({{"rank", rank.rank}, {"pp_rank", rank.coords.pp},
+                            {"by_kind", by_kind}, {"tags", tags}});
   }
   return out;
 }

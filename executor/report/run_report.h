@@ -64,7 +64,13 @@ StepReport build_run_report(const ModelSpec& model, const ClusterSpec& cluster,
 // rank's pipeline rank, the convention of cost_model/chrome_trace.h.
 ChromeTrace build_run_trace(const std::vector<RankSummary>& ranks);
 
-// {"ranks": [{"rank", "pp_rank", "tags": [{"tag", "tier", "peak_bytes"}...]}...]}.
+// A rank's tier peaks by kind (cost_model/memory_kinds.h): each tag's bytes at its tier's
+// peak, added up under the tag's kind.
+MemoryByKind memory_by_kind(const std::vector<TagUsage>& tags);
+
+// {"ranks": [{"rank", "pp_rank", "by_kind": {"params": {"device", "host", "nvme"}, ...},
+//   "tags": [{"tag", "tier", "kind", "peak_bytes" (the tag's own peak),
+//   "at_tier_peak_bytes" (its bytes at the tier's peak)}...]}...]}.
 Json memory_tags_json(const std::vector<RankSummary>& ranks);
 
 // The median of `values` (the lower middle for an even count); 0 when empty.

@@ -5,7 +5,8 @@
 // from) as a GPU run, with no arithmetic and no memory behind the requests, so its
 // accounting allocator's device peak is the pool's accounted peak on a GPU. The memory
 // model's prediction (estimate_memory on a CUDA cluster: the Program walk with the CUDA
-// backend's widths) must equal it to the byte, less the workspace outside the pool.
+// backend's widths) must equal it to the byte, less the workspace outside the pool, and so
+// must each kind of it (issue 28: what `predict` shows by kind is what the engine holds).
 //
 // The recorder is anchored to a GPU by the measurement beside the H200 profile
 // (../shared/reference/profiles/README.md, built from main at e7b0168): GPT-2 124M, b16,
@@ -19,11 +20,13 @@
 #include "cost_model/cluster_spec.h"
 #include "cost_model/memory_model.h"
 #include "cost_model/partition.h"
+#include "cost_model/stage_memory_kinds.h"
 #include "executor/comm/process_groups.h"
 #include "executor/cuda/pool_recorder.h"
 #include "executor/data/batch.h"
 #include "executor/data/corpus.h"
 #include "executor/engine/engine.h"
+#include "executor/report/run_report.h"
 #include "tests/executor/engine_test_support.h"
 
 namespace strata {
@@ -66,6 +69,23 @@ std::string device_tags(const Recorded& r) {
   return out;
 }
 
+// The prediction's device bytes by kind against the recorder's tags at the pool's peak,
+// mapped to kinds as `strata run` maps them (memory_kinds.h): the walk holds what the engine
+// holds at its peak, so each kind is equal to the byte, besides the workspace outside the pool
+// (the prediction's buffers, no tag) and the headroom (none without a profile).
+void expect_kinds_match(const StageMemory& stage, const Recorded& got, const std::string& what) {
+  const MemoryByKind predicted = memory_by_kind(stage);
+  const MemoryByKind recorded = report::memory_by_kind(got.tags);
+  for (const MemoryKind k : {MemoryKind::kParams, MemoryKind::kGradients, MemoryKind::kOptimizer,
+                             MemoryKind::kActivations}) {
+    EXPECT_EQ(predicted[k].device, recorded[k].device)
+        << what << ": " << to_string(k) << ", peak at " << stage.peak_moment << "\n" << device_tags(got);
+  }
+  EXPECT_EQ(predicted[MemoryKind::kBuffers].device, stage.workspace_bytes) << what;
+  EXPECT_EQ(recorded[MemoryKind::kBuffers].device, 0) << what;
+  EXPECT_EQ(predicted[MemoryKind::kHeadroom].device, 0) << what;
+}
+
 // The walk's pool peak of the stage (the prediction less the workspace outside the pool).
 double predicted_pool_peak(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
                            std::int64_t pp_rank, std::string* moment = nullptr) {
@@ -90,6 +110,7 @@ TEST(CudaPoolPrediction, Gpt2At16MatchesTheRecordedPoolAndTheH200) {
   // The workspace rides on top, outside the pool: 32 MiB cuBLASLt + 4 MiB reduction scratch.
   const MemoryEstimate estimate = estimate_memory(model, cuda_cluster(), train, plan);
   EXPECT_EQ(estimate.stages[0].total.device - predicted, 36.0 * 1024 * 1024);
+  expect_kinds_match(estimate.stages[0], got, "gpt2-124m b16");
 }
 
 // Every rank of t2 p2 plans (d 1 and 2) of the small CUDA model: each stage's prediction is every one of
@@ -125,6 +146,9 @@ TEST_P(CudaPoolPredictionTp2Pp2, EveryRankMatchesItsStage) {
     EXPECT_EQ(predicted, static_cast<double>(got.peak))
         << v.name << " rank " << rank << " (tp " << c.tp << ", pp " << c.pp << "), predicted peak at "
         << moment << "\n" << device_tags(got);
+    const MemoryEstimate estimate = estimate_memory(model, cuda_cluster(), train, plan);
+    expect_kinds_match(estimate.stages.at(static_cast<std::size_t>(c.pp)), got,
+                       std::string(v.name) + " rank " + std::to_string(rank));
   }
 }
 

@@ -308,6 +308,11 @@ TEST_F(Checkpoints, FlagsAreCheckedBeforeAnyRankStarts) {
                "--save: cannot create directory");
   expect_error({"--resume", (dir_ / "nothing").string()}, 4, "--resume:");
   expect_error({"--resume", step2}, 2, "field 'step' is 2, expected less than the run's 2 steps");
+  // Issue 28: each refusal names the flag that would make the run the checkpoint's.
+  expect_error({"--resume", step2}, 2, "add --steps 3 or more");
+  std::ofstream(dir_ / "text.txt") << std::string(1 << 16, 'a');  // bytes: a valid --data
+  expect_error({"--resume", step2, "--data", (dir_ / "text.txt").string()}, 4,
+               "drop --data: the checkpoint's run trained on the generated corpus");
   // Another model: the manifest's field, its value and the run's.
   Json other = read_json_file((fs::path(STRATA_SOURCE_DIR) / "configs/models/tiny.json").string());
   other["layers"] = 4;

@@ -126,8 +126,41 @@ TEST_F(RunGuard, EveryBadArgumentIsExitTwoBeforeAnyStep) {
   const Result wide = strata(dir_, "run --plan tiny-dp2 --model wide.json --train tiny --out out");
   EXPECT_EQ(wide.exit_code, 3) << wide.err;
   EXPECT_NE(wide.err.find("does not fit"), std::string::npos) << wide.err;
+  // Issue 28: the message names the largest kind and what shrinks it, the budget flag of the
+  // CPU backend, and says truly what `strata predict` shows. With h = 65536 the model state
+  // (~12 h^2 parameters a layer) outweighs one micro-batch's activations, and tiny-dp2's
+  // ZeRO-1 over d = 2 holds 4 bytes a parameter of each state kind (fp32 parameters, full
+  // fp32 gradients, half of the 8 bytes of m and v): a tie, named by the kinds' order, so
+  // parameters, which ZeRO-3 partitions.
+  EXPECT_NE(wide.err.find("the largest kind on the device is parameters"), std::string::npos)
+      << wide.err;
+  EXPECT_NE(wide.err.find("zero_stage 3"), std::string::npos) << wide.err;
+  EXPECT_NE(wide.err.find("--device-budget-mib "), std::string::npos) << wide.err;
+  EXPECT_NE(wide.err.find("`strata predict` with the same"), std::string::npos) << wide.err;
   EXPECT_EQ(count_lines(wide.err), 1) << wide.err;
   EXPECT_FALSE(fs::exists(dir_ / "out" / "report.json"));
+}
+
+// Issue 28: a GPU cluster on a machine without a GPU (CUDA_VISIBLE_DEVICES empty hides any
+// GPU the test machine has) is refused, exit 2, nothing written, naming --backend cpu; with
+// --backend cpu it trains, priced as this machine's CPU, not as an H100 (whose prediction
+// for a tiny step was 0.0004 s and its MFU 0.0%).
+TEST_F(RunGuard, GpuClusterWithoutAGpuNeedsBackendCpu) {
+  const std::string run = "run --plan tiny-single --model tiny --train tiny --steps 1 --cluster h100-x1 ";
+  const CommandResult refused =
+      run_strata(dir_, run + "--out refused", "CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=1", "2>&1 >/dev/null");
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("--cluster h100-x1: a GPU cluster"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("add --backend cpu"), std::string::npos) << refused.output;
+  EXPECT_EQ(count_lines(refused.output), 1) << refused.output;
+  EXPECT_FALSE(fs::exists(dir_ / "refused"));
+
+  const CommandResult cpu = run_strata(dir_, run + "--backend cpu --out cpu",
+                                       "CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=1", "2>&1");
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
+  EXPECT_NE(cpu.output.find("cluster h100-x1 is a GPU cluster"), std::string::npos) << cpu.output;
+  EXPECT_NE(cpu.output.find("predicted by the cost model (cluster local-cpu"), std::string::npos)
+      << cpu.output;
 }
 
 // Two runs, each in a PID namespace of its own (as in two containers), share one --nvme-dir.

@@ -3,6 +3,7 @@
 // the profile that priced it, step time and each of its parts, throughput, MFU and the worst
 // rank's memory per tier, each value with its ratio to the first file's. The rows are
 // compare's (cost_model/compare.h), so `diff` and `compare` never disagree on a field.
+#include <algorithm>
 #include <memory>
 #include <ostream>
 #include <vector>
@@ -52,6 +53,10 @@ int run_diff(const DiffOptions& options, std::ostream& out) {
   for (const std::string& path : options.files) files.push_back(load_report_file(path));
   std::vector<ReportComparison> rows;  // rows[i]: first file against file i
   for (const ReportFile& f : files) rows.push_back(compare_reports(files.front().report, f.report));
+  // The rows every file has: memory by kind comes last and only where both tell it.
+  std::size_t common = rows.front().fields.size();
+  for (const ReportComparison& c : rows) common = std::min(common, c.fields.size());
+  for (ReportComparison& c : rows) c.fields.resize(common);
 
   if (options.json) {
     Json json{{"files", Json::array()}, {"fields", Json::array()}};

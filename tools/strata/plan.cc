@@ -22,6 +22,7 @@
 #include "planner/sizing.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/inputs.h"
+#include "tools/strata/memory_advice.h"
 #include "tools/strata/plan_output.h"
 
 namespace strata::cli {
@@ -133,6 +134,10 @@ void print_infeasible(std::ostream& out, const PlanSearchResult& result, const I
   out << fmt::format("  nvme {} GB of {} GB per node (over by {} GB)\n",
                      gb(r.memory_bytes.nvme * per_node), gb(inputs.cluster.nvme.capacity_bytes),
                      gb(std::max(over.nvme_bytes, 0.0)));
+  if (const RankMemory* worst = worst_device_rank(r.per_rank)) {
+    const std::string advice = memory_advice(*worst, result.closest->plan, inputs.cluster);
+    if (!advice.empty()) out << "  " << advice << "\n";
+  }
 }
 
 // --out's parent directories are made as `run --out` makes its directory; the file itself is

@@ -1,5 +1,6 @@
 // `strata predict`: the cost model's Prediction for one given plan: step time and its parts,
-// throughput, MFU, bubble and memory per tier (worst rank, then each pipeline rank), as text
+// throughput, MFU, bubble and memory per tier (worst rank, then each pipeline rank by kind:
+// cost_model/memory_kinds.h, the kinds of `run`'s memory_tags.json), as text
 // or as StepReport JSON; with --critical-path the ops that set the step time
 // (critical_path_print.h). Exit code 3 when the plan does not fit (the prediction is printed).
 #include <memory>
@@ -14,6 +15,7 @@
 #include "tools/strata/commands.h"
 #include "tools/strata/critical_path_print.h"
 #include "tools/strata/inputs.h"
+#include "tools/strata/memory_advice.h"
 
 namespace strata::cli {
 namespace {
@@ -24,6 +26,45 @@ struct PredictOptions {
   bool json = false;
   bool critical_path = false;
 };
+
+// The worst rank's tiers against the cluster, then each stage's peak by kind (memory_kinds.h):
+// a row per pipeline rank on the device, and host or NVMe rows where a stage uses them.
+void print_memory(std::ostream& out, const Prediction& r, const ClusterSpec& cluster) {
+  const RankMemory* worst = worst_device_rank(r.per_rank);
+  out << fmt::format("memory, worst rank: device {} of {}, host {}/GPU, nvme {}/GPU\n",
+                     bytes_label(r.memory_bytes.device), bytes_label(cluster.device.memory_bytes),
+                     bytes_label(r.memory_bytes.host), bytes_label(r.memory_bytes.nvme));
+  if (worst == nullptr || !worst->by_kind) return;
+  const MemoryKind largest = worst->by_kind->largest_on_device();
+  out << fmt::format("  largest on the device: {} {} ({} of pp_rank {}'s peak)\n",
+                     describe(largest), bytes_label((*worst->by_kind)[largest].device),
+                     percent((*worst->by_kind)[largest].device / worst->peak_bytes.device),
+                     worst->pp_rank);
+  constexpr int kCell = 11;
+  const auto table = [&](const char* tier, double TierBytes::*field) {
+    out << fmt::format("  {:<6} {:>7} {:>6}", tier, "pp_rank", "rank");
+    for (const MemoryKind k : kMemoryKinds) out << fmt::format(" {:>{}}", to_string(k), kCell);
+    out << fmt::format(" {:>{}} {:>9}\n", "total", kCell, "in flight");
+    for (const RankMemory& m : r.per_rank) {
+      out << fmt::format("  {:<6} {:>7} {:>6}", "", m.pp_rank, m.rank);
+      for (const MemoryKind k : kMemoryKinds) {
+        out << fmt::format(" {:>{}}", bytes_label((*m.by_kind)[k].*field), kCell);
+      }
+      out << fmt::format(" {:>{}} {:>9}\n", bytes_label(m.peak_bytes.*field), kCell, m.in_flight);
+    }
+  };
+  out << "memory by kind at each stage's peak (in flight: the chunk-micro-batches whose "
+         "activations it holds then)\n";
+  table("device", &TierBytes::device);
+  const auto used = [&](double TierBytes::*field) {
+    for (const RankMemory& m : r.per_rank) {
+      if (m.peak_bytes.*field > 0) return true;
+    }
+    return false;
+  };
+  if (used(&TierBytes::host)) table("host", &TierBytes::host);
+  if (used(&TierBytes::nvme)) table("nvme", &TierBytes::nvme);
+}
 
 void print_prediction(std::ostream& out, const Prediction& r, const Inputs& inputs,
                       const Plan& plan, const MemoryOvershoot& over) {
@@ -46,20 +87,18 @@ void print_prediction(std::ostream& out, const Prediction& r, const Inputs& inpu
                      r.model_tflops_per_gpu);
   out << fmt::format("MFU              {:>10}\n", percent(r.mfu));
   out << fmt::format("bubble           {:>10} of the step\n", percent(r.bubble_fraction));
-  out << fmt::format("memory, worst rank: device {} GiB of {} GiB, host {} GiB/GPU, nvme {} GB/GPU\n",
-                     gib(r.memory_bytes.device), gib(inputs.cluster.device.memory_bytes),
-                     gib(r.memory_bytes.host), gb(r.memory_bytes.nvme));
-  for (const RankMemory& rank : r.per_rank) {
-    out << fmt::format("  pp_rank {:>3} (rank {:>5}): device {:>8} GiB, host {:>8} GiB, nvme {:>8} GB\n",
-                       rank.pp_rank, rank.rank, gib(rank.peak_bytes.device),
-                       gib(rank.peak_bytes.host), gb(rank.peak_bytes.nvme));
-  }
+  print_memory(out, r, inputs.cluster);
   if (over.fits()) {
     out << "fits: yes\n";
   } else {
-    out << fmt::format("fits: no (over by device {} GiB/GPU, host {} GiB/node, nvme {} GB/node)\n",
-                       gib(std::max(over.device_bytes, 0.0)), gib(std::max(over.host_bytes, 0.0)),
-                       gb(std::max(over.nvme_bytes, 0.0)));
+    out << fmt::format("fits: no (over by device {}/GPU, host {}/node, nvme {}/node)\n",
+                       bytes_label(std::max(over.device_bytes, 0.0)),
+                       bytes_label(std::max(over.host_bytes, 0.0)),
+                       bytes_label(std::max(over.nvme_bytes, 0.0)));
+    if (const RankMemory* worst = worst_device_rank(r.per_rank)) {
+      const std::string advice = memory_advice(*worst, plan, inputs.cluster);
+      if (!advice.empty()) out << "  " << advice << "\n";
+    }
   }
 }
 

@@ -488,7 +488,11 @@ int run_command(const RunOptions& o, std::ostream& out) {
     throw ConfigError(fmt::format("--cuda-semantics: a mode of the CPU backend, not of "
                                   "--backend {}; drop one of the two", *o.backend));
   }
-  Backend backend = o.cuda_semantics ? Backend::kCpu : choose_backend(o.backend, cuda_device_probe());
+  const DeviceProbeFn probe = cuda_device_probe();
+  Backend backend = o.cuda_semantics ? Backend::kCpu : choose_backend(o.backend, probe);
+  if (backend == Backend::kCpu && !o.backend && !o.cuda_semantics) {
+    check_cluster_has_its_device(o, backend, probe().reason);
+  }
   const Validated v = validate(o);
   if (backend == Backend::kCuda) {
     try {
@@ -508,6 +512,11 @@ int run_command(const RunOptions& o, std::ostream& out) {
                                      v.plan.world_size(), launch.launcher, launch.world_size));
   }
   if (!launch.under_launcher) {
+    if (!v.gpu_cluster_replaced.empty()) {
+      out << fmt::format("backend cpu: cluster {} is a GPU cluster; this run trains on this "
+                         "machine's CPU and is priced, budgeted and measured as {}\n",
+                         v.gpu_cluster_replaced, v.cluster.name);
+    }
     out << v.profile.line() << "\n" << std::flush;  // once, by the launcher, not every rank
     if (const std::optional<std::string> why = does_not_fit(v)) {
       std::cerr << "strata: " << *why << "\n";

@@ -28,6 +28,7 @@
 #include "executor/weights/weights_io.h"
 #include "planner/planner.h"
 #include "tools/strata/inputs.h"
+#include "tools/strata/memory_advice.h"
 #include "tools/strata/out_dir.h"
 #include "tools/strata/run_common.h"
 
@@ -171,25 +172,47 @@ void check_resume(const RunOptions& o, Validated& v) {
   const fs::path dir = fs::absolute(checkpoint::resolve_resume(o.resume));
   const checkpoint::Manifest m = checkpoint::read_complete(dir);
   const std::string file = (dir / checkpoint::kManifestFile).string();
+  // Each refusal names the flag that makes this run the checkpoint's.
   const auto differ = [&](const std::string& field, const Json& got, const Json& want,
-                          const std::string& whose) {
-    return ConfigError(fmt::format("--resume: {}: field '{}' is {}, expected {} ({})", file,
-                                   field, got.dump(), want.dump(), whose));
+                          const std::string& whose, const std::string& fix) {
+    return ConfigError(fmt::format("--resume: {}: field '{}' is {}, expected {} ({}); {}", file,
+                                   field, got.dump(), want.dump(), whose, fix));
   };
+  const std::string same_train = "pass the --train the checkpoint's run had";
   const Json got_model = m.model.to_json(), want_model = v.model.to_json();
   for (const auto& [key, want] : want_model.items()) {
     const Json got = got_model.contains(key) ? got_model.at(key) : Json();
-    if (got != want) throw differ("model." + key, got, want, "the run's model " + v.model_path);
+    if (got != want) {
+      throw differ("model." + key, got, want, "the run's model " + v.model_path,
+                   "pass the --model the checkpoint's run had");
+    }
   }
-  if (m.seed != v.train.seed) throw differ("seed", m.seed, v.train.seed, "the run's train spec " + v.train_path);
+  if (m.seed != v.train.seed) {
+    throw differ("seed", m.seed, v.train.seed, "the run's train spec " + v.train_path, same_train);
+  }
   if (m.train.global_batch != v.train.global_batch) {
     throw differ("train.global_batch", m.train.global_batch, v.train.global_batch,
-                 "the run's train spec " + v.train_path);
+                 "the run's train spec " + v.train_path, same_train);
   }
-  if (m.data != v.data_identity) throw differ("data", m.data, v.data_identity, "the run's data");
+  if (m.data != v.data_identity) {
+    // data_identity: "generated corpus, N training tokens" or "PATH (FORMAT), N training tokens".
+    constexpr std::string_view kGenerated = "generated corpus";
+    const bool was_generated = m.data.rfind(kGenerated, 0) == 0;
+    std::string fix;
+    if (was_generated && !o.data.empty()) {
+      fix = "drop --data: the checkpoint's run trained on the generated corpus";
+    } else if (!was_generated && o.data.empty()) {
+      const std::string source = m.data.substr(0, m.data.rfind(" ("));
+      fix = fmt::format("add --data {} (and its --data-format) as the checkpoint's run had", source);
+    } else {
+      fix = "pass the --data, --data-format and --valid-fraction the checkpoint's run had";
+    }
+    throw differ("data", m.data, v.data_identity, "the run's data", fix);
+  }
   if (m.step >= v.train.steps) {
     throw ConfigError(fmt::format("--resume: {}: field 'step' is {}, expected less than the "
-                                  "run's {} steps (--steps)", file, m.step, v.train.steps));
+                                  "run's {} steps; add --steps {} or more to train on from it",
+                                  file, m.step, v.train.steps, m.step + 1));
   }
   v.resume_dir = dir.string();
   v.start_step = m.step;
@@ -262,6 +285,13 @@ Validated validate(const RunOptions& o) {
   }
   v.train = TrainSpec::load(v.train_path);
   v.cluster = load_cluster(v.cluster_path, o.shape);
+  const bool on_cpu = o.cuda_semantics || (o.backend && *o.backend == "cpu");
+  if (on_cpu && v.cluster.backend == Backend::kCuda) {
+    // What trains is this machine's CPU: the prediction, the ranks' budgets and MFU say so.
+    v.gpu_cluster_replaced = v.cluster.name;
+    v.cluster_path = fs::absolute(resolve_config("clusters", "local-cpu", "--cluster")).string();
+    v.cluster = load_cluster(v.cluster_path, ClusterShape{});
+  }
   v.plan = Plan::load(v.plan_path);
   v.device_budget_mib = o.device_budget_mib;
   if (o.steps) v.train.steps = *o.steps;
@@ -297,6 +327,16 @@ Validated validate(const RunOptions& o) {
   return v;
 }
 
+void check_cluster_has_its_device(const RunOptions& o, Backend chosen, const std::string& no_gpu_reason) {
+  if (o.backend || o.cuda_semantics || chosen != Backend::kCpu) return;
+  const ClusterSpec cluster = load_cluster(o.cluster, o.shape);
+  if (cluster.backend != Backend::kCuda) return;
+  throw ConfigError(fmt::format(
+      "--cluster {}: a GPU cluster (backend cuda), and this machine has no GPU ({}); add "
+      "--backend cpu to train on this machine's CPU (priced as local-cpu), or run where the "
+      "cluster's GPUs are", o.cluster, no_gpu_reason));
+}
+
 std::optional<std::string> does_not_fit(const Validated& v) {
   const ClusterSpec cluster = v.budget_cluster();
   Prediction prediction;
@@ -309,16 +349,18 @@ std::optional<std::string> does_not_fit(const Validated& v) {
   }
   const MemoryOvershoot over = memory_overshoot(prediction, cluster, v.plan.world_size());
   if (over.fits()) return std::nullopt;
+  const RankMemory* worst = worst_device_rank(prediction.per_rank);
+  const std::string advice = worst != nullptr ? memory_advice(*worst, v.plan, cluster) : "";
   return fmt::format(
-      "{}: the plan does not fit on cluster {}{}: predicted peak device {} GiB per rank of {} "
-      "GiB (over by device {} GiB/rank, host {} GiB/node, nvme {} GB/node); `strata predict` "
-      "shows the breakdown",
+      "{}: the plan does not fit on cluster {}{}: predicted peak device {} per rank of {} "
+      "(over by device {}/rank, host {}/node, nvme {}/node){}; `strata predict` with the same "
+      "--plan, --model, --train and --cluster shows each stage's memory by kind",
       v.plan_path, v.cluster.name,
       v.device_budget_mib ? fmt::format(" with --device-budget-mib {:g}", *v.device_budget_mib)
                           : std::string(),
-      gib(prediction.memory_bytes.device), gib(cluster.device.memory_bytes),
-      gib(std::max(over.device_bytes, 0.0)), gib(std::max(over.host_bytes, 0.0)),
-      gb(std::max(over.nvme_bytes, 0.0)));
+      bytes_label(prediction.memory_bytes.device), bytes_label(cluster.device.memory_bytes),
+      bytes_label(std::max(over.device_bytes, 0.0)), bytes_label(std::max(over.host_bytes, 0.0)),
+      bytes_label(std::max(over.nvme_bytes, 0.0)), advice.empty() ? "" : ": " + advice);
 }
 
 std::int64_t ranks_on_one_node(const RunOptions& o, const Validated& v) {

@@ -86,6 +86,10 @@ struct Validated {
   std::string data_identity;   // the training tokens' identity, recorded in checkpoints
   std::string resume_dir;      // --resume resolved to one complete step directory
   std::int64_t start_step = 0; // its step: the first step this run trains
+  // A GPU cluster run on the CPU backend (--backend cpu or --cuda-semantics) is priced, budgeted
+  // and its MFU measured as this machine's CPU (the bundled local-cpu): `cluster` is that one,
+  // and this names the GPU cluster asked for. Empty otherwise.
+  std::string gpu_cluster_replaced;
   // The cluster with --device-budget-mib applied: what the fit check and the ranks' budgets use.
   ClusterSpec budget_cluster() const;
   bool uses_nvme() const;
@@ -112,6 +116,11 @@ std::string data_identity(const RunOptions& o, const RunData& d);
 // directory. ConfigError / InfeasiblePlan naming the flag or file otherwise. Nothing runs
 // before it, so a bad argument costs no training.
 Validated validate(const RunOptions& o);
+
+// Without --backend, a GPU cluster on a machine with no GPU is refused (ConfigError naming
+// --backend cpu and why no GPU was found): it would train on the CPU while named a GPU's.
+// Reads only the cluster file, so it runs before validate() creates anything.
+void check_cluster_has_its_device(const RunOptions& o, Backend chosen, const std::string& no_gpu_reason);
 
 // Whether the plan fits in the budget_cluster() by the cost model's prediction (the same
 // check as `strata predict`); when it does not, the one-line reason (exit 3 before anything

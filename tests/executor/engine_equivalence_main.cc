@@ -65,10 +65,18 @@ strata::ModelSpec equivalence_model() { return strata::testing_support::tiny_mod
 #endif
 
 // --model NAME: a bundled model config instead (configs/models/NAME.json: tiny-llama for the
-// Llama family's matrix).
+// Llama family's matrix). On CUDA its heads are widened to 64 (hidden and ffn_hidden scaled
+// alike) for the attention kernel, as the tiny GPT above.
 strata::ModelSpec equivalence_model(const std::string& name) {
   if (name.empty()) return equivalence_model();
-  return strata::ModelSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/models/" + name + ".json");
+  strata::ModelSpec model =
+      strata::ModelSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/models/" + name + ".json");
+  if (kCuda && model.head_dim() != 64 && model.head_dim() != 128) {
+    const std::int64_t wider = 64 * model.heads;
+    model.ffn_hidden = model.ffn_hidden * wider / model.hidden;
+    model.hidden = wider;
+  }
+  return model;
 }
 
 // How the plan's ranks run: the CPU backend, its CUDA-semantics mode, or (the CUDA build of

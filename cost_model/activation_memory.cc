@@ -288,18 +288,23 @@ double layer_backward_peak_bytes(const ModelSpec& model, std::int64_t micro_batc
   double peak = 0;
   for (double p : phases) peak = std::max(peak, p);
   if (convention == ActivationConvention::kCudaExecutor) {
-    // CUDA's LayerNorm backward takes pool scratch for its partials, beside the completed
+    // CUDA's norm backward (LayerNorm or RMSNorm) takes pool scratch for its partials, beside the completed
     // rows (SP: the reduce-scattered rows; else the all-reduced full tensor). The partial of
     // SP's reduce-scatter is gone by then (a by-value argument, destroyed with its call).
-    const double ln = cuda_layernorm_backward_scratch_bytes(d.S * d.b, d.h);
+    const double ln = cuda_norm_backward_scratch_bytes(model, d.S * d.b, d.h);
     peak = std::max({peak, after_fc1 + (sp ? nl : n) + ln, after_qkv + (sp ? nl : n) + ln});
   }
   return peak;
 }
 
-double cuda_layernorm_backward_scratch_bytes(std::int64_t rows, std::int64_t hidden) {
-  return static_cast<double>(kernels::cuda::layernorm_backward_scratch_floats(
-             static_cast<int>(rows), static_cast<int>(hidden))) * kFp32Bytes;
+double cuda_norm_backward_scratch_bytes(const ModelSpec& model, std::int64_t rows,
+                                        std::int64_t hidden) {
+  const int r = static_cast<int>(rows);
+  const int h = static_cast<int>(hidden);
+  const std::int64_t floats = model.norm == NormKind::kRmsNorm
+                                  ? kernels::cuda::rmsnorm_backward_scratch_floats(r, h)
+                                  : kernels::cuda::layernorm_backward_scratch_floats(r, h);
+  return static_cast<double>(floats) * kFp32Bytes;
 }
 
 double layer_forward_extra_bytes(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,

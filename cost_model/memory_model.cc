@@ -139,7 +139,7 @@ ExecutorMemoryTerms executor_terms(const ModelSpec& model, const TrainSpec& trai
                                                     convention, cb, plan.recompute);
   if (cuda) {
     t.head_working = cuda_head_working_bytes(model, plan.micro_batch, plan.tp, sp);
-    t.head_backward_working = cuda_layernorm_backward_scratch_bytes(rows, model.hidden);
+    t.head_backward_working = cuda_norm_backward_scratch_bytes(model, rows, model.hidden);
   } else {
     t.head_working = sum_bytes(head_working_tensors(model, plan.micro_batch, plan.tp, sp, cb));
   }

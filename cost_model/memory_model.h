@@ -203,8 +203,10 @@ double layer_backward_peak_bytes(const ModelSpec& model, std::int64_t micro_batc
                                  std::int64_t tp, bool sequence_parallel,
                                  ActivationConvention convention, int compute_bytes);
 
-// CUDA's LayerNorm backward scratch for `rows` token rows (kernels/cuda/scratch_sizes.h).
-double cuda_layernorm_backward_scratch_bytes(std::int64_t rows, std::int64_t hidden);
+// CUDA's norm backward scratch for `rows` token rows (kernels/cuda/scratch_sizes.h): the
+// model's LayerNorm (2 h partials a block) or RMSNorm (h a block).
+double cuda_norm_backward_scratch_bytes(const ModelSpec& model, std::int64_t rows,
+                                        std::int64_t hidden);
 
 // Peak bytes during one layer's forward on an executor convention (gpt_layer.cc's
 // layer_forward, phase by phase: the tensors saved so far and its transients -- the gathered

@@ -147,11 +147,4 @@ UnitLayout final_norm_layout(const ModelSpec& model) {
                     TpShape{});
 }
 
-LayerOffsets layer_offsets(const UnitLayout& layer) {
-  const auto at = [&layer](const char* name) { return layer.segment(name).offset; };
-  return LayerOffsets{at("ln1_w"), at("ln1_b"), at("qkv_w"), at("qkv_b"),
-                      at("proj_w"), at("proj_b"), at("ln2_w"), at("ln2_b"),
-                      at("fc_w"), at("fc_b"), at("fc2_w"), at("fc2_b")};
-}
-
 }  // namespace strata

@@ -93,12 +93,4 @@ UnitLayout output_layout(const ModelSpec& model, const TpShape& tp);
 // lnf_w (h) ones, lnf_b (h) zeros when the norm has a bias.
 UnitLayout final_norm_layout(const ModelSpec& model);
 
-// Offsets of a GPT-family layer's tensors in its flat buffer (the order of layer_layout);
-// the executor's GPT layer reads them. std::out_of_range for another family's layer.
-struct LayerOffsets {
-  std::int64_t ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fc2_w,
-      fc2_b;
-};
-LayerOffsets layer_offsets(const UnitLayout& layer);
-
 }  // namespace strata

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""strata's CPU backend against GPT-2 written in plain PyTorch, on the same batches.
+"""strata's CPU backend against GPT-2 and a Llama written in plain PyTorch, on the same batches.
 
 For each case (the tiny model on one rank; a GPT-2-shaped model, 12 layers of reduced width
 with GPT-2's 50257-token vocabulary, on one rank, on a t2 p2 plan, and on d2 under ZeRO-3 and
@@ -13,6 +13,9 @@ under ZeRO-1 with the optimizer on the CPU):
      AdamW step with the same hyper-parameters, the loss of batch 1 (strata's step-2 loss),
      a second step; then it loads strata's final.safetensors and compares the loss of batch 2
      under strata's weights and under its own.
+Then the tiny Llama (configs/models/tiny-llama.json) on one rank, t2 p2 and d2 under ZeRO-3,
+from strata's seeded initialisation recomputed in Python (its weights files have no Llama
+names yet): the losses of three steps (check_llama_case).
 Each loss must agree within 1e-5 relative (fp32). The batches are the ones strata samples
 (`strata data --print-batches`); the GPT-2-shaped case trains on an llm.c token file written
 below in a few lines.
@@ -265,6 +268,158 @@ def check_case(strata, work, name, model, plans, data=None):
     return ok
 
 
+# The Llama family: the bundled tiny-llama (RMSNorm, SwiGLU, RoPE, 2 KV heads of 4, untied
+# output, no biases). Its weights files have no names yet (Hugging Face Llama names are to
+# come), so PyTorch starts from strata's own seeded initialisation, recomputed below from
+# its formula (kernels/counter_normal.h, param_layout.h); three losses are compared, the
+# third after two AdamW steps (the first step is ~sign(g) for any gradient size; the second
+# step's m/sqrt(v) depends on the gradients' magnitudes).
+LLAMA_STEPS = 3
+LLAMA_TENSOR_CODES = {"ln1_w": 1, "proj_w": 5, "ln2_w": 7, "fc_w": 9, "fc2_w": 11, "wte": 13,
+                      "lnf_w": 15, "q_w": 17, "kv_w": 19, "lm_head": 21}  # layer_tensors.h
+MASK64 = (1 << 64) - 1
+
+
+def splitmix64(x):
+    """kernels/counter_normal.h's splitmix64 on numpy uint64 arrays (wrapping arithmetic)."""
+    import numpy as np
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def tensor_key(seed, code, layer):
+    """param_init.cc's tensor_key(seed, code, layer) (layer -1 outside the layers)."""
+    import numpy as np
+    k = splitmix64(np.uint64(seed))
+    k = splitmix64(k ^ np.uint64((code << 48) & MASK64))
+    return splitmix64(k ^ np.uint64((layer + 1) & MASK64))
+
+
+def seeded_normal(key, n, std):
+    """The counter-based draw of elements 0 .. n-1 (counter_normal.h: Box-Muller on counters
+    2i, 2i + 1), as float32 of std * value."""
+    import numpy as np
+    c = np.arange(n, dtype=np.uint64) * np.uint64(2)
+    b1 = splitmix64(key ^ splitmix64(c))
+    b2 = splitmix64(key ^ splitmix64(c + np.uint64(1)))
+    u1 = 1.0 - (b1 >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+    u2 = (b2 >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+    v = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * math.pi * u2)
+    return torch.from_numpy((std * v).astype(np.float32))
+
+
+def llama_init(m, seed):
+    """strata's initial weights of a Llama-family model on one rank (param_layout.h): matrices
+    normal(0, 0.02), proj_w and fc2_w normal(0, 0.02 / sqrt(2 L)), norm gains 1."""
+    h, f, L, nh = m["hidden"], m["ffn_hidden"], m["layers"], m["heads"]
+    kv_rows = m.get("kv_heads", nh) * (h // nh)
+    std, resid = 0.02, 0.02 / math.sqrt(2.0 * L)
+    draw = lambda name, layer, rows, cols, s: seeded_normal(  # noqa: E731
+        tensor_key(seed, LLAMA_TENSOR_CODES[name], layer), rows * cols, s).reshape(rows, cols)
+    w = {"wte": draw("wte", -1, m["vocab"], h, std), "lnf_w": torch.ones(h),
+         "lm_head": draw("lm_head", -1, m["vocab"], h, std)}
+    for i in range(L):
+        w.update({f"{i}.ln1_w": torch.ones(h), f"{i}.q_w": draw("q_w", i, h, h, std),
+                  f"{i}.kv_w": draw("kv_w", i, 2 * kv_rows, h, std),
+                  f"{i}.proj_w": draw("proj_w", i, h, h, resid), f"{i}.ln2_w": torch.ones(h),
+                  f"{i}.fc_w": draw("fc_w", i, 2 * f, h, std),  # [gate | up]
+                  f"{i}.fc2_w": draw("fc2_w", i, h, f, resid)})
+    return w
+
+
+def rope(x, theta):
+    """Rotary embedding, rotate_half pairs (i, i + HS/2), angles pos theta^(-2i/HS) in double
+    (kernels/cpu/rope.h); x: (B, heads, T, HS)."""
+    T, hs = x.shape[2], x.shape[3]
+    i = torch.arange(hs // 2, dtype=torch.float64)
+    angle = torch.arange(T, dtype=torch.float64)[:, None] * theta ** (-2.0 * i / hs)[None, :]
+    cos, sin = angle.cos().float(), angle.sin().float()
+    a, b = x[..., :hs // 2], x[..., hs // 2:]
+    return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
+
+
+def llama_loss_of(m, w, tokens):
+    """A Llama-family decoder in plain PyTorch (weights (out, in), as strata keeps them)."""
+    idx, targets = tokens[:, :-1], tokens[:, 1:]
+    B, T = idx.shape
+    C, nh, eps = m["hidden"], m["heads"], m.get("norm_epsilon", 1e-5)
+    kvh, hs, f = m.get("kv_heads", nh), C // nh, m["ffn_hidden"]
+    rms = lambda x, g: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * g  # noqa: E731
+    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    x = w["wte"][idx]
+    for i in range(m["layers"]):
+        h = rms(x, w[f"{i}.ln1_w"])
+        q = (h @ w[f"{i}.q_w"].T).view(B, T, nh, hs).transpose(1, 2)
+        k, v = (h @ w[f"{i}.kv_w"].T).split(kvh * hs, dim=2)
+        k, v = (z.view(B, T, kvh, hs).transpose(1, 2) for z in (k, v))
+        q, k = rope(q, m["rope_theta"]), rope(k, m["rope_theta"])
+        # Query head j reads KV head j // (nh / kvh).
+        k, v = k.repeat_interleave(nh // kvh, dim=1), v.repeat_interleave(nh // kvh, dim=1)
+        att = ((q @ k.transpose(-2, -1)) / math.sqrt(hs)).masked_fill(mask, float("-inf"))
+        y = (att.softmax(dim=-1) @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + y @ w[f"{i}.proj_w"].T
+        gate, up = (rms(x, w[f"{i}.ln2_w"]) @ w[f"{i}.fc_w"].T).split(f, dim=2)
+        x = x + (F.silu(gate) * up) @ w[f"{i}.fc2_w"].T
+    logits = rms(x, w["lnf_w"]) @ w["lm_head"].T  # untied output layer
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+
+
+def llama_torch_losses(m, init, batches, train):
+    """The losses of batches 0 .. LLAMA_STEPS-1 with an AdamW step after each (torch_run's)."""
+    opt = train["optimizer"]
+    w = {k: v.clone().requires_grad_(True) for k, v in init.items()}
+    adamw = torch.optim.AdamW([{"params": [v for v in w.values() if v.dim() == 2],
+                                "weight_decay": opt["weight_decay"]},
+                               {"params": [v for v in w.values() if v.dim() < 2], "weight_decay": 0.0}],
+                              lr=opt["lr"], betas=(opt["beta1"], opt["beta2"]), eps=opt["eps"],
+                              foreach=False)
+    losses = []
+    for step in range(LLAMA_STEPS):
+        adamw.zero_grad()
+        loss = llama_loss_of(m, w, batches[step])
+        losses.append(loss.item())
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(list(w.values()), opt["grad_clip"])
+        for group in adamw.param_groups:
+            group["lr"] = lr_at(opt, step + 1, train["steps"])
+        adamw.step()
+    return losses
+
+
+def check_llama_case(strata, work, name, model_path, plans):
+    os.makedirs(work, exist_ok=True)
+    model = json.load(open(model_path))
+    train = dict(TRAIN, steps=LLAMA_STEPS)
+    train_path = os.path.join(work, "train.json")
+    json.dump(train, open(train_path, "w"))
+    lines = run([strata, "data", "--print-batches", str(LLAMA_STEPS), "--model", model_path,
+                 "--train", train_path])
+    batches = [torch.tensor(json.loads(l)["tokens"], dtype=torch.long) for l in lines.splitlines()]
+    torch_losses = llama_torch_losses(model, llama_init(model, train["seed"]), batches, train)
+    ok = True
+    for label, spec in plans.items():
+        out = os.path.join(work, label)
+        plan_path = os.path.join(work, label + ".plan.json")
+        json.dump(plan(*spec), open(plan_path, "w"))
+        os.makedirs(out, exist_ok=True)
+        run([strata, "run", "--plan", plan_path, "--model", model_path, "--train", train_path,
+             "--backend", "cpu", "--steps", str(LLAMA_STEPS), "--out", out])
+        strata_losses = [json.loads(l)["loss"] for l in open(os.path.join(out, "metrics.jsonl"))]
+        for step, (s_, t_) in enumerate(zip(strata_losses, torch_losses)):
+            rel = abs(s_ - t_) / abs(t_)
+            verdict = "ok" if rel <= TOLERANCE else "FAIL"
+            ok = ok and rel <= TOLERANCE
+            print(f"{name} {label}: loss of batch {step} after {step} AdamW steps: strata {s_:.7f} "
+                  f"pytorch {t_:.7f} relative error {rel:.2e} {verdict}")
+        if len(strata_losses) != LLAMA_STEPS:
+            print(f"{name} {label}: {len(strata_losses)} losses, expected {LLAMA_STEPS} FAIL")
+            ok = False
+    return ok
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--strata", help="the strata binary (not needed with --self-test)")
@@ -302,6 +457,10 @@ def main():
                      # Weight decay on a ZeRO shard's runs of matrices, and in the CPU optimizer.
                      "d2-zero3": (1, 1, 2, 2, 3), "d2-zero1-cpu-adam": (1, 1, 2, 2, 1, "cpu")},
                     data=llmc) and ok
+    llama = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "models",
+                         "tiny-llama.json")
+    ok = check_llama_case(a.strata, os.path.join(work, "llama"), "tiny-llama", llama,
+                          {"single": (1, 1, 4), "t2p2": (2, 2, 2), "d2-zero3": (1, 1, 2, 2, 3)}) and ok
     print("PASSED" if ok else "FAILED")
     return 0 if ok else 1
 

@@ -14,6 +14,9 @@
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/swiglu.h"
 
 namespace strata::cpu_backend {
 namespace cpu = strata::kernels::cpu;
@@ -67,6 +70,23 @@ void CpuLayerOps::layernorm_backward(void* dinp, float* dw, float* db, const voi
   cpu::layernorm_backward(f(dinp), dw, db, f(dout), f(inp), f(w), mean, rstd, rows, C);
 }
 
+void CpuLayerOps::rmsnorm_forward(void* out, float* rstd, const void* inp, const void* w, int rows,
+                                  int C, float eps) {
+  cpu::rmsnorm_forward(f(out), rstd, f(inp), f(w), rows, C, eps);
+}
+
+void CpuLayerOps::residual_rmsnorm_forward(void* resid, void* out, float* rstd, const void* x,
+                                           const void* y, const void* bias, const void* w,
+                                           int rows, int C, float eps) {
+  bias_residual(resid, y, bias, x, rows, C);
+  cpu::rmsnorm_forward(f(out), rstd, f(resid), f(w), rows, C, eps);
+}
+
+void CpuLayerOps::rmsnorm_backward(void* dinp, float* dw, const void* dout, const void* inp,
+                                   const void* w, const float* rstd, int rows, int C) {
+  cpu::rmsnorm_backward(f(dinp), dw, f(dout), f(inp), f(w), rstd, rows, C);
+}
+
 void CpuLayerOps::matmul_forward(void* out, const void* inp, const void* w, const void* bias,
                                  int BT, int C, int OC) {
   cpu::matmul_forward(f(out), f(inp), f(w), f(bias), BT, C, OC);
@@ -101,20 +121,48 @@ void CpuLayerOps::matmul_gelu_backward(void* dinp, float* dw, float* db, const v
   cpu::gelu_backward_in_place(f(dinp), f(pre), static_cast<std::int64_t>(BT) * C);
 }
 
+void CpuLayerOps::swiglu_forward(void* out, const void* inp, int BT, int F) {
+  cpu::swiglu_forward(f(out), f(inp), BT, F);
+}
+
+void CpuLayerOps::matmul_swiglu_backward(void* dinp, float* dw, float* db, const void* dout,
+                                         void* swiglu_out, const void* w, const void* pre,
+                                         int BT, int C, int OC) {
+  // The weight gradient reads swiglu_out first; then the gradient at the SwiGLU output takes
+  // its place (the contract lets it go), and the kernel, which accumulates, turns it into the
+  // one at pre in the zeroed dinp.
+  cpu::matmul_backward(nullptr, dw, db, f(dout), f(swiglu_out), f(w), BT, C, OC);
+  cpu::matmul_backward(f(swiglu_out), nullptr, nullptr, f(dout), f(swiglu_out), f(w), BT, C, OC,
+                       cpu::InputGrad::kOverwrite);
+  cpu::zero(f(dinp), static_cast<std::int64_t>(BT) * 2 * C);
+  cpu::swiglu_backward(f(dinp), f(pre), f(swiglu_out), BT, C);
+}
+
+void CpuLayerOps::rope_forward(void* x, int B, int T, int heads, int HS, int row_stride,
+                               float theta) {
+  cpu::rope_forward(f(x), B, T, heads, HS, row_stride, /*pos_offset=*/0, theta);
+}
+
+void CpuLayerOps::rope_backward(void* dx, int B, int T, int heads, int HS, int row_stride,
+                                float theta) {
+  cpu::rope_backward(f(dx), B, T, heads, HS, row_stride, /*pos_offset=*/0, theta);
+}
+
 void CpuLayerOps::attention_forward(void* out, float* stats, const void* qkv, int B, int T,
-                                    int C, int NH) {
-  cpu::flash_attention_forward(f(out), stats, f(qkv), B, T, C, NH);
+                                    int C, int NH, int KVH) {
+  cpu::flash_attention_forward(f(out), stats, f(qkv), B, T, C, NH, KVH);
 }
 
 void CpuLayerOps::attention_backward(void* dqkv, const void* dout, const void* qkv,
                                      const void* out, const float* stats, int B, int T, int C,
-                                     int NH) {
+                                     int NH, int KVH) {
   Buffer scratch = alloc_->allocate_floats(
       MemoryTier::kDevice, cpu::flash_attention_backward_scratch_floats(B, T, NH),
       "backward_scratch");
-  cpu::zero(f(dqkv), static_cast<std::int64_t>(B) * T * 3 * C);
+  const std::int64_t width = C + 2 * static_cast<std::int64_t>(KVH) * (C / NH);
+  cpu::zero(f(dqkv), static_cast<std::int64_t>(B) * T * width);
   cpu::flash_attention_backward(f(dqkv), scratch.f32(), f(dout), f(qkv), f(out), stats, B, T, C,
-                                NH);
+                                NH, KVH);
 }
 
 void CpuLayerOps::bias_residual(void* out, const void* y, const void* bias, const void* residual,

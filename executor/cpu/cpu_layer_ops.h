@@ -1,7 +1,7 @@
 // The CPU backend's LayerOps (executor/model/layer_ops.h): kernels/cpu in fp32 over host
 // memory of the accounting allocator's device tier. Fused ops are composed from the unfused
 // kernels in the order the unfused model runs them (matmul then GeLU, matmul then residual,
-// bias then residual then LayerNorm), so they round the same way.
+// bias then residual then LayerNorm or RMSNorm), so they round the same way.
 // Deliberately not here: communication (the vocab-parallel loss gets its TP group passed in).
 #pragma once
 
@@ -34,6 +34,13 @@ class CpuLayerOps final : public model::LayerOps {
   void layernorm_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp,
                           const void* w, const float* mean, const float* rstd, int rows,
                           int C) override;
+  void rmsnorm_forward(void* out, float* rstd, const void* inp, const void* w, int rows, int C,
+                       float eps) override;
+  void residual_rmsnorm_forward(void* resid, void* out, float* rstd, const void* x, const void* y,
+                                const void* bias, const void* w, int rows, int C,
+                                float eps) override;
+  void rmsnorm_backward(void* dinp, float* dw, const void* dout, const void* inp, const void* w,
+                        const float* rstd, int rows, int C) override;
   void matmul_forward(void* out, const void* inp, const void* w, const void* bias, int BT, int C,
                       int OC) override;
   void matmul_gelu_forward(void* out, void* pre, const void* inp, const void* w, const void* bias,
@@ -45,10 +52,18 @@ class CpuLayerOps final : public model::LayerOps {
   void matmul_gelu_backward(void* dinp, float* dw, float* db, const void* dout,
                             const void* gelu_out, const void* w, const void* pre, int BT, int C,
                             int OC) override;
-  void attention_forward(void* out, float* stats, const void* qkv, int B, int T, int C,
-                         int NH) override;
+  void swiglu_forward(void* out, const void* inp, int BT, int F) override;
+  void matmul_swiglu_backward(void* dinp, float* dw, float* db, const void* dout,
+                              void* swiglu_out, const void* w, const void* pre, int BT, int C,
+                              int OC) override;
+  void rope_forward(void* x, int B, int T, int heads, int HS, int row_stride,
+                    float theta) override;
+  void rope_backward(void* dx, int B, int T, int heads, int HS, int row_stride,
+                     float theta) override;
+  void attention_forward(void* out, float* stats, const void* qkv, int B, int T, int C, int NH,
+                         int KVH) override;
   void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out,
-                          const float* stats, int B, int T, int C, int NH) override;
+                          const float* stats, int B, int T, int C, int NH, int KVH) override;
   void bias_residual(void* out, const void* y, const void* bias, const void* residual, int rows,
                      int C) override;
   void add_bias(void* out, const void* bias, int rows, int C) override;

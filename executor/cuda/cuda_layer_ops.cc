@@ -13,6 +13,9 @@
 #include "kernels/cuda/gelu.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/layernorm.h"
+#include "kernels/cuda/rmsnorm.h"
+#include "kernels/cuda/rope.h"
+#include "kernels/cuda/swiglu.h"
 #include "kernels/cuda/vocab_parallel_loss.h"
 
 namespace strata::cuda {
@@ -70,6 +73,56 @@ void CudaLayerOps::layernorm_backward_with(void* dinp, float* dw, float* db, con
                          stream_);
 }
 
+void CudaLayerOps::rmsnorm_forward(void* out, float* rstd, const void* inp, const void* w,
+                                   int rows, int C, float eps) {
+  kc::rmsnorm_forward(h(out), rstd, h(inp), h(w), rows, C, eps, stream_);
+}
+
+void CudaLayerOps::residual_rmsnorm_forward(void* resid, void* out, float* rstd, const void* x,
+                                            const void* y, const void* bias, const void* w,
+                                            int rows, int C, float eps) {
+  const void* sum_with = y;
+  if (bias != nullptr) {  // (y + bias) first, as the CPU backend rounds it
+    if (resid != y) copy(resid, y, static_cast<std::int64_t>(rows) * C);
+    kc::add_bias(h(resid), h(bias), rows, C, stream_);
+    sum_with = resid;
+  }
+  kc::fused_residual_rmsnorm_forward(h(resid), h(out), rstd, h(x), h(sum_with), h(w), rows, C,
+                                     eps, stream_);
+}
+
+void CudaLayerOps::rmsnorm_backward_with(void* dinp, float* dw, const void* dout,
+                                         const void* inp, const void* w, const float* rstd,
+                                         int rows, int C, float* scratch) {
+  kc::rmsnorm_backward(h(dinp), dw, h(dout), h(inp), h(w), rstd, rows, C, scratch, stream_);
+}
+
+void CudaLayerOps::swiglu_forward(void* out, const void* inp, int BT, int F) {
+  kc::swiglu_forward(h(out), h(inp), BT, F, stream_);
+}
+
+void CudaLayerOps::matmul_swiglu_backward(void* dinp, float* dw, float* db, const void* dout,
+                                          void* swiglu_out, const void* w, const void* pre,
+                                          int BT, int C, int OC) {
+  // The weight gradient reads swiglu_out first (stream order); the gradient at the SwiGLU
+  // output then takes its place, and the SwiGLU backward overwrites dinp from it.
+  kc::matmul_backward(nullptr, dw, db, h(dout), h(swiglu_out), h(w), BT, C, OC, lt_, stream_,
+                      /*overwrite_dinp=*/true);
+  kc::matmul_backward(h(swiglu_out), nullptr, nullptr, h(dout), h(swiglu_out), h(w), BT, C, OC,
+                      lt_, stream_, /*overwrite_dinp=*/true);
+  kc::swiglu_backward(h(dinp), h(pre), h(swiglu_out), BT, C, stream_, /*accumulate=*/false);
+}
+
+void CudaLayerOps::rope_forward(void* x, int B, int T, int heads, int HS, int row_stride,
+                                float theta) {
+  kc::rope_forward(h(x), B, T, heads, HS, row_stride, /*pos_offset=*/0, theta, stream_);
+}
+
+void CudaLayerOps::rope_backward(void* dx, int B, int T, int heads, int HS, int row_stride,
+                                 float theta) {
+  kc::rope_backward(h(dx), B, T, heads, HS, row_stride, /*pos_offset=*/0, theta, stream_);
+}
+
 void CudaLayerOps::matmul_forward(void* out, const void* inp, const void* w, const void* bias,
                                   int BT, int C, int OC) {
   kc::matmul_forward(h(out), h(inp), h(w), h(bias), BT, C, OC, lt_, stream_);
@@ -101,15 +154,15 @@ void CudaLayerOps::matmul_gelu_backward(void* dinp, float* dw, float* db, const 
 }
 
 void CudaLayerOps::attention_forward(void* out, float* stats, const void* qkv, int B, int T,
-                                     int C, int NH) {
-  kc::attention_forward(h(out), stats, h(qkv), B, T, C, NH, stream_);
+                                     int C, int NH, int KVH) {
+  kc::attention_forward(h(out), stats, h(qkv), B, T, C, NH, KVH, stream_);
 }
 
 void CudaLayerOps::attention_backward_with(void* dqkv, const void* dout, const void* qkv,
                                            const void* out, const float* stats, int B, int T,
-                                           int C, int NH, float* scratch) {
-  kc::attention_backward(h(dqkv), scratch, h(dout), h(qkv), h(out), stats, B, T, C, NH, stream_,
-                         /*overwrite=*/true);
+                                           int C, int NH, int KVH, float* scratch) {
+  kc::attention_backward(h(dqkv), scratch, h(dout), h(qkv), h(out), stats, B, T, C, NH, KVH,
+                         stream_, /*overwrite=*/true);
 }
 
 void CudaLayerOps::bias_residual(void* out, const void* y, const void* bias, const void* residual,

@@ -32,6 +32,11 @@ class CudaLayerOps final : public CudaShapedLayerOps {
   void residual_layernorm_forward(void* resid, void* out, float* mean, float* rstd, const void* x,
                                   const void* y, const void* bias, const void* w, const void* b,
                                   int rows, int C) override;
+  void rmsnorm_forward(void* out, float* rstd, const void* inp, const void* w, int rows, int C,
+                       float eps) override;
+  void residual_rmsnorm_forward(void* resid, void* out, float* rstd, const void* x, const void* y,
+                                const void* bias, const void* w, int rows, int C,
+                                float eps) override;
   void matmul_forward(void* out, const void* inp, const void* w, const void* bias, int BT, int C,
                       int OC) override;
   void matmul_gelu_forward(void* out, void* pre, const void* inp, const void* w, const void* bias,
@@ -43,8 +48,16 @@ class CudaLayerOps final : public CudaShapedLayerOps {
   void matmul_gelu_backward(void* dinp, float* dw, float* db, const void* dout,
                             const void* gelu_out, const void* w, const void* pre, int BT, int C,
                             int OC) override;
-  void attention_forward(void* out, float* stats, const void* qkv, int B, int T, int C,
-                         int NH) override;
+  void swiglu_forward(void* out, const void* inp, int BT, int F) override;
+  void matmul_swiglu_backward(void* dinp, float* dw, float* db, const void* dout,
+                              void* swiglu_out, const void* w, const void* pre, int BT, int C,
+                              int OC) override;
+  void rope_forward(void* x, int B, int T, int heads, int HS, int row_stride,
+                    float theta) override;
+  void rope_backward(void* dx, int B, int T, int heads, int HS, int row_stride,
+                     float theta) override;
+  void attention_forward(void* out, float* stats, const void* qkv, int B, int T, int C, int NH,
+                         int KVH) override;
   void bias_residual(void* out, const void* y, const void* bias, const void* residual, int rows,
                      int C) override;
   void add_bias(void* out, const void* bias, int rows, int C) override;
@@ -60,8 +73,11 @@ class CudaLayerOps final : public CudaShapedLayerOps {
   void layernorm_backward_with(void* dinp, float* dw, float* db, const void* dout, const void* inp,
                                const void* w, const float* mean, const float* rstd, int rows, int C,
                                float* scratch) override;
+  void rmsnorm_backward_with(void* dinp, float* dw, const void* dout, const void* inp,
+                             const void* w, const float* rstd, int rows, int C,
+                             float* scratch) override;
   void attention_backward_with(void* dqkv, const void* dout, const void* qkv, const void* out,
-                               const float* stats, int B, int T, int C, int NH,
+                               const float* stats, int B, int T, int C, int NH, int KVH,
                                float* scratch) override;
   void cross_entropy_with(float* losses, Tensor& logits, const float* dlosses,
                           const std::int32_t* targets, int BT, int Vlocal, int ld, int v0,

@@ -28,11 +28,18 @@ void CudaShapedLayerOps::layernorm_backward(void* dinp, float* dw, float* db, co
   layernorm_backward_with(dinp, dw, db, dout, inp, w, mean, rstd, rows, C, scratch.f32());
 }
 
+void CudaShapedLayerOps::rmsnorm_backward(void* dinp, float* dw, const void* dout,
+                                          const void* inp, const void* w, const float* rstd,
+                                          int rows, int C) {
+  engine::Tensor scratch = floats(kc::rmsnorm_backward_scratch_floats(rows, C), "backward_scratch");
+  rmsnorm_backward_with(dinp, dw, dout, inp, w, rstd, rows, C, scratch.f32());
+}
+
 void CudaShapedLayerOps::attention_backward(void* dqkv, const void* dout, const void* qkv,
                                             const void* out, const float* stats, int B, int T,
-                                            int C, int NH) {
+                                            int C, int NH, int KVH) {
   engine::Tensor scratch = floats(kc::attention_backward_scratch_floats(B, T, NH), "backward_scratch");
-  attention_backward_with(dqkv, dout, qkv, out, stats, B, T, C, NH, scratch.f32());
+  attention_backward_with(dqkv, dout, qkv, out, stats, B, T, C, NH, KVH, scratch.f32());
 }
 
 void CudaShapedLayerOps::cross_entropy_forward_backward(float* losses, engine::Tensor& logits,

@@ -4,7 +4,8 @@
 // requests (pool_recorder.h) that the memory model's CPU-side test replays the engine on:
 //   - the widths: bf16 activations, fp32 statistics, flash attention's (B, NH, T) log-sum-
 //     exp, logits over every row of the 128-aligned wte shard (partition.h);
-//   - the scratch each op asks for, in the order it asks: LayerNorm backward's partials and
+//   - the scratch each op asks for, in the order it asks: LayerNorm's and RMSNorm's backward
+//     partials and
 //     attention backward's row sums (kernels/cuda/scratch_sizes.h), the loss's four row
 //     statistics;
 //   - the request itself: bytes = elements x the dtype's width, accounted under the tag.
@@ -39,8 +40,10 @@ class CudaShapedLayerOps : public model::LayerOps {
   void layernorm_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp,
                           const void* w, const float* mean, const float* rstd, int rows,
                           int C) final;
+  void rmsnorm_backward(void* dinp, float* dw, const void* dout, const void* inp, const void* w,
+                        const float* rstd, int rows, int C) final;
   void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out,
-                          const float* stats, int B, int T, int C, int NH) final;
+                          const float* stats, int B, int T, int C, int NH, int KVH) final;
   void cross_entropy_forward_backward(float* losses, engine::Tensor& logits,
                                       const float* dlosses, const std::int32_t* targets, int BT,
                                       int Vlocal, int ld, int v0, model::TpContext& tp) final;
@@ -52,9 +55,12 @@ class CudaShapedLayerOps : public model::LayerOps {
   virtual void layernorm_backward_with(void* dinp, float* dw, float* db, const void* dout,
                                        const void* inp, const void* w, const float* mean,
                                        const float* rstd, int rows, int C, float* scratch) = 0;
+  virtual void rmsnorm_backward_with(void* dinp, float* dw, const void* dout, const void* inp,
+                                     const void* w, const float* rstd, int rows, int C,
+                                     float* scratch) = 0;
   virtual void attention_backward_with(void* dqkv, const void* dout, const void* qkv,
                                        const void* out, const float* stats, int B, int T, int C,
-                                       int NH, float* scratch) = 0;
+                                       int NH, int KVH, float* scratch) = 0;
   // stats: 4 BT floats (row max, sum of exp, target logit, log-sum-exp).
   virtual void cross_entropy_with(float* losses, engine::Tensor& logits, const float* dlosses,
                                   const std::int32_t* targets, int BT, int Vlocal, int ld, int v0,

@@ -102,7 +102,15 @@ class PoolRecorder::Ops final : public CudaShapedLayerOps {
                        int) override {}
   void matmul_gelu_backward(void*, float*, float*, const void*, const void*, const void*,
                             const void*, int, int, int) override {}
-  void attention_forward(void*, float*, const void*, int, int, int, int) override {}
+  void rmsnorm_forward(void*, float*, const void*, const void*, int, int, float) override {}
+  void residual_rmsnorm_forward(void*, void*, float*, const void*, const void*, const void*,
+                                const void*, int, int, float) override {}
+  void swiglu_forward(void*, const void*, int, int) override {}
+  void matmul_swiglu_backward(void*, float*, float*, const void*, void*, const void*,
+                              const void*, int, int, int) override {}
+  void rope_forward(void*, int, int, int, int, int, float) override {}
+  void rope_backward(void*, int, int, int, int, int, float) override {}
+  void attention_forward(void*, float*, const void*, int, int, int, int, int) override {}
   void bias_residual(void*, const void*, const void*, const void*, int, int) override {}
   void add_bias(void*, const void*, int, int) override {}
   void copy(void*, const void*, std::int64_t) override {}
@@ -118,8 +126,10 @@ class PoolRecorder::Ops final : public CudaShapedLayerOps {
   }
   void layernorm_backward_with(void*, float*, float*, const void*, const void*, const void*,
                                const float*, const float*, int, int, float*) override {}
+  void rmsnorm_backward_with(void*, float*, const void*, const void*, const void*, const float*,
+                             int, int, float*) override {}
   void attention_backward_with(void*, const void*, const void*, const void*, const float*, int,
-                               int, int, int, float*) override {}
+                               int, int, int, int, float*) override {}
   void cross_entropy_with(float*, engine::Tensor&, const float*, const std::int32_t*, int, int,
                           int, int, model::TpContext&, float*) override {}
 

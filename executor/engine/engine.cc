@@ -89,9 +89,12 @@ Engine::Engine(Backend& backend, const ModelSpec& model, const TrainSpec& train,
   }
 }
 
-std::size_t Engine::wte_unit() const {
+Engine::OutputLayer Engine::output_layer() const {
+  if (const std::int32_t o = state_.index("output"); o >= 0) {
+    return {static_cast<std::size_t>(o), "lm_head"};
+  }
   const std::int32_t e = state_.index("embedding");
-  return static_cast<std::size_t>(e >= 0 ? e : state_.index("wte_copy"));
+  return {static_cast<std::size_t>(e >= 0 ? e : state_.index("wte_copy")), "wte"};
 }
 
 int Engine::tag(std::int64_t mb, std::int64_t receiver_vstage, int direction) const {
@@ -114,12 +117,20 @@ void Engine::compute(const ProgramOp& op, bool forward, std::int64_t step, std::
   const std::int64_t n = dims_.act_local();
   const auto u = static_cast<std::size_t>(op.unit);
   Saved& s = saved_[{mb, chunk}];
-  const auto weight = [&](std::size_t unit, const char* segment) {
-    return static_cast<const char*>(state_.weights(unit)) +
-           state_.unit(unit).layout.segment(segment).offset * cb;
+  // A tensor the family does not have (wpe with rotary positions, LayerNorm biases) is null.
+  const auto find = [&](std::size_t unit, const char* segment) -> const ParamSegment* {
+    for (const ParamSegment& s : state_.unit(unit).layout.segments) {
+      if (s.name == segment) return &s;
+    }
+    return nullptr;
   };
-  const auto grad = [&](std::size_t unit, const char* segment) {
-    return state_.grads(unit) + state_.unit(unit).layout.segment(segment).offset;
+  const auto weight = [&](std::size_t unit, const char* segment) -> const void* {
+    const ParamSegment* s = find(unit, segment);
+    return s == nullptr ? nullptr : static_cast<const char*>(state_.weights(unit)) + s->offset * cb;
+  };
+  const auto grad = [&](std::size_t unit, const char* segment) -> float* {
+    const ParamSegment* s = find(unit, segment);
+    return s == nullptr ? nullptr : state_.grads(unit) + s->offset;
   };
   switch (op.part) {
     case Part::kEmbedding:
@@ -135,8 +146,8 @@ void Engine::compute(const ProgramOp& op, bool forward, std::int64_t step, std::
       return;
     case Part::kLayer: {
       const std::int64_t i = state_.unit(u).layout.layer - info.first_layer;
-      const auto offsets = layer_offsets(state_.unit(u).layout);
-      const model::LayerWeights w = model::layer_tensors(state_.weights(u), offsets, cb);
+      const UnitLayout& layout = state_.unit(u).layout;
+      const model::LayerWeights w = model::layer_tensors(state_.weights(u), layout, cb);
       s.acts.resize(static_cast<std::size_t>(info.layers));
       model::LayerActivations& acts = s.acts[static_cast<std::size_t>(i)];
       if (forward) {
@@ -149,20 +160,21 @@ void Engine::compute(const ProgramOp& op, bool forward, std::int64_t step, std::
         const void* x = s.inputs[static_cast<std::size_t>(i)].data();
         // Recomputation: rebuild what the forward dropped, right before it is needed.
         model::recompute_activations(ops, w, x, acts, plan_.recompute, dims_, tp_);
-        model::layer_backward(ops, w, model::layer_tensors(state_.grads(u), offsets, 4), x, acts,
+        model::layer_backward(ops, w, model::layer_tensors(state_.grads(u), layout, 4), x, acts,
                               pass_grad_.data(), dims_, tp_);
         s.inputs.pop_back();
       }
       return;
     }
     case Part::kHead: {
-      const std::size_t wte = wte_unit();
+      const OutputLayer out = output_layer();
       if (forward) {
         Tensor& targets = targets_.at({mb, chunk});
         float* losses = losses_.f32() + mb * dims_.BT();
         model::head_forward(ops, s.inputs.back().data(), targets.as<std::int32_t>(),
-                            weight(u, "lnf_w"), weight(u, "lnf_b"), weight(wte, "wte"),
-                            grad(wte, "wte"), dlosses_.f32(), losses, s.head, dims_, tp_);
+                            weight(u, "lnf_w"), weight(u, "lnf_b"), weight(out.unit, out.segment),
+                            grad(out.unit, out.segment), dlosses_.f32(), losses, s.head, dims_,
+                            tp_);
         targets_.erase({mb, chunk});
       } else {
         pass_grad_ = ops.activations(n, "backward_scratch");

@@ -128,7 +128,13 @@ class Engine {
   Tensor device_tokens(const std::vector<std::int32_t>& host, const char* tag);
   int tag(std::int64_t mb, std::int64_t receiver_vstage, int direction) const;
   double global_loss();
-  std::size_t wte_unit() const;
+  // The output layer the head multiplies by: the untied "output" unit's lm_head, else the
+  // token embedding's wte (the first stage's, or the last stage's copy).
+  struct OutputLayer {
+    std::size_t unit;
+    const char* segment;
+  };
+  OutputLayer output_layer() const;
 
   Backend* backend_;
   ModelSpec model_;

@@ -1,4 +1,4 @@
-// Embedding and head of the GPT model on one TP rank (see gpt_head.h).
+// Embedding and head of the decoder model on one TP rank (see gpt_head.h).
 #include "executor/model/gpt_head.h"
 
 #include <utility>
@@ -34,18 +34,23 @@ void embedding_backward(LayerOps& ops, float* dwte, float* dwpe, const void* dou
 }
 
 void head_forward(LayerOps& ops, const void* x, const std::int32_t* targets, const void* lnf_w,
-                  const void* lnf_b, const void* wte, float* dwte, const float* dlosses,
+                  const void* lnf_b, const void* out_w, float* dout_w, const float* dlosses,
                   float* losses, HeadActivations& a, const Dims& d, TpContext& tp) {
   const int BT = d.BT();
   const int R = d.rows();
   const std::int64_t n = d.act();
   const std::int64_t nl = d.act_local();
-  a.lnf_mean = ops.floats(R, "act/lnf_mean");
+  const bool rms = d.norm == NormKind::kRmsNorm;  // RMSNorm keeps no mean
+  if (!rms) a.lnf_mean = ops.floats(R, "act/lnf_mean");
   a.lnf_rstd = ops.floats(R, "act/lnf_rstd");
   a.lnf_dout = ops.activations(nl, "act/lnf_dout");
   Tensor lnf_out = ops.activations(nl, "head_scratch");
-  ops.layernorm_forward(lnf_out.data(), a.lnf_mean.f32(), a.lnf_rstd.f32(), x, lnf_w, lnf_b, R,
-                        d.C);
+  if (rms) {
+    ops.rmsnorm_forward(lnf_out.data(), a.lnf_rstd.f32(), x, lnf_w, R, d.C, d.norm_eps);
+  } else {
+    ops.layernorm_forward(lnf_out.data(), a.lnf_mean.f32(), a.lnf_rstd.f32(), x, lnf_w, lnf_b,
+                          R, d.C);
+  }
   if (d.sp) {  // the logits need every token row: gather the LayerNorm output
     Tensor full = ops.activations(n, "head_scratch");
     tp.all_gather(lnf_out.data(), full.data(), nl);
@@ -55,7 +60,7 @@ void head_forward(LayerOps& ops, const void* x, const std::int32_t* targets, con
   // the padding rows are zero, their logits ignored by the loss).
   const int width = ops.logits_width(d.Vvalid, d.Vshard);
   Tensor logits = ops.activations(static_cast<std::int64_t>(BT) * width, "logits");
-  if (width > 0) ops.matmul_forward(logits.data(), lnf_out.data(), wte, nullptr, BT, d.C, width);
+  if (width > 0) ops.matmul_forward(logits.data(), lnf_out.data(), out_w, nullptr, BT, d.C, width);
   ops.cross_entropy_forward_backward(losses, logits, dlosses, targets, BT, d.Vvalid, width, d.v0,
                                      tp);
   // The gradient at the LayerNorm output: partial over the vocabulary shard, summed over TP.
@@ -66,7 +71,8 @@ void head_forward(LayerOps& ops, const void* x, const std::int32_t* targets, con
     dout = dout_full.data();
   }
   if (width > 0) {
-    ops.matmul_backward(dout, dwte, nullptr, logits.data(), lnf_out.data(), wte, BT, d.C, width);
+    ops.matmul_backward(dout, dout_w, nullptr, logits.data(), lnf_out.data(), out_w, BT, d.C,
+                        width);
   } else {
     ops.zero(dout, n);
   }
@@ -81,8 +87,13 @@ void head_forward(LayerOps& ops, const void* x, const std::int32_t* targets, con
 void head_backward(LayerOps& ops, const void* x, const void* lnf_w, float* dlnf_w,
                    float* dlnf_b, HeadActivations& a, void* dx, const Dims& d) {
   ops.zero(dx, d.act_local());
-  ops.layernorm_backward(dx, dlnf_w, dlnf_b, a.lnf_dout.data(), x, lnf_w, a.lnf_mean.f32(),
-                         a.lnf_rstd.f32(), d.rows(), d.C);
+  if (d.norm == NormKind::kRmsNorm) {
+    ops.rmsnorm_backward(dx, dlnf_w, a.lnf_dout.data(), x, lnf_w, a.lnf_rstd.f32(), d.rows(),
+                         d.C);
+  } else {
+    ops.layernorm_backward(dx, dlnf_w, dlnf_b, a.lnf_dout.data(), x, lnf_w, a.lnf_mean.f32(),
+                           a.lnf_rstd.f32(), d.rows(), d.C);
+  }
   a = {};
 }
 

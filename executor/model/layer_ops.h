@@ -1,4 +1,4 @@
-// LayerOps: the kernels the GPT model (gpt_layer.h, gpt_head.h) is written over, ONCE for
+// LayerOps: the kernels the decoder model (gpt_layer.h, gpt_head.h) is written over, ONCE for
 // every backend. The CPU backend implements them with kernels/cpu in fp32 (executor/cpu),
 // the CUDA backend with kernels/cuda in bf16 mixed precision (executor/cuda); each op has
 // the same meaning on both, so a model written over LayerOps trains the same on either.
@@ -11,7 +11,7 @@
 //
 // Write modes are part of each op's contract: OVERWRITTEN outputs may be uninitialised
 // memory; ACCUMULATED ones (+=) are added to. Fused ops (matmul + GeLU, matmul + residual,
-// residual + LayerNorm, the loss with its backward) exist because the CUDA backend runs them
+// residual + LayerNorm or RMSNorm, the loss with its backward) exist because the CUDA backend runs them
 // as one kernel; the CPU backend composes them from its kernels in the same order of
 // operations as the unfused path.
 // Deliberately not here: communication (TpContext), parameters and their layout
@@ -58,6 +58,18 @@ class LayerOps {
                                   const void* inp, const void* w, const float* mean,
                                   const float* rstd, int rows, int C) = 0;
 
+  // RMSNorm (Llama's: gain only, eps the model's). out: (rows, C); rstd: (rows). OVERWRITTEN.
+  virtual void rmsnorm_forward(void* out, float* rstd, const void* inp, const void* w, int rows,
+                               int C, float eps) = 0;
+  // resid: (rows, C) = (y + bias) + x (bias may be null); out = RMSNorm(resid). OVERWRITTEN;
+  // resid may alias y.
+  virtual void residual_rmsnorm_forward(void* resid, void* out, float* rstd, const void* x,
+                                        const void* y, const void* bias, const void* w, int rows,
+                                        int C, float eps) = 0;
+  // dinp: (rows, C) ACCUMULATED; dw: (C) fp32 ACCUMULATED. dout, inp: (rows, C).
+  virtual void rmsnorm_backward(void* dinp, float* dw, const void* dout, const void* inp,
+                                const void* w, const float* rstd, int rows, int C) = 0;
+
   // out: (BT, OC) = inp: (BT, C) @ w: (OC, C)^T + bias: (OC) (null: none). OVERWRITTEN.
   virtual void matmul_forward(void* out, const void* inp, const void* w, const void* bias,
                               int BT, int C, int OC) = 0;
@@ -78,20 +90,42 @@ class LayerOps {
                                     const void* gelu_out, const void* w, const void* pre,
                                     int BT, int C, int OC) = 0;
 
+  // SwiGLU (kernels/cpu/swiglu.h's [gate | up] layout): out: (BT, F) = silu(gate) * up of
+  // inp: (BT, 2F). OVERWRITTEN.
+  virtual void swiglu_forward(void* out, const void* inp, int BT, int F) = 0;
+  // The backward of out = swiglu(pre) @ w^T + b seen from pre: dinp: (BT, 2C) = swiglu'(pre)
+  // applied to dout @ w, OVERWRITTEN; dw += dout^T @ swiglu_out; db += column sums (null:
+  // skipped). pre: (BT, 2C). swiglu_out: (BT, C), dead after this op, is OVERWRITTEN with
+  // dout @ w (the gradient at the SwiGLU output): no third tensor, so the working set is
+  // dinp alone, as the memory model's list says.
+  virtual void matmul_swiglu_backward(void* dinp, float* dw, float* db, const void* dout,
+                                      void* swiglu_out, const void* w, const void* pre, int BT,
+                                      int C, int OC) = 0;
+
+  // Rotary position embedding (kernels/cpu/rope.h: rotate_half pairs, position t of each
+  // sequence), in place on the first `heads` heads of HS of each (B, T) row of row_stride
+  // elements: the q and k parts of a packed qkv row. backward rotates by -angle.
+  virtual void rope_forward(void* x, int B, int T, int heads, int HS, int row_stride,
+                            float theta) = 0;
+  virtual void rope_backward(void* dx, int B, int T, int heads, int HS, int row_stride,
+                             float theta) = 0;
+
   // Columns of the head's logits GEMM for a wte shard of `shard_rows` rows of which `valid`
   // are real vocabulary: the CPU backend computes only the real ones; CUDA all rows of the
   // aligned shard (unaligned logits GEMMs ran 7x slower on an H100; the padding rows are
   // zero and the loss ignores their columns).
   virtual int logits_width(int valid, int shard_rows) const = 0;
 
-  // Causal self-attention. qkv: (B, T, 3C) = [q | k | v] per row; out: (B, T, C) and
-  // stats (attention_stats_floats) OVERWRITTEN.
+  // Causal self-attention with KVH key/value heads shared by groups of NH / KVH query heads
+  // (KVH = NH: multi-head attention). qkv: (B, T, C + 2 KVH HS) = [q | k | v] per row, HS =
+  // C / NH; out: (B, T, C) and stats (attention_stats_floats) OVERWRITTEN.
   virtual void attention_forward(void* out, float* stats, const void* qkv, int B, int T, int C,
-                                 int NH) = 0;
-  // dqkv: (B, T, 3C) OVERWRITTEN from dout: (B, T, C); out and stats from the forward.
+                                 int NH, int KVH) = 0;
+  // dqkv: (B, T, C + 2 KVH HS) OVERWRITTEN from dout: (B, T, C); out and stats from the
+  // forward.
   virtual void attention_backward(void* dqkv, const void* dout, const void* qkv,
                                   const void* out, const float* stats, int B, int T, int C,
-                                  int NH) = 0;
+                                  int NH, int KVH) = 0;
 
   // out: (rows, C) = (y + bias) + residual (bias may be null). OVERWRITTEN; out may alias y.
   virtual void bias_residual(void* out, const void* y, const void* bias, const void* residual,

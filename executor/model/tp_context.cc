@@ -4,10 +4,30 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 #include "cost_model/errors.h"
 #include "cost_model/partition.h"
 
 namespace strata::model {
+
+std::string executor_family_violation(const ModelSpec& model, std::int64_t tp) {
+  const std::int64_t kv = model.kv_head_count();
+  if (tp > kv) {
+    return fmt::format(
+        "tp {} > kv_heads {}: key/value heads replicated over the TP group are not run yet "
+        "(the executor needs tp to divide kv_heads)", tp, kv);
+  }
+  if (kv != model.heads && model.biases) {
+    return fmt::format(
+        "kv_heads {} < heads {} with biases: grouped-query attention with biases is not run "
+        "yet", kv, model.heads);
+  }
+  if (model.norm == NormKind::kLayerNorm && !model.biases) {
+    return "a LayerNorm without biases is not run yet";
+  }
+  return "";
+}
 
 Dims make_dims(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
                std::int64_t tp_rank, bool sequence_parallel,
@@ -28,6 +48,17 @@ Dims make_dims(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp
   const int real_rows = static_cast<int>(vocab_shard_rows(model, tp));
   d.v0 = real_rows * d.tp_rank;
   d.Vvalid = std::clamp(d.V - d.v0, 0, real_rows);
+  d.HS = d.C / d.NH;
+  if (const std::string why = executor_family_violation(model, tp); !why.empty()) {
+    throw InfeasiblePlan(why);
+  }
+  d.KVH = static_cast<int>(model.kv_head_count());
+  d.KVHl = d.KVH / d.t;
+  d.norm = model.norm;
+  d.norm_eps = static_cast<float>(model.norm_epsilon);
+  d.mlp = model.mlp;
+  d.position = model.position;
+  d.rope_theta = static_cast<float>(model.rope_theta);
   d.sp = sequence_parallel && tp > 1;
   if (d.sp) {
     if (const std::string why = sequence_parallel_violation(model, tp); !why.empty()) {

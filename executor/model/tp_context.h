@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 #include "cost_model/model_spec.h"
 #include "executor/comm/communicator.h"
@@ -29,6 +30,15 @@ struct Dims {
   int Vshard = 1; // wte rows stored on this rank: ceil(V / t), padded to the alignment
   int v0 = 0;     // first vocabulary id of this rank's shard: tp_rank ceil(V / t)
   int Vvalid = 1; // real (non-padding) rows of the shard
+  int HS = 1;     // head size C / NH
+  int KVH = 1;    // key/value heads (= NH without grouped-query attention)
+  int KVHl = 1;   // KVH / t: the KV heads of this rank's query heads
+  // The family's choices the layers dispatch on (ModelSpec's, see there).
+  NormKind norm = NormKind::kLayerNorm;
+  float norm_eps = 1e-5f;  // RMSNorm's; the LayerNorm kernels keep GPT-2's 1e-5
+  MlpKind mlp = MlpKind::kGelu;
+  PositionKind position = PositionKind::kLearned;
+  float rope_theta = 10000.0f;
   // Sequence parallelism (Korthikanti et al. 2022): outside the TP region (LayerNorms,
   // residuals, the pipeline messages) this rank holds token rows [tp_rank R, (tp_rank+1) R)
   // of the (B*T, C) activations, R = BT / t: the flattened (batch, sequence) rows, so with
@@ -39,9 +49,20 @@ struct Dims {
   // Token rows this rank holds outside the TP region: BT / t with SP, else BT.
   int rows() const { return sp ? BT() / t : BT(); }
   std::int64_t act_local() const { return static_cast<std::int64_t>(rows()) * C; }  // (rows, C)
+  // A row of the attention input on this rank: [q (NHl HS) | k (KVHl HS) | v (KVHl HS)].
+  int qkv_width() const { return Cl + 2 * KVHl * HS; }
+  // A row of fc1's output: F / t, or SwiGLU's [gate | up] 2 F / t.
+  int fc1_width() const { return mlp == MlpKind::kSwiglu ? 2 * Fl : Fl; }
 };
 
+// What of a family the cost model prices the executor's layers do not run yet, at TP degree
+// tp: "" or the reason (KV heads replicated over TP, t > kv_heads; grouped-query attention
+// with biases, whose q bias sits between Q and K|V; a LayerNorm without its bias).
+// `strata run` refuses such a model before any rank starts; make_dims throws on it.
+std::string executor_family_violation(const ModelSpec& model, std::int64_t tp);
+
 // sequence_parallel: the rule of cost_model/partition.h (InfeasiblePlan otherwise).
+// executor_family_violation: InfeasiblePlan with its reason.
 // vocab_row_alignment: the backend's wte shard padding (partition.h): Vshard = the padded
 // rows, Vvalid the real ones.
 Dims make_dims(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,

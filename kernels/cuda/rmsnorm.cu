@@ -15,11 +15,11 @@ namespace {
 
 constexpr int kForwardWarps = 8;        // rows per forward block
 constexpr int kBackwardThreads = 256;   // threads per backward block
-constexpr int kMaxPartialBlocks = 1024;  // as layernorm.cu: every SM of an H100 busy
 constexpr int kReduceCols = 32;          // partial reduction: columns per block (one per lane)
 constexpr int kReduceRows = 8;           // ... and row groups, combined in y order
 
-int backward_blocks(int BT) { return std::min(BT, kMaxPartialBlocks); }
+// As layernorm.cu (scratch_sizes.h: every SM of an H100 busy), which sizes the scratch.
+int backward_blocks(int BT) { return layernorm_backward_blocks(BT); }
 
 // When inp2 is non-null, residual = bf16(inp1 + inp2) is written and normalised; otherwise
 // inp1 is normalised and residual is unused.
@@ -160,9 +160,6 @@ void fused_residual_rmsnorm_forward(bf16* residual, bf16* out, float* rstd, cons
   launch_forward(out, rstd, residual, inp1, inp2, weight, BT, C, eps, stream);
 }
 
-std::int64_t rmsnorm_backward_scratch_floats(int BT, int C) {
-  return static_cast<std::int64_t>(backward_blocks(std::max(BT, 1))) * C;
-}
 
 void rmsnorm_backward(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp,
                       const bf16* weight, const float* rstd, int BT, int C, float* scratch,

@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/common.h"
+#include "kernels/cuda/scratch_sizes.h"
 
 namespace strata::kernels::cuda {
 
@@ -28,8 +29,8 @@ void fused_residual_rmsnorm_forward(bf16* residual, bf16* out, float* rstd, cons
                                     const bf16* inp2, const bf16* weight, int BT, int C,
                                     float eps, cudaStream_t stream);
 
-// Floats of scratch rmsnorm_backward needs: C per partial-sum block.
-std::int64_t rmsnorm_backward_scratch_floats(int BT, int C);
+// Floats of scratch rmsnorm_backward needs: rmsnorm_backward_scratch_floats (scratch_sizes.h,
+// which the GPU-less pool recorder reads too).
 
 // ACCUMULATES: dinp: (BT, C) bf16 +=, dweight: (C) fp32 +=.
 // For the fused op pass the residual stream's gradient as dinp (the residual add's backward

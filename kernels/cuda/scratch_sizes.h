@@ -23,6 +23,12 @@ inline std::int64_t layernorm_backward_scratch_floats(int BT, int C) {
   return static_cast<std::int64_t>(layernorm_backward_blocks(std::max(BT, 1))) * 2 * C;
 }
 
+// Floats of scratch rmsnorm_backward (rmsnorm.h) needs: one dweight partial of C per block,
+// as many blocks as LayerNorm's backward.
+inline std::int64_t rmsnorm_backward_scratch_floats(int BT, int C) {
+  return static_cast<std::int64_t>(layernorm_backward_blocks(std::max(BT, 1))) * C;
+}
+
 // Floats of scratch attention_backward needs: B * NH * T (rowsum(dout * out) per row; the
 // same count as the CPU backward's scratch).
 inline std::int64_t attention_backward_scratch_floats(int B, int T, int NH) {

@@ -113,8 +113,8 @@ TEST(CudaPoolPrediction, Gpt2At16MatchesTheRecordedPoolAndTheH200) {
   expect_kinds_match(estimate.stages[0], got, "gpt2-124m b16");
 }
 
-// Every rank of t2 p2 plans (d 1 and 2) of the small CUDA model: each stage's prediction is every one of
-// its ranks' recorded peak. The plans vary what the walk's terms depend on: the TP shards
+// Every rank of t2 p2 plans (d 1 and 2) of the small CUDA model, and of the tiny Llama: each
+// stage's prediction is every one of its ranks' recorded peak. The plans vary what the walk's terms depend on: the TP shards
 // and the aligned vocabulary shard, pipeline messages, sequence parallelism's gathers,
 // recomputation's transients, ZeRO's transient gradients, interleaving.
 struct Variant {
@@ -125,13 +125,14 @@ struct Variant {
   std::int64_t d;
   bool sp;
   Recompute recompute;
+  const char* model = "tiny-gpu";  // tiny-llama: RMSNorm's scratch, SwiGLU, GQA, lm_head
 };
 
 class CudaPoolPredictionTp2Pp2 : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(CudaPoolPredictionTp2Pp2, EveryRankMatchesItsStage) {
   const Variant& v = GetParam();
-  const ModelSpec model = model_named("tiny-gpu");
+  const ModelSpec model = model_named(v.model);
   TrainSpec train = testing_support::tiny_train();
   train.precision = Precision::kBf16;
   Plan plan = testing_support::make_plan(2, 2, v.d, v.v, v.schedule, v.zero, 2);
@@ -161,7 +162,11 @@ INSTANTIATE_TEST_SUITE_P(
         Variant{"interleaved_sp", ScheduleKind::kInterleaved, 2, 0, 1, true, Recompute::kNone},
         Variant{"d2_zero1", ScheduleKind::kOneFOneB, 1, 1, 2, false, Recompute::kNone},
         Variant{"d2_zero2_sp", ScheduleKind::kOneFOneB, 1, 2, 2, true, Recompute::kSelective},
-        Variant{"d2_zero3_interleaved", ScheduleKind::kInterleaved, 2, 3, 2, false, Recompute::kNone}),
+        Variant{"d2_zero3_interleaved", ScheduleKind::kInterleaved, 2, 3, 2, false, Recompute::kNone},
+        Variant{"llama_1f1b", ScheduleKind::kOneFOneB, 1, 0, 1, false, Recompute::kNone, "tiny-llama"},
+        Variant{"llama_1f1b_sp_full", ScheduleKind::kOneFOneB, 1, 0, 1, true, Recompute::kFull, "tiny-llama"},
+        Variant{"llama_d2_zero2_sp_selective", ScheduleKind::kOneFOneB, 1, 2, 2, true,
+                Recompute::kSelective, "tiny-llama"}),
     [](const ::testing::TestParamInfo<Variant>& info) { return std::string(info.param.name); });
 
 }  // namespace

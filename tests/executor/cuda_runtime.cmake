@@ -86,4 +86,23 @@ if(STRATA_HAVE_CUDA)
       LABELS "gpu;mpi" PROCESSORS 2 TIMEOUT 300 SKIP_RETURN_CODE 77
       FAIL_REGULAR_EXPRESSION "FAILED|over 1e-4")
   endforeach()
+  # The tiny Llama (heads widened to 64 on CUDA: engine_equivalence_main.cc) on TP, PP with
+  # interleaving, ZeRO-3 with SP and selective recomputation. Unquoted, so that
+  # tools/device/gpu_phases.sh, which runs the quoted GPT entries above without --model,
+  # does not read them as GPT plans.
+  foreach(entry IN ITEMS t2_1_1_1_1f1b_0_2_0 t1_2_1_2_interleaved_0_1_0
+                         t2_1_2_1_gpipe_3_1_0_selective_sp)
+    string(SUBSTRING "${entry}" 1 -1 spec)
+    string(REPLACE "_" ";" args "${spec}")
+    list(GET args 0 t)
+    list(GET args 1 p)
+    list(GET args 2 d)
+    math(EXPR ranks "${t} * ${p} * ${d}")
+    add_test(NAME cuda_engine_equivalence_llama_${entry}
+      COMMAND ${MPIEXEC_EXECUTABLE} -np ${ranks} --oversubscribe --bind-to none
+              --allow-run-as-root $<TARGET_FILE:cuda_engine_equivalence> --model tiny-llama ${args})
+    set_tests_properties(cuda_engine_equivalence_llama_${entry} PROPERTIES
+      LABELS "gpu;mpi" PROCESSORS 2 TIMEOUT 300 SKIP_RETURN_CODE 77
+      FAIL_REGULAR_EXPRESSION "FAILED|over 1e-4")
+  endforeach()
 endif()

@@ -85,6 +85,55 @@ foreach(entry IN LISTS strata_equivalence_plans)
     ENVIRONMENT "OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1")
 endforeach()
 
+# The Llama family's matrix (configs/models/tiny-llama.json: RMSNorm, SwiGLU, RoPE, 2 KV
+# heads of 4, untied output, no biases; 4 layers), kept short for CI: TP (KV heads split),
+# PP (the untied output layer on the last stage), interleaving, DP with ZeRO 0-3, SP with
+# both recomputations, offload. Same entry format and checks as above (the memory check
+# included); the second list also runs under the CUDA-semantics mode.
+set(strata_llama_equivalence_plans
+  "t2_1_1_1_1f1b_0_2_0"
+  "t1_2_1_1_1f1b_0_1_0"
+  "t1_2_1_2_interleaved_0_1_0"
+  "t1_1_2_1_1f1b_1_1_0.05"
+  "t1_1_2_1_1f1b_3_2_0"
+  "t2_1_2_1_gpipe_2_1_0_selective_sp"
+  "t2_2_1_1_1f1b_0_1_0_full_sp"
+  "t1_1_2_1_1f1b_3_2_0_none_nosp_cpu")
+set(strata_llama_cuda_semantics_plans
+  "t2_1_1_1_1f1b_0_2_0"
+  "t1_2_1_2_interleaved_0_1_0"
+  "t2_1_2_1_gpipe_3_1_0_selective_sp"
+  "t1_1_2_1_1f1b_3_2_0_none_nosp_cpu")
+foreach(mode IN ITEMS plain cuda_semantics)
+  if(mode STREQUAL "plain")
+    set(plans ${strata_llama_equivalence_plans})
+    set(flags "")
+    set(prefix executor_engine_equivalence_llama)
+    set(labels "mpi")
+  else()
+    set(plans ${strata_llama_cuda_semantics_plans})
+    set(flags "--cuda-semantics")
+    set(prefix executor_engine_cuda_semantics_llama)
+    set(labels "mpi;cuda_semantics")
+  endif()
+  foreach(entry IN LISTS plans)
+    string(SUBSTRING "${entry}" 1 -1 spec)
+    string(REPLACE "_" ";" args "${spec}")
+    list(GET args 0 t)
+    list(GET args 1 p)
+    list(GET args 2 d)
+    math(EXPR ranks "${t} * ${p} * ${d}")
+    add_test(NAME ${prefix}_${entry}
+      COMMAND ${MPIEXEC_EXECUTABLE} -np ${ranks} --oversubscribe --bind-to none
+              --allow-run-as-root $<TARGET_FILE:executor_engine_equivalence> ${flags}
+              --model tiny-llama ${args})
+    set_tests_properties(${prefix}_${entry} PROPERTIES
+      LABELS "${labels}" PROCESSORS 2 TIMEOUT 120
+      FAIL_REGULAR_EXPRESSION "FAILED|over 1e-4|memory over 5%"
+      ENVIRONMENT "OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1")
+  endforeach()
+endforeach()
+
 # `strata run` end to end (spawns the strata binary, which re-launches itself under mpirun).
 strata_add_test(executor_engine_cli_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_cli_test.cc

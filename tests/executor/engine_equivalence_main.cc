@@ -64,6 +64,21 @@ constexpr bool kCuda = false;
 strata::ModelSpec equivalence_model() { return strata::testing_support::tiny_model(); }
 #endif
 
+// --model NAME: a bundled model config instead (configs/models/NAME.json: tiny-llama for the
+// Llama family's matrix). On CUDA its heads are widened to 64 (hidden and ffn_hidden scaled
+// alike) for the attention kernel, as the tiny GPT above.
+strata::ModelSpec equivalence_model(const std::string& name) {
+  if (name.empty()) return equivalence_model();
+  strata::ModelSpec model =
+      strata::ModelSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/models/" + name + ".json");
+  if (kCuda && model.head_dim() != 64 && model.head_dim() != 128) {
+    const std::int64_t wider = 64 * model.heads;
+    model.ffn_hidden = model.ffn_hidden * wider / model.hidden;
+    model.hidden = wider;
+  }
+  return model;
+}
+
 // How the plan's ranks run: the CPU backend, its CUDA-semantics mode, or (the CUDA build of
 // this driver) the GPU.
 enum class Mode { kCpu, kCudaSemantics, kGpu };
@@ -84,9 +99,9 @@ strata::TrainSpec equivalence_train(double clip, bool decay_and_schedule) {
   return train;
 }
 
-Trace train(const strata::Plan& plan, strata::MpiCommunicator& world, double clip, int steps,
-            Mode mode, bool decay_and_schedule) {
-  const strata::ModelSpec model = equivalence_model();
+Trace train(const strata::ModelSpec& model, const strata::Plan& plan,
+            strata::MpiCommunicator& world, double clip, int steps, Mode mode,
+            bool decay_and_schedule) {
   const strata::TrainSpec train = equivalence_train(clip, decay_and_schedule);
   plan.check_against_model(model, train, "equivalence plan");
   const auto corpus = strata::data::generated_corpus(train.seed, 1 << 18);
@@ -120,7 +135,8 @@ Trace train(const strata::Plan& plan, strata::MpiCommunicator& world, double cli
 
 // Measured peak device bytes of every rank vs the prediction for its stage; rank 0 prints
 // and returns the number of ranks off by more than 5% (collective).
-int check_memory(const strata::Plan& plan, const Trace& got, strata::MpiCommunicator& world) {
+int check_memory(const strata::ModelSpec& model, const strata::Plan& plan, const Trace& got,
+                 strata::MpiCommunicator& world) {
   const int size = world.size();
   std::vector<double> peaks(static_cast<std::size_t>(2 * size), 0.0);
   peaks[static_cast<std::size_t>(2 * world.rank())] = static_cast<double>(got.peak_device_bytes);
@@ -130,7 +146,7 @@ int check_memory(const strata::Plan& plan, const Trace& got, strata::MpiCommunic
   const auto cluster =
       strata::ClusterSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/clusters/local-cpu.json");
   strata::TrainSpec train = strata::testing_support::tiny_train();
-  const auto estimate = strata::estimate_memory(equivalence_model(), cluster, train, plan);
+  const auto estimate = strata::estimate_memory(model, cluster, train, plan);
   int failures = 0;
   double worst = 0;
   for (int r = 0; r < size; ++r) {
@@ -161,18 +177,29 @@ int run(int argc, char** argv, strata::MpiSession& session) {
   // streams, a reusing pool, the race checker), against the plain CPU single rank, both with
   // weight decay and a warmup + cosine learning rate (equivalence_train).
   Mode mode = kCuda ? Mode::kGpu : Mode::kCpu;
-  if (argc > 1 && std::string(argv[1]) == "--cuda-semantics") {
-    mode = Mode::kCudaSemantics;
+  std::string model_name;  // --model NAME: configs/models/NAME.json instead of the tiny GPT
+  while (argc > 1 && std::string(argv[1]).rfind("--", 0) == 0) {
+    const std::string flag = argv[1];
+    if (flag == "--cuda-semantics") {
+      mode = Mode::kCudaSemantics;
+    } else if (flag == "--model" && argc > 2) {
+      model_name = argv[2];
+      ++argv;
+      --argc;
+    } else {
+      break;
+    }
     ++argv;
     --argc;
   }
   if (argc < 9 || argc > 13) {
     std::fprintf(stderr,
-                 "usage: %s [--cuda-semantics] t p d v schedule zero micro_batch grad_clip "
-                 "[recompute [sp|nosp [offload [first..last stage layers]]]]\n",
+                 "usage: %s [--cuda-semantics] [--model NAME] t p d v schedule zero micro_batch "
+                 "grad_clip [recompute [sp|nosp [offload [first..last stage layers]]]]\n",
                  argv[0]);
     return 2;
   }
+  const strata::ModelSpec model = equivalence_model(model_name);
   strata::Plan plan = strata::testing_support::make_plan(
       std::atoll(argv[1]), std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4]),
       strata::schedule_kind_from_string(argv[5]), std::atoi(argv[6]), std::atoll(argv[7]));
@@ -205,13 +232,13 @@ int run(int argc, char** argv, strata::MpiSession& session) {
   }
 #endif
   const bool decay_and_schedule = mode == Mode::kCudaSemantics;
-  const Trace got = train(plan, *world, clip, kSteps, mode, decay_and_schedule);
+  const Trace got = train(model, plan, *world, clip, kSteps, mode, decay_and_schedule);
   int failures = 0;
   if (world->rank() == 0) {
     auto self = strata::MpiCommunicator::duplicate(MPI_COMM_SELF);
     const strata::Plan single = strata::testing_support::make_plan(
         1, 1, 1, 1, strata::ScheduleKind::kOneFOneB, 0, strata::testing_support::tiny_train().global_batch);
-    const Trace want = train(single, *self, clip, kSteps, Mode::kCpu, decay_and_schedule);
+    const Trace want = train(model, single, *self, clip, kSteps, Mode::kCpu, decay_and_schedule);
     // fp32 CPU: 1e-4. bf16 on the GPU against the fp32 CPU: bf16 rounds every activation and
     // weight copy to 8 mantissa bits (2^-9 = 2e-3 relative); over 5 Adam steps the losses stay
     // within 2e-2 and the gradient norms within 5e-2.
@@ -234,7 +261,7 @@ int run(int argc, char** argv, strata::MpiSession& session) {
   }
   // The CUDA-semantics pool keeps freed blocks until the next synchronize, so its peaks are
   // not the memory model's; the plain CPU pass checks memory.
-  if (mode == Mode::kCpu) failures += check_memory(plan, got, *world);
+  if (mode == Mode::kCpu) failures += check_memory(model, plan, got, *world);
   if (!got.ran_the_program) {
     std::printf("rank %d: the measured ops are not the Program's: FAILED\n", world->rank());
     ++failures;

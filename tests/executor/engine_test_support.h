@@ -19,6 +19,11 @@ namespace strata::testing_support {
 inline ModelSpec tiny_model() {
   return ModelSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/models/tiny.json");
 }
+// The Llama family's tiny model: RMSNorm, SwiGLU, RoPE, 2 KV heads of 4, untied output, no
+// biases (configs/models/tiny-llama.json).
+inline ModelSpec tiny_llama_model() {
+  return ModelSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/models/tiny-llama.json");
+}
 inline TrainSpec tiny_train() {
   return TrainSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/train/tiny.json");
 }

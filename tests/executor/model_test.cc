@@ -1,6 +1,7 @@
-// Single-rank GPT model tests: the initial loss of the tiny model is ln(256) (derived
-// below), training lowers it, initialisation does not depend on the plan, and the whole
-// model's gradients agree with finite differences.
+// Single-rank model tests, GPT-2 and Llama families: the initial loss of the tiny models is
+// ln(256) (derived below), training lowers it, recomputation is bit-identical,
+// initialisation does not depend on the plan, and the whole model's gradients agree with
+// finite differences.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -78,6 +79,19 @@ TEST(ModelTraining, InitialLossIsLogVocabAndFalls) {
   EXPECT_LT(losses.back(), losses.front() - 1.0);
 }
 
+TEST(ModelTraining, TinyLlamaInitialLossIsLogVocabAndFalls) {
+  const ModelSpec m = testing_support::tiny_llama_model();
+  TrainSpec train = tiny_train();
+  const auto corpus = data::generated_corpus(train.seed, data::kGeneratedCorpusBytes);
+  auto world = self();
+  const std::vector<double> losses = testing_support::run_losses(
+      m, train, make_plan(1, 1, 1, 1, ScheduleKind::kOneFOneB, 0, 4), *world, 30, corpus);
+  // As GPT's above: the untied lm_head is normal(0, 0.02) like wte and the RMSNorm output
+  // has unit scale, so the logits are N(0, 0.16^2): within 0.05 of ln 256.
+  EXPECT_NEAR(losses.front(), std::log(256.0), 0.05);
+  EXPECT_LT(losses.back(), losses.front() - 1.0);
+}
+
 TEST(ModelTraining, RerunIsBitIdentical) {
   const ModelSpec m = tiny_model();
   const TrainSpec train = tiny_train();
@@ -145,17 +159,76 @@ TEST(ModelRecompute, BitIdenticalLossesAndSmallerSavedTensors) {
   EXPECT_EQ(losses[0], losses[2]);
 }
 
-// Finite differences on a very small model: for every tensor of every unit, the derivative
-// of the loss along a random direction r (touching only that tensor) must match g . r.
-TEST(ModelGradients, WholeModelMatchesFiniteDifferences) {
+// The same for the Llama family: RoPE is applied to qkv before it is saved, so selective
+// recomputation reruns the grouped-query attention alone; full reruns RoPE and SwiGLU too.
+TEST(ModelRecompute, TinyLlamaBitIdenticalAndItsSavedTensors) {
+  const ModelSpec m = testing_support::tiny_llama_model();
+  const TrainSpec train = tiny_train();
+  const auto corpus = data::generated_corpus(train.seed, 1 << 16);
+  auto world = self();
+  Plan plan = make_plan(1, 1, 1, 1, ScheduleKind::kGpipe, 0, 2);
+  const std::int64_t all_layers = 4 * m.layers, B = 2, T = m.seq_len, C = m.hidden;
+  const std::int64_t HS = C / m.heads, F = m.ffn_hidden;
+  // qkv rows: q (C) + k and v (2 kv_heads HS) = 64 + 2 * 2 * 16 = 128 floats.
+  const std::int64_t qkv_bytes = B * T * (C + 2 * m.kv_heads * HS) * 4;
+  const std::int64_t fc1_bytes = B * T * 2 * F * 4;  // SwiGLU's [gate | up]
+  std::vector<std::vector<double>> losses;
+  for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    plan.recompute = rc;
+    engine::RankTraining rank(m, train, plan, *world, TierBudgets{}, corpus);
+    std::vector<double> l;
+    for (int s = 0; s < 3; ++s) l.push_back(rank.engine().step(s).loss);
+    losses.push_back(l);
+    const auto& alloc = rank.allocator();
+    EXPECT_EQ(tag_peak(alloc, "act/ln1_mean"), 0) << "RMSNorm keeps no mean";
+    const std::int64_t layers_held = rc == Recompute::kFull ? 1 : all_layers;
+    EXPECT_EQ(tag_peak(alloc, "act/qkv"), layers_held * qkv_bytes) << to_string(rc);
+    EXPECT_EQ(tag_peak(alloc, "act/fc1_out"), layers_held * fc1_bytes) << to_string(rc);
+  }
+  EXPECT_EQ(losses[0], losses[1]);
+  EXPECT_EQ(losses[0], losses[2]);
+}
+
+// A very small model of each family for finite differences, and the tensors it has: GPT-2's
+// 2 layers x 12 tensors + embedding (wte, wpe) + final norm (w, b); Llama's 2 layers x 7
+// (ln1_w q_w kv_w proj_w ln2_w fc_w fc2_w) + wte + lnf_w + lm_head.
+struct GradCheckModel {
+  ModelSpec model;
+  int tensors = 0;
+  // The central differences' step: 3e-3 for GPT-2 (see below). The Llama model curves more
+  // (SwiGLU's product, RoPE's fast rotation, RMSNorm at 0.3-scale inputs): at 3e-3 layer0's
+  // ln1_w erred by 3% (O(eps^2)), at 6e-3 three tensors did; at 2e-3 and 1e-3 every tensor
+  // is within the tolerance, so 1e-3, where the fp32 noise (~1e-4 here) still fits it.
+  double eps = 3e-3;
+};
+GradCheckModel grad_check_model(bool llama) {
   ModelSpec m;
-  m.name = "grad-check";
+  m.name = llama ? "grad-check-llama" : "grad-check";
   m.layers = 2;
   m.hidden = 8;
   m.heads = 2;
   m.seq_len = 6;
   m.vocab = 16;
   m.ffn_hidden = 32;
+  if (!llama) return {m, 2 * 12 + 2 + 2, 3e-3};
+  m.norm = NormKind::kRmsNorm;
+  m.mlp = MlpKind::kSwiglu;
+  m.ffn_hidden = 12;
+  m.position = PositionKind::kRope;
+  m.rope_theta = 100.0;  // angles that turn within 6 positions, so RoPE's gradient shows
+  m.kv_heads = 1;        // both query heads share one KV head
+  m.tied_output = false;
+  m.biases = false;
+  return {m, 2 * 7 + 3, 1e-3};
+}
+
+class ModelGradients : public ::testing::TestWithParam<bool> {};
+
+// Finite differences on a very small model: for every tensor of every unit, the derivative
+// of the loss along a random direction r (touching only that tensor) must match g . r.
+TEST_P(ModelGradients, WholeModelMatchesFiniteDifferences) {
+  const GradCheckModel check = grad_check_model(GetParam());
+  const ModelSpec& m = check.model;
   TrainSpec train = tiny_train();
   train.global_batch = 2;
   // Corpus of bytes < 16 so every token is inside the vocabulary.
@@ -193,9 +266,9 @@ TEST(ModelGradients, WholeModelMatchesFiniteDifferences) {
         r[static_cast<std::size_t>(i)] /= std::sqrt(norm);
         analytic += grads[static_cast<std::size_t>(seg.offset + i)] * r[static_cast<std::size_t>(i)];
       }
-      // 3e-3: small enough for the O(eps^2) error at these (0.3-scale) weights (measured:
-      // 5e-3 already errs by ~2%), large enough for fp32 noise.
-      const double eps = 3e-3;
+      // GPT-2's 3e-3: small enough for the O(eps^2) error at these (0.3-scale) weights
+      // (measured: 5e-3 already errs by ~2%), large enough for fp32 noise.
+      const double eps = check.eps;
       float* p = unit.params.f32() + seg.offset;
       const auto shift = [&](double s) {
         for (std::int64_t i = 0; i < seg.count(); ++i) p[i] += static_cast<float>(s * r[static_cast<std::size_t>(i)]);
@@ -216,9 +289,13 @@ TEST(ModelGradients, WholeModelMatchesFiniteDifferences) {
       ++checked;
     }
   }
-  // 2 layers x 12 tensors + embedding (wte, wpe) + final norm (w, b).
-  EXPECT_EQ(checked, 2 * 12 + 2 + 2);
+  EXPECT_EQ(checked, check.tensors);
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, ModelGradients, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Llama" : "Gpt";
+                         });
 
 }  // namespace
 }  // namespace strata

@@ -59,6 +59,31 @@ void DeferredLayerOps::layernorm_backward(void* dinp, float* dw, float* db, cons
          [=, this] { cpu_.layernorm_backward(dinp, dw, db, dout, inp, wt, mean, rstd, rows, C); });
 }
 
+void DeferredLayerOps::rmsnorm_forward(void* out, float* rstd, const void* inp, const void* wt,
+                                       int rows, int C, float eps) {
+  launch("rmsnorm_forward", {r(inp, n(rows, C)), r(wt, C), w(out, n(rows, C)), w(rstd, rows)},
+         [=, this] { cpu_.rmsnorm_forward(out, rstd, inp, wt, rows, C, eps); });
+}
+
+void DeferredLayerOps::residual_rmsnorm_forward(void* resid, void* out, float* rstd,
+                                                const void* x, const void* y, const void* bias,
+                                                const void* wt, int rows, int C, float eps) {
+  launch("residual_rmsnorm_forward",
+         {r(x, n(rows, C)), r(y, n(rows, C)), r(bias, C), r(wt, C), w(resid, n(rows, C)),
+          w(out, n(rows, C)), w(rstd, rows)},
+         [=, this] {
+           cpu_.residual_rmsnorm_forward(resid, out, rstd, x, y, bias, wt, rows, C, eps);
+         });
+}
+
+void DeferredLayerOps::rmsnorm_backward(void* dinp, float* dw, const void* dout, const void* inp,
+                                        const void* wt, const float* rstd, int rows, int C) {
+  launch("rmsnorm_backward",
+         {r(dout, n(rows, C)), r(inp, n(rows, C)), r(wt, C), r(rstd, rows), r(dinp, n(rows, C)),
+          r(dw, C), w(dinp, n(rows, C)), w(dw, C)},
+         [=, this] { cpu_.rmsnorm_backward(dinp, dw, dout, inp, wt, rstd, rows, C); });
+}
+
 void DeferredLayerOps::matmul_forward(void* out, const void* inp, const void* wt,
                                       const void* bias, int BT, int C, int OC) {
   launch("matmul_forward", {r(inp, n(BT, C)), r(wt, n(OC, C)), r(bias, OC), w(out, n(BT, OC))},
@@ -98,21 +123,52 @@ void DeferredLayerOps::matmul_gelu_backward(void* dinp, float* dw, float* db, co
          [=, this] { cpu_.matmul_gelu_backward(dinp, dw, db, dout, gelu_out, wt, pre, BT, C, OC); });
 }
 
+void DeferredLayerOps::swiglu_forward(void* out, const void* inp, int BT, int F) {
+  launch("swiglu_forward", {r(inp, n(BT, 2 * F)), w(out, n(BT, F))},
+         [=, this] { cpu_.swiglu_forward(out, inp, BT, F); });
+}
+
+void DeferredLayerOps::matmul_swiglu_backward(void* dinp, float* dw, float* db, const void* dout,
+                                              void* swiglu_out, const void* wt, const void* pre,
+                                              int BT, int C, int OC) {
+  launch("matmul_swiglu_backward",
+         {r(dout, n(BT, OC)), r(swiglu_out, n(BT, C)), r(wt, n(OC, C)), r(pre, n(BT, 2 * C)),
+          r(dw, n(OC, C)), r(db, OC), w(dinp, n(BT, 2 * C)), w(swiglu_out, n(BT, C)),
+          w(dw, n(OC, C)), w(db, OC)},
+         [=, this] {
+           cpu_.matmul_swiglu_backward(dinp, dw, db, dout, swiglu_out, wt, pre, BT, C, OC);
+         });
+}
+
+void DeferredLayerOps::rope_forward(void* x, int B, int T, int heads, int HS, int row_stride,
+                                    float theta) {
+  launch("rope_forward", {r(x, n(B * T, row_stride)), w(x, n(B * T, row_stride))},
+         [=, this] { cpu_.rope_forward(x, B, T, heads, HS, row_stride, theta); });
+}
+
+void DeferredLayerOps::rope_backward(void* dx, int B, int T, int heads, int HS, int row_stride,
+                                     float theta) {
+  launch("rope_backward", {r(dx, n(B * T, row_stride)), w(dx, n(B * T, row_stride))},
+         [=, this] { cpu_.rope_backward(dx, B, T, heads, HS, row_stride, theta); });
+}
+
 void DeferredLayerOps::attention_forward(void* out, float* stats, const void* qkv, int B, int T,
-                                         int C, int NH) {
+                                         int C, int NH, int KVH) {
+  const int width = C + 2 * KVH * (C / NH);  // [q | k | v]
   launch("attention_forward",
-         {r(qkv, n(B * T, 3 * C)), w(out, n(B * T, C)),
+         {r(qkv, n(B * T, width)), w(out, n(B * T, C)),
           w(stats, cpu_.attention_stats_floats(B, T, NH))},
-         [=, this] { cpu_.attention_forward(out, stats, qkv, B, T, C, NH); });
+         [=, this] { cpu_.attention_forward(out, stats, qkv, B, T, C, NH, KVH); });
 }
 
 void DeferredLayerOps::attention_backward(void* dqkv, const void* dout, const void* qkv,
                                           const void* out, const float* stats, int B, int T,
-                                          int C, int NH) {
+                                          int C, int NH, int KVH) {
+  const int width = C + 2 * KVH * (C / NH);
   launch("attention_backward",
-         {r(dout, n(B * T, C)), r(qkv, n(B * T, 3 * C)), r(out, n(B * T, C)),
-          r(stats, cpu_.attention_stats_floats(B, T, NH)), w(dqkv, n(B * T, 3 * C))},
-         [=, this] { cpu_.attention_backward(dqkv, dout, qkv, out, stats, B, T, C, NH); });
+         {r(dout, n(B * T, C)), r(qkv, n(B * T, width)), r(out, n(B * T, C)),
+          r(stats, cpu_.attention_stats_floats(B, T, NH)), w(dqkv, n(B * T, width))},
+         [=, this] { cpu_.attention_backward(dqkv, dout, qkv, out, stats, B, T, C, NH, KVH); });
 }
 
 void DeferredLayerOps::bias_residual(void* out, const void* y, const void* bias,

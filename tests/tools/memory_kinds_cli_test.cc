@@ -6,6 +6,7 @@
 // must be too: a tag counted under another kind than the walk counts it, or a term the walk
 // puts in the wrong place, fails here even when the totals agree.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 

@@ -305,12 +305,33 @@ def plot_timeline(plt, trace_path):
     return fig
 
 
+def import_pyplot():
+    """matplotlib.pyplot on the file-only Agg backend, or None after saying what to install."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")  # files only: no display, no network
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"strata plot: matplotlib is not installed for {sys.executable}: install Debian's "
+              "python3-matplotlib (apt-get install python3-matplotlib), or set STRATA_PYTHON "
+              "to a python3 that has matplotlib", file=sys.stderr)
+        return None
+    return plt
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("run_dir", help="a `strata run --out` directory")
+    parser.add_argument("run_dir", nargs="?", help="a `strata run --out` directory")
     parser.add_argument("--out", help="where the PNGs go (default: the run directory)")
     parser.add_argument("--predicted", help="`strata predict --json` output or a plan file")
+    parser.add_argument("--check", action="store_true",
+                        help="only check that matplotlib imports (`strata run --plot`, before it "
+                        "trains)")
     args = parser.parse_args()
+    if args.check:
+        return 0 if import_pyplot() is not None else 2
+    if args.run_dir is None:
+        parser.error("RUN_DIR is required")
     out_dir = args.out or args.run_dir
     try:
         report = report_of(read_json(os.path.join(args.run_dir, "report.json")),
@@ -322,14 +343,8 @@ def main():
         print(f"strata plot: {e}", file=sys.stderr)
         return 2
 
-    try:
-        import matplotlib
-        matplotlib.use("Agg")  # files only: no display, no network
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print(f"strata plot: matplotlib is not installed for {sys.executable}: install Debian's "
-              "python3-matplotlib (apt-get install python3-matplotlib), or set STRATA_PYTHON "
-              "to a python3 that has matplotlib", file=sys.stderr)
+    plt = import_pyplot()
+    if plt is None:
         return 2
 
     written, skipped = [], []

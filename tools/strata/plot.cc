@@ -22,6 +22,7 @@
 
 #include "cost_model/errors.h"
 #include "tools/strata/commands.h"
+#include "tools/strata/plot.h"
 #include "tools/strata/report_files.h"
 
 extern char** environ;
@@ -126,16 +127,22 @@ int run_to_end(const std::vector<std::string>& argv) {
 
 int run_plot(const PlotOptions& options) {
   check_inputs(options);
-  const std::string out = options.out.empty() ? options.run_dir : options.out;
-  std::vector<std::string> argv{python(), plot_script(), options.run_dir, "--out", out};
-  if (!options.predicted.empty()) {
-    argv.push_back("--predicted");
-    argv.push_back(options.predicted);
-  }
-  return run_to_end(argv);
+  return draw_run(options.run_dir, options.predicted,
+                  options.out.empty() ? options.run_dir : options.out);
 }
 
 }  // namespace
+
+int check_plot_available() { return run_to_end({python(), plot_script(), "--check"}); }
+
+int draw_run(const std::string& run_dir, const std::string& predicted, const std::string& out_dir) {
+  std::vector<std::string> argv{python(), plot_script(), run_dir, "--out", out_dir};
+  if (!predicted.empty()) {
+    argv.push_back("--predicted");
+    argv.push_back(predicted);
+  }
+  return run_to_end(argv);
+}
 
 void add_plot_command(CLI::App& app, CommandContext& context) {
   auto options = std::make_shared<PlotOptions>();

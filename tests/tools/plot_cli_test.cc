@@ -58,16 +58,22 @@ void expect_picture(const fs::path& png, int min_colours) {
   EXPECT_GE(colours_covering(image, kDrawnPixels), min_colours);
 }
 
-// How many kinds rank 0 of the run holds on its device, by memory_tags.json's "by_kind":
-// each is one colour of memory.png's stacked bar. A run that records no kinds is drawn as
-// one total per rank: one colour.
+// How many kinds rank 0 of the run holds on its device, by memory_tags.json's "by_kind",
+// counting those of at least 5% of its total: each is one colour of memory.png's stacked bar,
+// at least 5% of a bar some 350 pixels tall and 90 wide, over 1,500 pixels (a thinner slice
+// could cover fewer than kDrawnPixels). A run that records no kinds is drawn as one total
+// per rank: one colour.
 int device_kinds_of_rank0(const fs::path& memory_tags) {
   const Json tags = read_json_file(memory_tags.string());
   const Json& rank0 = tags.at("ranks").at(0);
   if (!rank0.contains("by_kind")) return 1;
+  double total = 0;
+  for (const auto& [kind, tiers] : rank0.at("by_kind").items()) {
+    total += tiers.at("device").get<double>();
+  }
   int kinds = 0;
   for (const auto& [kind, tiers] : rank0.at("by_kind").items()) {
-    kinds += tiers.at("device").get<double>() > 0 ? 1 : 0;
+    kinds += tiers.at("device").get<double>() >= 0.05 * total ? 1 : 0;
   }
   return kinds;
 }

@@ -9,6 +9,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libopenmpi-dev openmpi-bin liburing-dev libomp-dev fio
   libboost-graph-dev
+  python3-matplotlib  # `strata plot` (tools/plot_run.py)
+  zlib1g-dev  # the plot test reads the PNGs back (tests/tools/png_image.h)
   iproute2  # `ip netns`: the simulated nodes of the multi-node tests (tools/sim_nodes.sh)
 )
 SUDO=""

@@ -40,5 +40,6 @@ void add_select_command(CLI::App& app, CommandContext& context);
 void add_data_command(CLI::App& app, CommandContext& context);
 void add_cluster_command(CLI::App& app, CommandContext& context);
 void add_diff_command(CLI::App& app, CommandContext& context);
+void add_plot_command(CLI::App& app, CommandContext& context);
 
 }  // namespace strata::cli

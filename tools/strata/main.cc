@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   strata::cli::add_data_command(app, context);
   strata::cli::add_cluster_command(app, context);
   strata::cli::add_diff_command(app, context);
+  strata::cli::add_plot_command(app, context);
 
   const auto fail = [](const char* kind, const std::exception& e) {
     std::cerr << "strata: " << kind << e.what() << "\n";

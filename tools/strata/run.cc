@@ -88,6 +88,7 @@
 #include "tools/strata/commands.h"
 #include "tools/strata/inputs.h"
 #include "tools/strata/out_dir.h"
+#include "tools/strata/plot.h"
 #include "tools/strata/run_common.h"
 #include "tools/strata/run_nodes.h"
 #include "tools/strata/setup_progress.h"
@@ -480,6 +481,10 @@ void reexec_with_thread_env(int threads) {
 int run_command(const RunOptions& o, std::ostream& out) {
   // Before anything is opened or locked: the exec keeps file descriptors and locks.
   if (!detect_launch_env().under_launcher) reexec_with_thread_env(o.threads);
+  // --plot draws after the run: a missing matplotlib is said before it trains, not after.
+  if (o.plot && !detect_launch_env().under_launcher) {
+    if (const int missing = check_plot_available(); missing != 0) return missing;
+  }
   const StopSignals stops;  // from here on SIGINT / SIGTERM ask for a clean stop
   // --backend wins; without it a GPU is used when present and the plan fits this machine's
   // GPUs, and the CPU backend otherwise. Chosen first, so a bad --backend leaves nothing
@@ -697,7 +702,16 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   // Set by the launching `strata run` for its ranks, never by hand.
   command->add_option("--job-dir", options->job_dir)->group("");
   command->add_option("--liveness", options->liveness)->group("");
-  command->callback([options, &context] { context.exit_code = run_command(*options, *context.out); });
+  command->add_flag("--plot", options->plot,
+                    "after the run, draw --out as `strata plot` does (loss.png, step_parts.png, "
+                    "memory.png, timeline.png; needs python3-matplotlib)");
+  command->callback([options, &context] {
+    context.exit_code = run_command(*options, *context.out);
+    // The launching process draws, once, after its ranks wrote the report.
+    if (context.exit_code == 0 && options->plot && !detect_launch_env().under_launcher) {
+      context.exit_code = draw_run(options->out, "", options->out);
+    }
+  });
 }
 
 }  // namespace strata::cli

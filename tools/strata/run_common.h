@@ -72,6 +72,7 @@ struct RunOptions {
   std::optional<std::int64_t> keep;
   bool save_on_signal = false;
   std::string resume;
+  bool plot = false;  // --plot: `strata plot`'s pictures of --out after a run that ends well
 };
 
 // Everything a rank needs, loaded and checked before any rank starts.

@@ -73,12 +73,7 @@ if(STRATA_HAVE_CUDA)
       "t2_1_2_1_1f1b_3_1_0" "t1_2_2_2_interleaved_1_1_0" "t2_1_1_1_1f1b_0_2_0_none_sp"
       "t2_2_1_1_1f1b_0_1_0_full_sp" "t1_2_2_2_interleaved_2_1_0_full"
       "t1_1_2_1_1f1b_3_2_0_none_nosp_cpu" "t1_2_1_1_1f1b_2_1_0_none_nosp_cpu")
-    string(SUBSTRING "${entry}" 1 -1 spec)
-    string(REPLACE "_" ";" args "${spec}")
-    list(GET args 0 t)
-    list(GET args 1 p)
-    list(GET args 2 d)
-    math(EXPR ranks "${t} * ${p} * ${d}")
+    strata_equivalence_entry("${entry}" args ranks)
     add_test(NAME cuda_engine_equivalence_${entry}
       COMMAND ${MPIEXEC_EXECUTABLE} -np ${ranks} --oversubscribe --bind-to none
               --allow-run-as-root $<TARGET_FILE:cuda_engine_equivalence> ${args})
@@ -92,12 +87,7 @@ if(STRATA_HAVE_CUDA)
   # does not read them as GPT plans.
   foreach(entry IN ITEMS t2_1_1_1_1f1b_0_2_0 t1_2_1_2_interleaved_0_1_0
                          t2_1_2_1_gpipe_3_1_0_selective_sp)
-    string(SUBSTRING "${entry}" 1 -1 spec)
-    string(REPLACE "_" ";" args "${spec}")
-    list(GET args 0 t)
-    list(GET args 1 p)
-    list(GET args 2 d)
-    math(EXPR ranks "${t} * ${p} * ${d}")
+    strata_equivalence_entry("${entry}" args ranks)
     add_test(NAME cuda_engine_equivalence_llama_${entry}
       COMMAND ${MPIEXEC_EXECUTABLE} -np ${ranks} --oversubscribe --bind-to none
               --allow-run-as-root $<TARGET_FILE:cuda_engine_equivalence> --model tiny-llama ${args})

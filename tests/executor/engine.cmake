@@ -61,12 +61,7 @@ set(strata_equivalence_plans
   "t1_2_2_1_1f1b_1_1_0.05_none_nosp_none_3..5"
   "t1_2_1_4_interleaved_0_1_0")
 foreach(entry IN LISTS strata_equivalence_plans)
-  string(SUBSTRING "${entry}" 1 -1 spec)
-  string(REPLACE "_" ";" args "${spec}")
-  list(GET args 0 t)
-  list(GET args 1 p)
-  list(GET args 2 d)
-  math(EXPR ranks "${t} * ${p} * ${d}")
+  strata_equivalence_entry("${entry}" args ranks)
   add_test(NAME executor_engine_equivalence_${entry}
     COMMAND ${MPIEXEC_EXECUTABLE} -np ${ranks} --oversubscribe --bind-to none
             --allow-run-as-root $<TARGET_FILE:executor_engine_equivalence> ${args})
@@ -117,12 +112,7 @@ foreach(mode IN ITEMS plain cuda_semantics)
     set(labels "mpi;cuda_semantics")
   endif()
   foreach(entry IN LISTS plans)
-    string(SUBSTRING "${entry}" 1 -1 spec)
-    string(REPLACE "_" ";" args "${spec}")
-    list(GET args 0 t)
-    list(GET args 1 p)
-    list(GET args 2 d)
-    math(EXPR ranks "${t} * ${p} * ${d}")
+    strata_equivalence_entry("${entry}" args ranks)
     add_test(NAME ${prefix}_${entry}
       COMMAND ${MPIEXEC_EXECUTABLE} -np ${ranks} --oversubscribe --bind-to none
               --allow-run-as-root $<TARGET_FILE:executor_engine_equivalence> ${flags}

@@ -95,14 +95,14 @@ struct DeviceRates {
   double memory_bytes_per_s = 0;     // achievable HBM bandwidth (the GEMM roofline)
   int element_bytes = 2;             // compute precision
   const Profile* profile = nullptr;  // GEMM samples, when given
-  // profile's samples as gemm_efficiency reads them, made by device_rates (so a profile
-  // changed afterwards needs new rates); where they are missing or another profile's,
-  // gemm_efficiency makes them on each call: the same figures.
-  std::shared_ptr<const GemmSamplePoints> gemm_points;
   // Memory-bound kernels: the profile's measured rate (0: memory_bytes_per_s).
   double elementwise_bytes_per_s = 0;
   // Share of the rates above one rank gets (CPU backend: ranks sharing the cores; else 1).
   double compute_share = 1;
+  // profile's samples as gemm_efficiency reads them, made by device_rates (so a profile
+  // changed afterwards needs new rates); where they are missing or another profile's,
+  // gemm_efficiency makes them on each call: the same figures.
+  std::shared_ptr<const GemmSamplePoints> gemm_points = nullptr;
 };
 DeviceRates device_rates(const ClusterSpec& cluster, const TrainSpec& train,
                          const Profile* profile);

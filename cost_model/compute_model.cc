@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -70,7 +71,22 @@ DeviceRates device_rates(const ClusterSpec& cluster, const TrainSpec& train,
   }
   rates.element_bytes = train.compute_bytes();
   rates.profile = profile;
+  if (profile != nullptr && !profile->gemm.empty()) {
+    rates.gemm_points = std::make_shared<const GemmSamplePoints>(gemm_sample_points(*profile));
+  }
   return rates;
+}
+
+GemmSamplePoints gemm_sample_points(const Profile& profile) {
+  GemmSamplePoints table;
+  table.profile = &profile;
+  table.points.reserve(profile.gemm.size());
+  for (const GemmSample& s : profile.gemm) {
+    if (s.m <= 0 || s.n <= 0 || s.k <= 0 || !(s.flops_per_s > 0)) continue;
+    table.points.push_back({std::log2(static_cast<double>(s.m)), std::log2(static_cast<double>(s.n)),
+                            std::log2(static_cast<double>(s.k)), s.flops_per_s});
+  }
+  return table;
 }
 
 double mfu_peak_flops(const ClusterSpec& cluster, const TrainSpec& train, const Profile* profile,
@@ -110,13 +126,22 @@ double gemm_efficiency(double m, double n, double k, const DeviceRates& rates) {
   std::array<double, kNearest> best_eff{};
   best_dist.fill(std::numeric_limits<double>::infinity());
   const double lm = std::log2(m), ln = std::log2(n), lk = std::log2(k);
-  for (const GemmSample& s : rates.profile->gemm) {
-    if (s.m <= 0 || s.n <= 0 || s.k <= 0 || !(s.flops_per_s > 0)) continue;
-    const double dm = std::log2(static_cast<double>(s.m)) - lm;
-    const double dn = std::log2(static_cast<double>(s.n)) - ln;
-    const double dk = std::log2(static_cast<double>(s.k)) - lk;
-    const double d = std::sqrt(dm * dm + dn * dn + dk * dk);
-    const double eff = s.flops_per_s / rates.peak_flops;
+  std::optional<GemmSamplePoints> made_here;
+  const GemmSamplePoints* samples = rates.gemm_points.get();
+  if (samples == nullptr || samples->profile != rates.profile) {
+    samples = &made_here.emplace(gemm_sample_points(*rates.profile));
+  }
+  // A sample whose squared distance is above the 4th nearest's squared, with a margin far
+  // wider than the rounding of a square and a root (1e-9 against 1e-16), is no nearer after
+  // the root either: skipped without a root or a division (most of the 72 samples).
+  double skip_above = std::numeric_limits<double>::infinity();
+  for (const GemmSamplePoints::Point& s : samples->points) {
+    const double dm = s.log2_m - lm;
+    const double dn = s.log2_n - ln;
+    const double dk = s.log2_k - lk;
+    const double d2 = dm * dm + dn * dn + dk * dk;
+    if (d2 > skip_above) continue;
+    const double d = std::sqrt(d2);
     for (int i = 0; i < kNearest; ++i) {
       if (d < best_dist[i]) {
         for (int j = kNearest - 1; j > i; --j) {
@@ -124,7 +149,8 @@ double gemm_efficiency(double m, double n, double k, const DeviceRates& rates) {
           best_eff[j] = best_eff[j - 1];
         }
         best_dist[i] = d;
-        best_eff[i] = eff;
+        best_eff[i] = s.flops_per_s / rates.peak_flops;
+        skip_above = best_dist[kNearest - 1] * best_dist[kNearest - 1] * (1 + 1e-9);
         break;
       }
     }

@@ -49,6 +49,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "cost_model/cluster_spec.h"
 #include "cost_model/conventions.h"
@@ -74,6 +76,19 @@ inline constexpr double kGemmHalfDim = 96.0;
 // Streaming kernels reach ~80% of HBM peak on A100/H100 (STREAM-like copy).
 inline constexpr double kMemoryEfficiency = 0.80;
 
+// A Profile's GEMM samples where gemm_efficiency interpolates: in log2-shape space. Made
+// once per DeviceRates, not on each GEMM priced: a plan search prices ~20 GEMM shapes per
+// candidate, and the log2 of every sample on each of them was a fifth of its time.
+struct GemmSamplePoints {
+  struct Point {
+    double log2_m = 0, log2_n = 0, log2_k = 0;
+    double flops_per_s = 0;
+  };
+  const Profile* profile = nullptr;  // whose samples these are
+  std::vector<Point> points;         // its usable samples (shape and rate > 0), in its order
+};
+GemmSamplePoints gemm_sample_points(const Profile& profile);
+
 // The device rates one prediction uses.
 struct DeviceRates {
   double peak_flops = 0;             // dense peak in the train precision
@@ -84,6 +99,10 @@ struct DeviceRates {
   double elementwise_bytes_per_s = 0;
   // Share of the rates above one rank gets (CPU backend: ranks sharing the cores; else 1).
   double compute_share = 1;
+  // profile's samples as gemm_efficiency reads them, made by device_rates (so a profile
+  // changed afterwards needs new rates); where they are missing or another profile's,
+  // gemm_efficiency makes them on each call: the same figures.
+  std::shared_ptr<const GemmSamplePoints> gemm_points = nullptr;
 };
 DeviceRates device_rates(const ClusterSpec& cluster, const TrainSpec& train,
                          const Profile* profile);

@@ -75,19 +75,52 @@ constexpr double kCudaWorkspaceBytes = (32 + 4) * units::kMiB;
 // CPU predictions are pinned to it); CUDA in bf16 (backend_compute_bytes), with its own
 // allocation pattern (cuda_op_allocations.h): LayerNorm backward scratch, bf16 logits over
 // the aligned wte shard, each unit's fp32 staging at set-up, the forward's transients.
-ExecutorMemoryTerms executor_terms(const ModelSpec& model, const TrainSpec& train,
-                                   const Plan& plan, const RankProgram& rank,
-                                   ActivationConvention convention, StageMemory& stage) {
+// The terms of the activations, the same on every rank of a plan (a layer's, the head's, a
+// message's): made once per plan, not per rank walked (they were a tenth of a plan search).
+// The per-unit vectors and the rank's state are executor_terms' below.
+ExecutorMemoryTerms executor_activation_terms(const ModelSpec& model, const Plan& plan,
+                                              ActivationConvention convention, int cb) {
+  const double c = cb;
+  const bool cuda = convention == ActivationConvention::kCudaExecutor;
+  const bool sp = plan.sequence_parallel && plan.tp > 1;
+  ExecutorMemoryTerms t;
+  const std::int64_t rows = (sp ? model.seq_len / plan.tp : model.seq_len) * plan.micro_batch;
+  const double tokens = static_cast<double>(model.seq_len * plan.micro_batch);
+  t.message = static_cast<double>(rows * model.hidden) * c;
+  t.tokens = tokens * 4;  // int32 ids
+  const auto layer = layer_activation_tensors(model, plan.micro_batch, plan.tp, sp, convention, cb);
+  t.layer_saved = sum_bytes(apply_recompute(layer, plan.recompute)) - t.message;  // less ln1_in
+  t.layer_backward_peak =
+      layer_backward_peak_bytes(model, plan.micro_batch, plan.tp, sp, convention, cb);
+  t.head_saved =
+      sum_bytes(head_activation_tensors(model, plan.micro_batch, plan.tp, sp, convention, cb)) -
+      t.message;  // less lnf_in
+  t.layer_forward_extra = layer_forward_extra_bytes(model, plan.micro_batch, plan.tp, sp,
+                                                    convention, cb, plan.recompute);
+  if (cuda) {
+    t.head_working = cuda_head_working_bytes(model, plan.micro_batch, plan.tp, sp);
+    t.head_backward_working = cuda_norm_backward_scratch_bytes(model, rows, model.hidden);
+  } else {
+    t.head_working = sum_bytes(head_working_tensors(model, plan.micro_batch, plan.tp, sp, cb));
+  }
+  t.embedding_working = sp ? tokens * static_cast<double>(model.hidden) * c : 0;
+  return t;
+}
+
+// executor_activation_terms' `activations` with rank's units and state (the state's device
+// bytes added to `stage`).
+ExecutorMemoryTerms executor_terms(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
+                                   const RankProgram& rank,
+                                   ActivationConvention convention, int cb,
+                                   const ExecutorMemoryTerms& activations, StageMemory& stage) {
   constexpr double kF = 4;  // fp32 bytes
   const bool cuda = convention == ActivationConvention::kCudaExecutor;
-  const int cb = cuda ? backend_compute_bytes(Backend::kCuda) : train.compute_bytes();
   const double c = cb;
   const std::int64_t d = plan.dp;
   const int z = plan.zero_stage;
   const bool grads_off = z >= 2 && plan.offload.gradients != OffloadTier::kNone;
   const bool optimizer_off = plan.offload.optimizer != OffloadTier::kNone;
-  const bool sp = plan.sequence_parallel && plan.tp > 1;
-  ExecutorMemoryTerms t;
+  ExecutorMemoryTerms t = activations;
   double largest_shard = 0;
   double placed = 0;  // set-up: the device state of the units placed so far
   for (const ProgramUnit& u : rank.units) {
@@ -121,29 +154,10 @@ ExecutorMemoryTerms executor_terms(const ModelSpec& model, const TrainSpec& trai
   t.persistent = stage.params.device + stage.gradients.device + stage.optimizer.device;
   t.transient_grads = z >= 2;
   t.offloaded_grads = grads_off;
-  const std::int64_t rows = (sp ? model.seq_len / plan.tp : model.seq_len) * plan.micro_batch;
-  const double tokens = static_cast<double>(model.seq_len * plan.micro_batch);
-  t.message = static_cast<double>(rows * model.hidden) * c;
-  t.tokens = tokens * 4;  // int32 ids
   bool last = false;
   for (const ProgramUnit& u : rank.units) last = last || u.kind == UnitKind::kFinalNorm;
+  const double tokens = static_cast<double>(model.seq_len * plan.micro_batch);
   if (last) t.losses = (static_cast<double>(plan.micro_batches(train)) + 1) * tokens * kF;
-  const auto layer = layer_activation_tensors(model, plan.micro_batch, plan.tp, sp, convention, cb);
-  t.layer_saved = sum_bytes(apply_recompute(layer, plan.recompute)) - t.message;  // less ln1_in
-  t.layer_backward_peak =
-      layer_backward_peak_bytes(model, plan.micro_batch, plan.tp, sp, convention, cb);
-  t.head_saved =
-      sum_bytes(head_activation_tensors(model, plan.micro_batch, plan.tp, sp, convention, cb)) -
-      t.message;  // less lnf_in
-  t.layer_forward_extra = layer_forward_extra_bytes(model, plan.micro_batch, plan.tp, sp,
-                                                    convention, cb, plan.recompute);
-  if (cuda) {
-    t.head_working = cuda_head_working_bytes(model, plan.micro_batch, plan.tp, sp);
-    t.head_backward_working = cuda_norm_backward_scratch_bytes(model, rows, model.hidden);
-  } else {
-    t.head_working = sum_bytes(head_working_tensors(model, plan.micro_batch, plan.tp, sp, cb));
-  }
-  t.embedding_working = sp ? tokens * static_cast<double>(model.hidden) * c : 0;
   // The tail: ZeRO-1/2's all-gather copies this rank's slice (dp_scratch); offloaded
   // gradients come up for an optimizer on the device.
   if (z == 1 || z == 2) t.optimizer_working = largest_shard * c;
@@ -289,6 +303,12 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluste
   // backend; the published convention keeps the closed forms below.
   const bool executor_peak = convention != ActivationConvention::kPublished;
   const bool cuda_walk = convention == ActivationConvention::kCudaExecutor;
+  // The byte width the executor computes in: the CPU backend the train spec's (its
+  // predictions are pinned to it), CUDA bf16.
+  const int executor_cb = cuda_walk ? backend_compute_bytes(Backend::kCuda) : train.compute_bytes();
+  const ExecutorMemoryTerms activation_terms =
+      executor_peak ? executor_activation_terms(model, plan, convention, executor_cb)
+                    : ExecutorMemoryTerms{};
 
   MemoryEstimate estimate;
   estimate.stages.reserve(static_cast<std::size_t>(p));
@@ -382,7 +402,7 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluste
       walked.params.device = walked.gradients.device = walked.optimizer.device = 0;
       if (cuda_walk) walked.params = walked.gradients = walked.optimizer = TierBytes{};
       const ExecutorMemoryTerms terms =
-          executor_terms(model, train, plan, program, convention, walked);
+          executor_terms(model, train, plan, program, convention, executor_cb, activation_terms, walked);
       const ProgramMemoryPeak peak =
           walk_program_memory(program, terms,
                               WalkOptions{options.walk_reuses_passes, cut.shift, cut.from_pass});

@@ -2,6 +2,8 @@
 #include "cost_model/program.h"
 
 #include <algorithm>
+#include <array>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -18,11 +20,36 @@ namespace {
 
 using Kind = ProgramOpKind;
 
+// At most two indices (of units, or of the ops that move them): a step reads the
+// parameters of one unit, or the head's two (the output layer and the final norm). Fixed
+// size: a Program makes one per step and two per step of a ZeRO-3 pass, and vectors of them
+// were a tenth of a plan search's time in the allocator.
+class TwoIndices {
+ public:
+  TwoIndices() = default;
+  TwoIndices(std::initializer_list<std::int32_t> indices) {
+    for (std::int32_t i : indices) push_back(i);
+  }
+  void push_back(std::int32_t i) {
+    if (size_ == kCapacity) throw std::logic_error("program: a step moves more than two units");
+    at_[size_++] = i;
+  }
+  std::size_t size() const { return size_; }
+  std::int32_t operator[](std::size_t k) const { return at_[k]; }
+  const std::int32_t* begin() const { return at_.data(); }
+  const std::int32_t* end() const { return at_.data() + size_; }
+
+ private:
+  static constexpr std::size_t kCapacity = 2;
+  std::array<std::int32_t, kCapacity> at_{};
+  std::size_t size_ = 0;
+};
+
 // One compute step of a pass before the state moves are placed around it.
 struct Step {
   Part part = Part::kNone;
   std::int32_t unit = -1;
-  std::vector<std::int32_t> needs;  // units whose parameters it reads (ZeRO-3 gathers them)
+  TwoIndices needs;  // units whose parameters it reads (ZeRO-3 gathers them)
 };
 
 // What the plan asks of the state moves, decided once per rank.
@@ -111,7 +138,7 @@ class BodyBuilder {
   // layer and releases it before the backward gathers it again (reusing the fetched shard).
   // Gathered on demand, right before the layer's compute: the layer's first gather was the
   // one prefetched a step ahead.
-  void regather_for_recompute(const Step& step, std::vector<std::int32_t>& gathers) {
+  void regather_for_recompute(const Step& step, TwoIndices& gathers) {
     if (!policy_.gathers) return;
     for (std::int32_t u : step.needs) {
       ProgramOp again = state_op(Kind::kGather, Stream::kComm, u);
@@ -142,7 +169,7 @@ class BodyBuilder {
 
   const MovePolicy& policy_;
   PassBody& body_;
-  std::vector<std::vector<std::int32_t>> fetch_of_, gather_of_;  // [step] -> op indices
+  std::vector<TwoIndices> fetch_of_, gather_of_;  // [step] -> op indices
 };
 
 // The compute steps of a pass over local chunk `chunk`.
@@ -163,25 +190,24 @@ std::vector<Step> pass_steps(const ModelSpec& model, const Plan& plan, const Ran
     const ProgramUnit& u = rank.units[i];
     if (u.kind == UnitKind::kLayer && u.layer == cl.first_layer) first_unit = static_cast<std::int32_t>(i);
   }
-  std::vector<Step> layers;
-  layers.reserve(static_cast<std::size_t>(cl.layers));
-  for (std::int64_t l = cl.first_layer; l < cl.first_layer + cl.layers; ++l) {
+  const auto layer_step = [&](std::int64_t l) {
     const std::int64_t at = first_unit < 0 ? -1 : first_unit + (l - cl.first_layer);
     const bool found = at >= 0 && at < static_cast<std::int64_t>(rank.units.size()) &&
                        rank.units[static_cast<std::size_t>(at)].kind == UnitKind::kLayer &&
                        rank.units[static_cast<std::size_t>(at)].layer == l;
     const std::int32_t u = found ? static_cast<std::int32_t>(at) : -1;
-    layers.push_back({Part::kLayer, u, {u}});
-  }
+    return Step{Part::kLayer, u, {u}};
+  };
   std::vector<Step> steps;
+  steps.reserve(static_cast<std::size_t>(cl.layers) + 2);
   if (forward) {
     if (cl.first) steps.push_back({Part::kEmbedding, embedding, {embedding}});
-    steps.insert(steps.end(), layers.begin(), layers.end());
+    for (std::int64_t l = cl.first_layer; l < cl.first_layer + cl.layers; ++l) steps.push_back(layer_step(l));
     // The head's forward also runs the logits' backward (the tied wte's gradient).
     if (cl.last) steps.push_back({Part::kHead, final_norm, {wte, final_norm}});
   } else {
     if (cl.last) steps.push_back({Part::kHead, final_norm, {final_norm}});
-    steps.insert(steps.end(), layers.rbegin(), layers.rend());
+    for (std::int64_t l = cl.first_layer + cl.layers - 1; l >= cl.first_layer; --l) steps.push_back(layer_step(l));
     // The embedding's backward reads no parameters: it only accumulates wte and wpe grads.
     if (cl.first) steps.push_back({Part::kEmbedding, embedding, {}});
   }
@@ -324,12 +350,14 @@ RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train,
   const std::int64_t v = plan.virtual_stages;
   std::vector<std::array<std::int32_t, 3>> body_of(static_cast<std::size_t>(v));
   for (std::int64_t c = 0; c < v; ++c) {
+    const std::vector<Step> forward_steps = pass_steps(model, plan, rank, c, true);
+    const std::vector<Step> backward_steps = pass_steps(model, plan, rank, c, false);
     for (int variant = 0; variant < 3; ++variant) {
       PassBody body;
       body.forward = variant == 0;
       body.chunk = static_cast<std::int32_t>(c);
       body.reduces = variant == 2;
-      BodyBuilder(policy, body).build(pass_steps(model, plan, rank, c, body.forward));
+      BodyBuilder(policy, body).build(body.forward ? forward_steps : backward_steps);
       const bool same_as_plain = variant == 2 && body.ops == rank.bodies.back().ops;
       if (same_as_plain) {
         body_of[static_cast<std::size_t>(c)][2] = body_of[static_cast<std::size_t>(c)][1];

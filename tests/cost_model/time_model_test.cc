@@ -4,7 +4,12 @@
 // invariants (parts sum to the step, throughput formulas, the same replay as `simulate`).
 // Each op's price is op_costs_test.cc's; the pipeline and overlap program_simulator_test.cc's.
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -140,6 +145,84 @@ TEST(Compute, GemmRooflineAndProfileSamples) {
   const double between = gemm_efficiency(1448, 1448, 1448, rates);  // log-midpoint
   EXPECT_GT(between, 0.1);
   EXPECT_LT(between, 0.5);
+}
+
+// gemm_efficiency as it was before device_rates made the samples' log2 shapes once
+// (GemmSamplePoints): the log2 of every sample taken on each call. The reference the
+// precomputed points must match to the bit (the planner's outputs are byte-identical).
+double efficiency_with_logs_per_call(double m, double n, double k, const DeviceRates& rates) {
+  std::array<double, 4> best_dist;
+  std::array<double, 4> best_eff{};
+  best_dist.fill(std::numeric_limits<double>::infinity());
+  const double lm = std::log2(m), ln = std::log2(n), lk = std::log2(k);
+  for (const GemmSample& s : rates.profile->gemm) {
+    if (s.m <= 0 || s.n <= 0 || s.k <= 0 || !(s.flops_per_s > 0)) continue;
+    const double dm = std::log2(static_cast<double>(s.m)) - lm;
+    const double dn = std::log2(static_cast<double>(s.n)) - ln;
+    const double dk = std::log2(static_cast<double>(s.k)) - lk;
+    const double d = std::sqrt(dm * dm + dn * dn + dk * dk);
+    const double eff = s.flops_per_s / rates.peak_flops;
+    for (int i = 0; i < 4; ++i) {
+      if (d < best_dist[i]) {
+        for (int j = 3; j > i; --j) {
+          best_dist[j] = best_dist[j - 1];
+          best_eff[j] = best_eff[j - 1];
+        }
+        best_dist[i] = d;
+        best_eff[i] = eff;
+        break;
+      }
+    }
+  }
+  if (!std::isfinite(best_dist[0])) return gemm_efficiency_curve(m, n, k);
+  if (best_dist[0] < 1e-9) return best_eff[0];
+  double weight_sum = 0, eff_sum = 0;
+  for (int i = 0; i < 4 && std::isfinite(best_dist[i]); ++i) {
+    const double w = 1.0 / (best_dist[i] * best_dist[i]);
+    weight_sum += w;
+    eff_sum += w * best_eff[i];
+  }
+  return eff_sum / weight_sum;
+}
+
+TEST(Compute, GemmSamplePointsGiveTheSameEfficienciesToTheBit) {
+  // The bundled H200 calibration (72 samples) with an unusable sample added (skipped by both),
+  // on shapes at, between and beyond its samples, with the cluster's bf16 peak.
+  Profile profile =
+      Profile::load(std::string(STRATA_SOURCE_DIR) + "/configs/profiles/h200-calibrated-2026-11-26.json");
+  ASSERT_GE(profile.gemm.size(), 8u);
+  profile.gemm.push_back({0, 512, 512, 1e12});
+  const DeviceRates rates = device_rates(test_cluster(), TrainSpec{}, &profile);
+  ASSERT_NE(rates.gemm_points, nullptr);
+  EXPECT_EQ(rates.gemm_points->points.size(), profile.gemm.size() - 1);
+  DeviceRates without_points = rates;
+  without_points.gemm_points.reset();
+  // Points of another profile are not this one's: made again from rates.profile.
+  Profile other;
+  other.gemm.push_back({64, 64, 64, 1e12});
+  DeviceRates stale = rates;
+  stale.gemm_points = std::make_shared<const GemmSamplePoints>(gemm_sample_points(other));
+  std::vector<double> dims = {1, 3, 96, 100, 1000, 1448, 8192, 65536, 1e6};
+  for (const GemmSample& s : profile.gemm) dims.push_back(static_cast<double>(s.m));
+  int compared = 0;
+  for (std::size_t i = 0; i < dims.size(); i += 2) {
+    for (std::size_t j = 0; j < dims.size(); j += 3) {
+      for (double k : {64.0, 1024.0, 5120.0, 12288.0}) {
+        const double m = dims[i], n = dims[j];
+        const double expected = efficiency_with_logs_per_call(m, n, k, rates);
+        EXPECT_EQ(gemm_efficiency(m, n, k, rates), expected) << m << " " << n << " " << k;
+        EXPECT_EQ(gemm_efficiency(m, n, k, without_points), expected);
+        EXPECT_EQ(gemm_efficiency(m, n, k, stale), expected);
+        ++compared;
+      }
+    }
+  }
+  // An exact sample shape returns its sample (the < 1e-9 branch is reached).
+  const GemmSample& first = profile.gemm.front();
+  EXPECT_EQ(gemm_efficiency(static_cast<double>(first.m), static_cast<double>(first.n),
+                            static_cast<double>(first.k), rates),
+            first.flops_per_s / rates.peak_flops);
+  EXPECT_GT(compared, 100);
 }
 
 TEST(Compute, FlashBackwardUsesTheMeasuredBackwardRate) {

@@ -185,7 +185,10 @@ TEST_F(Checkpoints, ReshardsAnInterleavedCheckpointOntoOneRank) {
 // one); --resume takes the newest complete checkpoint and trains the rest to the same
 // doubles as an uninterrupted run. --keep 2 bounds what the killed run left.
 TEST_F(Checkpoints, SigkilledRunResumesFromItsLastCompleteCheckpoint) {
-  constexpr int kSteps = 120;
+  // Long enough that the kill (within 50 ms of step-000004's line, wait_for_text) lands with
+  // 26 steps to go, at least 2.6 s of training at the tiny model's ~0.1 s a step; 120 steps
+  // made this one test 50 s of CI for the same check.
+  constexpr int kSteps = 30;
   const std::string save = (dir_ / "ckpt").string();
   const Child c = spawn(argv(kSingle, kSteps, "killed",
                              {"--save", save, "--save-every", "2", "--keep", "2"}),

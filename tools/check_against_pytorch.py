@@ -14,8 +14,9 @@ under ZeRO-1 with the optimizer on the CPU):
      a second step; then it loads strata's final.safetensors and compares the loss of batch 2
      under strata's weights and under its own.
 Then the tiny Llama (configs/models/tiny-llama.json) on one rank, t2 p2 and d2 under ZeRO-3,
-from strata's seeded initialisation recomputed in Python (its weights files have no Llama
-names yet): the losses of three steps (check_llama_case).
+from random weights PyTorch makes and writes as a checkpoint sharded over two files with
+Hugging Face Llama names and an index (model.safetensors.index.json), which strata loads
+with --init-from: the losses of three steps (check_llama_case).
 Each loss must agree within 1e-5 relative (fp32). The batches are the ones strata samples
 (`strata data --print-batches`); the GPT-2-shaped case trains on an llm.c token file written
 below in a few lines.
@@ -269,65 +270,69 @@ def check_case(strata, work, name, model, plans, data=None):
 
 
 # The Llama family: the bundled tiny-llama (RMSNorm, SwiGLU, RoPE, 2 KV heads of 4, untied
-# output, no biases). Its weights files have no names yet (Hugging Face Llama names are to
-# come), so PyTorch starts from strata's own seeded initialisation, recomputed below from
-# its formula (kernels/counter_normal.h, param_layout.h); three losses are compared, the
-# third after two AdamW steps (the first step is ~sign(g) for any gradient size; the second
-# step's m/sqrt(v) depends on the gradients' magnitudes).
+# output, no biases). PyTorch makes random weights (every tensor, norm gains included, so a
+# layout mistake shows) and writes them with transformers' LlamaForCausalLM names, sharded
+# over two files with an index, as transformers saves a large model; strata loads them with
+# --init-from. Three losses are compared, the third after two AdamW steps (the first step is
+# ~sign(g) for any gradient size; the second step's m/sqrt(v) depends on the gradients'
+# magnitudes). Written with plain Python: neither safetensors nor transformers is needed.
 LLAMA_STEPS = 3
-LLAMA_TENSOR_CODES = {"ln1_w": 1, "proj_w": 5, "ln2_w": 7, "fc_w": 9, "fc2_w": 11, "wte": 13,
-                      "lnf_w": 15, "q_w": 17, "kv_w": 19, "lm_head": 21}  # layer_tensors.h
-MASK64 = (1 << 64) - 1
+LLAMA_SHARDS = 2
 
 
-def splitmix64(x):
-    """kernels/counter_normal.h's splitmix64 on numpy uint64 arrays (wrapping arithmetic)."""
-    import numpy as np
-    with np.errstate(over="ignore"):
-        x = x + np.uint64(0x9E3779B97F4A7C15)
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return x ^ (x >> np.uint64(31))
+def llama_hf_names(m):
+    """strata's tensor (llama_loss_of's key) -> the Hugging Face tensors stacked in its rows, in
+    order (executor/weights/llama_tensors.h): K then V in kv_w, gate then up in fc_w."""
+    names = {"wte": ["model.embed_tokens.weight"], "lnf_w": ["model.norm.weight"],
+             "lm_head": ["lm_head.weight"]}
+    for i in range(m["layers"]):
+        p = f"model.layers.{i}."
+        names.update({f"{i}.ln1_w": [p + "input_layernorm.weight"],
+                      f"{i}.q_w": [p + "self_attn.q_proj.weight"],
+                      f"{i}.kv_w": [p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"],
+                      f"{i}.proj_w": [p + "self_attn.o_proj.weight"],
+                      f"{i}.ln2_w": [p + "post_attention_layernorm.weight"],
+                      f"{i}.fc_w": [p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"],
+                      f"{i}.fc2_w": [p + "mlp.down_proj.weight"]})
+    return names
 
 
-def tensor_key(seed, code, layer):
-    """param_init.cc's tensor_key(seed, code, layer) (layer -1 outside the layers)."""
-    import numpy as np
-    k = splitmix64(np.uint64(seed))
-    k = splitmix64(k ^ np.uint64((code << 48) & MASK64))
-    return splitmix64(k ^ np.uint64((layer + 1) & MASK64))
-
-
-def seeded_normal(key, n, std):
-    """The counter-based draw of elements 0 .. n-1 (counter_normal.h: Box-Muller on counters
-    2i, 2i + 1), as float32 of std * value."""
-    import numpy as np
-    c = np.arange(n, dtype=np.uint64) * np.uint64(2)
-    b1 = splitmix64(key ^ splitmix64(c))
-    b2 = splitmix64(key ^ splitmix64(c + np.uint64(1)))
-    u1 = 1.0 - (b1 >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
-    u2 = (b2 >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
-    v = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * math.pi * u2)
-    return torch.from_numpy((std * v).astype(np.float32))
-
-
-def llama_init(m, seed):
-    """strata's initial weights of a Llama-family model on one rank (param_layout.h): matrices
-    normal(0, 0.02), proj_w and fc2_w normal(0, 0.02 / sqrt(2 L)), norm gains 1."""
-    h, f, L, nh = m["hidden"], m["ffn_hidden"], m["layers"], m["heads"]
+def llama_random_weights(m, seed):
+    """Random weights for llama_loss_of: matrices normal(0, 0.02), norm gains near 1."""
+    h, f, nh = m["hidden"], m["ffn_hidden"], m["heads"]
     kv_rows = m.get("kv_heads", nh) * (h // nh)
-    std, resid = 0.02, 0.02 / math.sqrt(2.0 * L)
-    draw = lambda name, layer, rows, cols, s: seeded_normal(  # noqa: E731
-        tensor_key(seed, LLAMA_TENSOR_CODES[name], layer), rows * cols, s).reshape(rows, cols)
-    w = {"wte": draw("wte", -1, m["vocab"], h, std), "lnf_w": torch.ones(h),
-         "lm_head": draw("lm_head", -1, m["vocab"], h, std)}
-    for i in range(L):
-        w.update({f"{i}.ln1_w": torch.ones(h), f"{i}.q_w": draw("q_w", i, h, h, std),
-                  f"{i}.kv_w": draw("kv_w", i, 2 * kv_rows, h, std),
-                  f"{i}.proj_w": draw("proj_w", i, h, h, resid), f"{i}.ln2_w": torch.ones(h),
-                  f"{i}.fc_w": draw("fc_w", i, 2 * f, h, std),  # [gate | up]
-                  f"{i}.fc2_w": draw("fc2_w", i, h, f, resid)})
+    g = torch.Generator().manual_seed(seed)
+    shapes = {"wte": (m["vocab"], h), "lnf_w": (h,), "lm_head": (m["vocab"], h)}
+    for i in range(m["layers"]):
+        shapes.update({f"{i}.ln1_w": (h,), f"{i}.q_w": (h, h), f"{i}.kv_w": (2 * kv_rows, h),
+                       f"{i}.proj_w": (h, h), f"{i}.ln2_w": (h,), f"{i}.fc_w": (2 * f, h),
+                       f"{i}.fc2_w": (h, f)})
+    w = {}
+    for name, shape in shapes.items():
+        x = torch.randn(shape, generator=g) * 0.02
+        w[name] = 1.0 + 5 * x if len(shape) == 1 else x  # gains near 1, not all equal
     return w
+
+
+def save_llama_checkpoint(directory, m, w):
+    """w as a Hugging Face Llama checkpoint: LLAMA_SHARDS safetensors files (tensors dealt
+    round-robin) and model.safetensors.index.json's weight_map; returns the directory."""
+    os.makedirs(directory, exist_ok=True)
+    hf = {}
+    for key, names in llama_hf_names(m).items():
+        for name, part in zip(names, w[key].chunk(len(names), dim=0)):
+            hf[name] = part
+    shard_name = lambda s: f"model-{s + 1:05d}-of-{LLAMA_SHARDS:05d}.safetensors"  # noqa: E731
+    shards, weight_map = [{} for _ in range(LLAMA_SHARDS)], {}
+    for i, (name, t) in enumerate(sorted(hf.items())):
+        shards[i % LLAMA_SHARDS][name] = t
+        weight_map[name] = shard_name(i % LLAMA_SHARDS)
+    for s, tensors in enumerate(shards):
+        save_safetensors(os.path.join(directory, shard_name(s)), tensors)
+    total = sum(t.numel() * 4 for t in hf.values())
+    json.dump({"metadata": {"total_size": total}, "weight_map": weight_map},
+              open(os.path.join(directory, "model.safetensors.index.json"), "w"))
+    return directory
 
 
 def rope(x, theta):
@@ -398,7 +403,9 @@ def check_llama_case(strata, work, name, model_path, plans):
     lines = run([strata, "data", "--print-batches", str(LLAMA_STEPS), "--model", model_path,
                  "--train", train_path])
     batches = [torch.tensor(json.loads(l)["tokens"], dtype=torch.long) for l in lines.splitlines()]
-    torch_losses = llama_torch_losses(model, llama_init(model, train["seed"]), batches, train)
+    init = llama_random_weights(model, 13)
+    checkpoint = save_llama_checkpoint(os.path.join(work, "init"), model, init)
+    torch_losses = llama_torch_losses(model, init, batches, train)
     ok = True
     for label, spec in plans.items():
         out = os.path.join(work, label)
@@ -406,7 +413,7 @@ def check_llama_case(strata, work, name, model_path, plans):
         json.dump(plan(*spec), open(plan_path, "w"))
         os.makedirs(out, exist_ok=True)
         run([strata, "run", "--plan", plan_path, "--model", model_path, "--train", train_path,
-             "--backend", "cpu", "--steps", str(LLAMA_STEPS), "--out", out])
+             "--backend", "cpu", "--steps", str(LLAMA_STEPS), "--init-from", checkpoint, "--out", out])
         strata_losses = [json.loads(l)["loss"] for l in open(os.path.join(out, "metrics.jsonl"))]
         for step, (s_, t_) in enumerate(zip(strata_losses, torch_losses)):
             rel = abs(s_ - t_) / abs(t_)

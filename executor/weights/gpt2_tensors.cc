@@ -3,9 +3,9 @@
 
 namespace strata::weights {
 
-std::vector<Gpt2Tensor> gpt2_tensors(const ModelSpec& model) {
+std::vector<HfTensor> gpt2_tensors(const ModelSpec& model) {
   const std::int64_t h = model.hidden, f = model.ffn_hidden;
-  std::vector<Gpt2Tensor> t;
+  std::vector<HfTensor> t;
   t.push_back({"wte.weight", {model.vocab, h}, "embedding", "wte", false});
   t.push_back({"wpe.weight", {model.seq_len, h}, "embedding", "wpe", false});
   for (std::int64_t i = 0; i < model.layers; ++i) {

@@ -5,27 +5,19 @@
 // weight as (in, out); strata's are (out, in) (the nn.Linear layout), hence `transposed`.
 // The q, k, v order of c_attn's output columns and the head order inside each are the same
 // on both sides. The output layer is tied to wte on both sides.
-// Deliberately not here: reading or writing files (safetensors.h, weights_io.h).
+// Deliberately not here: reading or writing files (hf_checkpoint.h, weights_io.h).
 #pragma once
 
-#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "cost_model/model_spec.h"
+#include "executor/weights/hf_tensor.h"
 
 namespace strata::weights {
 
-struct Gpt2Tensor {
-  std::string name;                 // "h.3.attn.c_attn.weight"
-  std::vector<std::int64_t> shape;  // Hugging Face's shape
-  std::string unit;                 // strata's unit: "embedding", "layer3", "final_norm"
-  std::string segment;              // strata's tensor in it: "qkv_w"
-  bool transposed = false;          // HF (in, out) = strata's (out, in) transposed
-};
-
 // Every parameter of the model, in the order the file lays them out.
-std::vector<Gpt2Tensor> gpt2_tensors(const ModelSpec& model);
+std::vector<HfTensor> gpt2_tensors(const ModelSpec& model);
 
 // Tensors a GPT-2 file may hold that are not parameters, skipped on load: the tied
 // lm_head.weight and the causal-mask buffers (h.i.attn.bias, h.i.attn.masked_bias).

@@ -153,6 +153,12 @@ strata_add_test(executor_data_formats_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/data_formats_test.cc
   LIBS strata_executor)
 
+# Hugging Face Llama weights: the name table, values on every TP rank's slice from F32 and
+# BF16 shards, and each error of a sharded checkpoint (< 1 s).
+strata_add_test(executor_hf_weights_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/hf_weights_test.cc
+  LIBS strata_executor)
+
 # Buffers reused across steps (issue 19): no system allocation after the first step, the
 # same losses and per-tag peaks as without reuse, uninitialised memory poisoned.
 strata_add_test(executor_engine_arena_test

@@ -15,6 +15,15 @@ strata_add_test(data_cli_test
 target_compile_definitions(data_cli_test PRIVATE STRATA_BINARY="$<TARGET_FILE:strata>")
 add_dependencies(data_cli_test strata)
 
+# Hugging Face Llama weights through the binary: saved names, loaded under other plans and
+# from shards, a missing shard refused with exit 2 (~30 s on the 2-core dev machine).
+strata_add_test(hf_llama_weights_cli_test
+  SOURCES ${PROJECT_SOURCE_DIR}/tests/tools/hf_weights_cli_test.cc
+  LIBS strata_executor
+  LABELS mpi)
+target_compile_definitions(hf_llama_weights_cli_test PRIVATE STRATA_BINARY="$<TARGET_FILE:strata>")
+add_dependencies(hf_llama_weights_cli_test strata)
+
 # `strata select` on a CUDA cluster against `strata run --backend cuda`, job by job (label
 # gpu: skipped without a device; ~1 min on an H100).
 if(STRATA_HAVE_CUDA)

@@ -21,8 +21,8 @@
 // it measured).
 // Data (executor/data/dataset.h): the generated corpus, or --data in any format;
 // --valid-data or --valid-fraction gives the validation stream that --eval-every evaluates.
-// Weights: from --init-from and to --save-weights, GPT-2 safetensors under any plan
-// (executor/weights).
+// Weights: from --init-from and to --save-weights, safetensors with Hugging Face GPT-2 or
+// Llama names (a Llama checkpoint may be sharded) under any plan (executor/weights).
 // Checkpoints (executor/checkpoint): --save DIR every --save-every steps and after the last
 // (and, with --save-on-signal, when a signal stops the run), keeping the last --keep;
 // --resume DIR continues from the newest complete one under any plan, at its step (the data
@@ -634,9 +634,11 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   command->add_option("--eval-batches", options->eval_batches,
                       "global batches per validation (default 4)");
   command->add_option("--init-from", options->init_from,
-                      "start from these weights: safetensors with Hugging Face GPT-2 names");
+                      "start from these weights: safetensors with Hugging Face GPT-2 or Llama names (a "
+                      "file, or a sharded checkpoint's model.safetensors.index.json or directory)");
   command->add_option("--save-weights", options->save_weights,
-                      "write the trained weights here as safetensors (Hugging Face GPT-2 names)");
+                      "write the trained weights here as one safetensors file (Hugging Face GPT-2 or "
+                      "Llama names)");
   command->add_option("--out", options->out,
                       "directory for report.json and trace.json, locked for the run");
   command->add_option("--max-ranks", options->max_ranks,

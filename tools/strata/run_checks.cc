@@ -26,6 +26,7 @@
 #include "executor/data/dataset.h"
 #include "executor/model/tp_context.h"
 #include "executor/runtime/mpi_launch.h"
+#include "executor/weights/hf_tensor.h"
 #include "executor/weights/weights_io.h"
 #include "planner/planner.h"
 #include "tools/strata/inputs.h"
@@ -137,13 +138,14 @@ void check_data(const RunOptions& o, Validated& v) {
 // --init-from: a weights file of this model's shapes; --save-weights: an existing writable
 // directory, or the --out directory that validate() creates.
 void check_weights_flags(const RunOptions& o, const Validated& v) {
-  // The weights files carry GPT-2's Hugging Face names (executor/weights/gpt2_tensors.h);
-  // Llama's (model.layers.N.self_attn.q_proj.weight, ...) are not written or read yet.
-  if ((!o.init_from.empty() || !o.save_weights.empty()) && !v.model.is_gpt_family()) {
-    throw ConfigError(fmt::format(
-        "{}: --init-from and --save-weights read and write GPT-2's tensor names; family \"{}\" "
-        "has no weights file names yet (--save / --resume checkpoints work)",
-        v.model_path, v.model.family_name()));
+  // The weights files carry Hugging Face names (executor/weights/hf_tensor.h: GPT-2's or
+  // Llama's); a family with neither is refused here, before any rank starts.
+  if (!o.init_from.empty() || !o.save_weights.empty()) {
+    try {
+      weights::hf_names(v.model);
+    } catch (const ConfigError& e) {
+      throw ConfigError(fmt::format("{}: --init-from and --save-weights: {}", v.model_path, e.what()));
+    }
   }
   if (!o.init_from.empty()) weights::check_weights_file(o.init_from, v.model, "--init-from");
   if (o.save_weights.empty()) return;

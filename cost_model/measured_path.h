@@ -17,7 +17,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "cost_model/cluster_spec.h"
 #include "cost_model/critical_path.h"
+#include "cost_model/model_spec.h"
+#include "cost_model/plan.h"
+#include "cost_model/profile.h"
+#include "cost_model/train_spec.h"
 
 namespace strata {
 

@@ -16,6 +16,7 @@
 
 #include "cost_model/chrome_trace.h"
 #include "cost_model/cost_model.h"
+#include "cost_model/errors.h"
 #include "cost_model/measured_path.h"
 #include "cost_model/path_trace.h"
 #include "tests/cost_model/program_test_util.h"

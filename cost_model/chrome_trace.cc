@@ -154,6 +154,9 @@ std::vector<TraceEvent> program_trace_events(const Program& program,
           e.args["part"] = kParts[static_cast<int>(op.part)];
         }
       }
+      // The op's place in the Program, as the engine's trace names it (path_trace.h).
+      e.args["op"] = t.op;
+      if (in_body) e.args["body_op"] = t.body_op;
       events.push_back(std::move(e));
     }
   }

@@ -11,6 +11,7 @@
 // on which layers they are, and a body never depends on m. Both ways feed the same
 // PricedRanks into the same replay, so the results are bitwise equal (tested).
 #include "cost_model/cost_model.h"
+#include "cost_model/measured_path.h"
 
 #include <algorithm>
 
@@ -308,29 +309,59 @@ Prediction predict(const ModelSpec& model, const ClusterSpec& cluster, const Tra
   return predict(model, cluster, train, plan, profile, CostModelOptions{});
 }
 
-StepCriticalPath step_critical_path(const ModelSpec& model, const ClusterSpec& cluster,
-                                    const TrainSpec& train, const Plan& plan,
-                                    const Profile* profile, const CostModelOptions& options,
-                                    std::size_t off_path) {
+namespace {
+
+// The plan's Program priced rank by rank, as predict() replays it: what the predicted and the
+// measured critical paths walk.
+struct PricedProgram {
+  Program program;
+  SimulationMode mode = SimulationMode::kStreams;
+  std::vector<PricedRank> priced;  // [pp_rank]; points into `program`: not copied or moved
+  std::vector<std::int32_t> class_of;
+};
+
+void price_program(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
+                   const Plan& plan, const Profile* profile, const CostModelOptions& options,
+                   PricedProgram& out) {
   plan.check(model, cluster, train);
   const TimeContext ctx =
       make_time_context(model, cluster, train, plan, profile, layer_kernels(conventions_for(cluster, profile, options)),
                         options.node_ranks);
   const TimeModelCosts costs(ctx);
-  StepCriticalPath out;
   out.mode = simulation_mode(cluster.backend);
   out.program = make_program(model, train, plan, program_options(conventions_for(cluster, profile, options)));
   check_deadlock_free(out.program);
-  std::vector<PricedRank> priced;
-  std::vector<std::int32_t> class_of;
   for (const RankProgram& rank : out.program.ranks) {
-    class_of.push_back(static_cast<std::int32_t>(priced.size()));
-    priced.push_back(price_rank(rank, costs, out.mode));
+    out.class_of.push_back(static_cast<std::int32_t>(out.priced.size()));
+    out.priced.push_back(price_rank(rank, costs, out.mode));
   }
+}
+
+}  // namespace
+
+StepCriticalPath step_critical_path(const ModelSpec& model, const ClusterSpec& cluster,
+                                    const TrainSpec& train, const Plan& plan,
+                                    const Profile* profile, const CostModelOptions& options,
+                                    std::size_t off_path) {
+  PricedProgram p;
+  price_program(model, cluster, train, plan, profile, options, p);
+  StepCriticalPath out;
+  out.mode = p.mode;
   out.simulated_step_s =
-      simulate_step(pipeline_skeleton(out.program), priced, class_of, out.mode, nullptr, false).step_s;
-  out.path = critical_path(out.program, priced, out.mode, off_path);
+      simulate_step(pipeline_skeleton(p.program), p.priced, p.class_of, p.mode, nullptr, false).step_s;
+  out.path = critical_path(p.program, p.priced, p.mode, off_path);
+  out.program = std::move(p.program);  // the path holds no pointer into it
   return out;
+}
+
+MeasuredPath step_measured_critical_path(const ModelSpec& model, const ClusterSpec& cluster,
+                                         const TrainSpec& train, const Plan& plan,
+                                         const Profile* profile,
+                                         const std::vector<MeasuredOp>& measured,
+                                         std::size_t off_path) {
+  PricedProgram p;
+  price_program(model, cluster, train, plan, profile, {}, p);
+  return measured_critical_path(p.program, p.priced, p.mode, measured, off_path);
 }
 
 StageOpTimes stage_op_times(const ModelSpec& model, const ClusterSpec& cluster,

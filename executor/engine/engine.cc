@@ -395,8 +395,10 @@ void Engine::run_pipeline(std::int64_t step, std::vector<OpRecord>& records) {
   done.reserve(static_cast<std::size_t>(program_.tail_begin));
   for (std::int32_t i = 0; i < program_.tail_begin; ++i) {
     const ProgramOp& op = program_.ops[static_cast<std::size_t>(i)];
+    const std::size_t record = records.size();
     if (!op.is_pass()) {
       done.push_back(issue(op, done, {}, records, false, -1, -1, [&] { message(op); }));
+      records[record].op = i;
       continue;
     }
     const PassBody& body = program_.bodies[static_cast<std::size_t>(op.body)];
@@ -409,6 +411,7 @@ void Engine::run_pipeline(std::int64_t step, std::vector<OpRecord>& records) {
       const Marks floor{{Stream::kCompute, backend_->record(Stream::kCompute)}};
       MarkList body_done;
       for (const ProgramOp& b : body.ops) {
+        const std::size_t body_record = records.size();
         body_done.push_back(issue(b, body_done, floor, records, true, op.micro_batch, op.chunk, [&] {
           if (b.kind == Kind::kCompute) {
             compute(b, forward, step, op.micro_batch, op.chunk);
@@ -416,9 +419,12 @@ void Engine::run_pipeline(std::int64_t step, std::vector<OpRecord>& records) {
             state_move(b, step, *result_);
           }
         }));
+        records[body_record].op = i;
+        records[body_record].body_op = static_cast<std::int32_t>(body_done.size() - 1);
       }
       end_pass(op);
     }));
+    records[record].op = i;
   }
 }
 
@@ -435,8 +441,10 @@ void Engine::run_tail(std::int64_t step, std::vector<OpRecord>& records) {
     // `after` indexes the whole step list; the tail's own entries start at tail_begin.
     ProgramOp local = op;
     for (auto& a : local.after) a = a >= program_.tail_begin ? a - program_.tail_begin : -1;
+    const std::size_t record = records.size();
     done.push_back(issue(local, done, floor, records, false, -1, -1,
                          [&] { state_move(op, step, *result_); }));
+    records[record].op = static_cast<std::int32_t>(i);
   }
 }
 
@@ -562,6 +570,8 @@ StepResult Engine::step(std::int64_t step) {
     if (r.micro_batch >= 0) event.args["micro_batch"] = r.micro_batch;
     if (r.chunk >= 0) event.args["chunk"] = r.chunk;
     if (!r.unit.empty()) event.args["unit"] = r.unit;
+    event.args["op"] = r.op;  // the op's place in the Program (cost_model/path_trace.h)
+    if (r.body_op >= 0) event.args["body_op"] = r.body_op;
     result.events.push_back(std::move(event));
   }
   // Passes: their own duration minus what ran inside them and is counted elsewhere.

@@ -100,6 +100,7 @@ class Engine {
     Stream stream = Stream::kCompute;
     int start = -1, end = -1;  // Backend timestamps
     std::int32_t micro_batch = -1, chunk = -1;
+    std::int32_t op = -1, body_op = -1;  // its place in the Program (the trace's args)
     std::string unit;
     bool in_pass = false;
     double tp_s = 0;           // TP collectives inside (host-timed)

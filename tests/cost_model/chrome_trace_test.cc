@@ -161,7 +161,10 @@ TEST(ChromeTrace, ProgramEventsOneThreadPerStream) {
       ++passes;
       EXPECT_EQ(e.category, "compute");
       EXPECT_EQ(e.tid % kStreamCount, 0);
-      EXPECT_EQ(e.args, (Json{{"micro_batch", 0}, {"chunk", 0}}));
+      // "op": its index among its rank's step ops (the name path_trace.h finds it by).
+      EXPECT_EQ(e.args, (Json{{"micro_batch", 0}, {"chunk", 0}, {"op", e.args.at("op")}}));
+      const RankProgram& rank = program.ranks[static_cast<std::size_t>(e.tid / kStreamCount)];
+      EXPECT_EQ(to_string(rank.ops[e.args.at("op").get<std::size_t>()].kind), e.name);
     } else if (e.category == "p2p") {
       ++messages;
       EXPECT_EQ(e.tid % kStreamCount, 3);

@@ -14,7 +14,11 @@
 
 #include <gtest/gtest.h>
 
+#include "cost_model/chrome_trace.h"
 #include "cost_model/cost_model.h"
+#include "cost_model/errors.h"
+#include "cost_model/measured_path.h"
+#include "cost_model/path_trace.h"
 #include "tests/cost_model/program_test_util.h"
 
 namespace strata {
@@ -196,6 +200,84 @@ struct Bundled {
   const char* cluster;
   const char* train;
 };
+
+// The by-hand 1F1B above "measured": the simulator's own op times, read back from its trace
+// as a run's would be (path_trace.h).
+std::vector<MeasuredOp> simulated_as_measured(const Program& program, const OpCosts& costs) {
+  const ProgramTimeline timeline = simulate_program(program, costs, SimulationMode::kSerial);
+  ChromeTrace trace;
+  trace.events = program_trace_events(program, timeline, 0);
+  return measured_ops(trace, "simulated");
+}
+
+TEST(MeasuredCriticalPath, TheSimulatorsOwnTimesGiveThePredictedPath) {
+  // Measured times equal to the priced ones: every op starts when its last predecessor ends,
+  // so the measured walk picks the same predecessors and the same path as the predicted one.
+  const Program program = make_program(testing::small_gpt(4), testing::train_of(2),
+                                       plan_of(ScheduleKind::kOneFOneB, 2, 1));
+  const HandCosts costs;
+  const auto priced = price(program, costs, SimulationMode::kSerial);
+  const CriticalPath predicted = critical_path(program, priced, SimulationMode::kSerial);
+  const MeasuredPath measured = measured_critical_path(
+      program, priced, SimulationMode::kSerial, simulated_as_measured(program, costs));
+  EXPECT_DOUBLE_EQ(measured.path.step_s, 9.0);
+  ASSERT_EQ(measured.path.ops.size(), predicted.ops.size());
+  ASSERT_EQ(measured.process.size(), predicted.ops.size());
+  for (std::size_t i = 0; i < predicted.ops.size(); ++i) {
+    EXPECT_EQ(measured.path.ops[i].what, predicted.ops[i].what) << i;
+    EXPECT_NEAR(measured.path.ops[i].duration_s, predicted.ops[i].duration_s, 1e-12) << i;
+  }
+  EXPECT_NEAR(measured.path.shares.compute_s, 9.0, 1e-12);
+  expect_a_chain(measured.path);
+}
+
+TEST(MeasuredCriticalPath, ALateStartIsWaitingAndAnEarlyReceiveCountsFromItsSend) {
+  const Program program = make_program(testing::small_gpt(4), testing::train_of(2),
+                                       plan_of(ScheduleKind::kOneFOneB, 2, 1));
+  const HandCosts costs;
+  const auto priced = price(program, costs, SimulationMode::kSerial);
+  std::vector<MeasuredOp> measured = simulated_as_measured(program, costs);
+  // Rank 0's B1 (the path's last pass, [7, 9]) starts 0.5 s late: the step ends at 9.5, the
+  // path's ops still take 9 s and the 0.5 s is waiting. Rank 0's receive of B1's gradient,
+  // posted at 0 instead of when it ran, still counts from the end of rank 1's send: nothing.
+  const RankProgram& rank0 = program.ranks[0];
+  for (MeasuredOp& m : measured) {
+    if (m.rank != 0) continue;
+    const ProgramOp& op = rank0.ops[static_cast<std::size_t>(m.op)];
+    if (op.kind == Kind::kBackward && op.micro_batch == 1) m.start_s += 0.5;
+    if (op.kind == Kind::kRecvBackward && op.micro_batch == 1) {
+      m.duration_s += m.start_s;
+      m.start_s = 0;
+    }
+  }
+  const MeasuredPath path = measured_critical_path(program, priced, SimulationMode::kSerial, measured);
+  EXPECT_DOUBLE_EQ(path.path.step_s, 9.5);
+  EXPECT_NEAR(path.path.shares.waiting_s, 0.5, 1e-12);
+  double durations = 0;
+  for (const PathOp& op : path.path.ops) durations += op.duration_s;
+  EXPECT_NEAR(durations, 9.0, 1e-12);
+  expect_a_chain(path.path);
+  // An op missing from the measurement is named.
+  measured.pop_back();
+  EXPECT_THROW(measured_critical_path(program, priced, SimulationMode::kSerial, measured), ConfigError);
+}
+
+TEST(MeasuredCriticalPath, MarkingATraceMarksEachPathOpOnce) {
+  const Program program = make_program(testing::small_gpt(4), testing::train_of(2),
+                                       plan_of(ScheduleKind::kOneFOneB, 2, 1));
+  const HandCosts costs;
+  const auto priced = price(program, costs, SimulationMode::kSerial);
+  const CriticalPath path = critical_path(program, priced, SimulationMode::kSerial);
+  ChromeTrace trace;
+  trace.events = program_trace_events(
+      program, simulate_program(program, costs, SimulationMode::kSerial), 0);
+  EXPECT_EQ(mark_critical_path(trace, path), path.ops.size());
+  double sum = 0;
+  for (const TraceEvent& e : trace.events) {
+    if (e.args.contains("critical_path")) sum += e.args.at("critical_path_s").get<double>();
+  }
+  EXPECT_NEAR(sum, 9.0, 1e-12);  // the by-hand step: the path waits for nothing
+}
 
 void expect_the_bundled_path_sums_to_the_prediction(const Bundled& b) {
   SCOPED_TRACE(std::string(b.plan) + " on " + b.cluster);

@@ -2,9 +2,14 @@
 // (cost_model/compare.h): step time and each part, tokens/s, TFLOP/s, MFU, bubble share and
 // the worst rank's peak memory per tier, with the prediction's relative error. Optionally
 // merges the simulated and the measured Chrome traces into one file, one process each.
+// With --critical-path, the plan's predicted critical path beside the one the run measured
+// (cost_model/measured_path.h: the same graph, the run's op times), and with --trace both
+// paths marked on the merged trace (cost_model/path_trace.h).
 // Deliberately no judgement of what error is acceptable: that is the reader's (and the
 // tests') business.
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <ostream>
 
 #include <fmt/format.h>
@@ -12,12 +17,16 @@
 
 #include "cost_model/chrome_trace.h"
 #include "cost_model/compare.h"
+#include "cost_model/cost_model.h"
+#include "cost_model/measured_path.h"
+#include "cost_model/path_trace.h"
 #include "cost_model/errors.h"
 #include "cost_model/json_reader.h"
 #include "cost_model/step_report.h"
 #include "cost_model/units.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/inputs.h"
+#include "tools/strata/path_summary.h"
 #include "tools/strata/report_files.h"
 
 namespace strata::cli {
@@ -30,7 +39,36 @@ struct CompareOptions {
   std::string trace;            // merged output
   std::string predicted_trace;  // `strata simulate --trace`
   std::string measured_trace;   // `strata run`'s DIR/trace.json
+  bool critical_path = false;
+  SpecOptions specs;            // --critical-path: what prices the plan's Program
+  std::string plan;
 };
+
+// Both critical paths of the plan: predicted, and measured from the run's trace.
+struct Paths {
+  CriticalPath predicted;
+  MeasuredPath measured;
+};
+
+// --measured-trace, else the trace.json `strata run` wrote beside --measured.
+std::string measured_trace_path(const CompareOptions& options) {
+  if (!options.measured_trace.empty()) return options.measured_trace;
+  return (std::filesystem::path(options.measured).parent_path() / "trace.json").string();
+}
+
+Paths critical_paths(const CompareOptions& options) {
+  const Inputs inputs = load_inputs(options.specs);
+  const Plan plan = load_plan(options.plan, options.specs, inputs.model);
+  plan.check(inputs.model, inputs.cluster, inputs.train, plan_source(options.plan, options.specs));
+  const std::string trace = measured_trace_path(options);
+  Paths paths;
+  paths.predicted = step_critical_path(inputs.model, inputs.cluster, inputs.train, plan,
+                                       inputs.profile_ptr()).path;
+  paths.measured = step_measured_critical_path(inputs.model, inputs.cluster, inputs.train, plan,
+                                               inputs.profile_ptr(),
+                                               measured_ops(read_chrome_trace(trace), trace));
+  return paths;
+}
 
 // Which profile priced the prediction, as the command that made it recorded.
 std::string profile_line(const std::string& profile) {
@@ -98,10 +136,20 @@ int run_compare(const CompareOptions& options, std::ostream& out) {
   }
   const StepReport& measured = measured_file.report;
   const ReportComparison comparison = compare_reports(predicted, measured);
+  if (!options.measured_trace.empty() && options.trace.empty() && !options.critical_path) {
+    throw ConfigError("--measured-trace: used only with --trace or --critical-path");
+  }
+  std::optional<Paths> paths;
+  if (options.critical_path) paths = critical_paths(options);
   if (!options.trace.empty()) {
-    const ChromeTrace merged =
-        merge_chrome_traces({{"predicted", read_chrome_trace(options.predicted_trace)},
-                             {"measured", read_chrome_trace(options.measured_trace)}});
+    ChromeTrace predicted_trace = read_chrome_trace(options.predicted_trace);
+    ChromeTrace measured_trace = read_chrome_trace(options.measured_trace);
+    if (paths) {
+      mark_critical_path(predicted_trace, paths->predicted);
+      mark_critical_path(measured_trace, paths->measured.path, paths->measured.process);
+    }
+    const ChromeTrace merged = merge_chrome_traces(
+        {{"predicted", std::move(predicted_trace)}, {"measured", std::move(measured_trace)}});
     write_chrome_trace(options.trace, merged);
   }
   if (options.json) {
@@ -109,10 +157,20 @@ int run_compare(const CompareOptions& options, std::ostream& out) {
     json["predicted_file"] = options.predicted;
     json["measured_file"] = options.measured;
     json["predicted_profile"] = loaded.profile.empty() ? Json(nullptr) : Json(loaded.profile);
+    if (paths) {
+      json["critical_path"] = {
+          {"predicted", path_summary_json(summarize_path(paths->predicted), paths->predicted.ops.size())},
+          {"measured", path_summary_json(summarize_path(paths->measured.path),
+                                         paths->measured.path.ops.size())}};
+    }
     out << json.dump(2) << "\n";
   } else {
     print_table(out, options, predicted, measured, comparison);
     out << profile_line(loaded.profile) << "\n";
+    if (paths) {
+      print_paths_side_by_side(out, summarize_path(paths->predicted),
+                               summarize_path(paths->measured.path));
+    }
     if (!options.trace.empty()) out << fmt::format("wrote {}\n", options.trace);
   }
   return 0;
@@ -139,7 +197,21 @@ void add_compare_command(CLI::App& app, CommandContext& context) {
       "--measured-trace", options->measured_trace, "trace.json written by `strata run`");
   trace->needs(predicted_trace)->needs(measured_trace);
   predicted_trace->needs(trace);
-  measured_trace->needs(trace);
+  CLI::Option* path = command->add_flag(
+      "--critical-path", options->critical_path,
+      "also set the plan's predicted critical path beside the one the run measured (its "
+      "--measured-trace, else trace.json beside --measured), by kind of op; with --trace, mark "
+      "both on the merged trace");
+  CLI::Option* model = command->add_option("--model", options->specs.model,
+                                           "--critical-path: the model (a JSON file or a bundled name)");
+  CLI::Option* cluster = command->add_option("--cluster", options->specs.cluster,
+                                             "--critical-path: the cluster the run used");
+  CLI::Option* train = command->add_option("--train", options->specs.train,
+                                           "--critical-path: the training setup the run used");
+  CLI::Option* plan = command->add_option("--plan", options->plan,
+                                          "--critical-path: the plan the run used (a file or a bundled name)");
+  add_profile_options(*command, options->specs.profile.profile, options->specs.profile.no_profile);
+  path->needs(model)->needs(cluster)->needs(train)->needs(plan);
   command->callback(
       [options, &context] { context.exit_code = run_compare(*options, *context.out); });
 }

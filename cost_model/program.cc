@@ -13,7 +13,7 @@
 
 #include "cost_model/errors.h"
 #include "cost_model/partition.h"
-#include "cost_model/program_sends.h"
+#include "cost_model/rank_pipeline_ops.h"
 
 namespace strata {
 namespace {
@@ -311,7 +311,7 @@ Plan program_plan(const Plan& plan, const ProgramOptions& options) {
 
 RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train,
                               const Plan& given_plan, std::int64_t pp_rank,
-                              const ProgramOptions& options) {
+                              const ProgramOptions& options, RankPipelineOpsCache* pipelines) {
   given_plan.check_against_model(model, train);
   const std::int64_t m = given_plan.micro_batches(train);
   // Built from what a Program reads alone, so that RankProgramCache's key is complete.
@@ -322,8 +322,12 @@ RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train,
   if (pp_rank < 0 || pp_rank >= plan.pp) {
     throw InfeasiblePlan(fmt::format("program: pipeline rank {} is outside 0..{}", pp_rank, plan.pp - 1));
   }
-  const std::vector<PipelineOp> pipeline =
-      make_rank_schedule(plan.schedule, plan.pp, plan.virtual_stages, m, pp_rank);
+
+  // The schedule's part, first: a schedule the plan cannot run throws before anything is built.
+  const RankPipelineKey key{plan.schedule, plan.pp, plan.virtual_stages, m, pp_rank};
+  std::vector<ProgramOp> made;
+  const std::vector<ProgramOp>& schedule_ops =
+      pipelines != nullptr ? pipelines->get(key) : (made = make_rank_pipeline_ops(key));
 
   RankProgram rank;
   rank.pp_rank = pp_rank;
@@ -369,32 +373,17 @@ RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train,
     }
   }
 
-  // The pipeline: make_schedule's ops, each pass naming its body, each pass after its
-  // receive and each send after its pass.
-  std::int32_t last_recv = -1, last_pass = -1;
-  rank.ops.reserve(pipeline.size() + 3 * rank.units.size() + 4);
-  for (const PipelineOp& p : pipeline) {
-    ProgramOp op;
-    op.kind = program_kind(p.kind);
-    op.micro_batch = static_cast<std::int32_t>(p.micro_batch);
-    op.chunk = static_cast<std::int32_t>(p.chunk);
-    op.peer = static_cast<std::int32_t>(p.peer);
-    op.stream = op.is_message() ? Stream::kP2p : Stream::kCompute;
-    const auto& bodies = body_of[static_cast<std::size_t>(p.chunk)];
-    if (op.kind == Kind::kForward) op.body = bodies[0];
-    if (op.kind == Kind::kBackward) op.body = p.micro_batch == m - 1 ? bodies[2] : bodies[1];
-    if (op.is_pass() && last_recv >= 0) op.add_after(last_recv);
-    if (op.kind == Kind::kSendForward || op.kind == Kind::kSendBackward) op.add_after(last_pass);
-    rank.ops.push_back(op);
-    const auto index = static_cast<std::int32_t>(rank.ops.size() - 1);
-    // with_communication puts a pass's receive right before it and its send right after.
-    last_recv = op.kind == Kind::kRecvForward || op.kind == Kind::kRecvBackward ? index : -1;
-    if (op.is_pass()) last_pass = index;
+  // The pipeline: the schedule's ops, each pass naming this rank's body of its variant.
+  rank.ops.reserve(schedule_ops.size() + 3 * rank.units.size() + 4);
+  rank.ops = schedule_ops;
+  for (ProgramOp& op : rank.ops) {
+    if (op.is_pass()) {
+      op.body = body_of[static_cast<std::size_t>(op.chunk)][static_cast<std::size_t>(op.body)];
+    }
   }
 
   // The tail (program.h, rule 3: it starts after the whole pipeline).
   rank.tail_begin = static_cast<std::int32_t>(rank.ops.size());
-  mark_complete_sends(rank, plan.schedule, plan.pp, v, m);
   const auto emit = [&rank](ProgramOp op) {
     rank.ops.push_back(op);
     return static_cast<std::int32_t>(rank.ops.size() - 1);

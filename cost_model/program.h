@@ -221,8 +221,12 @@ struct Program {
 // Program: the key of RankProgramCache (rank_program_cache.h).
 Plan program_plan(const Plan& plan, const ProgramOptions& options);
 
+// `pipelines`: where the schedule's part is reused from (rank_pipeline_ops.h); made afresh
+// when null.
+class RankPipelineOpsCache;
 RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
-                              std::int64_t pp_rank, const ProgramOptions& options = {});
+                              std::int64_t pp_rank, const ProgramOptions& options = {},
+                              RankPipelineOpsCache* pipelines = nullptr);
 Program make_program(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
                      const ProgramOptions& options = {});
 

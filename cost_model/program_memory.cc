@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
 #include <fmt/format.h>
 
 namespace strata {
@@ -45,9 +46,12 @@ struct Place {
 
 // What the walk knows of each unit: whether its step gradient is held (ZeRO-2/3: touched
 // and not yet reduced), how often it is gathered and how many fetched shards wait for it.
+// Inline capacity for a rank's units (a 1T model's 128 layers over 8 stages is 16 plus the
+// embedding and head's): the planner walks tens of thousands of Programs, recording each
+// pass body's start and end state, and heap vectors here were a twentieth of a plan search.
 struct UnitState {
-  std::vector<std::uint64_t> touched;  // a bit per unit
-  std::vector<int> gathered, fetched;
+  boost::container::small_vector<std::uint64_t, 4> touched;  // a bit per unit
+  boost::container::small_vector<int, 40> gathered, fetched;
   std::int64_t outstanding = 0;        // the sum of gathered and fetched
 
   bool is_touched(std::size_t u) const { return (touched[u / 64] >> (u % 64)) & 1U; }

@@ -47,7 +47,7 @@ const RankProgram& RankProgramCache::get(const ModelSpec& model, const TrainSpec
   }
   if (programs_.size() >= kEntries) programs_.clear();
   ++made_;
-  return programs_.emplace(std::move(key), make_rank_program(model, train, plan, pp_rank, options))
+  return programs_.emplace(std::move(key), make_rank_program(model, train, plan, pp_rank, options, &pipelines_))
       .first->second;
 }
 

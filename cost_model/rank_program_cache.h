@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cost_model/model_spec.h"
+#include "cost_model/rank_pipeline_ops.h"
 #include "cost_model/program.h"
 
 namespace strata {
@@ -31,6 +32,7 @@ class RankProgramCache {
  private:
   std::optional<ModelSpec> model_;  // the model every cached Program is of
   std::map<std::vector<std::int64_t>, RankProgram> programs_;
+  RankPipelineOpsCache pipelines_;  // the schedules' parts of the Programs made
   std::int64_t made_ = 0, reused_ = 0;
 };
 

@@ -9,9 +9,11 @@
 
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cost_model/errors.h"
+#include "cost_model/rank_pipeline_ops.h"
 #include "tests/cost_model/program_test_util.h"
 
 namespace strata {
@@ -279,6 +281,49 @@ TEST(Program, BadPlansAreRejectedBeforeAnyOp) {
                InfeasiblePlan);  // layers % 3
   EXPECT_THROW(make_rank_program(model, train_of(8), plan_of(1, 2, 1, 1, ScheduleKind::kOneFOneB, 0), 2),
                InfeasiblePlan);
+}
+
+// The planner reuses a schedule's ops across the plans that share it (rank_pipeline_ops.h):
+// a Program made from reused ops is the one made afresh, for every rank, whatever the plans
+// made before it from the same ops held in their bodies (ZeRO-3 gathers, offloaded
+// gradients, recomputation, a variant whose last backward reduces and one whose does not).
+TEST(Program, ReusedScheduleOpsMakeTheSameProgram) {
+  const ModelSpec model = tiny_model();
+  std::vector<Plan> plans;
+  for (const auto& [p, v, kind] : {std::tuple{2, 2, ScheduleKind::kInterleaved},
+                                   std::tuple{4, 1, ScheduleKind::kOneFOneB},
+                                   std::tuple{2, 1, ScheduleKind::kGpipe}}) {
+    for (int zero : {0, 1, 3}) {
+      Plan plan = plan_of(1, p, 2, v, kind, zero);
+      plans.push_back(plan);
+      plan.recompute = Recompute::kFull;
+      plans.push_back(plan);
+      if (zero == 3) {
+        plan.offload = {OffloadTier::kCpu, OffloadTier::kCpu, OffloadTier::kNone};
+        plans.push_back(plan);
+      }
+    }
+  }
+  RankPipelineOpsCache cache;
+  int compared = 0;
+  for (const bool second_time : {false, true}) {
+    for (const Plan& plan : plans) {
+      for (std::int64_t r = 0; r < plan.pp; ++r) {
+        const RankProgram fresh = make_rank_program(model, train_of(8), plan, r);
+        const RankProgram reused = make_rank_program(model, train_of(8), plan, r, {}, &cache);
+        ASSERT_EQ(reused.ops, fresh.ops) << plan.label() << " rank " << r << (second_time ? " again" : "");
+        ASSERT_EQ(reused.tail_begin, fresh.tail_begin);
+        ASSERT_EQ(reused.bodies.size(), fresh.bodies.size());
+        for (std::size_t b = 0; b < fresh.bodies.size(); ++b) {
+          EXPECT_EQ(reused.bodies[b].ops, fresh.bodies[b].ops) << plan.label() << " body " << b;
+        }
+        ++compared;
+      }
+    }
+  }
+  // 3 schedules x (ZeRO 0, 1: 2 plans; ZeRO 3: 3) = 21 plans of 2, 4 or 2 ranks: 7*2 + 7*4
+  // + 7*2 = 56 rank Programs, twice.
+  EXPECT_EQ(compared, 112);
 }
 
 }  // namespace

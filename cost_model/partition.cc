@@ -174,7 +174,9 @@ ChunkLayers chunk_layers(const ModelSpec& model, const Plan& plan, std::int64_t 
 
 std::vector<UnitLayout> rank_unit_layouts(const ModelSpec& model, const Plan& plan,
                                           std::int64_t pp_rank, std::int64_t tp_rank,
-                                          std::int64_t vocab_row_alignment) {
+                                          std::int64_t vocab_row_alignment,
+                                          UnitSegments segments) {
+  const bool omit = segments == UnitSegments::kOmitted;
   const TpShape tp{plan.tp, tp_rank, vocab_row_alignment};
   bool has_first = false, has_last = false;
   std::vector<UnitLayout> layers;
@@ -189,6 +191,7 @@ std::vector<UnitLayout> rank_unit_layouts(const ModelSpec& model, const Plan& pl
     for (std::int64_t l = chunk.first_layer; l < chunk.first_layer + chunk.layers; ++l) {
       if (!any_layer) {
         any_layer = layer_layout(model, tp, l);
+        if (omit) any_layer->segments.clear();
         layers.push_back(*any_layer);
         continue;
       }
@@ -209,6 +212,9 @@ std::vector<UnitLayout> rank_unit_layouts(const ModelSpec& model, const Plan& pl
       out.push_back(tied_copy_layout(model, tp));
     }
     out.push_back(final_norm_layout(model));
+  }
+  if (omit) {
+    for (UnitLayout& unit : out) unit.segments.clear();
   }
   return out;
 }

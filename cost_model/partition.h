@@ -83,9 +83,14 @@ ChunkLayers chunk_layers(const ModelSpec& model, const Plan& plan, std::int64_t 
 // The units of pipeline rank `pp_rank` on TP rank `tp_rank`, in the order above. A unit's
 // `layer` is its transformer layer, -1 otherwise; the chunk that uses a unit is
 // unit_chunk() below. wte shards are padded to vocab_row_alignment rows.
+// UnitSegments::kOmitted leaves every unit's `segments` empty (names, kinds, layers and
+// counts as with them): what a Program reads of its units, made for every rank the planner
+// walks, where copying each layer's segments was a tenth of a plan search.
+enum class UnitSegments { kIncluded, kOmitted };
 std::vector<UnitLayout> rank_unit_layouts(const ModelSpec& model, const Plan& plan,
                                           std::int64_t pp_rank, std::int64_t tp_rank,
-                                          std::int64_t vocab_row_alignment = 1);
+                                          std::int64_t vocab_row_alignment = 1,
+                                          UnitSegments segments = UnitSegments::kIncluded);
 
 // The wte shard's row alignment a backend trains with: 1 on the CPU; 128 on CUDA, where the
 // logits GEMMs over unaligned rows measured 7x slower on an H100 (99 vs 782 TFLOP/s,

@@ -331,7 +331,8 @@ RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train,
 
   RankProgram rank;
   rank.pp_rank = pp_rank;
-  for (const UnitLayout& layout : rank_unit_layouts(model, plan, pp_rank, 0, options.vocab_row_alignment)) {
+  for (const UnitLayout& layout : rank_unit_layouts(model, plan, pp_rank, 0, options.vocab_row_alignment,
+                                                         UnitSegments::kOmitted)) {
     ProgramUnit u;
     u.name = layout.name;
     u.kind = layout.kind;

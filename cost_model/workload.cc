@@ -34,6 +34,25 @@ WorkloadSpec WorkloadSpec::from_json(const Json& json, const std::string& source
   WorkloadSpec w;
   w.name = r.get_string("name");
   r.allow("source");
+  if (r.has("cluster")) {
+    w.cluster = r.get_string("cluster");
+    if (w.cluster->empty()) r.fail("cluster", "\"\"", "a bundled cluster name or a file");
+  }
+  if (r.has("validation")) {
+    JsonObjectReader v = r.get_object("validation");
+    EvalSpec e;
+    e.valid_data = v.get_string_or("data", "");
+    e.valid_fraction = v.get_number_or("fraction", 0);
+    e.eval_every = v.get_int_or("eval_every", e.eval_every);
+    e.eval_batches = v.get_int_or("eval_batches", e.eval_batches);
+    v.finish();
+    if (v.has("data") && e.valid_data.empty()) v.fail("data", "\"\"", "a file of validation tokens");
+    const auto name = [&](const std::string& key) {
+      return fmt::format("{}: {}", source, v.key_path(key));
+    };
+    check_eval_spec(e, {name("data"), name("fraction"), name("eval_every"), name("eval_batches")});
+    w.validation = e;
+  }
   const Json& jobs = r.get_array("jobs");
   if (jobs.empty()) r.fail("jobs", "[]", "at least one job");
   std::set<std::string> names;

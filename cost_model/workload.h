@@ -9,14 +9,20 @@
 // resolver (the tools know where configs live; cost_model does no file lookup of its own).
 // Grid keys: lr, global_batch, seed, weight_decay; each a non-empty list. The expanded jobs
 // are named "<name> lr=<lr> gb=<global batch> ..." in the grid's key order, then the values'.
+// Optional at the top: "cluster" (a reference, bundled name or path, that the grid was written
+// for) and "validation": {"data": FILE | "fraction": F, "eval_every": N, "eval_batches": B},
+// the same settings as `strata run --valid-data/--valid-fraction/--eval-every/--eval-batches`
+// (cost_model/eval_spec.h), checked on load.
 // Deliberately not here: how the jobs run (planner/select, executor/select).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "cost_model/eval_spec.h"
 #include "cost_model/json_reader.h"
 #include "cost_model/model_spec.h"
 #include "cost_model/train_spec.h"
@@ -38,6 +44,8 @@ struct WorkloadJobSpec {
 
 struct WorkloadSpec {
   std::string name;
+  std::optional<std::string> cluster;    // reference; unset: the workload names none
+  std::optional<EvalSpec> validation;    // valid_data as written (a reference, unresolved)
   std::vector<WorkloadJobSpec> jobs;
 
   static WorkloadSpec from_json(const Json& json, const std::string& source);

@@ -109,6 +109,22 @@ TokenSplit split_tokens(const TokenView& tokens, double valid_fraction) {
   return TokenSplit{tokens.slice(0, tokens.count - valid), tokens.slice(tokens.count - valid, tokens.count)};
 }
 
+TokenStreams open_token_streams(Dataset train, const std::string& valid_data,
+                                double valid_fraction, DataFormat format,
+                                const std::string& valid_data_name) {
+  TokenStreams d{std::move(train), std::nullopt, {}, {}};
+  d.train_tokens = d.train.tokens();
+  if (!valid_data.empty()) {
+    d.valid_file = Dataset::open(valid_data, format, valid_data_name);
+    d.valid_tokens = d.valid_file->tokens();
+  } else if (valid_fraction > 0) {
+    const TokenSplit split = split_tokens(d.train_tokens, valid_fraction);
+    d.train_tokens = split.train;
+    d.valid_tokens = split.valid;
+  }
+  return d;
+}
+
 void check_tokens(const TokenView& tokens, std::int64_t vocab, std::int64_t seq_len,
                   const std::string& what, const std::string& model_source) {
   if (tokens.count < seq_len + 1) {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,22 @@ struct TokenSplit {
   TokenView valid;
 };
 TokenSplit split_tokens(const TokenView& tokens, double valid_fraction);
+
+// A run's token streams: the training data and, when asked for, validation tokens from a file
+// of their own or the held-out last fraction of the training tokens (then the training part is
+// the rest). `strata run` and `strata select` open them through this one function, so a job of
+// a select run trains and validates on the tokens `strata run` would with the same flags.
+struct TokenStreams {
+  Dataset train;
+  std::optional<Dataset> valid_file;
+  TokenView train_tokens, valid_tokens;
+  bool has_valid() const { return valid_tokens.count > 0; }
+};
+// valid_data: a file in `format` ("": none; ConfigError naming `valid_data_name` when it cannot
+// be opened); valid_fraction: in [0, 1), 0 for none (eval_spec.h checks both before).
+TokenStreams open_token_streams(Dataset train, const std::string& valid_data,
+                                double valid_fraction, DataFormat format,
+                                const std::string& valid_data_name);
 
 // ConfigError naming `what` (the flag and file) unless the stream holds at least
 // seq_len + 1 tokens and every token id is in [0, vocab).

@@ -7,7 +7,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -20,8 +19,8 @@
 #include "executor/comm/process_groups.h"
 #include "executor/cpu/cpu_backend.h"
 #include "executor/data/batch.h"
-#include "executor/data/corpus.h"
 #include "executor/engine/engine.h"
+#include "executor/engine/validation_loss.h"
 #include "kernels/cpu/gemm.h"
 
 namespace strata::select {
@@ -36,11 +35,13 @@ struct RankState {
   std::unique_ptr<engine::Backend> backend;
   std::unique_ptr<ProcessGroups> groups;
   std::unique_ptr<data::BatchSampler> sampler;
+  std::unique_ptr<data::BatchSampler> valid;  // when the run validates
   std::unique_ptr<engine::Engine> engine;
 
   // In the reverse of building: each part refers to the ones built before it.
   void release() {
     engine.reset();
+    valid.reset();
     sampler.reset();
     groups.reset();
     backend.reset();
@@ -50,7 +51,6 @@ struct RankState {
 };
 
 struct JobState {
-  const std::vector<std::uint8_t>* corpus = nullptr;  // shared by the jobs of one seed
   std::unique_ptr<LocalWorld> world;
   std::vector<RankState> ranks;
   std::int64_t next_step = 0;  // steps done; a slice starts when it equals its first step
@@ -76,11 +76,6 @@ class Runner {
       states_[j] = std::make_unique<JobState>();
       run_.jobs[j].losses.resize(static_cast<std::size_t>(jobs[j].train.steps));
       run_.jobs[j].step_s.resize(static_cast<std::size_t>(jobs[j].train.steps));
-      // The data is read once before the clock starts, as Hydra loads a dataset once for all
-      // its models: a grid's jobs share a seed, so they share the corpus.
-      auto& corpus = corpora_[jobs[j].train.seed];
-      if (corpus.empty()) corpus = data::generated_corpus(jobs[j].train.seed, data::kGeneratedCorpusBytes);
-      states_[j]->corpus = &corpus;
     }
   }
 
@@ -124,8 +119,14 @@ class Runner {
     r.alloc = std::make_unique<AccountingAllocator>(budgets_);
     r.backend = make_backend_(*r.alloc, *r.factory, static_cast<int>(device));
     r.groups = std::make_unique<ProcessGroups>(*r.factory, parallel_dims(plans_[j]));
-    r.sampler = std::make_unique<data::BatchSampler>(*s.corpus, jobs_[j].train.seed,
+    const JobTokens& tokens = options_.tokens[j];
+    r.sampler = std::make_unique<data::BatchSampler>(tokens.train, jobs_[j].train.seed,
                                                      jobs_[j].model.seq_len);
+    if (options_.eval.has_validation()) {
+      r.valid = std::make_unique<data::BatchSampler>(tokens.valid, jobs_[j].train.seed,
+                                                     jobs_[j].model.seq_len,
+                                                     data::SampleStream::kValidation);
+    }
     r.engine = std::make_unique<engine::Engine>(*r.backend, jobs_[j].model, jobs_[j].train,
                                                 plans_[j], *r.groups, r.groups->world(),
                                                 *r.sampler);
@@ -157,16 +158,24 @@ class Runner {
     for (std::int64_t k = 0; k < slice.steps; ++k) {
       const std::int64_t step = slice.first_step + k;
       const double t0 = now_s();
-      const engine::StepResult r = s.ranks[static_cast<std::size_t>(rank)].engine->step(step);
+      RankState& me = s.ranks[static_cast<std::size_t>(rank)];
+      const engine::StepResult r = me.engine->step(step);
+      // Every rank evaluates (a collective); its time counts in the slice, not the step.
+      std::optional<double> eval_loss;
+      if (options_.eval.evaluates_after(step + 1, jobs_[slice.job].train.steps)) {
+        eval_loss = engine::validation_loss(*me.engine, *me.valid, options_.eval.eval_batches);
+      }
       if (rank != 0) continue;
       const double t1 = now_s();
       out.losses[static_cast<std::size_t>(step)] = r.loss;
+      if (eval_loss) out.evals.push_back({step + 1, *eval_loss});
       out.step_s[static_cast<std::size_t>(step)] = r.step_s;
       if (out.start_s < 0) out.start_s = t0;
       out.end_s = t1;
       if (options_.progress) {
         const std::int64_t left = jobs_[slice.job].train.steps - step - 1;
-        options_.progress({slice.job, step + 1, r.loss, r.step_s, static_cast<double>(left) * r.step_s, t1});
+        options_.progress({slice.job, step + 1, r.loss, eval_loss, r.step_s,
+                           static_cast<double>(left) * r.step_s, t1});
       }
     }
     const double end = now_s();
@@ -200,7 +209,6 @@ class Runner {
   RunOptions options_;
   engine::ThreadBackendMaker make_backend_;
   TierBudgets budgets_;
-  std::map<std::uint64_t, std::vector<std::uint8_t>> corpora_;  // by seed
   std::vector<std::unique_ptr<JobState>> states_;
   Clock::time_point origin_;
   std::mutex run_mutex_;
@@ -221,6 +229,7 @@ SelectRun run_schedule(const std::vector<Job>& jobs, const std::vector<Plan>& pl
                        const SelectSchedule& schedule, std::int64_t devices,
                        const ClusterSpec& cluster, const RunOptions& options) {
   if (plans.size() != jobs.size()) throw std::logic_error("run_schedule: one plan per job");
+  if (options.tokens.size() != jobs.size()) throw std::logic_error("run_schedule: tokens per job");
   for (std::size_t j = 0; j < jobs.size(); ++j) plans[j].check_against_model(jobs[j].model, jobs[j].train);
   return Runner(jobs, plans, schedule, devices, cluster, options).run();
 }

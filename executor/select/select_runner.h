@@ -16,19 +16,29 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cost_model/cluster_spec.h"
+#include "cost_model/eval_spec.h"
 #include "cost_model/plan.h"
 #include "cost_model/workload.h"
 #include "cost_model/select_schedule.h"
+#include "executor/data/token_view.h"
 #include "executor/engine/backend.h"
 
 namespace strata::select {
 
+// A validation loss of a job: after `step` of its steps (1-based).
+struct EvalPoint {
+  std::int64_t step = 0;
+  double loss = 0;
+};
+
 struct JobRun {
   std::vector<double> losses;  // per step
+  std::vector<EvalPoint> evals;  // in step order; the last after the job's last step
   std::vector<double> step_s;  // per step
   double start_s = -1;         // the first step's start
   double end_s = 0;            // the last step's end
@@ -53,6 +63,7 @@ struct Progress {
   std::size_t job = 0;
   std::int64_t step = 0;   // 1-based, of the job's steps
   double loss = 0;
+  std::optional<double> eval_loss;  // the validation loss after this step, when evaluated
   double step_s = 0;       // this step's measured time
   double job_eta_s = 0;    // the job's remaining steps at its measured pace
   double elapsed_s = 0;
@@ -61,8 +72,20 @@ struct Progress {
 // The CPU backend of a job rank (one kernel thread; the device index is only a worker's).
 engine::ThreadBackendMaker cpu_thread_backend_maker();
 
+// A job's tokens (views of a data::TokenStreams the caller keeps for the run): what it trains
+// on and, when the run validates, what it validates on.
+struct JobTokens {
+  data::TokenView train;
+  data::TokenView valid;  // count 0: none
+};
+
 struct RunOptions {
   double device_budget_bytes = 0;  // > 0: each job rank's device budget instead of the cluster's
+  std::vector<JobTokens> tokens;   // [job]
+  // When eval.has_validation(): every job's validation loss after eval.evaluates_after() of
+  // its steps, the mean of eval.eval_batches batches (engine/validation_loss.h), as `strata
+  // run` does; each job's tokens.valid must hold at least seq_len + 1 tokens.
+  EvalSpec eval;
   // Each job rank's backend on its worker's device (empty: the CPU backend); the CUDA one is
   // cuda::cuda_thread_backend_maker().
   engine::ThreadBackendMaker make_backend;

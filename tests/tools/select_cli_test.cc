@@ -5,6 +5,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +13,8 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -125,6 +128,11 @@ TEST_F(SelectCli, TheReportHasALeaderboardAndOneTraceTrackPerDevice) {
   for (std::size_t i = 1; i < board.size(); ++i) {
     EXPECT_LE(board[i - 1].at("final_loss").get<double>(), board[i].at("final_loss").get<double>());
   }
+  // Without validation data the leaderboard says it ranks by training loss, and why.
+  EXPECT_EQ(report.at("leaderboard_metric"), "train loss");
+  EXPECT_EQ(report.at("leaderboard_reason"), "no validation data");
+  EXPECT_NE(r.output.find("leaderboard: ranked by train loss: no validation data"), std::string::npos)
+      << r.output;
   // The measured makespan is the last job's end; utilisation is a fraction per device.
   double last_end = 0;
   for (const Json& job : report.at("jobs")) last_end = std::max(last_end, job.at("measured_end_s").get<double>());
@@ -174,6 +182,148 @@ TEST_F(SelectCli, AJobThatFitsNoWayIsExit3NamingIt) {
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_NE(r.output.find("too-big"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir_ / "sel"));
+}
+
+// The (step, validation loss) pairs of a `strata run`'s metrics.jsonl, in step order.
+std::vector<std::pair<std::int64_t, double>> run_eval_losses(const fs::path& metrics) {
+  std::vector<std::pair<std::int64_t, double>> out;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    const Json j = Json::parse(line);
+    if (j.contains("eval_loss")) out.emplace_back(j.at("step").get<std::int64_t>(), j.at("eval_loss").get<double>());
+  }
+  return out;
+}
+
+// Two jobs that differ only in learning rate: the same tokens trained (3 steps of 8 x 64) and
+// the same validation batches (seed and global batch shared), so the leaderboard can rank by
+// validation loss. The workload holds out a tenth of the corpus and evaluates every 2 steps;
+// the command line adds 2 batches per evaluation (a flag and the workload's "validation" merge).
+const char* kValidatedWorkload = R"({
+  "name": "validated",
+  "validation": {"fraction": 0.1, "eval_every": 2},
+  "jobs": [
+    {"name": "tiny", "model": "tiny", "train": "tiny", "steps": 3,
+     "grid": {"lr": [0.001, 0.0003], "global_batch": [8]}}
+  ]
+})";
+
+TEST_F(SelectCli, ValidationLossesAreWhatStrataRunReportsForEachJob) {
+  write("w.json", kValidatedWorkload);
+  const Result r = run_strata(dir_, "select --workload w.json --gpus 2 --eval-batches 2 --out sel");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Json report = read_json(dir_ / "sel" / "select_report.json");
+  ASSERT_EQ(report.at("jobs").size(), 2u);
+  int k = 0;
+  for (const Json& job : report.at("jobs")) {
+    const std::string stem = "job" + std::to_string(k++);
+    std::ofstream(dir_ / (stem + "_model.json")) << job.at("model_spec").dump(2);
+    std::ofstream(dir_ / (stem + "_train.json")) << job.at("train_spec").dump(2);
+    std::ofstream(dir_ / (stem + "_plan.json")) << job.at("plan").dump(2);
+    const Result alone = run_strata(
+        dir_, "run --model " + stem + "_model.json --train " + stem + "_train.json --plan " + stem +
+                  "_plan.json --valid-fraction 0.1 --eval-every 2 --eval-batches 2 --out " + stem + "_run");
+    ASSERT_EQ(alone.exit_code, 0) << job.at("name") << "\n" << alone.output;
+    // Evaluations after step 2 (every 2) and step 3 (the last), the same doubles bit for bit.
+    const auto expected = run_eval_losses(dir_ / (stem + "_run") / "metrics.jsonl");
+    ASSERT_EQ(expected.size(), 2u) << job.at("name");
+    const Json& evals = job.at("eval_losses");
+    ASSERT_EQ(evals.size(), expected.size()) << job.at("name");
+    for (std::size_t e = 0; e < expected.size(); ++e) {
+      EXPECT_EQ(evals[e].at("step").get<std::int64_t>(), expected[e].first) << job.at("name");
+      EXPECT_EQ(evals[e].at("loss").get<double>(), expected[e].second) << job.at("name");
+    }
+    EXPECT_EQ(job.at("valid_loss").get<double>(), expected.back().second) << job.at("name");
+    // The training losses too: the held-out tenth is out of the training windows in both.
+    EXPECT_EQ(job.at("losses"),
+              read_json(dir_ / (stem + "_run") / "report.json").at("losses")) << job.at("name");
+  }
+  // Equal tokens and batches: ranked by validation loss, ascending.
+  EXPECT_EQ(report.at("leaderboard_metric"), "validation loss");
+  const Json& board = report.at("leaderboard");
+  ASSERT_EQ(board.size(), 2u);
+  EXPECT_LE(board[0].at("valid_loss").get<double>(), board[1].at("valid_loss").get<double>());
+  EXPECT_NE(r.output.find("leaderboard: ranked by validation loss"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("validation loss "), std::string::npos) << r.output;  // progress lines
+}
+
+TEST_F(SelectCli, JobsOfDifferentTokenCountsAreRankedByTrainLossWithTheReason) {
+  // Global batches of 8 and 16 over the same 2 steps: 1,024 against 2,048 tokens of 64.
+  write("w.json", R"({"name": "w", "jobs": [{"name": "tiny", "model": "tiny", "train": "tiny",
+                      "steps": 2, "grid": {"global_batch": [16, 8]}}]})");
+  const Result r = run_strata(dir_, "select --workload w.json --gpus 2 --valid-fraction 0.1 "
+                                    "--eval-batches 1 --out sel");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Json report = read_json(dir_ / "sel" / "select_report.json");
+  EXPECT_EQ(report.at("leaderboard_metric"), "train loss");
+  EXPECT_EQ(report.at("leaderboard_reason"), "jobs trained different token counts");
+  EXPECT_NE(r.output.find("leaderboard: ranked by train loss: jobs trained different token counts"),
+            std::string::npos) << r.output;
+  const Json& board = report.at("leaderboard");
+  ASSERT_EQ(board.size(), 2u);
+  EXPECT_LE(board[0].at("final_loss").get<double>(), board[1].at("final_loss").get<double>());
+  // Each job was still validated; only the ranking does without it.
+  for (const Json& row : board) EXPECT_TRUE(row.at("valid_loss").is_number()) << row.dump();
+}
+
+// A workload that names the cluster it was written for.
+const char* kLocalCpuWorkload = R"({"name": "w", "cluster": "local-cpu",
+  "jobs": [{"name": "a", "model": "tiny", "train": "tiny", "steps": 2}]})";
+
+TEST_F(SelectCli, AnotherClusterThanTheWorkloadNamesIsAOneLineWarning) {
+  write("w.json", kLocalCpuWorkload);
+  const std::string stderr_only = "2>&1 >/dev/null";
+  const Result other = testing::run_strata(
+      dir_, "select --workload w.json --cluster h100-x1 --gpus 1 --plan-only", "", stderr_only);
+  EXPECT_EQ(other.exit_code, 0) << other.output;
+  EXPECT_EQ(std::count(other.output.begin(), other.output.end(), '\n'), 1) << other.output;
+  EXPECT_NE(other.output.find("warning"), std::string::npos) << other.output;
+  EXPECT_NE(other.output.find("local-cpu"), std::string::npos) << other.output;
+  EXPECT_NE(other.output.find("h100-x1"), std::string::npos) << other.output;
+  // The cluster it names, given again: nothing to say.
+  const Result same = testing::run_strata(
+      dir_, "select --workload w.json --cluster local-cpu --gpus 1 --plan-only", "", stderr_only);
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+  EXPECT_EQ(same.output, "");
+}
+
+TEST_F(SelectCli, TheWorkloadsClusterPricesItWithoutCluster) {
+  write("w.json", R"({"name": "w", "cluster": "h100-x1",
+    "jobs": [{"name": "a", "model": "tiny", "train": "tiny", "steps": 2}]})");
+  const Result r = run_strata(dir_, "select --workload w.json --gpus 1 --plan-only");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("on 1 device(s) of h100-x1"), std::string::npos) << r.output;
+}
+
+// Each bad validation setting: exit 2 with one line naming the flag or the workload's key, before
+// anything runs (no --out directory).
+TEST_F(SelectCli, BadValidationSettingsAreExit2NamingTheFlagOrKey) {
+  write("w.json", kLocalCpuWorkload);
+  for (const auto& [args, named] : std::vector<std::pair<std::string, std::string>>{
+           {"--valid-fraction 1", "--valid-fraction"},
+           {"--valid-fraction -0.5", "--valid-fraction"},
+           {"--valid-data missing.bin", "--valid-data"},
+           {"--valid-data w.json --valid-fraction 0.1", "--valid-fraction and --valid-data"},
+           {"--eval-every 2", "--eval-every"},
+           {"--valid-fraction 0.1 --eval-batches 0", "--eval-batches"}}) {
+    const Result r = run_strata(dir_, "select --workload w.json " + args + " --out sel");
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(named), std::string::npos) << args << "\n" << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << args << "\n" << r.output;
+    EXPECT_FALSE(fs::exists(dir_ / "sel")) << args;
+  }
+  for (const auto& [validation, key] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"fraction": 1.5})", "validation.fraction"},
+           {R"({"fraction": 0.1, "every": 2})", "validation.every"},
+           {R"({"data": "missing.bin"})", "validation.data"}}) {
+    write("v.json", R"({"name": "v", "validation": )" + validation +
+                        R"(, "jobs": [{"name": "a", "model": "tiny", "train": "tiny", "steps": 2}]})");
+    const Result r = run_strata(dir_, "select --workload v.json --out sel");
+    EXPECT_EQ(r.exit_code, 2) << validation << "\n" << r.output;
+    EXPECT_NE(r.output.find("v.json"), std::string::npos) << validation << "\n" << r.output;
+    EXPECT_NE(r.output.find(key), std::string::npos) << validation << "\n" << r.output;
+    EXPECT_FALSE(fs::exists(dir_ / "sel")) << validation;
+  }
 }
 
 }  // namespace

@@ -77,6 +77,7 @@
 #include "executor/data/batch.h"
 #include "executor/data/dataset.h"
 #include "executor/engine/rank_training.h"
+#include "executor/engine/validation_loss.h"
 #include "executor/offload/nvme_store.h"
 #include "executor/report/run_report.h"
 #include "executor/runtime/backend_select.h"
@@ -86,6 +87,7 @@
 #include "executor/runtime/stop_signals.h"
 #include "executor/weights/weights_io.h"
 #include "tools/strata/commands.h"
+#include "tools/strata/eval_options.h"
 #include "tools/strata/inputs.h"
 #include "tools/strata/out_dir.h"
 #include "tools/strata/plot.h"
@@ -300,10 +302,8 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
     // Validation every --eval-every steps and after the last, on the same batches each time.
     const bool last = s + 1 == v.train.steps;
     std::optional<double> eval_loss;
-    if (valid && (last || (o.eval_every > 0 && (s + 1) % o.eval_every == 0))) {
-      double sum = 0;
-      for (std::int64_t j = 0; j < o.eval_batches; ++j) sum += rank.engine().evaluate(*valid, j);
-      eval_loss = sum / static_cast<double>(o.eval_batches);
+    if (valid && o.eval.evaluates_after(s + 1, v.train.steps)) {
+      eval_loss = engine::validation_loss(rank.engine(), *valid, o.eval.eval_batches);
     }
     if (printer) {
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -624,15 +624,7 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   command->add_option("--data-format", options->data_format,
                       "auto (default: PREFIX.idx beside it is Megatron, other *.bin llm.c, anything "
                       "else bytes), bytes, megatron or llmc");
-  command->add_option("--valid-data", options->valid_data,
-                      "validation tokens from this file (same formats as --data)");
-  command->add_option("--valid-fraction", options->valid_fraction,
-                      "hold out this last fraction of the training tokens for validation");
-  command->add_option("--eval-every", options->eval_every,
-                      "validation loss every N steps (and after the last; default: after the last "
-                      "only, when there is validation data)");
-  command->add_option("--eval-batches", options->eval_batches,
-                      "global batches per validation (default 4)");
+  add_eval_options(*command, options->eval);
   command->add_option("--init-from", options->init_from,
                       "start from these weights: safetensors with Hugging Face GPT-2 or Llama names (a "
                       "file, or a sharded checkpoint's model.safetensors.index.json or directory)");

@@ -80,21 +80,7 @@ void check_flags(const RunOptions& o) {
     throw ConfigError("--hostfile and --nodes --ranks-per-node: the hostfile names the nodes; "
                       "give one of the two");
   }
-  if (!(o.valid_fraction >= 0 && o.valid_fraction < 1)) {
-    throw ConfigError(fmt::format("--valid-fraction: value {}, expected a fraction in [0, 1)",
-                                  o.valid_fraction));
-  }
-  if (o.valid_fraction > 0 && !o.valid_data.empty()) {
-    throw ConfigError("--valid-fraction and --valid-data: give one source of validation data, not both");
-  }
-  if (o.eval_every < 0 || o.eval_every > limits::kSteps) {
-    throw ConfigError(fmt::format("--eval-every: value {}, expected an integer in [0, {}]",
-                                  o.eval_every, limits::kSteps));
-  }
-  if (o.eval_batches < 1 || o.eval_batches > limits::kGlobalBatch) {
-    throw ConfigError(fmt::format("--eval-batches: value {}, expected an integer in [1, {}]",
-                                  o.eval_batches, limits::kGlobalBatch));
-  }
+  check_eval_spec(o.eval, EvalSpecNames{});
   if (o.save.empty() && (o.save_every || o.keep || o.save_on_signal)) {
     throw ConfigError("--save-every, --keep and --save-on-signal: need --save DIR");
   }
@@ -110,9 +96,6 @@ void check_flags(const RunOptions& o) {
     throw ConfigError("--resume and --init-from: a resumed run takes its weights from the "
                       "checkpoint; give one of them");
   }
-  if (o.eval_every > 0 && o.valid_data.empty() && o.valid_fraction == 0) {
-    throw ConfigError("--eval-every: needs validation data (--valid-data FILE or --valid-fraction F)");
-  }
 }
 
 // Every training and validation token inside the model's vocabulary, and enough of them
@@ -123,14 +106,14 @@ void check_data(const RunOptions& o, Validated& v) {
   const std::string train_name =
       o.data.empty() ? "the generated corpus" : fmt::format("--data '{}'", o.data);
   data::check_tokens(d.train_tokens, v.model.vocab, v.model.seq_len,
-                     o.valid_fraction > 0 ? train_name + " (its training part)" : train_name,
+                     o.eval.valid_fraction > 0 ? train_name + " (its training part)" : train_name,
                      v.model_path);
-  if (d.has_valid() || o.valid_fraction > 0) {
+  if (o.eval.has_validation()) {
     data::check_tokens(d.valid_tokens, v.model.vocab, v.model.seq_len,
-                       o.valid_data.empty()
+                       o.eval.valid_data.empty()
                            ? fmt::format("--valid-fraction {}: the held-out part of {}",
-                                         o.valid_fraction, train_name)
-                           : fmt::format("--valid-data '{}'", o.valid_data),
+                                         o.eval.valid_fraction, train_name)
+                           : fmt::format("--valid-data '{}'", o.eval.valid_data),
                        v.model_path);
   }
 }
@@ -246,19 +229,9 @@ void check_update_profile(const std::string& path) {
 
 RunData open_run_data(const RunOptions& o, const Validated& v) {
   const data::DataFormat format = data::parse_data_format(o.data_format, "--data-format");
-  RunData d{o.data.empty() ? data::Dataset::generated(v.train.seed)
-                           : data::Dataset::open(o.data, format, "--data"),
-            std::nullopt, {}, {}};
-  d.train_tokens = d.train.tokens();
-  if (!o.valid_data.empty()) {
-    d.valid_file = data::Dataset::open(o.valid_data, format, "--valid-data");
-    d.valid_tokens = d.valid_file->tokens();
-  } else if (o.valid_fraction > 0) {
-    const data::TokenSplit split = data::split_tokens(d.train_tokens, o.valid_fraction);
-    d.train_tokens = split.train;
-    d.valid_tokens = split.valid;
-  }
-  return d;
+  return data::open_token_streams(o.data.empty() ? data::Dataset::generated(v.train.seed)
+                                                 : data::Dataset::open(o.data, format, "--data"),
+                                  o.eval.valid_data, o.eval.valid_fraction, format, "--valid-data");
 }
 
 std::string data_identity(const RunOptions& o, const RunData& d) {
@@ -424,10 +397,10 @@ std::vector<std::string> relaunch_args(const RunOptions& o, const Validated& v, 
     args.push_back(fs::absolute(o.data).string());
   }
   args.insert(args.end(), {"--data-format", o.data_format, "--valid-fraction",
-                           fmt::format("{}", o.valid_fraction), "--eval-every",
-                           std::to_string(o.eval_every), "--eval-batches",
-                           std::to_string(o.eval_batches)});
-  for (const auto& [flag, path] : {std::pair{"--valid-data", o.valid_data},
+                           fmt::format("{}", o.eval.valid_fraction), "--eval-every",
+                           std::to_string(o.eval.eval_every), "--eval-batches",
+                           std::to_string(o.eval.eval_batches)});
+  for (const auto& [flag, path] : {std::pair{"--valid-data", o.eval.valid_data},
                                    std::pair{"--init-from", o.init_from},
                                    std::pair{"--save-weights", o.save_weights}}) {
     if (path.empty()) continue;

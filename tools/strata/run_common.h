@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cost_model/cluster_spec.h"
+#include "cost_model/eval_spec.h"
 #include "cost_model/model_spec.h"
 #include "cost_model/plan.h"
 #include "cost_model/profile.h"
@@ -31,10 +32,8 @@ struct RunOptions {
   std::optional<std::int64_t> steps;  // unset: the train spec's steps
   std::string data;        // empty: the generated corpus
   std::string data_format = "auto";  // auto | bytes | megatron | llmc (executor/data/dataset.h)
-  std::string valid_data;            // validation tokens from another file (same format rules)
-  double valid_fraction = 0;         // or the last fraction of the training tokens, held out
-  std::int64_t eval_every = 0;       // validation loss every N steps (and after the last)
-  std::int64_t eval_batches = 4;     // global batches per evaluation
+  // --valid-data (same format rules as --data), --valid-fraction, --eval-every, --eval-batches.
+  EvalSpec eval;
   std::string init_from;             // GPT-2 safetensors to start from (weights_io.h)
   std::string save_weights;          // GPT-2 safetensors written after the last step
   std::string out = "strata-run";
@@ -98,12 +97,7 @@ struct Validated {
 
 // The run's token streams: training and (when asked for) validation. Opening validates each
 // file's format; validate() checks the tokens against the model.
-struct RunData {
-  data::Dataset train;
-  std::optional<data::Dataset> valid_file;
-  data::TokenView train_tokens, valid_tokens;
-  bool has_valid() const { return valid_tokens.count > 0; }
-};
+using RunData = data::TokenStreams;
 RunData open_run_data(const RunOptions& o, const Validated& v);
 // What a checkpoint records of the training tokens and checks on resume: the generated
 // corpus, or the file (absolute path, format) and the tokens it trains on.

@@ -3,8 +3,10 @@
 // under a policy (planner/select.h), prints the plan table with the predicted makespan and
 // its lower bound, then (unless --plan-only) runs the schedule on the cluster's backend, one
 // worker per device (executor/select; a CUDA cluster's on this machine's GPUs), printing each job's progress, and writes DIR/select_report.json
-// (per-job losses and final loss as a leaderboard, measured makespan beside the predicted,
-// per-device utilisation) and DIR/trace.json (one track per device, slices named by job).
+// (per-job losses and validation losses, a leaderboard (executor/select/leaderboard.h),
+// measured makespan beside the predicted, per-device utilisation) and DIR/trace.json (one
+// track per device, slices named by job). Validation (--valid-data / --valid-fraction, or the
+// workload's "validation") is what `strata run` does with the same flags, job by job.
 // Every input is checked before anything runs: a bad workload is exit 2, a job that fits no
 // way exit 3 naming the job. --out is locked for the run (like `strata run`): a second
 // select into the same directory is refused at start.
@@ -13,9 +15,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <mutex>
-#include <numeric>
+#include <optional>
 #include <ostream>
 
 #include <fmt/format.h>
@@ -25,12 +28,16 @@
 #include "cost_model/errors.h"
 #include "cost_model/json_reader.h"
 #include "cost_model/limits.h"
+#include "cost_model/eval_spec.h"
 #include "cost_model/workload.h"
+#include "executor/data/dataset.h"
 #include "executor/report/run_report.h"
+#include "executor/select/leaderboard.h"
 #include "executor/select/select_runner.h"
 #include "planner/select.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/cuda_pieces.h"
+#include "tools/strata/eval_options.h"
 #include "tools/strata/out_dir.h"
 #include "tools/strata/inputs.h"
 
@@ -40,7 +47,7 @@ namespace {
 
 struct SelectOptionsCli {
   std::string workload;
-  std::string cluster = "local-cpu";
+  std::optional<std::string> cluster;  // unset: the workload's "cluster", else local-cpu
   ClusterShape shape;  // --nodes / --gpus-per-node
   std::int64_t gpus = 2;
   std::string policy = "strata";
@@ -48,6 +55,8 @@ struct SelectOptionsCli {
   std::string out = "strata-select";
   std::optional<double> device_budget_mib;  // unset: the cluster's device memory
   ProfileFlags profile;
+  EvalSpec eval;           // --valid-data, --valid-fraction, --eval-every, --eval-batches
+  EvalOptions eval_flags;  // which of them were given
 };
 
 // A workload's reference: a bundled name, or a path (relative to the workload's directory).
@@ -59,6 +68,128 @@ std::string resolve_ref(const std::string& kind, const std::string& ref, const f
 }
 
 std::string seconds(double s) { return fmt::format("{:.2f}", s); }
+
+// The run's validation settings: the workload's "validation", each setting replaced by its
+// flag when given; a flag's source of validation tokens (--valid-data or --valid-fraction)
+// replaces the workload's source whole. The names say where each setting came from, for the
+// one check (cost_model/eval_spec.h) and the messages about the data.
+struct SelectEval {
+  EvalSpec spec;
+  EvalSpecNames names;  // the flags' unless the workload gave the setting
+};
+
+SelectEval select_eval(const WorkloadSpec& w, const std::string& workload_path,
+                       const fs::path& base, const SelectOptionsCli& o) {
+  SelectEval e;
+  if (w.validation) {
+    e.spec = *w.validation;
+    const auto key = [&](const char* k) { return fmt::format("{}: validation.{}", workload_path, k); };
+    e.names = {key("data"), key("fraction"), key("eval_every"), key("eval_batches")};
+    // A file the workload names is found beside it, as its model and train files are.
+    if (!e.spec.valid_data.empty() && fs::path(e.spec.valid_data).is_relative()) {
+      e.spec.valid_data = (base / e.spec.valid_data).string();
+    }
+  }
+  const EvalOptions& given = o.eval_flags;
+  const EvalSpecNames flags;
+  if (given.valid_data->count() > 0 || given.valid_fraction->count() > 0) {
+    e.spec.valid_data = o.eval.valid_data;
+    e.spec.valid_fraction = o.eval.valid_fraction;
+    e.names.valid_data = flags.valid_data;
+    e.names.valid_fraction = flags.valid_fraction;
+  }
+  if (given.eval_every->count() > 0) {
+    e.spec.eval_every = o.eval.eval_every;
+    e.names.eval_every = flags.eval_every;
+  }
+  if (given.eval_batches->count() > 0) {
+    e.spec.eval_batches = o.eval.eval_batches;
+    e.names.eval_batches = flags.eval_batches;
+  }
+  check_eval_spec(e.spec, e.names);
+  return e;
+}
+
+// The cluster the grid is priced on: --cluster, else the workload's "cluster", else local-cpu.
+// Pricing a grid on a cluster other than the one it names is a fair question, so it is
+// allowed, but said in one line on stderr: the figures are not for the machine it was
+// written for.
+struct SelectCluster {
+  std::string file;   // what load_cluster reads
+  std::string named;  // as the command line or the workload wrote it (the report's "cluster")
+};
+
+SelectCluster select_cluster(const WorkloadSpec& w, const std::string& workload_path,
+                             const fs::path& base, const SelectOptionsCli& o) {
+  const std::optional<std::string> written_for =
+      w.cluster ? std::optional(resolve_ref("clusters", *w.cluster, base, workload_path + ": cluster"))
+                : std::nullopt;
+  if (!o.cluster) {
+    return written_for ? SelectCluster{*written_for, *w.cluster} : SelectCluster{"local-cpu", "local-cpu"};
+  }
+  const std::string given = resolve_config("clusters", *o.cluster, "--cluster");
+  if (written_for && fs::weakly_canonical(given) != fs::weakly_canonical(*written_for)) {
+    std::cerr << fmt::format("strata select: warning: workload {} was written for cluster {}; "
+                             "pricing it on {} (--cluster)\n",
+                             w.name, *w.cluster, *o.cluster) << std::flush;
+  }
+  return {given, *o.cluster};
+}
+
+// Every job's tokens, opened as `strata run` opens them (data::open_token_streams): the
+// generated corpus of its seed and the validation tokens. Read once per seed before the
+// clock starts, as Hydra loads a dataset once for all its models (a grid's jobs share a seed,
+// so they share it), and checked against every job's model before anything runs.
+struct SelectData {
+  std::map<std::uint64_t, data::TokenStreams> by_seed;  // the views below point into these
+  std::vector<select::JobTokens> tokens;                 // [job]
+};
+
+SelectData open_select_data(const std::vector<Job>& jobs, const SelectEval& eval,
+                            const std::string& workload_path) {
+  SelectData d;
+  for (const Job& job : jobs) {
+    const std::uint64_t seed = job.train.seed;
+    if (!d.by_seed.contains(seed)) {
+      d.by_seed.emplace(seed, data::open_token_streams(
+                                  data::Dataset::generated(seed), eval.spec.valid_data,
+                                  eval.spec.valid_fraction, data::DataFormat::kAuto,
+                                  eval.names.valid_data));
+    }
+    const data::TokenStreams& streams = d.by_seed.at(seed);
+    const std::string model = fmt::format("{}: job '{}' (model {})", workload_path, job.name, job.model_ref);
+    const std::string corpus = fmt::format("the generated corpus of seed {}", seed);
+    data::check_tokens(streams.train_tokens, job.model.vocab, job.model.seq_len,
+                       eval.spec.valid_fraction > 0 ? corpus + " (its training part)" : corpus, model);
+    if (eval.spec.has_validation()) {
+      data::check_tokens(streams.valid_tokens, job.model.vocab, job.model.seq_len,
+                         eval.spec.valid_data.empty()
+                             ? fmt::format("{} {}: the held-out part of {}", eval.names.valid_fraction,
+                                           eval.spec.valid_fraction, corpus)
+                             : fmt::format("{} '{}'", eval.names.valid_data, eval.spec.valid_data),
+                         model);
+    }
+    d.tokens.push_back({streams.train_tokens, streams.valid_tokens});
+  }
+  return d;
+}
+
+// The leaderboard's inputs, in job order: a job's validation batches are drawn from its seed
+// and global batch of seq_len-token sequences (executor/data/batch.h), so those name them.
+std::vector<select::LeaderboardEntry> leaderboard_entries(const std::vector<Job>& jobs,
+                                                          const select::SelectRun& run) {
+  std::vector<select::LeaderboardEntry> entries;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const select::JobRun& r = run.jobs[i];
+    const TrainSpec& t = jobs[i].train;
+    entries.push_back({t.steps * t.global_batch * jobs[i].model.seq_len, r.losses.back(),
+                       r.evals.empty() ? std::nullopt : std::optional(r.evals.back().loss),
+                       fmt::format("seed {}, {} x {} tokens", t.seed, t.global_batch,
+                                   jobs[i].model.seq_len)});
+  }
+  return entries;
+}
+
 
 void print_plan(std::ostream& out, const std::vector<Job>& jobs, const std::vector<JobWays>& ways,
                 const SelectSchedule& s) {
@@ -82,22 +213,31 @@ void print_plan(std::ostream& out, const std::vector<Job>& jobs, const std::vect
 
 Json report_json(const std::vector<Job>& jobs, const std::vector<JobWays>& ways,
                  const SelectSchedule& s, const select::SelectRun& run,
-                 const SelectOptionsCli& o, const ProfileChoice& profile) {
+                 const SelectOptionsCli& o, const std::string& cluster, const SelectEval& eval,
+                 const ProfileChoice& profile) {
   Json j;
   j["workload"] = o.workload;
-  j["cluster"] = o.cluster;
+  j["cluster"] = cluster;
   j["devices"] = o.gpus;
   j["policy"] = to_string(s.policy);
   j["profile"] = profile.name;
   j["predicted_makespan_s"] = s.makespan_s;
   j["lower_bound_s"] = s.lower_bound_s;
   j["measured_makespan_s"] = run.makespan_s;
+  j["validation"] = nullptr;
+  if (eval.spec.has_validation()) {
+    j["validation"] = {{"data", eval.spec.valid_data},
+                       {"fraction", eval.spec.valid_fraction},
+                       {"eval_every", eval.spec.eval_every},
+                       {"eval_batches", eval.spec.eval_batches}};
+  }
   j["jobs"] = Json::array();
-  std::vector<std::size_t> order(jobs.size());
-  std::iota(order.begin(), order.end(), 0);
+  const std::vector<select::LeaderboardEntry> entries = leaderboard_entries(jobs, run);
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     const JobWay& w = ways[i].ways[s.way_of_job[i]];
     const select::JobRun& r = run.jobs[i];
+    Json evals = Json::array();
+    for (const select::EvalPoint& e : r.evals) evals.push_back({{"step", e.step}, {"loss", e.loss}});
     j["jobs"].push_back({{"name", jobs[i].name},
                          {"model", jobs[i].model_ref},
                          {"model_spec", jobs[i].model.to_json()},
@@ -112,14 +252,22 @@ Json report_json(const std::vector<Job>& jobs, const std::vector<JobWays>& ways,
                          {"step_s", r.step_s},
                          {"losses", r.losses},
                          {"final_loss", r.losses.empty() ? 0.0 : r.losses.back()},
+                         {"train_tokens", entries[i].train_tokens},
+                         {"eval_losses", evals},
+                         {"valid_loss", entries[i].valid_loss ? Json(*entries[i].valid_loss) : Json()},
                          {"peak_device_bytes", r.peak_device_bytes}});
   }
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return run.jobs[a].losses.back() < run.jobs[b].losses.back();
-  });
+  const select::Leaderboard board = select::rank_jobs(entries);
+  j["leaderboard_metric"] = board.by_validation ? "validation loss" : "train loss";
+  j["leaderboard_reason"] = board.by_validation
+                                ? fmt::format("every job trained {} tokens and validated on the "
+                                              "same batches", entries.front().train_tokens)
+                                : board.reason;
   j["leaderboard"] = Json::array();
-  for (std::size_t i : order) {
-    j["leaderboard"].push_back({{"job", jobs[i].name}, {"final_loss", run.jobs[i].losses.back()}});
+  for (std::size_t i : board.order) {
+    j["leaderboard"].push_back(
+        {{"job", jobs[i].name}, {"final_loss", entries[i].final_train_loss},
+         {"valid_loss", entries[i].valid_loss ? Json(*entries[i].valid_loss) : Json()}});
   }
   j["device_utilisation"] = Json::array();
   for (std::size_t d = 0; d < run.device_busy_s.size(); ++d) {
@@ -176,7 +324,9 @@ int select_command(const SelectOptionsCli& o, std::ostream& out) {
     return referenced(field, [&] { return TrainSpec::load(file); });
   };
   const std::vector<Job> jobs = expand(spec, resolve, workload_path);
-  const ClusterSpec cluster = load_cluster(o.cluster, o.shape);
+  const SelectEval eval = select_eval(spec, workload_path, base, o);
+  const SelectCluster cluster_choice = select_cluster(spec, workload_path, base, o);
+  const ClusterSpec cluster = load_cluster(cluster_choice.file, o.shape);
   const ProfileChoice profile = choose_profile(o.profile, cluster);
   if (o.device_budget_mib &&
       (!(*o.device_budget_mib > 0) || !(*o.device_budget_mib <= limits::kBudgetMib))) {
@@ -189,6 +339,7 @@ int select_command(const SelectOptionsCli& o, std::ostream& out) {
                                   "{}; use --plan-only to schedule without running",
                                   o.gpus, cluster.name, cuda_device_count()));
   }
+  const SelectData select_data = open_select_data(jobs, eval, workload_path);
   SelectOptions options;
   options.devices = o.gpus;
   options.device_budget_bytes = o.device_budget_mib ? *o.device_budget_mib * 1024.0 * 1024.0 : 0;
@@ -229,6 +380,8 @@ int select_command(const SelectOptionsCli& o, std::ostream& out) {
   for (std::size_t j = 0; j < jobs.size(); ++j) plans.push_back(ways[j].ways[schedule.way_of_job[j]].plan);
   select::RunOptions run_options;
   run_options.device_budget_bytes = options.device_budget_bytes;
+  run_options.tokens = select_data.tokens;
+  run_options.eval = eval.spec;
   if (cluster.backend == Backend::kCuda) run_options.make_backend = cuda_select_backend_maker();
   std::mutex print;
   // The workload's ETA: the predicted makespan at the pace measured so far (measured over
@@ -241,8 +394,9 @@ int select_command(const SelectOptionsCli& o, std::ostream& out) {
     const double pace = predicted_steps_s > 0 ? measured_steps_s / predicted_steps_s : 1.0;
     const double left = std::max(0.0, schedule.makespan_s * pace - p.elapsed_s);
     out << fmt::format("[{:<26}] step {:>4}/{}  loss {:.4f}  job ETA {:.1f} s  workload {:.1f} s "
-                       "in, ~{:.1f} s left\n", jobs[p.job].name, p.step, jobs[p.job].train.steps,
-                       p.loss, p.job_eta_s, p.elapsed_s, left)
+                       "in, ~{:.1f} s left{}\n", jobs[p.job].name, p.step, jobs[p.job].train.steps,
+                       p.loss, p.job_eta_s, p.elapsed_s, left,
+                       p.eval_loss ? fmt::format("  validation loss {:.4f}", *p.eval_loss) : "")
         << std::flush;
   };
   run_options.fatal = [&](std::exception_ptr e) {
@@ -256,14 +410,18 @@ int select_command(const SelectOptionsCli& o, std::ostream& out) {
   };
   const select::SelectRun run = run_schedule(jobs, plans, schedule, o.gpus, cluster, run_options);
 
-  const Json report = report_json(jobs, ways, schedule, run, o, profile);
+  const Json report = report_json(jobs, ways, schedule, run, o, cluster_choice.named, eval, profile);
   write_json_file((fs::path(o.out) / "select_report.json").string(), report);
   write_chrome_trace((fs::path(o.out) / "trace.json").string(), device_trace(jobs, run, o.gpus));
-  out << "leaderboard (final loss):\n";
+  out << fmt::format("leaderboard: ranked by {}: {}\n", report["leaderboard_metric"].get<std::string>(),
+                     report["leaderboard_reason"].get<std::string>());
+  out << fmt::format("{:>3}  {:<28} {:>10} {:>10}\n", "#", "job", "train loss", "valid loss");
   int place = 1;
   for (const Json& row : report["leaderboard"]) {
-    out << fmt::format("{:>3}  {:<28} {:.4f}\n", place++, row["job"].get<std::string>(),
-                       row["final_loss"].get<double>());
+    out << fmt::format("{:>3}  {:<28} {:>10.4f} {:>10}\n", place++, row["job"].get<std::string>(),
+                       row["final_loss"].get<double>(),
+                       row["valid_loss"].is_null() ? std::string("-")
+                                                   : fmt::format("{:.4f}", row["valid_loss"].get<double>()));
   }
   const double err = (schedule.makespan_s - run.makespan_s) / run.makespan_s;
   std::string utilisation;
@@ -287,7 +445,9 @@ void add_select_command(CLI::App& app, CommandContext& context) {
                 "scheduled by a policy whose makespan is predicted, then measured");
   command->add_option("--workload", options->workload, "workload: a JSON file or a bundled name")
       ->required();
-  command->add_option("--cluster", options->cluster, "cluster (default local-cpu)");
+  command->add_option_function<std::string>(
+      "--cluster", [options](const std::string& c) { options->cluster = c; },
+      "cluster (default: the one the workload names, else local-cpu; another is a warning)");
   add_cluster_shape_options(*command, options->shape);
   command->add_option("--gpus", options->gpus, "devices to use (default 2)");
   command->add_option("--policy", options->policy, "strata, lrtf or sequential (default strata)");
@@ -297,6 +457,7 @@ void add_select_command(CLI::App& app, CommandContext& context) {
   command->add_option_function<double>(
       "--device-budget-mib", [options](const double& mib) { options->device_budget_mib = mib; },
       "each device's memory budget in MiB, > 0 (default: the cluster's)");
+  options->eval_flags = add_eval_options(*command, options->eval);
   add_profile_options(*command, options->profile.profile, options->profile.no_profile);
   command->callback([options, &context] { context.exit_code = select_command(*options, *context.out); });
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "executor/model/param_init.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/elementwise.h"
 
@@ -35,6 +36,12 @@ void CpuBackend::adamw(float* master, void* copy, float* grad, float* m, float* 
   cpu::adamw_update(master, grad, m, v, n,
                     cpu::AdamWParams{hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay}, hp.step);
   if (copy != nullptr && copy != master) cpu::copy(static_cast<float*>(copy), master, n);
+}
+
+bool CpuBackend::init_seeded(float* dst, const UnitLayout& unit, std::uint64_t seed,
+                             std::int64_t begin, std::int64_t end) {
+  model::init_unit_range(unit, seed, dst, begin, end);
+  return true;
 }
 
 void CpuBackend::to_compute(void* dst, const float* src, std::int64_t n) {

@@ -143,10 +143,17 @@ bool ModelState::place_seeded_on_device(ParamUnit& u, const model::UnitInit& ini
   // Only for state that lives on the device alone (no offload), and only a backend that
   // draws there; the allocations are place()'s, in its order, so the peaks do not move.
   const auto* seeded = init_values.target<model::SeededInit>();
-  if (seeded == nullptr || links_ != nullptr || own_master()) return false;  // links_: any offload
+  if (seeded == nullptr || links_ != nullptr) return false;  // links_: any offload
   const std::int64_t n = stored_elements(u);
   u.params = alloc(MemoryTier::kDevice, backend_->compute_dtype(), n, "params", false);
-  {
+  if (own_master()) {
+    // fp32 parameters are their own master: drawn straight into them (on the CPU backend
+    // this saves place()'s host buffer and its copy, 1.4 GB for gpt2-350m).
+    if (!backend_->init_seeded(u.params.f32(), u.layout, seeded->seed, lo, lo + n)) {
+      u.params.reset();
+      return false;
+    }
+  } else {
     Tensor staging = alloc(MemoryTier::kDevice, DType::kF32, n, "dp_scratch", false);
     if (!backend_->init_seeded(staging.f32(), u.layout, seeded->seed, lo, lo + n)) {
       u.params.reset();
@@ -160,10 +167,12 @@ bool ModelState::place_seeded_on_device(ParamUnit& u, const model::UnitInit& ini
   const std::int64_t opt_n = opt_elements(u);
   u.m = alloc(MemoryTier::kDevice, DType::kF32, opt_n, "optimizer");
   u.v = alloc(MemoryTier::kDevice, DType::kF32, opt_n, "optimizer");
-  u.master = alloc(MemoryTier::kDevice, DType::kF32, opt_n, "master", false);
-  // The master's part drawn again where it lies (cheaper than keeping staging alive).
-  const std::int64_t part_lo = lo + opt_offset(u);
-  backend_->init_seeded(u.master.f32(), u.layout, seeded->seed, part_lo, part_lo + opt_n);
+  if (!own_master()) {
+    u.master = alloc(MemoryTier::kDevice, DType::kF32, opt_n, "master", false);
+    // The master's part drawn again where it lies (cheaper than keeping staging alive).
+    const std::int64_t part_lo = lo + opt_offset(u);
+    backend_->init_seeded(u.master.f32(), u.layout, seeded->seed, part_lo, part_lo + opt_n);
+  }
   if (seeded->progress) seeded->progress(n);
   return true;
 }

@@ -151,8 +151,10 @@ class ModelState {
   // Allocates u's state and fills it with init_values (through `init`, a host buffer of at
   // least stored_elements(u) floats).
   void place(ParamUnit& u, const model::UnitInit& init_values, float* init);
-  // place() when init_values is a model::SeededInit and the backend draws on the device
-  // (state neither offloaded nor its own master); false, having placed nothing, otherwise.
+  // place() when init_values is a model::SeededInit, nothing is offloaded and the backend
+  // draws where the state lives (fp32 parameters straight into themselves; bf16 ones
+  // through a staging buffer, and their master drawn again); false, having placed
+  // nothing, otherwise.
   bool place_seeded_on_device(ParamUnit& u, const model::UnitInit& init_values, std::int64_t lo);
   void place_offloaded(ParamUnit& u, const float* init_part);
   ShardSource shard_source(const ParamUnit& u) const;

@@ -165,6 +165,12 @@ strata_add_test(executor_engine_arena_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_arena_test.cc
   LIBS strata_executor)
 
+# A seeded run's initial parameters, first losses and gradient norms pinned to the values
+# before issue 25's set-up work (where and how parameters are drawn and memory obtained).
+strata_add_test(executor_initial_state_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/initial_state_test.cc
+  LIBS strata_executor)
+
 # The CUDA-semantics CPU mode's scheduler, race checker and pool on their own.
 strata_add_test(executor_cuda_semantics_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_semantics_test.cc

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <initializer_list>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -214,6 +215,15 @@ std::vector<Step> pass_steps(const ModelSpec& model, const Plan& plan, const Ran
   return steps;
 }
 
+// A dimension of a pipeline message as ProgramOp holds it (32-bit: see there).
+std::int32_t message_extent(std::int64_t n, const char* what) {
+  if (n <= 0 || n > std::numeric_limits<std::int32_t>::max()) {
+    throw InfeasiblePlan(fmt::format("program: a pipeline message's {} {} is outside 1..{}", what, n,
+                                     std::numeric_limits<std::int32_t>::max()));
+  }
+  return static_cast<std::int32_t>(n);
+}
+
 ProgramOp step_op(Kind kind, Stream stream, std::int32_t unit) {
   ProgramOp op;
   op.kind = kind;
@@ -269,6 +279,10 @@ std::string to_string(ProgramOpKind kind) {
   }
   return "unknown";
 }
+
+// The planner copies ProgramOps by the million (a 1T search on 3,072 GPUs in under 2 s):
+// a field added here is paid for there.
+static_assert(sizeof(ProgramOp) <= 52, "ProgramOp grew: measure tools/bench/planner_bench");
 
 bool ProgramOp::is_message() const {
   return kind == Kind::kRecvForward || kind == Kind::kSendForward ||
@@ -374,12 +388,23 @@ RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train,
     }
   }
 
-  // The pipeline: the schedule's ops, each pass naming this rank's body of its variant.
+  // The pipeline: the schedule's ops, each pass naming this rank's body of its variant, each
+  // message the token rows this TP rank holds between stages (1/t of them with sequence
+  // parallelism) of one sequence, by hidden: what the engine's passes hand over. (The
+  // schedule's ops are shared by every model; the shapes are this one's.)
+  const std::int32_t message_rows =
+      message_extent(model.seq_len / (plan.sequence_parallel ? plan.tp : 1), "rows per sequence");
+  const std::int32_t message_width = message_extent(model.hidden, "width");
   rank.ops.reserve(schedule_ops.size() + 3 * rank.units.size() + 4);
   rank.ops = schedule_ops;
   for (ProgramOp& op : rank.ops) {
     if (op.is_pass()) {
       op.body = body_of[static_cast<std::size_t>(op.chunk)][static_cast<std::size_t>(op.body)];
+    }
+    if (op.is_message()) {
+      op.message_dtype = options.message_dtype;
+      op.message_rows = message_rows;
+      op.message_width = message_width;
     }
   }
 
@@ -443,6 +468,17 @@ std::int64_t pipeline_message_tag(std::int64_t pp, std::int64_t virtual_stages,
   return (micro_batch * pp * virtual_stages + receiver_vstage) * 2 + (forward ? 0 : 1);
 }
 
+DType message_dtype(Backend backend) { return backend == Backend::kCuda ? DType::kBF16 : DType::kF32; }
+
+std::int64_t message_elements(const ProgramOp& op, std::int64_t micro_batch) {
+  return micro_batch * op.message_rows * op.message_width;
+}
+
+std::string message_shape(const ProgramOp& op, std::int64_t micro_batch) {
+  return fmt::format("({}, {}) {}", micro_batch * op.message_rows, op.message_width,
+                     to_string(op.message_dtype));
+}
+
 std::int64_t max_in_flight(const RankProgram& rank) {
   std::int64_t held = 0, peak = 0;
   for (const ProgramOp& op : rank.ops) {
@@ -459,13 +495,16 @@ std::string describe_op(std::size_t index, const ProgramOp& op, const RankProgra
   if (op.micro_batch >= 0) s += fmt::format(" mb={}", op.micro_batch);
   if (op.chunk >= 0) s += fmt::format(" chunk={}", op.chunk);
   if (op.peer >= 0) s += fmt::format(" peer={}", op.peer);
+  if (op.is_message()) s += fmt::format(" per_sequence={}", message_shape(op, 1));
   if (op.unit >= 0) s += " " + rank.units[static_cast<std::size_t>(op.unit)].name;
   if (op.body >= 0) s += fmt::format(" body={}", op.body);
   std::string after;
   for (std::int32_t a : op.after) {
-    if (a >= 0) after += (after.empty() ? "" : ",") + std::to_string(a);
+    // fmt, not operator+: GCC 12 warns (-Wstringop-overflow, a false positive) on the
+    // concatenation once describe_op is inlined.
+    if (a >= 0) after += fmt::format("{}{}", after.empty() ? "" : ",", a);
   }
-  if (!after.empty()) s += " after=[" + after + "]";
+  if (!after.empty()) s += fmt::format(" after=[{}]", after);
   if (op.forward_sends_complete > 0 || op.backward_sends_complete > 0) {
     s += fmt::format(" sends_complete=[{},{}]", op.forward_sends_complete, op.backward_sends_complete);
   }

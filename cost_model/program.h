@@ -75,7 +75,8 @@
 // reduction waits for its LayerNorm sums and holds up the gathers issued after it; with
 // offloaded parameters a gather waits for its fetch and holds up the reduction after it.
 // Deliberately not here: durations (the time model and the simulator price ops), the bytes
-// of each op (memory_model.h), the loss sum (metrics, not training), anything inside a
+// of each op (memory_model.h; a message's shape and dtype are here, for the deadlock check
+// and the engine to agree on), the loss sum (metrics, not training), anything inside a
 // compute step (the TP collectives of a layer are part of its compute).
 #pragma once
 
@@ -84,11 +85,13 @@
 #include <string>
 #include <vector>
 
+#include "cost_model/cluster_spec.h"
 #include "cost_model/model_spec.h"
 #include "cost_model/param_layout.h"
 #include "cost_model/plan.h"
 #include "cost_model/schedule.h"
 #include "cost_model/train_spec.h"
+#include "kernels/dtype.h"
 
 namespace strata {
 
@@ -145,6 +148,7 @@ struct ProgramOp {
   ProgramOpKind kind = ProgramOpKind::kForward;
   Stream stream = Stream::kCompute;
   Part part = Part::kNone;     // kCompute only
+  DType message_dtype = DType::kF32;  // messages: the element type (ProgramOptions)
   std::int32_t micro_batch = -1;  // passes and messages
   std::int32_t chunk = -1;        // passes and messages: the local chunk
   std::int32_t peer = -1;         // messages: the pipeline rank on the other side
@@ -156,6 +160,12 @@ struct ProgramOp {
   // order) are complete once this receive has returned ("Send completion" above).
   std::int32_t forward_sends_complete = 0;
   std::int32_t backward_sends_complete = 0;
+  // Messages: the activation (forward) or its gradient (backward) of ONE sequence of the
+  // micro-batch on this TP rank, (rows, width). A message is micro_batch such blocks
+  // (message_elements): per sequence because a Program is shared by every micro-batch size
+  // (program_plan), and 32-bit (seq_len and hidden each fit) to keep ProgramOp small.
+  std::int32_t message_rows = 0;
+  std::int32_t message_width = 0;
 
   bool operator==(const ProgramOp&) const = default;
   bool is_pass() const { return kind == ProgramOpKind::kForward || kind == ProgramOpKind::kBackward; }
@@ -201,7 +211,14 @@ struct ProgramOptions {
   bool recompute_regathers = false;
   // The backend's wte shard padding (partition.h: vocab_row_alignment): the units' sizes.
   std::int64_t vocab_row_alignment = 1;
+  // The backend's compute dtype (Backend::compute_dtype), in which the pipeline messages
+  // move both ways: bf16 on the CUDA backend (what a plan is for), fp32 on the CPU backend.
+  DType message_dtype = DType::kBF16;
 };
+
+// The dtype a backend's pipeline messages move in, its compute dtype (executor/engine/
+// backend.h: Backend::compute_dtype): bf16 on CUDA, fp32 on the CPU.
+DType message_dtype(Backend backend);
 
 struct Program {
   Plan plan;
@@ -237,6 +254,13 @@ Program make_program(const ModelSpec& model, const TrainSpec& train, const Plan&
 std::int64_t pipeline_message_tag(std::int64_t pp, std::int64_t virtual_stages,
                                   std::int64_t micro_batch, std::int64_t receiver_vstage,
                                   bool forward);
+
+// The elements of a message op of a plan with `micro_batch` sequences per micro-batch:
+// micro_batch x message_rows x message_width (what the engine sends and receives).
+std::int64_t message_elements(const ProgramOp& op, std::int64_t micro_batch);
+
+// "(4096, 768) bf16": a message's whole shape and dtype, for faults and describe.
+std::string message_shape(const ProgramOp& op, std::int64_t micro_batch);
 
 // The largest number of (micro-batch, chunk) forwards whose activations a rank holds at
 // once: forwards done minus backwards done, walking the rank's step ops.

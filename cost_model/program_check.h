@@ -1,9 +1,9 @@
 // Deadlock freedom of a Program, proved before any work (DESIGN.md: bad input gets a clear
 // error before any work). A step cannot hang when
 //   1. every send has exactly one receive of the same (sender, receiver, tag) and every
-//      receive one send (a message's shape and dtype are one activation of the micro-batch
-//      in the compute precision for every message of a Program, decided by the engine, so
-//      the tag names the message completely);
+//      receive one send, and the two agree on the message's shape and dtype (ProgramOp's
+//      message fields: a receive smaller than its send fails MPI's matching, a larger one
+//      waits on NCCL for elements that never come);
 //   2. every cross-rank collective (the tied-embedding sum of the first and last stage, the
 //      global gradient norm) is entered by every member of its group, and any two members
 //      enter the collectives they share in the same relative order;

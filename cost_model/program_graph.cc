@@ -78,8 +78,25 @@ void add_step_vertices(const Program& program, GraphBuilder& g) {
   }
 }
 
-// Each receive after the send of the same (sender, receiver, tag); throws ProgramDeadlock
-// for a message without exactly one partner. A sorted list, not a map: the planner checks
+// The fault of a send and its receive that disagree on the message's shape or dtype, or "".
+std::string shape_fault(const Program& program, std::int32_t send_rank, std::int32_t send_op,
+                        std::int32_t recv_rank, std::int32_t recv_op, std::int64_t tag) {
+  const ProgramOp& send = program.ranks[static_cast<std::size_t>(send_rank)].ops[static_cast<std::size_t>(send_op)];
+  const ProgramOp& recv = program.ranks[static_cast<std::size_t>(recv_rank)].ops[static_cast<std::size_t>(recv_op)];
+  if (send.message_rows == recv.message_rows && send.message_width == recv.message_width &&
+      send.message_dtype == recv.message_dtype) {
+    return {};
+  }
+  const std::int64_t b = program.plan.micro_batch;
+  return fmt::format("deadlock: {} sends {} but {} receives {} (tag {}): a message's shape and "
+                     "dtype must agree at both ends",
+                     describe_op(program, send_rank, send_op), message_shape(send, b),
+                     describe_op(program, recv_rank, recv_op), message_shape(recv, b), tag);
+}
+
+// Each receive after the send of the same (sender, receiver, tag) and of the same shape and
+// dtype; throws ProgramDeadlock for a message without exactly one partner or whose two ends
+// disagree on what it is. A sorted list, not a map: the planner checks
 // pipelines of 10^5 messages (a map's node per message cost 4x the whole graph).
 void add_message_edges(const Program& program, GraphBuilder& g) {
   struct End {
@@ -111,6 +128,10 @@ void add_message_edges(const Program& program, GraphBuilder& g) {
     const End& first = ends[i];
     if (sends == 1 && receives == 1) {
       const End& recv = ends[i + 1];
+      if (std::string fault = shape_fault(program, first.rank, first.op, recv.rank, recv.op, first.tag);
+          !fault.empty()) {
+        throw ProgramDeadlock(fault);
+      }
       add_edge(g, g.step_vertex[static_cast<std::size_t>(first.rank)][static_cast<std::size_t>(first.op)],
                g.step_vertex[static_cast<std::size_t>(recv.rank)][static_cast<std::size_t>(recv.op)]);
       i = j;

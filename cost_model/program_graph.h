@@ -75,7 +75,9 @@ ProgramGraph timing_graph(const Program& program, const std::vector<PricedRank>&
                           SimulationMode mode);
 
 // A pipeline skeleton as a Program of step ops only (no bodies, no tail), for the planner's
-// check of a pipeline shape it prices through its skeleton (cost_model.h).
+// check of a pipeline shape it prices through its skeleton (cost_model.h). Its messages have
+// no shape (all 0 x 0): make_rank_program gives every message of a Program one shape and
+// dtype, so a skeleton's could not disagree anyway.
 Program skeleton_program(const PipelineSkeleton& skeleton);
 
 // What an edge from `from` to `to` means (program_graph.cc's edges are made only so).

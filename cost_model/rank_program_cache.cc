@@ -26,7 +26,8 @@ std::vector<std::int64_t> key_of(const Plan& read, std::int64_t m, std::int64_t 
           pp_rank,
           options.prefetch_distance,
           options.recompute_regathers ? 1 : 0,
-          options.vocab_row_alignment};
+          options.vocab_row_alignment,
+          static_cast<std::int64_t>(options.message_dtype)};
 }
 
 }  // namespace

@@ -60,7 +60,8 @@ Engine::Engine(Backend& backend, const ModelSpec& model, const TrainSpec& train,
       tp_(groups.tp(), backend.compute_dtype()),
       program_(make_rank_program(model, train, plan, groups.coords().pp,
                                  ProgramOptions{offload_options.prefetch_depth, false,
-                                                backend.vocab_row_alignment()})),
+                                                backend.vocab_row_alignment(),
+                                                backend.compute_dtype()})),
       state_(backend,
              rank_unit_layouts(model, plan, groups.coords().pp, groups.coords().tp,
                                backend.vocab_row_alignment()),
@@ -219,6 +220,14 @@ void Engine::message(const ProgramOp& op) {
   // With one pipeline rank (interleaved chunks) a message goes to this rank itself: the
   // tensor is handed over (the send always comes first: the schedule is deadlock-free).
   const bool to_self = op.peer == groups_->coords().pp;
+  // The buffers are the passes' activations; the Program's message (what the deadlock check
+  // matched send to receive by) must be exactly that.
+  if (message_elements(op, plan_.micro_batch) != n || op.message_dtype != c) {
+    throw std::logic_error(fmt::format("engine: {} of ({}, {}) moves {} elements of {}, but the "
+                                       "Program's message is {}", to_string(op.kind),
+                                       op.micro_batch, op.chunk, n, to_string(c),
+                                       message_shape(op, plan_.micro_batch)));
+  }
   switch (op.kind) {
     case Kind::kRecvForward:
     case Kind::kRecvBackward: {

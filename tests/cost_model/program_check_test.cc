@@ -1,7 +1,8 @@
 // The deadlock check (cost_model/program_check.h): every bundled plan's Program passes; each
-// kind of fault planted into a sound Program (a missing receive, two collectives entered in
-// different orders, a cycle through a pipeline send) is named, with the ops involved; the
-// check graph has what it should (one vertex per step op, one edge per message).
+// kind of fault planted into a sound Program (a missing receive, a receive of the wrong
+// count or dtype, two collectives entered in different orders, a cycle through a pipeline
+// send) is named, with the ops involved; the check graph has what it should (one vertex per
+// step op, one edge per message).
 #include "cost_model/program_check.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include <boost/range/iterator_range.hpp>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "cost_model/cluster_spec.h"
@@ -117,6 +119,50 @@ TEST(ProgramCheck, AMissingReceiveIsNamed) {
   EXPECT_NE(fault.find("rank 0 op"), std::string::npos) << fault;
   EXPECT_NE(fault.find("send_forward mb=2"), std::string::npos) << fault;
   EXPECT_NE(fault.find("no matching receive"), std::string::npos) << fault;
+}
+
+TEST(ProgramCheck, AReceiveOfTheWrongCountIsNamed) {
+  // 1F1B on 2 ranks, 2 sequences per micro-batch: every message is (2 x 64 rows, 64 hidden)
+  // (small_gpt: seq_len 64, hidden 64; no sequence parallelism) in bf16 (ProgramOptions'
+  // default, the CUDA backend's). Rank 1 now expects one token row fewer per sequence of
+  // micro-batch 1's activation: (2 x 63, 64) = (126, 64).
+  Program program = make_program(testing::small_gpt(4), testing::train_of(8),
+                                 plan_of(ScheduleKind::kOneFOneB, 2, 1, 2));
+  RankProgram& rank1 = program.ranks[1];
+  const std::size_t recv = find_op(rank1, Kind::kRecvForward, 1);
+  ASSERT_EQ(message_elements(rank1.ops[recv], 2), 2 * 64 * 64);  // as generated
+  rank1.ops[recv].message_rows -= 1;
+  const std::size_t send = find_op(program.ranks[0], Kind::kSendForward, 1);
+  const std::string fault = fault_of(program);
+  EXPECT_NE(fault.find("deadlock"), std::string::npos) << fault;
+  // Both ends by rank and op index, both shapes; the tag is micro-batch 1's to virtual stage
+  // 1 forward: (1 * 2 * 1 + 1) * 2 + 0 = 6 (pipeline_message_tag).
+  EXPECT_NE(fault.find(fmt::format("rank 0 op {} send_forward mb=1 chunk=0 peer=1 sends (128, 64) bf16", send)),
+            std::string::npos) << fault;
+  EXPECT_NE(fault.find(fmt::format("rank 1 op {} recv_forward mb=1 chunk=0 peer=0 receives (126, 64) bf16", recv)),
+            std::string::npos) << fault;
+  EXPECT_NE(fault.find("(tag 6)"), std::string::npos) << fault;
+}
+
+TEST(ProgramCheck, AReceiveOfTheWrongDtypeIsNamed) {
+  // Rank 0 receives micro-batch 0's gradient as fp32 while rank 1 sends it in bf16 (the
+  // CPU backend's dtype on one side, the CUDA backend's on the other): the same (64, 64)
+  // shape (1 sequence of 64 rows, hidden 64), the wrong element type. Tag: micro-batch 0
+  // to virtual stage 0, backward: (0 + 0) * 2 + 1 = 1.
+  Program program = make_program(testing::small_gpt(4), testing::train_of(4),
+                                 plan_of(ScheduleKind::kOneFOneB, 2, 1));
+  RankProgram& rank0 = program.ranks[0];
+  const std::size_t recv = find_op(rank0, Kind::kRecvBackward, 0);
+  ASSERT_EQ(rank0.ops[recv].message_dtype, DType::kBF16);  // as generated
+  rank0.ops[recv].message_dtype = DType::kF32;
+  const std::size_t send = find_op(program.ranks[1], Kind::kSendBackward, 0);
+  const std::string fault = fault_of(program);
+  EXPECT_NE(fault.find(fmt::format("rank 1 op {} send_backward mb=0 chunk=0 peer=0 sends (64, 64) bf16", send)),
+            std::string::npos) << fault;
+  EXPECT_NE(fault.find(fmt::format("rank 0 op {} recv_backward mb=0 chunk=0 peer=1 receives (64, 64) f32", recv)),
+            std::string::npos) << fault;
+  EXPECT_NE(fault.find("(tag 1)"), std::string::npos) << fault;
+  EXPECT_NE(fault.find("shape and dtype must agree"), std::string::npos) << fault;
 }
 
 TEST(ProgramCheck, CollectivesInDifferentOrdersAreNamed) {
@@ -228,6 +274,16 @@ TEST(ProgramCheck, EveryBundledPlanPasses) {
     const Program program =
         make_program(model, train, plan, program_options(conventions_for(cluster, nullptr, {})));
     EXPECT_EQ(fault_of(program), "");
+    // The check compared real shapes, not zeros: every message is one sequence's token rows
+    // on its TP rank (seq_len, 1/tp of it with sequence parallelism) by hidden.
+    const std::int64_t rows = model.seq_len / (plan.sequence_parallel ? plan.tp : 1);
+    for (const RankProgram& rank : program.ranks) {
+      for (const ProgramOp& op : rank.ops) {
+        if (!op.is_message()) continue;
+        EXPECT_EQ(op.message_rows, rows);
+        EXPECT_EQ(op.message_width, model.hidden);
+      }
+    }
     ++checked;
   }
   EXPECT_GE(checked, 14u);  // the 14 bundled plans at the time of writing, at least

@@ -296,7 +296,8 @@ Validated validate(const RunOptions& o) {
   try {
     check_deadlock_free(make_program(
         v.model, v.train, v.plan,
-        ProgramOptions{o.prefetch_depth, false, vocab_row_alignment(v.cluster.backend)}));
+        ProgramOptions{o.prefetch_depth, false, vocab_row_alignment(v.cluster.backend),
+                       message_dtype(v.cluster.backend)}));
   } catch (const ProgramDeadlock& e) {
     throw ProgramDeadlock(fmt::format("{}: {}", v.plan_path, e.what()));
   }

@@ -416,6 +416,7 @@ PricedRank price_rank(const RankProgram& rank, const OpCosts& costs, SimulationM
     PricedBody pb;
     pb.body = &body;
     pb.op_times.reserve(body.ops.size());
+    pb.op_s.reserve(body.ops.size());
     for (const ProgramOp& op : body.ops) {
       const StepTimeParts t = op.kind == Kind::kCompute
                                   ? costs.compute(rank, op.part, op.unit, body.forward)
@@ -442,6 +443,8 @@ PricedRank price_rank(const RankProgram& rank, const OpCosts& costs, SimulationM
   double clock = 0;  // serial
   const auto tail_ops = static_cast<std::size_t>(rank.ops.size()) - static_cast<std::size_t>(rank.tail_begin);
   priced.tail_times.reserve(tail_ops);
+  priced.tail_start_s.reserve(tail_ops);
+  priced.tail_end_s.reserve(tail_ops);
   for (std::size_t k = 0; k < tail_ops; ++k) {
     const ProgramOp& op = rank.ops[static_cast<std::size_t>(rank.tail_begin) + k];
     const StepTimeParts t = costs.tail(rank, op);

@@ -34,7 +34,12 @@
 #include "planner/planner.h"
 
 #include <algorithm>
+#include <exception>
+#include <iterator>
+#include <memory>
+#include <thread>
 #include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -52,6 +57,8 @@ class Search {
   Search(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
          const PlannerOptions& options, PlanSearchResult& result)
       : model_(model), cluster_(cluster), train_(train), options_(options), result_(result) {}
+
+  std::int64_t gpus() const { return result_.gpus; }
 
   // Scores one plan; returns whether it fits (false also when a rule rejects it).
   bool score(const Plan& plan) {
@@ -130,6 +137,25 @@ class Search {
     fitting_.clear();
     for (ScoredPlan& kept : result_.top) kept.prediction = full_prediction(kept.plan);
     if (result_.closest) result_.closest->prediction = full_prediction(result_.closest->plan);
+  }
+
+  // Takes over what another search of a share of the base plans scored (`scored_by` is its
+  // result), before finish(): the same state as if this search had scored them itself. The
+  // closest misfit is a least element and the fitting plans are sorted before use, so the
+  // order of the shares does not matter.
+  void absorb(Search& other, const PlanSearchResult& scored_by) {
+    result_.candidates += scored_by.candidates;
+    result_.scored += scored_by.scored;
+    result_.fitting += scored_by.fitting;
+    result_.pruned += scored_by.pruned;
+    result_.memory_walked += scored_by.memory_walked;
+    for (const auto& [reason, count] : scored_by.dropped) result_.dropped[reason] += count;
+    if (scored_by.closest) remember_closest(*scored_by.closest, *scored_by.closest_overshoot);
+    std::move(other.fitting_.begin(), other.fitting_.end(), std::back_inserter(fitting_));
+    std::move(other.unwalked_misfits_.begin(), other.unwalked_misfits_.end(),
+              std::back_inserter(unwalked_misfits_));
+    other.fitting_.clear();
+    other.unwalked_misfits_.clear();
   }
 
  private:
@@ -251,6 +277,52 @@ void check_request(const ClusterSpec& cluster, const TrainSpec& train, std::int6
   }
 }
 
+std::size_t search_threads(const PlannerOptions& options) {
+  if (options.threads < 0) {
+    throw ConfigError(fmt::format("planner threads: value {} is not >= 0", options.threads));
+  }
+  if (options.threads > 0) return static_cast<std::size_t>(options.threads);
+  return std::max<std::size_t>(std::thread::hardware_concurrency(), 1);
+}
+
+// Scores `bases` on `threads` threads, thread i taking bases i, i + threads, ... (neighbouring
+// bases cost alike, so the shares do too), each with a Search and caches of its own (the
+// cost model's caches are not thread-safe), then hands everything to `into`. An exception
+// is rethrown as the serial search would have met it: the one of the earliest base plan.
+void score_in_threads(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
+                      const PlannerOptions& options, const std::vector<Plan>& bases,
+                      std::size_t threads, Search& into) {
+  PlannerOptions own = options;
+  own.cache = nullptr;
+  std::vector<PlanSearchResult> parts(threads);
+  std::vector<std::unique_ptr<Search>> searches;
+  for (PlanSearchResult& part : parts) {
+    part.gpus = into.gpus();
+    searches.push_back(std::make_unique<Search>(model, cluster, train, own, part));
+  }
+  std::vector<std::exception_ptr> errors(threads);
+  std::vector<std::size_t> failed_at(threads, bases.size());
+  {
+    std::vector<std::jthread> workers;
+    for (std::size_t t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] {
+        for (std::size_t i = t; i < bases.size(); i += threads) {
+          try {
+            search_memory_variants(bases[i], cluster.has_nvme(), own, *searches[t], parts[t]);
+          } catch (...) {
+            errors[t] = std::current_exception();
+            failed_at[t] = i;
+            return;
+          }
+        }
+      });
+    }
+  }  // joined
+  const auto first = std::min_element(failed_at.begin(), failed_at.end()) - failed_at.begin();
+  if (errors[static_cast<std::size_t>(first)]) std::rethrow_exception(errors[static_cast<std::size_t>(first)]);
+  for (std::size_t t = 0; t < threads; ++t) into.absorb(*searches[t], parts[t]);
+}
+
 }  // namespace
 
 double MemoryOvershoot::total() const {
@@ -299,11 +371,18 @@ PlanSearchResult search_plans(const ModelSpec& model, const ClusterSpec& cluster
   check_request(cluster, train, result.gpus);
   Search search(model, cluster, train, options, result);
 
+  std::vector<Plan> bases;
   for_each_base_plan(model, cluster, train, result.gpus, options.allow_tp_across_nodes,
                      options.max_virtual_stages, options.max_micro_batch, result.dropped,
-                     [&](const Plan& plan) {
-                       search_memory_variants(plan, cluster.has_nvme(), options, search, result);
-                     });
+                     [&](const Plan& plan) { bases.push_back(plan); });
+  const std::size_t threads = std::min(search_threads(options), std::max<std::size_t>(bases.size(), 1));
+  if (threads == 1) {
+    for (const Plan& plan : bases) {
+      search_memory_variants(plan, cluster.has_nvme(), options, search, result);
+    }
+  } else {
+    score_in_threads(model, cluster, train, options, bases, threads, search);
+  }
   search.finish();
 
   // The reason that dropped the most plans (the first in key order on ties).

@@ -46,6 +46,10 @@ struct PlannerOptions {
   // Shared by several searches of one model and cluster (sizing tries several GPU counts);
   // null: each search keeps its own. Not owned, not thread-safe.
   PredictionCache* cache = nullptr;
+  // Threads scoring plans: 0 = the machine's hardware threads. The result does not depend on
+  // it (planner_search_test): each thread scores its share of the base plans with caches of
+  // its own, and the shares are merged before the ranking, which orders plans totally.
+  int threads = 0;
 };
 
 struct ScoredPlan {

@@ -6,6 +6,7 @@
 
 #include <limits>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -246,6 +247,41 @@ TEST(PlanSearch, MemoryFloorChangesNothing) {
   }
   // The floor did drop plans (else this compared a search with itself).
   EXPECT_GT(floor_dropped, 1000);
+}
+
+// Threads score shares of the base plans and merge them before the ranking (planner.cc):
+// every figure of the result is the one thread's, whatever the share count, from roomy
+// memory (top plans compared) to none fitting (the closest misfit compared), with and without
+// the memory floor (whose unwalked misfits are merged too).
+TEST(PlanSearch, ThreadCountChangesNothing) {
+  const auto dump = [](const PlanSearchResult& r) {
+    std::string s = fmt::format("{} {} {} {} {} {} {} [{}]", r.candidates, r.scored, r.fitting, r.pruned,
+                                r.memory_walked, r.top_reason, r.deadlock_example, r.top.size());
+    for (const auto& [reason, count] : r.dropped) s += fmt::format(" {}={}", reason, count);
+    for (const ScoredPlan& p : r.top) s += " " + p.plan.label() + " " + p.prediction.to_json().dump();
+    if (r.closest) s += " closest " + r.closest->plan.label() + " " + r.closest->prediction.to_json().dump();
+    return s;
+  };
+  int compared_top = 0, compared_closest = 0;
+  for (double device_gib : {80.0, 0.004, 0.003, 64.0 / (1024 * 1024)}) {
+    for (const bool floor : {true, false}) {
+      PlannerOptions options;
+      options.top_k = 10;
+      options.memory_floor = floor;
+      options.threads = 1;
+      const PlanSearchResult one = search_plans(small_model(), small_cluster(device_gib), small_train(), options);
+      compared_top += one.top.empty() ? 0 : 1;
+      compared_closest += one.closest ? 1 : 0;
+      for (int threads : {2, 3, 7}) {
+        options.threads = threads;
+        EXPECT_EQ(dump(search_plans(small_model(), small_cluster(device_gib), small_train(), options)), dump(one))
+            << device_gib << " GiB, floor " << floor << ", " << threads << " threads";
+      }
+    }
+  }
+  // Both kinds of result were compared: plans that fit, and a closest misfit.
+  EXPECT_GT(compared_top, 0);
+  EXPECT_GT(compared_closest, 0);
 }
 
 TEST(PlanSearch, RejectsImpossibleRequests) {

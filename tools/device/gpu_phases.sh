@@ -70,16 +70,29 @@ phase_tests() {
   FIGURE+="; test cases of the one-process binaries: $cases_passed passed, $cases_skipped skipped"
 }
 
-# The CUDA equivalence matrix: the entries of its ctest definition (one list, in
-# tests/executor/cuda_runtime.cmake), each under mpirun with every rank on the one GPU.
+# The CUDA equivalence matrix: the entries of its ctest definition (tests/executor/
+# cuda_runtime.cmake: the quoted GPT entries, then the unquoted tiny-Llama ones of its
+# `foreach(entry IN ITEMS` list), each under mpirun with every rank on the one GPU.
 phase_equivalence() {
-  local cmake entry args ranks rc log ok=0 skipped=0 failed=() stopped=()
+  local cmake entry model args ranks rc log ok=0 skipped=0 failed=() stopped=() runs=()
   cmake=$(input tests/executor/cuda_runtime.cmake)
-  for entry in $(grep -Eo '"t[0-9]+_[0-9a-z_]+"' "$cmake" | tr -d '"'); do
+  for entry in $(grep -Eo '"t[0-9]+_[0-9a-z_]+"' "$cmake" | tr -d '"'); do runs+=("gpt:$entry"); done
+  for entry in $(awk '/foreach\(entry IN ITEMS/{f=1} f{print} f&&/\)/{exit}' "$cmake" |
+                 grep -Eo '\bt[0-9]+_[0-9a-z_]+'); do
+    runs+=("tiny-llama:$entry")
+  done
+  for entry in "${runs[@]}"; do
+    model=${entry%%:*}
+    entry=${entry#*:}
     IFS=_ read -r -a args <<<"${entry#t}"
     ranks=$((args[0] * args[1] * args[2]))
-    log=equivalence_$entry.log
-    mpi_step "$log" "$ranks" "$(bin cuda_engine_equivalence)" "${args[@]}"
+    log=equivalence_${model}_$entry.log
+    if [[ $model == gpt ]]; then
+      mpi_step "$log" "$ranks" "$(bin cuda_engine_equivalence)" "${args[@]}"
+    else
+      mpi_step "$log" "$ranks" "$(bin cuda_engine_equivalence)" --model "$model" "${args[@]}"
+      entry="$model/$entry"
+    fi
     rc=$?
     # The ctest entries' FAIL_REGULAR_EXPRESSION, so that both read a run the same way.
     if ((rc == 0)) && grep -Eq 'FAILED|over 1e-4' "$logs/$log" 2>/dev/null; then rc=1; fi

@@ -7,7 +7,8 @@
 #      a positive, finite bus bandwidth and a non-negative latency;
 #   2. `predict` prices tiny-dp2 on 2 nodes of 1 GPU (its DP pair across them) on the
 #      inter-node figures: dividing only the inter-node bandwidths by 8 raises its DP comm,
-#      dividing only the intra-node ones leaves it as it was.
+#      dividing only the intra-node ones leaves it as it was; its inter_node_comm_s is its
+#      DP comm (inter_node_share.h).
 # Skipped (exit 77, with the reason) where namespaces cannot be made, as sim_nodes_test.sh.
 # Usage: sim_nodes_calibrate_test.sh STRATA_BINARY SIM_NODES_SH WORK_DIR
 set -uo pipefail
@@ -62,16 +63,17 @@ scaled() {  # scaled LINK OUT: the profile with LINK's bandwidths divided by 8
 }
 scaled inter_node "$work/slow-inter.json"
 scaled intra_node "$work/slow-intra.json"
-predict() {  # predict PROFILE: the dp_comm_s of tiny-dp2 on 2 nodes of 1
+predict() {  # predict PROFILE: "dp_comm_s inter_node_comm_s" of tiny-dp2 on 2 nodes of 1
   "$strata" predict --model tiny --train tiny --plan tiny-dp2 --cluster local-cpu --nodes 2 \
     --gpus-per-node 1 --profile "$1" --json > "$work/predict.json" 2> "$work/predict.err" ||
     fail "predict with $1: $(cat "$work/predict.err")"
-  jq -r '.parts.dp_comm_s' "$work/predict.json"
+  jq -r '"\(.parts.dp_comm_s) \(.inter_node_comm_s)"' "$work/predict.json"
 }
-dp=$(predict "$profile")
-dp_slow_inter=$(predict "$work/slow-inter.json")
-dp_slow_intra=$(predict "$work/slow-intra.json")
+read -r dp inter <<< "$(predict "$profile")"
+read -r dp_slow_inter _ <<< "$(predict "$work/slow-inter.json")"
+read -r dp_slow_intra _ <<< "$(predict "$work/slow-intra.json")"
 awk "BEGIN { exit !($dp > 0) }" || fail "tiny-dp2 across nodes: no DP comm predicted ($dp)"
+[[ $inter == "$dp" ]] || fail "inter_node_comm_s $inter, expected the DP comm $dp"
 awk "BEGIN { exit !($dp_slow_inter > $dp) }" ||
   fail "inter-node bandwidth / 8: DP comm $dp_slow_inter s, expected more than $dp s"
 [[ $dp_slow_intra == "$dp" ]] ||

@@ -77,6 +77,19 @@ ReportComparison compare_reports(const StepReport& predicted, const StepReport& 
     f.measured = row.value(measured);
     f.relative_error = relative_error(f.predicted, f.measured);
     c.fields.push_back(std::move(f));
+    // After the parts: how much of the tp/pp/dp comm crossed nodes, when both reports tell
+    // it (jobs across nodes; reports written before it have none).
+    if (std::string(row.key) == "parts.other_s" && predicted.inter_node_comm_s &&
+        measured.inter_node_comm_s) {
+      FieldComparison share;
+      share.key = "inter_node_comm_s";
+      share.label = "  of comm, inter-node";
+      share.unit = "s";
+      share.predicted = *predicted.inter_node_comm_s;
+      share.measured = *measured.inter_node_comm_s;
+      share.relative_error = relative_error(share.predicted, share.measured);
+      c.fields.push_back(std::move(share));
+    }
   }
   // The worst rank's device bytes by kind, side by side, when both reports tell them (a
   // report written before the kinds has none).

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 
+#include "cost_model/inter_node_share.h"
 #include "cost_model/memory_floor.h"
 #include "cost_model/memory_model.h"
 #include "cost_model/op_costs.h"
@@ -136,6 +137,7 @@ Prediction predict_with(const ModelSpec& model, const ClusterSpec& cluster, cons
     }
     fill_time(simulate_step(skeleton, priced, class_of, mode), p);
   }
+  p.inter_node_comm_s = inter_node_comm_s(p.parts, plan, cluster);
   fill_throughput(model, cluster, train, plan, profile, p);
   return p;
 }

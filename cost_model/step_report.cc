@@ -229,6 +229,10 @@ StepReport StepReport::from_json(const Json& json, const std::string& source) {
   // Optional: only offload plans move bytes between tiers.
   if (r.has("transfers")) s.transfers = transfers_from_json(r.get_object("transfers"));
   s.stopped_by = r.get_enum_or("stopped_by", {"SIGINT", "SIGTERM"}, "");
+  if (r.has("inter_node_comm_s")) {
+    s.inter_node_comm_s = r.get_number("inter_node_comm_s");
+    r.require_non_negative("inter_node_comm_s", *s.inter_node_comm_s);
+  }
   r.finish();
   return s;
 }
@@ -266,6 +270,7 @@ Json StepReport::to_json() const {
          {"losses", losses}};
   if (!transfers.empty()) j["transfers"] = transfers_to_json(transfers);
   if (!stopped_by.empty()) j["stopped_by"] = stopped_by;
+  if (inter_node_comm_s) j["inter_node_comm_s"] = *inter_node_comm_s;
   return j;
 }
 

@@ -107,6 +107,10 @@ struct StepReport {
   // RunReport only (JSON "stopped_by", written when set): "SIGINT" or "SIGTERM" when the run
   // was stopped before its last step; the report then covers the steps_measured steps done.
   std::string stopped_by;
+  // Jobs across nodes only (JSON "inter_node_comm_s", written when set): the seconds of
+  // tp/pp/dp comm above whose groups span nodes, the inter-node link's share
+  // (inter_node_share.h).
+  std::optional<double> inter_node_comm_s;
 
   static StepReport from_json(const Json& json, const std::string& source);
   static StepReport load(const std::string& path);

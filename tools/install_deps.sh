@@ -12,6 +12,7 @@ packages=(
   python3-matplotlib  # `strata plot` (tools/plot_run.py)
   zlib1g-dev  # the plot test reads the PNGs back (tests/tools/png_image.h)
   iproute2  # `ip netns`: the simulated nodes of the multi-node tests (tools/sim_nodes.sh)
+  slurm-wlm  # slurmctld, slurmd, srun: the real srun test (tests/tools/slurm_srun_test.sh)
 )
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -118,7 +118,7 @@ std::vector<CollectiveFit> measure_collectives(Communicator& comm,
     const AlphaBeta ab = fit_alpha_beta(points);
     CollectiveFit fit;
     fit.op = to_string(op);
-    fit.link = "intra_node";
+    fit.link = to_string(options.link);
     fit.ranks = size;
     fit.latency_s = ab.latency_s;
     fit.bus_bandwidth_bytes_per_s = ab.bus_bandwidth_bytes_per_s;

@@ -10,8 +10,9 @@
 // max). p2p is a ping-pong between ranks 0 and 1 (half the round trip), measured only in a
 // 2-rank group: with more ranks than cores the idle ranks would compete for the CPU.
 //
-// Deliberately not here: launching the ranks (the CLI relaunches itself under mpirun),
-// multi-node link classes (everything measured here is "intra_node").
+// Deliberately not here: launching the ranks (the CLI relaunches itself under mpirun), which
+// ranks of a job across nodes form the group of each link (node_collectives.h): the group is
+// given, and the fits are labelled with the link the caller says it spans.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "cost_model/collectives.h"
 #include "cost_model/profile.h"
 #include "executor/comm/communicator.h"
 
@@ -42,9 +44,12 @@ struct CollectiveBenchOptions {
   int repeats = 5;
   // Calls per repeat: enough that a repeat moves about this many bytes (at least 1 call).
   double bytes_per_repeat = 16.0 * (1 << 20);
+  // The link the group's traffic crosses, written into each fit: inside one node, or one
+  // rank per node across the network.
+  LinkClass link = LinkClass::kIntraNode;
 };
 
-// Returns one CollectiveFit per op (link "intra_node", ranks = comm.size()): all_reduce,
+// Returns one CollectiveFit per op (options.link, ranks = comm.size()): all_reduce,
 // reduce_scatter, all_gather, and p2p when comm.size() == 2. Buffer sizes are rounded down
 // to a multiple of the group size. `progress(done, total)` is called on rank 0 only after
 // each (op, size) point (may be empty).

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cost_model/compute_model.h"
+#include "cost_model/inter_node_share.h"
 #include "cost_model/units.h"
 #include "executor/comm/mpi_check.h"
 
@@ -200,6 +201,8 @@ StepReport build_run_report(const ModelSpec& model, const ClusterSpec& cluster,
     r.memory_bytes.host = std::max(r.memory_bytes.host, rank.peak_bytes.host);
     r.memory_bytes.nvme = std::max(r.memory_bytes.nvme, rank.peak_bytes.nvme);
   }
+  // Measured parts classed by the same rule as the prediction's, so compare sets them side by side.
+  r.inter_node_comm_s = inter_node_comm_s(r.parts, plan, cluster);
   r.losses = losses;
   return r;
 }

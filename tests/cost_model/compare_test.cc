@@ -128,5 +128,32 @@ TEST(CompareReports, JsonHasNullForUndefinedErrors) {
   EXPECT_TRUE(bubble.at("relative_error").is_null());
 }
 
+TEST(CompareReports, InterNodeShareAfterThePartsWhenBothReportsTellIt) {
+  StepReport predicted = predicted_report();
+  StepReport measured = measured_report();
+  // Only the prediction tells it (a report written before the field): no row.
+  predicted.inter_node_comm_s = 0.5;
+  EXPECT_EQ(compare_reports(predicted, measured).find("inter_node_comm_s"), nullptr);
+  // Both: one row right after parts.other_s, (0.5 - 0.25) / 0.25 = +1.
+  measured.inter_node_comm_s = 0.25;
+  const ReportComparison c = compare_reports(predicted, measured);
+  ASSERT_EQ(c.fields.size(), 20u);
+  EXPECT_EQ(c.fields[10].key, "parts.other_s");
+  EXPECT_EQ(c.fields[11].key, "inter_node_comm_s");
+  EXPECT_EQ(c.fields[11].unit, "s");
+  EXPECT_EQ(c.fields[11].predicted, 0.5);
+  EXPECT_EQ(c.fields[11].measured, 0.25);
+  EXPECT_EQ(*c.fields[11].relative_error, 1.0);
+  EXPECT_EQ(comparison_to_json(c).at("fields")[11].at("key"), "inter_node_comm_s");
+}
+
+TEST(StepReportJson, InterNodeShareRoundTripsAndIsAbsentUnlessSet) {
+  StepReport r = predicted_report();
+  EXPECT_FALSE(r.to_json().contains("inter_node_comm_s"));
+  EXPECT_FALSE(StepReport::from_json(r.to_json(), "r").inter_node_comm_s.has_value());
+  r.inter_node_comm_s = 0.125;
+  EXPECT_EQ(StepReport::from_json(r.to_json(), "r").inter_node_comm_s, 0.125);
+}
+
 }  // namespace
 }  // namespace strata

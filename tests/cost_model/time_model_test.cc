@@ -17,6 +17,7 @@
 #include "cost_model/compute_model.h"
 #include "cost_model/cost_model.h"
 #include "cost_model/errors.h"
+#include "cost_model/inter_node_share.h"
 #include "cost_model/time_model.h"
 #include "cost_model/units.h"
 
@@ -389,6 +390,37 @@ TEST_F(TimeModelTest, PredictPartsSumToStepAndThroughputFollowsFormulas) {
   EXPECT_NEAR(p.bubble_fraction, p.parts.bubble_s / p.step_time_s, 1e-15);
   EXPECT_EQ(p.per_rank.size(), 2u);
   EXPECT_GT(p.memory_bytes.device, 0.0);
+}
+
+// inter_node_share.h on the 8-GPU nodes of test_cluster(), parts 1 s tp, 2 s dp, 4 s pp.
+TEST(InterNodeShare, TheGroupsThatSpanNodesByTheTimeModelsRule) {
+  const ClusterSpec c = test_cluster();
+  StepTimeParts parts;
+  parts.tp_comm_s = 1, parts.dp_comm_s = 2, parts.pp_comm_s = 4;
+  Plan plan;
+  // t2 d2: 4 ranks in one node, no inter-node link.
+  plan.tp = 2, plan.dp = 2, plan.pp = 1;
+  EXPECT_FALSE(inter_node_comm_s(parts, plan, c).has_value());
+  // t8 d4: TP fills a node (span 8), DP spans 8 x 3 + 1 = 25 ranks: dp only.
+  plan.tp = 8, plan.dp = 4;
+  EXPECT_EQ(inter_node_comm_s(parts, plan, c), 2.0);
+  // t4 d1 p4: 16 ranks, TP inside a node, no DP group, the pipeline across nodes: pp only.
+  plan.tp = 4, plan.dp = 1, plan.pp = 4;
+  EXPECT_EQ(inter_node_comm_s(parts, plan, c), 4.0);
+  // t1 d16: DP spans 16 ranks (inter), p = 1 so its pp part (none) is not counted.
+  plan.tp = 1, plan.dp = 16, plan.pp = 1;
+  EXPECT_EQ(inter_node_comm_s(parts, plan, c), 2.0);
+}
+
+TEST_F(TimeModelTest, PredictionCarriesTheInterNodeShareOfItsOwnParts) {
+  // t4 p2 d4 on 8-GPU nodes: 32 ranks; DP spans 4 x 3 + 1 = 13 ranks and the pipeline
+  // crosses nodes, so dp + pp comm go to the inter-node link, TP (4 ranks) does not.
+  const Prediction p = predict(model, cluster, train, plan);
+  ASSERT_TRUE(p.inter_node_comm_s.has_value());
+  EXPECT_DOUBLE_EQ(*p.inter_node_comm_s, p.parts.dp_comm_s + p.parts.pp_comm_s);
+  // One node holds them all: none.
+  cluster.gpus_per_node = 32;
+  EXPECT_FALSE(predict(model, cluster, train, plan).inter_node_comm_s.has_value());
 }
 
 TEST_F(TimeModelTest, StageOpTimesReplayTheProgramPredictPrices) {

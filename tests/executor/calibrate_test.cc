@@ -20,6 +20,7 @@
 #include "executor/calibrate/compute_bench.h"
 #include "executor/calibrate/compute_profile.h"
 #include "executor/calibrate/gpu_options.h"
+#include "executor/calibrate/node_collectives.h"
 #include "executor/calibrate/timing.h"
 
 namespace strata::calibrate {
@@ -302,6 +303,23 @@ TEST(GpuOptions, QuickKeepsTheBackwardAndRejectsShapesTheCudaKernelsCannotRun) {
   options.gemm_tps = {1, 2, 4};
   EXPECT_NO_THROW(check_cuda_shapes(options));
   EXPECT_THROW(check_cuda_shapes(gpu_compute_options({}, true)), ConfigError);
+}
+
+// node_collectives.h: the intra-node group is the first node holding two ranks, the
+// inter-node group the first rank of each node.
+TEST(NodeLinkGroups, FirstNodeWithTwoRanksAndOneRankPerNode) {
+  const NodeLinkGroups two_by_two = node_link_groups(NodeLayout::uniform(2, 2));
+  EXPECT_EQ(two_by_two.intra_node, (std::vector<int>{0, 1}));
+  EXPECT_EQ(two_by_two.inter_node, (std::vector<int>{0, 2}));
+  // Hosts a: rank 0, b: ranks 1-2, c: rank 3 -> intra on b, inter over 0, 1, 3.
+  const NodeLinkGroups uneven = node_link_groups(NodeLayout::from_hosts({"a", "b", "b", "c"}));
+  EXPECT_EQ(uneven.intra_node, (std::vector<int>{1, 2}));
+  EXPECT_EQ(uneven.inter_node, (std::vector<int>{0, 1, 3}));
+  // One node: no inter-node group; one rank per node: no intra-node group.
+  EXPECT_TRUE(node_link_groups(NodeLayout::uniform(1, 4)).inter_node.empty());
+  EXPECT_EQ(node_link_groups(NodeLayout::uniform(1, 4)).intra_node, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_TRUE(node_link_groups(NodeLayout::uniform(3, 1)).intra_node.empty());
+  EXPECT_EQ(node_link_groups(NodeLayout::uniform(3, 1)).inter_node, (std::vector<int>{0, 1, 2}));
 }
 
 }  // namespace

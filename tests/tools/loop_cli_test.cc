@@ -1,6 +1,7 @@
 // The loop's CLI end to end through the `strata` binary: bad reports, plans and profiles
 // are exit-2 errors naming the file and the key; `strata calibrate --quick` writes a
-// Profile that Profile::load accepts with positive rates and collective fits.
+// Profile that Profile::load accepts with positive rates and collective fits, within and
+// across the nodes --nodes --ranks-per-node groups this machine's ranks into.
 #include <unistd.h>
 
 #include <sys/wait.h>
@@ -11,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -176,6 +179,48 @@ TEST_F(LoopCli, CalibrateQuickWritesALoadableProfile) {
   for (const auto& entry : fs::directory_iterator(dir_)) {
     EXPECT_EQ(entry.path().string().find(".tmp"), std::string::npos) << entry.path();
   }
+}
+
+TEST_F(LoopCli, CalibrateAcrossNodesFlagsAreCheckedBeforeAnyWork) {
+  std::ofstream(dir_ / "hosts") << "a slots=2\nb slots=2\n";
+  std::ofstream(dir_ / "bad_hosts") << "a slots=two\n";
+  const std::pair<const char*, const char*> cases[] = {
+      {"calibrate --quick --nodes 2", "--nodes 2 --ranks-per-node 0: give both"},
+      {"calibrate --quick --ranks-per-node 2", "--nodes 0 --ranks-per-node 2: give both"},
+      {"calibrate --quick --hostfile hosts --nodes 2 --ranks-per-node 2",
+       "--hostfile and --nodes --ranks-per-node"},
+      {"calibrate --quick --hostfile hosts --ranks 3", "--ranks: across nodes"},
+      {"calibrate --quick --hostfile bad_hosts", "expected slots=K"},
+  };
+  for (const auto& [command, message] : cases) {
+    const Result r = run_strata(dir_, std::string(command) + " --out profile.json");
+    EXPECT_EQ(r.exit_code, 2) << command << ": " << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << command << ": " << r.output;
+    EXPECT_FALSE(fs::exists(dir_ / "profile.json")) << command;  // before any work
+  }
+}
+
+// --nodes 2 --ranks-per-node 2 groups 4 ranks of this machine as 2 nodes: one mpirun job
+// measures ranks 0-1 as the intra-node link and ranks 0 and 2 as the inter-node one (both
+// this machine's shared memory here; across real nodes, sim_nodes_calibrate_test).
+TEST_F(LoopCli, CalibrateOnNodesOfThisMachineWritesBothLinks) {
+  const Result r = run_strata(
+      dir_, "calibrate --quick --nodes 2 --ranks-per-node 2 --out profile.json", "STRATA_CACHE_DIR=off");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Profile p = Profile::load((dir_ / "profile.json").string());
+  for (const std::string link : {"intra_node", "inter_node"}) {
+    std::vector<std::string> ops;
+    for (const CollectiveFit& c : p.collectives) {
+      if (c.link != link) continue;
+      ops.push_back(c.op);
+      EXPECT_EQ(c.ranks, 2) << link << " " << c.op;
+      EXPECT_GT(c.bus_bandwidth_bytes_per_s, 0.0) << link << " " << c.op;
+    }
+    std::sort(ops.begin(), ops.end());
+    EXPECT_EQ(ops, (std::vector<std::string>{"all_gather", "all_reduce", "p2p", "reduce_scatter"}))
+        << link;
+  }
+  EXPECT_NE(r.output.find("all_reduce x2 inter_node: latency"), std::string::npos) << r.output;
 }
 
 // The loop's feedback through the CLI: a run with --update-profile folds its measured step

@@ -13,3 +13,20 @@ add_test(NAME sim_nodes_test
           ${PROJECT_SOURCE_DIR}/tools/sim_nodes.sh ${CMAKE_CURRENT_BINARY_DIR}/sim_nodes_test)
 set_tests_properties(sim_nodes_test PROPERTIES
   LABELS mpi SKIP_RETURN_CODE 77 TIMEOUT 180 RUN_SERIAL TRUE)
+
+# `strata calibrate --hostfile` across 2 simulated nodes: both links in the profile, and
+# `predict` pricing a DP pair across nodes on the inter-node one (~20 s); skipped (77) as
+# sim_nodes_test.
+add_test(NAME sim_nodes_calibrate_test
+  COMMAND ${PROJECT_SOURCE_DIR}/tests/tools/sim_nodes_calibrate_test.sh $<TARGET_FILE:strata>
+          ${PROJECT_SOURCE_DIR}/tools/sim_nodes.sh ${CMAKE_CURRENT_BINARY_DIR}/sim_nodes_calibrate_test)
+set_tests_properties(sim_nodes_calibrate_test PROPERTIES
+  LABELS mpi SKIP_RETURN_CODE 77 TIMEOUT 120 RUN_SERIAL TRUE)
+
+# `strata run` under a real srun: a one-machine SLURM cluster the test starts and stops
+# itself (~13 s on the loaded 2-core VM); skipped (77) without root or slurm-wlm.
+add_test(NAME slurm_srun_test
+  COMMAND ${PROJECT_SOURCE_DIR}/tests/tools/slurm_srun_test.sh $<TARGET_FILE:strata>
+          ${CMAKE_CURRENT_BINARY_DIR}/slurm_srun_test)
+set_tests_properties(slurm_srun_test PROPERTIES
+  LABELS mpi SKIP_RETURN_CODE 77 TIMEOUT 120 RUN_SERIAL TRUE)

@@ -2,7 +2,8 @@
 // before any work (a TP group across --nodes, a hostfile with too few slots, a launcher
 // whose rank count is not the plan's: exit 2 naming both, said once), a run under an outside
 // mpirun as it is, and --nodes N --ranks-per-node K training the same losses as one node
-// with each node's NVMe files in a directory of its own. ~20 s on the 2-core dev machine.
+// with each node's NVMe files in a directory of its own, and compare showing the inter-node
+// link's share of such a run. ~25 s on the 2-core dev machine.
 #include <unistd.h>
 
 #include <filesystem>
@@ -180,6 +181,39 @@ TEST_F(MultiNode, EachSimulatedNodeKeepsItsNvmeFilesApart) {
     EXPECT_TRUE(fs::is_directory(dir_ / "nvme" / node)) << node;
     EXPECT_TRUE(fs::is_empty(dir_ / "nvme" / node)) << node;  // its run directory removed
   }
+}
+
+// tiny-dp2 on 2 nodes of 1 rank, priced as 2 nodes of 1 GPU: its DP pair spans the nodes,
+// so the prediction and the run's report both put their DP comm on the inter-node link
+// (inter_node_share.h), and compare shows the row and the share, in text and JSON.
+TEST_F(MultiNode, CompareShowsTheInterNodeShareOfARunOnSimulatedNodes) {
+  const std::string shape = "--nodes 2 --gpus-per-node 1 ";
+  const CommandResult run = strata(std::string(kRun) + shape +
+                                   "--plan tiny-dp2 --ranks-per-node 1 --out two");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const CommandResult predicted =
+      run_strata(dir_,
+                 "predict --model tiny --train tiny --cluster local-cpu --no-profile "
+                 "--plan tiny-dp2 " + shape + "--json",
+                 "", "> predicted.json 2> predict.err");
+  ASSERT_EQ(predicted.exit_code, 0) << predicted.output;
+  for (const std::string file : {"predicted.json", "two/report.json"}) {
+    const Json report = read_json_file((dir_ / file).string());
+    ASSERT_TRUE(report.contains("inter_node_comm_s")) << file << ": " << report.dump();
+    EXPECT_EQ(report["inter_node_comm_s"].get<double>(),
+              report["parts"]["dp_comm_s"].get<double>())
+        << file;
+  }
+  const CommandResult text =
+      strata("compare --predicted predicted.json --measured two/report.json");
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("  of comm, inter-node (s)"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("inter-node link: 100.0% of the comm predicted"), std::string::npos)
+      << text.output;
+  const CommandResult json =
+      strata("compare --predicted predicted.json --measured two/report.json --json");
+  ASSERT_EQ(json.exit_code, 0) << json.output;
+  EXPECT_NE(json.output.find("\"inter_node_comm_s\""), std::string::npos) << json.output;
 }
 
 }  // namespace

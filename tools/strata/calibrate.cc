@@ -5,7 +5,9 @@
 //     forward and backward, memory-bound kernels, attention, AdamW, copies;
 //   - collectives (collective_bench.h) over 2..--ranks ranks, each count one run of the
 //     hidden `strata calibrate-collectives` under mpirun (relaunch_under_mpirun), which
-//     writes its fits to a scratch Profile file this process merges;
+//     writes its fits to a scratch Profile file this process merges; across nodes
+//     (--hostfile, or --nodes N --ranks-per-node K grouping this machine's ranks) one such
+//     run over every rank measures both links instead (node_collectives.h);
 //   - NVMe read/write (executor/offload/nvme_bandwidth.h) when --nvme-dir is given.
 // A progress bar goes to stderr, a one-screen summary to stdout; the Profile is written
 // atomically, only once everything has been measured, to --out and to the per-machine cache
@@ -15,6 +17,7 @@
 // measure; several: not yet). Without CUDA in the binary or a device: exit 2 before any work.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -32,6 +35,8 @@
 #include "executor/calibrate/calibration.h"
 #include "executor/calibrate/collective_bench.h"
 #include "executor/calibrate/gpu_options.h"
+#include "executor/calibrate/node_collectives.h"
+#include "executor/comm/hostfile.h"
 #include "executor/comm/mpi_communicator.h"
 #include "executor/offload/nvme_bandwidth.h"
 #include "executor/runtime/mpi_launch.h"
@@ -39,6 +44,7 @@
 #include "tools/strata/commands.h"
 #include "tools/strata/inputs.h"
 #include "tools/strata/profile_cache.h"
+#include "tools/strata/run_nodes.h"
 
 namespace strata::cli {
 namespace {
@@ -55,12 +61,51 @@ struct CalibrateOptions {
   int threads = 0;  // kernel threads per rank; 0: what `strata run` gives one of --ranks ranks
   bool ranks_given = false;    // --ranks or --threads on the command line: CPU only
   bool threads_given = false;
+  // Across nodes: an Open MPI hostfile, or this machine's ranks grouped as `nodes` nodes of
+  // ranks_per_node (0: not given).
+  std::string hostfile;
+  int nodes = 0;
+  int ranks_per_node = 0;
+  bool across_nodes() const { return !hostfile.empty() || nodes != 0; }
 };
 
 struct CollectivesOptions {
   std::string out;
   bool quick = false;
+  bool across_nodes = false;  // measure both links of the job's layout
+  int nodes = 0;              // with ranks_per_node: the layout; 0: the ranks' hosts
+  int ranks_per_node = 0;
 };
+
+// The ranks of a job over the hostfile: every slot (ConfigError naming the file when it is
+// not a hostfile).
+int hostfile_ranks(const std::string& path) {
+  int ranks = 0;
+  for (const HostSlots& host : read_hostfile(path)) ranks += host.slots;
+  return ranks;
+}
+
+// The flags' checks, before any work (ConfigError, exit 2).
+void check_options(const CalibrateOptions& o) {
+  if ((o.nodes != 0) != (o.ranks_per_node != 0)) {
+    throw ConfigError(fmt::format("--nodes {} --ranks-per-node {}: give both (this machine's "
+                                  "ranks grouped as N nodes of K ranks) or neither",
+                                  o.nodes, o.ranks_per_node));
+  }
+  if (o.nodes != 0 && !o.hostfile.empty()) {
+    throw ConfigError("--hostfile and --nodes --ranks-per-node: the hostfile names the nodes; "
+                      "give one of the two");
+  }
+  if (o.across_nodes() && o.ranks_given) {
+    throw ConfigError("--ranks: across nodes the ranks are the hostfile's slots or --nodes x "
+                      "--ranks-per-node; leave --ranks out");
+  }
+  if (o.across_nodes() && o.backend == "cuda") {
+    throw ConfigError("--hostfile / --nodes: the CUDA calibration measures no collectives "
+                      "(one GPU has none; several: not yet); leave them out with --backend cuda");
+  }
+  if (!o.hostfile.empty()) hostfile_ranks(o.hostfile);
+}
 
 calibrate::CollectiveBenchOptions collective_options(bool quick) {
   calibrate::CollectiveBenchOptions o;
@@ -100,6 +145,9 @@ std::string rate(double value, double unit, const char* name) {
 }
 
 void print_summary(std::ostream& out, const Profile& p, const std::string& path) {
+  const bool both_links =
+      std::any_of(p.collectives.begin(), p.collectives.end(),
+                  [](const CollectiveFit& c) { return c.link == "inter_node"; });
   double best_gemm = 0;
   for (const GemmSample& s : p.gemm) best_gemm = std::max(best_gemm, s.flops_per_s);
   out << fmt::format("machine: {}\n", p.machine);
@@ -130,38 +178,85 @@ void print_summary(std::ostream& out, const Profile& p, const std::string& path)
     out << fmt::format("copy: {}\n", rate(p.host_to_device_bytes_per_s, 1e9, "GB/s"));
   }
   for (const CollectiveFit& c : p.collectives) {
-    out << fmt::format("{} x{}: latency {:.1f} us, bus bandwidth {}\n", c.op, c.ranks,
-                       c.latency_s * 1e6, rate(c.bus_bandwidth_bytes_per_s, 1e9, "GB/s"));
+    out << fmt::format("{} x{}{}: latency {:.1f} us, bus bandwidth {}\n", c.op, c.ranks,
+                       both_links ? " " + c.link : std::string(), c.latency_s * 1e6,
+                       rate(c.bus_bandwidth_bytes_per_s, 1e9, "GB/s"));
   }
   out << fmt::format("nvme: read {}, write {}\n", rate(p.nvme_read_bytes_per_s, 1e9, "GB/s"),
                      rate(p.nvme_write_bytes_per_s, 1e9, "GB/s"));
   out << fmt::format("wrote {}\n", path);
 }
 
-// One mpirun job per rank count; each writes a Profile holding its fits to a scratch file.
+// One mpirun job of the hidden subcommand; its fits (a Profile in a scratch file) join
+// `profile`'s.
+void collectives_job(const CalibrateOptions& options, RelaunchOptions relaunch,
+                     std::vector<std::string> args, const std::string& scratch,
+                     Profile& profile) {
+  args.insert(args.begin(), {"calibrate-collectives", "--out", scratch});
+  if (options.quick) args.push_back("--quick");
+  const int rc = relaunch_under_mpirun(relaunch, args).exit_code;
+  if (rc != 0) {
+    std::remove(scratch.c_str());
+    throw SystemError(fmt::format(
+        "calibrate: the collectives run under mpirun -np {} exited with code {}", relaunch.ranks, rc));
+  }
+  const Profile part = Profile::load(scratch);
+  std::remove(scratch.c_str());
+  profile.collectives.insert(profile.collectives.end(), part.collectives.begin(),
+                             part.collectives.end());
+}
+
+// On this machine: one job per rank count 2..--ranks.
 void calibrate_collectives(const CalibrateOptions& options, Profile& profile, ProgressBar& bar) {
   for (int n = 2; n <= options.ranks; ++n) {
     bar.update(static_cast<double>(n - 2) / (options.ranks - 1),
                fmt::format("collectives over {} ranks (mpirun)", n));
-    const std::string scratch = fmt::format("{}.ranks{}.tmp.json", options.out, n);
     RelaunchOptions relaunch;
     relaunch.ranks = n;
-    std::vector<std::string> args = {"calibrate-collectives", "--out", scratch};
-    if (options.quick) args.push_back("--quick");
-    const int rc = relaunch_under_mpirun(relaunch, args).exit_code;
-    if (rc != 0) {
-      std::remove(scratch.c_str());
-      throw SystemError(fmt::format(
-          "calibrate: the collectives run under mpirun -np {} exited with code {}", n, rc));
+    collectives_job(options, relaunch, {}, fmt::format("{}.ranks{}.tmp.json", options.out, n),
+                    profile);
+  }
+}
+
+// Across nodes: one job over the hostfile's slots (mpirun places them, by slot, as `run`
+// does) or this machine's ranks grouped as --nodes x --ranks-per-node.
+void calibrate_node_collectives(const CalibrateOptions& options, Profile& profile,
+                                ProgressBar& bar) {
+  RelaunchOptions relaunch;
+  std::vector<std::string> args = {"--across-nodes"};
+  std::string launch;
+  if (!options.hostfile.empty()) {
+    relaunch.ranks = hostfile_ranks(options.hostfile);
+    relaunch.extra_args = {"--hostfile", std::filesystem::absolute(options.hostfile).string()};
+    relaunch.quiet = false;  // mpirun names a node it lost
+    relaunch.mpi_files_in_job_dir = false;
+    launch = "--hostfile " + options.hostfile;
+  } else {
+    relaunch.ranks = options.nodes * options.ranks_per_node;
+    args.insert(args.end(), {"--nodes", std::to_string(options.nodes), "--ranks-per-node",
+                             std::to_string(options.ranks_per_node)});
+    launch = fmt::format("--nodes {} --ranks-per-node {}", options.nodes, options.ranks_per_node);
+  }
+  bar.update(0.0, fmt::format("collectives within and across nodes, {} ranks (mpirun {})",
+                              relaunch.ranks, launch));
+  collectives_job(options, relaunch, args, options.out + ".nodes.tmp.json", profile);
+  const auto has = [&](const char* link) {
+    return std::any_of(profile.collectives.begin(), profile.collectives.end(),
+                       [&](const CollectiveFit& c) { return c.link == link; });
+  };
+  for (const char* link : {"intra_node", "inter_node"}) {
+    if (!has(link)) {
+      std::cerr << fmt::format("\nstrata: warning: {}: no {} collectives measured ({})\n", launch,
+                               link,
+                               std::string(link) == "intra_node"
+                                   ? "no node holds two ranks: give a node two slots"
+                                   : "one node: the ranks need two nodes or more");
     }
-    const Profile part = Profile::load(scratch);
-    std::remove(scratch.c_str());
-    profile.collectives.insert(profile.collectives.end(), part.collectives.begin(),
-                               part.collectives.end());
   }
 }
 
 int run_calibrate(const CalibrateOptions& options, std::ostream& out) {
+  check_options(options);
   const bool cuda = options.backend == "cuda";
   if (cuda) {
     if (options.ranks_given) {
@@ -200,7 +295,7 @@ int run_calibrate(const CalibrateOptions& options, std::ostream& out) {
   if (cuda) calibrate::check_cuda_shapes(compute);  // before any work
 
   // Share of the bar per phase, roughly their share of the time.
-  const bool collectives = !cuda && options.ranks >= 2;
+  const bool collectives = !cuda && (options.ranks >= 2 || options.across_nodes());
   const bool nvme = !options.nvme_dir.empty();
   const double compute_end = 1.0 - (collectives ? 0.25 : 0.0) - (nvme ? 0.1 : 0.0);
   ProgressBar bar;
@@ -212,7 +307,11 @@ int run_calibrate(const CalibrateOptions& options, std::ostream& out) {
                          : calibrate::calibrate_compute(compute, progress);
   if (collectives) {
     bar.set_range(compute_end, compute_end + 0.25);
-    calibrate_collectives(options, profile, bar);
+    if (options.across_nodes()) {
+      calibrate_node_collectives(options, profile, bar);
+    } else {
+      calibrate_collectives(options, profile, bar);
+    }
   }
   if (nvme) {
     bar.set_range(1.0 - 0.1, 1.0);
@@ -250,7 +349,16 @@ int run_collectives(const CollectivesOptions& options) {
   Profile part;
   {
     std::unique_ptr<MpiCommunicator> world = session.world();
-    part.collectives = calibrate::measure_collectives(*world, collective_options(options.quick));
+    if (options.across_nodes) {
+      const NodeLayout layout = options.nodes != 0
+                                    ? NodeLayout::uniform(options.nodes, options.ranks_per_node)
+                                    : gathered_layout(*world);
+      part.collectives =
+          calibrate::measure_node_links(*world, layout, collective_options(options.quick));
+    } else {
+      part.collectives =
+          calibrate::measure_collectives(*world, collective_options(options.quick));
+    }
     part.machine = calibrate::describe_machine();
     part.backend = "cpu";
     if (world->rank() == 0) write_json_file(options.out, part.to_json());
@@ -284,6 +392,18 @@ void add_calibrate_command(CLI::App& app, CommandContext& context) {
   command->add_option("--model", options->models,
                       "model(s) whose layer shapes to time (default: tiny gpt2-124m; "
                       "--quick: tiny; with --backend cuda tiny-gpu for tiny)");
+  command->add_option("--hostfile", options->hostfile,
+                      "measure the collectives within and across the nodes of this Open MPI "
+                      "hostfile ('host slots=K' lines), through mpirun: inside the first node "
+                      "with two slots, and over one rank per node (cpu only)")
+      ->check(CLI::ExistingFile);
+  command->add_option("--nodes", options->nodes,
+                      "with --ranks-per-node K: this machine's ranks grouped as N nodes, both "
+                      "links measured as across nodes (cpu only)")
+      ->check(CLI::Range(1, 64));
+  command->add_option("--ranks-per-node", options->ranks_per_node,
+                      "with --nodes N: ranks on each of the N nodes")
+      ->check(CLI::Range(1, 64));
   CLI::Option* threads =
       command->add_option("--threads", options->threads,
                           "kernel threads per rank (default: what `strata run` gives each of "
@@ -312,6 +432,10 @@ void add_calibrate_command(CLI::App& app, CommandContext& context) {
   collectives->group("");
   collectives->add_option("--out", internal->out, "scratch profile to write")->required();
   collectives->add_flag("--quick", internal->quick, "fewer sizes and repeats");
+  collectives->add_flag("--across-nodes", internal->across_nodes,
+                        "both links of the job's layout (node_collectives.h)");
+  collectives->add_option("--nodes", internal->nodes, "the layout's nodes (0: the ranks' hosts)");
+  collectives->add_option("--ranks-per-node", internal->ranks_per_node, "ranks on each node");
   collectives->callback([internal, &context] { context.exit_code = run_collectives(*internal); });
 }
 

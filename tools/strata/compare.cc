@@ -119,6 +119,16 @@ void print_table(std::ostream& out, const CompareOptions& options, const StepRep
                        cell(f, f.measured), error_cell(f));
   }
   out << "error = (predicted - measured) / measured; memory = peak of the worst rank\n";
+  if (const FieldComparison* inter = c.find("inter_node_comm_s")) {
+    // The share of the tp + pp + dp comm rows that the inter-node rows hold.
+    const auto share = [&](double seconds, const StepReport& r) {
+      const double comm = r.parts.tp_comm_s + r.parts.pp_comm_s + r.parts.dp_comm_s;
+      return comm > 0 ? percent(seconds / comm) : std::string("n/a (no comm)");
+    };
+    out << fmt::format("inter-node link: {} of the comm predicted, {} measured (the tp/pp/dp "
+                       "groups that span nodes)\n",
+                       share(inter->predicted, predicted), share(inter->measured, measured));
+  }
 }
 
 int run_compare(const CompareOptions& options, std::ostream& out) {

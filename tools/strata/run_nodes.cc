@@ -48,8 +48,6 @@ std::pair<NodeLayout, std::string> planned_layout(const RunOptions& o, const Val
   return {NodeLayout::uniform(1, ranks), "this machine"};
 }
 
-// Hosts travel as a fixed 256 bytes per rank, as int64 words (the communicators move
-// typed elements only).
 std::pair<NodeLayout, std::string> running_layout(const RunOptions& o, MpiCommunicator& world,
                                                   const LaunchEnv& launch) {
   const std::string launcher = launch.launcher.empty() ? "the launcher" : launch.launcher;
@@ -62,6 +60,12 @@ std::pair<NodeLayout, std::string> running_layout(const RunOptions& o, MpiCommun
     return {NodeLayout::uniform(o.simulated_nodes(), o.ranks_per_node),
             fmt::format("--nodes {} --ranks-per-node {}", o.simulated_nodes(), o.ranks_per_node)};
   }
+  return {gathered_layout(world), launcher};
+}
+
+// Hosts travel as a fixed 256 bytes per rank, as int64 words (the communicators move
+// typed elements only).
+NodeLayout gathered_layout(MpiCommunicator& world) {
   constexpr int kWords = 32;
   std::vector<std::int64_t> mine(kWords, 0), all(static_cast<size_t>(kWords) * world.size());
   const std::string host = this_host().substr(0, kWords * sizeof(std::int64_t) - 1);
@@ -71,7 +75,7 @@ std::pair<NodeLayout, std::string> running_layout(const RunOptions& o, MpiCommun
   for (int r = 0; r < world.size(); ++r) {
     hosts.emplace_back(reinterpret_cast<const char*>(&all[static_cast<size_t>(r) * kWords]));
   }
-  return {NodeLayout::from_hosts(hosts), launcher};
+  return NodeLayout::from_hosts(hosts);
 }
 
 // Made by every rank of the node: an existing one is fine.

@@ -27,6 +27,9 @@ std::pair<NodeLayout, std::string> planned_layout(const RunOptions& o, const Val
 std::pair<NodeLayout, std::string> running_layout(const RunOptions& o, MpiCommunicator& world,
                                                   const LaunchEnv& launch);
 
+// Each rank's host (MPI_Get_processor_name) gathered over `world`, as a layout. Collective.
+NodeLayout gathered_layout(MpiCommunicator& world);
+
 // Where this rank's NVMe files go: --nvme-dir itself on one node; across nodes
 // <nvme-dir>/node-<host>, made if missing, so that two nodes never touch each other's
 // files even when --nvme-dir is on a shared filesystem (each rank's run directory in it is

@@ -1,0 +1,45 @@
+// Collectives of a job across nodes (`strata calibrate --hostfile` / `--nodes N
+// --ranks-per-node K`): which ranks measure each link, and the measurement itself.
+//
+// The two links of a profile (cost_model/collectives.h) are measured by two groups of one
+// job, one after the other:
+//   intra_node: every rank of the first node holding two or more ranks (shared memory or
+//               NVLink, what a TP group uses);
+//   inter_node: the first rank of each node, one per node (each rank's traffic through its
+//               node's network: what a DP group across nodes sees per rank, the figure the
+//               time model's inter-node link is).
+// The ranks outside the group measuring wait in a barrier that sleeps between polls: an MPI
+// barrier spins, and on nodes with fewer cores than ranks (the CI's simulated nodes) the
+// spinning ranks would take the cores of the ranks being timed.
+// Deliberately not here: launching the job (tools/strata/calibrate.cc), the fits
+// (collective_bench.h), where a rank's host comes from (the caller's NodeLayout).
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "cost_model/profile.h"
+#include "executor/calibrate/collective_bench.h"
+#include "executor/comm/mpi_communicator.h"
+#include "executor/comm/node_layout.h"
+
+namespace strata::calibrate {
+
+// World ranks of each link's group; empty when the layout has none (no node with two ranks;
+// one node).
+struct NodeLinkGroups {
+  std::vector<int> intra_node;
+  std::vector<int> inter_node;
+};
+NodeLinkGroups node_link_groups(const NodeLayout& layout);
+
+// Every rank of `world` calls it with the same layout (layout.ranks() == world.size(), else
+// std::invalid_argument). Returns, on every rank, the fits of the intra-node group then the
+// inter-node group (each as measure_collectives makes them, options.link set per group);
+// a link without a group is absent. `progress(link)` is called on world rank 0 before each
+// link is measured (may be empty).
+std::vector<CollectiveFit> measure_node_links(
+    MpiCommunicator& world, const NodeLayout& layout, const CollectiveBenchOptions& options,
+    const std::function<void(LinkClass)>& progress = {});
+
+}  // namespace strata::calibrate

@@ -414,7 +414,7 @@ def llama_torch_losses(m, init, batches, train):
     return losses
 
 
-def check_llama_case(strata, work, name, model_path, plans):
+def check_llama_case(strata, work, name, model_path, plans, tolerance=TOLERANCE):
     os.makedirs(work, exist_ok=True)
     model = json.load(open(model_path))
     train = dict(TRAIN, steps=LLAMA_STEPS)
@@ -437,8 +437,8 @@ def check_llama_case(strata, work, name, model_path, plans):
         strata_losses = [json.loads(l)["loss"] for l in open(os.path.join(out, "metrics.jsonl"))]
         for step, (s_, t_) in enumerate(zip(strata_losses, torch_losses)):
             rel = abs(s_ - t_) / abs(t_)
-            verdict = "ok" if rel <= TOLERANCE else "FAIL"
-            ok = ok and rel <= TOLERANCE
+            verdict = "ok" if rel <= tolerance else "FAIL"
+            ok = ok and rel <= tolerance
             print(f"{name} {label}: loss of batch {step} after {step} AdamW steps: strata {s_:.7f} "
                   f"pytorch {t_:.7f} relative error {rel:.2e} {verdict}")
         if len(strata_losses) != LLAMA_STEPS:
@@ -489,9 +489,12 @@ def main():
     ok = check_llama_case(a.strata, os.path.join(work, "llama"), "tiny-llama", llama,
                           {"single": (1, 1, 4), "t2p2": (2, 2, 2), "d2-zero3": (1, 1, 2, 2, 3)}) and ok
     # Llama 3.1's rope_scaling: one rank is enough, the scaling touches the rotation alone.
+    # From 0.02-scale weights RoPE moves the loss little: the scaled and unscaled models'
+    # first losses differ by 3.3e-6 relative, under TOLERANCE, so this case holds strata to
+    # 1e-6 (the Llama cases agree to ~1e-7), or a strata ignoring the scaling would pass.
     scaled = os.path.join(os.path.dirname(llama), "tiny-llama-scaled.json")
     ok = check_llama_case(a.strata, os.path.join(work, "llama-scaled"), "tiny-llama-scaled",
-                          scaled, {"single": (1, 1, 4)}) and ok
+                          scaled, {"single": (1, 1, 4)}, tolerance=1e-6) and ok
     print("PASSED" if ok else "FAILED")
     return 0 if ok else 1
 

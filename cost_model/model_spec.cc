@@ -24,6 +24,31 @@ namespace {
 
 constexpr double kGptNormEpsilon = 1e-5;  // kernels/cpu/layernorm.h: kLayerNormEps
 
+// "rope_scaling": {"rope_type": "llama3" (optional, the only type), "factor",
+// "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}, all four
+// required: a scaling half-written is a mistake, not a default. The bounds are what
+// kernels/rope_frequency.h's formula needs: factor >= 1 (1 = none), 0 < low < high (the
+// blend divides by high - low), a positive original context.
+RopeScaling read_rope_scaling(JsonObjectReader& parent) {
+  JsonObjectReader r = parent.get_object("rope_scaling");
+  r.get_enum_or("rope_type", {"llama3"}, "llama3");
+  RopeScaling s;
+  s.factor = r.get_number("factor");
+  s.low_freq_factor = r.get_number("low_freq_factor");
+  s.high_freq_factor = r.get_number("high_freq_factor");
+  s.original_max_position_embeddings = r.get_int("original_max_position_embeddings");
+  r.finish();
+  if (!(s.factor >= 1.0)) r.fail("factor", fmt::format("{}", s.factor), ">= 1 (1: no scaling)");
+  r.require_positive("low_freq_factor", s.low_freq_factor);
+  if (!(s.low_freq_factor < s.high_freq_factor)) {
+    r.fail("high_freq_factor", fmt::format("{}", s.high_freq_factor),
+           fmt::format("> low_freq_factor = {}", s.low_freq_factor));
+  }
+  r.require_positive("original_max_position_embeddings",
+                     static_cast<double>(s.original_max_position_embeddings));
+  return s;
+}
+
 // The family's keys, all optional; validated against the shape read before them.
 void read_family(JsonObjectReader& r, ModelSpec& m) {
   m.norm = r.get_enum_or("norm", {"layernorm", "rmsnorm"}, "layernorm") == "rmsnorm"
@@ -47,9 +72,12 @@ void read_family(JsonObjectReader& r, ModelSpec& m) {
              fmt::format("an even head_dim for rotary pairs, but hidden / heads = {} / {} = {}",
                          m.hidden, m.heads, m.head_dim()));
     }
+    if (r.has("rope_scaling")) m.rope_scaling = read_rope_scaling(r);
   } else if (r.has("rope_theta")) {
     // A theta that nothing reads is a typo for position = rope, not a harmless extra.
     r.fail("rope_theta", value_text(r.get_number("rope_theta")), "no rope_theta unless position = \"rope\"");
+  } else if (r.has("rope_scaling")) {
+    r.fail("rope_scaling", "{...}", "no rope_scaling unless position = \"rope\"");
   }
   m.kv_heads = r.get_int_or("kv_heads", m.heads);
   r.require_positive("kv_heads", static_cast<double>(m.kv_heads));
@@ -111,6 +139,15 @@ Json ModelSpec::to_json() const {
   j["mlp"] = to_string(mlp);
   j["position"] = to_string(position);
   if (position == PositionKind::kRope) j["rope_theta"] = rope_theta;
+  if (rope_scaling) {
+    // rope_type is not written: "llama3" is the only type, and a config read without it
+    // round-trips unchanged.
+    j["rope_scaling"] = Json{{"factor", rope_scaling->factor},
+                             {"low_freq_factor", rope_scaling->low_freq_factor},
+                             {"high_freq_factor", rope_scaling->high_freq_factor},
+                             {"original_max_position_embeddings",
+                              rope_scaling->original_max_position_embeddings}};
+  }
   j["kv_heads"] = kv_head_count();
   j["tied_output"] = tied_output;
   j["biases"] = biases;
@@ -129,6 +166,7 @@ std::string ModelSpec::family_name() const {
   if (norm_epsilon != kGptNormEpsilon) parts.push_back(fmt::format("norm_epsilon {}", norm_epsilon));
   if (mlp != MlpKind::kGelu) parts.push_back(to_string(mlp));
   if (position != PositionKind::kLearned) parts.push_back(to_string(position));
+  if (rope_scaling) parts.push_back(fmt::format("rope_scaling x{}", rope_scaling->factor));
   if (kv_head_count() != heads) parts.push_back(fmt::format("kv_heads {}", kv_head_count()));
   if (!tied_output) parts.push_back("untied output");
   if (!biases) parts.push_back("no biases");

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "cost_model/json_reader.h"
@@ -21,6 +22,18 @@ enum class PositionKind { kLearned, kRope };
 std::string to_string(NormKind kind);
 std::string to_string(MlpKind kind);
 std::string to_string(PositionKind kind);
+
+// Llama 3.1's rope_scaling (Hugging Face config.json's, rope_type "llama3"): the long
+// wavelengths of RoPE stretched by `factor` for a context past the pretraining one. The
+// formula is kernels/rope_frequency.h's; the published values of Llama 3.1 8B/70B/405B are
+// factor 8, low 1, high 4, original 8192.
+struct RopeScaling {
+  double factor = 8.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  std::int64_t original_max_position_embeddings = 8192;
+  bool operator==(const RopeScaling&) const = default;
+};
 
 struct ModelSpec {
   std::string name;
@@ -37,17 +50,20 @@ struct ModelSpec {
   MlpKind mlp = MlpKind::kGelu;      // swiglu: ffn_hidden is the width of gate and up each
   PositionKind position = PositionKind::kLearned;
   double rope_theta = 10000.0;       // only with position = rope (RoFormer's base)
+  std::optional<RopeScaling> rope_scaling;  // only with position = rope; absent: unscaled
   std::int64_t kv_heads = 0;         // key/value heads; default (0 in JSON: absent) = heads
   bool tied_output = true;           // output layer = token embedding
   bool biases = true;                // biases on the linear layers and LayerNorms
 
   // Rejects unknown/missing keys, wrong types and impossible values (hidden % heads != 0,
-  // heads % kv_heads != 0, rope with an odd head_dim, non-positive sizes); messages name
+  // heads % kv_heads != 0, rope with an odd head_dim, non-positive sizes, a rope_scaling
+  // with factor < 1, low_freq_factor >= high_freq_factor or an unknown key); messages name
   // `source`, the key, the value and what was expected.
   static ModelSpec from_json(const Json& json, const std::string& source);
   static ModelSpec load(const std::string& path);
   // Writes the family keys only when some choice differs from GPT-2's, so every GPT config
-  // round-trips unchanged; then it writes all of them (rope_theta only with rope).
+  // round-trips unchanged; then it writes all of them (rope_theta only with rope,
+  // rope_scaling only when present).
   Json to_json() const;
 
   bool operator==(const ModelSpec&) const = default;

@@ -31,12 +31,7 @@
 #include <cstdint>
 #include <cstring>
 
-// Inlined by force: the CPU loop over normal_estimate vectorises only when all of it is inline.
-#if defined(__CUDACC__)
-#define STRATA_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define STRATA_HOST_DEVICE [[gnu::always_inline]] inline
-#endif
+#include "kernels/host_device.h"
 
 namespace strata::kernels {
 

@@ -139,13 +139,13 @@ void CpuLayerOps::matmul_swiglu_backward(void* dinp, float* dw, float* db, const
 }
 
 void CpuLayerOps::rope_forward(void* x, int B, int T, int heads, int HS, int row_stride,
-                               float theta) {
-  cpu::rope_forward(f(x), B, T, heads, HS, row_stride, /*pos_offset=*/0, theta);
+                               const kernels::RopeFrequencies& freq) {
+  cpu::rope_forward(f(x), B, T, heads, HS, row_stride, /*pos_offset=*/0, freq);
 }
 
 void CpuLayerOps::rope_backward(void* dx, int B, int T, int heads, int HS, int row_stride,
-                                float theta) {
-  cpu::rope_backward(f(dx), B, T, heads, HS, row_stride, /*pos_offset=*/0, theta);
+                                const kernels::RopeFrequencies& freq) {
+  cpu::rope_backward(f(dx), B, T, heads, HS, row_stride, /*pos_offset=*/0, freq);
 }
 
 void CpuLayerOps::attention_forward(void* out, float* stats, const void* qkv, int B, int T,

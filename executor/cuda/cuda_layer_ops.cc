@@ -114,13 +114,13 @@ void CudaLayerOps::matmul_swiglu_backward(void* dinp, float* dw, float* db, cons
 }
 
 void CudaLayerOps::rope_forward(void* x, int B, int T, int heads, int HS, int row_stride,
-                                float theta) {
-  kc::rope_forward(h(x), B, T, heads, HS, row_stride, /*pos_offset=*/0, theta, stream_);
+                                const kernels::RopeFrequencies& freq) {
+  kc::rope_forward(h(x), B, T, heads, HS, row_stride, /*pos_offset=*/0, freq, stream_);
 }
 
 void CudaLayerOps::rope_backward(void* dx, int B, int T, int heads, int HS, int row_stride,
-                                 float theta) {
-  kc::rope_backward(h(dx), B, T, heads, HS, row_stride, /*pos_offset=*/0, theta, stream_);
+                                 const kernels::RopeFrequencies& freq) {
+  kc::rope_backward(h(dx), B, T, heads, HS, row_stride, /*pos_offset=*/0, freq, stream_);
 }
 
 void CudaLayerOps::matmul_forward(void* out, const void* inp, const void* w, const void* bias,

@@ -53,9 +53,9 @@ class CudaLayerOps final : public CudaShapedLayerOps {
                               void* swiglu_out, const void* w, const void* pre, int BT, int C,
                               int OC) override;
   void rope_forward(void* x, int B, int T, int heads, int HS, int row_stride,
-                    float theta) override;
+                    const kernels::RopeFrequencies& freq) override;
   void rope_backward(void* dx, int B, int T, int heads, int HS, int row_stride,
-                     float theta) override;
+                     const kernels::RopeFrequencies& freq) override;
   void attention_forward(void* out, float* stats, const void* qkv, int B, int T, int C, int NH,
                          int KVH) override;
   void bias_residual(void* out, const void* y, const void* bias, const void* residual, int rows,

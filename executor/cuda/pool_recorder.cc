@@ -108,8 +108,8 @@ class PoolRecorder::Ops final : public CudaShapedLayerOps {
   void swiglu_forward(void*, const void*, int, int) override {}
   void matmul_swiglu_backward(void*, float*, float*, const void*, void*, const void*,
                               const void*, int, int, int) override {}
-  void rope_forward(void*, int, int, int, int, int, float) override {}
-  void rope_backward(void*, int, int, int, int, int, float) override {}
+  void rope_forward(void*, int, int, int, int, int, const kernels::RopeFrequencies&) override {}
+  void rope_backward(void*, int, int, int, int, int, const kernels::RopeFrequencies&) override {}
   void attention_forward(void*, float*, const void*, int, int, int, int, int) override {}
   void bias_residual(void*, const void*, const void*, const void*, int, int) override {}
   void add_bias(void*, const void*, int, int) override {}

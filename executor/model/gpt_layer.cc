@@ -73,9 +73,9 @@ void norm_forward(LayerOps& ops, const Dims& d, const char* prefix, Tensor& mean
 void rope(LayerOps& ops, void* qkv, const Dims& d, bool forward) {
   if (d.position != PositionKind::kRope) return;
   if (forward) {
-    ops.rope_forward(qkv, d.B, d.T, d.NHl + d.KVHl, d.HS, d.qkv_width(), d.rope_theta);
+    ops.rope_forward(qkv, d.B, d.T, d.NHl + d.KVHl, d.HS, d.qkv_width(), d.rope);
   } else {
-    ops.rope_backward(qkv, d.B, d.T, d.NHl + d.KVHl, d.HS, d.qkv_width(), d.rope_theta);
+    ops.rope_backward(qkv, d.B, d.T, d.NHl + d.KVHl, d.HS, d.qkv_width(), d.rope);
   }
 }
 

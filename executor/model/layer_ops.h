@@ -23,6 +23,7 @@
 
 #include "executor/engine/tensor.h"
 #include "kernels/dtype.h"
+#include "kernels/rope_frequency.h"
 
 namespace strata::model {
 
@@ -103,12 +104,13 @@ class LayerOps {
                                       int C, int OC) = 0;
 
   // Rotary position embedding (kernels/cpu/rope.h: rotate_half pairs, position t of each
-  // sequence), in place on the first `heads` heads of HS of each (B, T) row of row_stride
-  // elements: the q and k parts of a packed qkv row. backward rotates by -angle.
+  // sequence, frequencies kernels/rope_frequency.h's), in place on the first `heads` heads
+  // of HS of each (B, T) row of row_stride elements: the q and k parts of a packed qkv row.
+  // backward rotates by -angle.
   virtual void rope_forward(void* x, int B, int T, int heads, int HS, int row_stride,
-                            float theta) = 0;
+                            const kernels::RopeFrequencies& freq) = 0;
   virtual void rope_backward(void* dx, int B, int T, int heads, int HS, int row_stride,
-                             float theta) = 0;
+                             const kernels::RopeFrequencies& freq) = 0;
 
   // Columns of the head's logits GEMM for a wte shard of `shard_rows` rows of which `valid`
   // are real vocabulary: the CPU backend computes only the real ones; CUDA all rows of the

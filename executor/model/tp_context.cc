@@ -58,7 +58,14 @@ Dims make_dims(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp
   d.norm_eps = static_cast<float>(model.norm_epsilon);
   d.mlp = model.mlp;
   d.position = model.position;
-  d.rope_theta = static_cast<float>(model.rope_theta);
+  d.rope.theta = model.rope_theta;
+  if (model.rope_scaling) {
+    d.rope.factor = model.rope_scaling->factor;
+    d.rope.low_freq_factor = model.rope_scaling->low_freq_factor;
+    d.rope.high_freq_factor = model.rope_scaling->high_freq_factor;
+    d.rope.original_max_positions =
+        static_cast<double>(model.rope_scaling->original_max_position_embeddings);
+  }
   d.sp = sequence_parallel && tp > 1;
   if (d.sp) {
     if (const std::string why = sequence_parallel_violation(model, tp); !why.empty()) {

@@ -11,6 +11,7 @@
 #include "cost_model/model_spec.h"
 #include "executor/comm/communicator.h"
 #include "kernels/dtype.h"
+#include "kernels/rope_frequency.h"
 
 namespace strata::model {
 
@@ -38,7 +39,7 @@ struct Dims {
   float norm_eps = 1e-5f;  // RMSNorm's; the LayerNorm kernels keep GPT-2's 1e-5
   MlpKind mlp = MlpKind::kGelu;
   PositionKind position = PositionKind::kLearned;
-  float rope_theta = 10000.0f;
+  kernels::RopeFrequencies rope;  // theta and rope_scaling (kernels/rope_frequency.h)
   // Sequence parallelism (Korthikanti et al. 2022): outside the TP region (LayerNorms,
   // residuals, the pipeline messages) this rank holds token rows [tp_rank R, (tp_rank+1) R)
   // of the (B*T, C) activations, R = BT / t: the flattened (batch, sequence) rows, so with

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -16,7 +17,7 @@ namespace strata::kernels::cpu {
 namespace {
 
 void check(const char* kernel, const float* x, int B, int T, int heads, int HS,
-           std::int64_t row_stride, int pos_offset, float theta) {
+           std::int64_t row_stride, int pos_offset, const RopeFrequencies& freq) {
   detail::require_tensor(kernel, "x", x);
   detail::require_positive(kernel, "B", B);
   detail::require_positive(kernel, "T", T);
@@ -32,16 +33,18 @@ void check(const char* kernel, const float* x, int B, int T, int heads, int HS,
     throw KernelError(fmt::format("{}: row_stride = {}; expected >= heads * HS = {}", kernel,
                                   row_stride, static_cast<std::int64_t>(heads) * HS));
   }
-  if (!(theta > 0.0f)) {
-    throw KernelError(fmt::format("{}: theta = {}; expected > 0", kernel, theta));
+  if (const std::string why = rope_frequencies_violation(freq); !why.empty()) {
+    throw KernelError(fmt::format("{}: {}", kernel, why));
   }
 }
 
 // sign +1: forward rotation; -1: backward (sin negated).
 void rotate(float* x, int B, int T, int heads, int HS, std::int64_t row_stride,
-            int pos_offset, float theta, float sign) {
+            int pos_offset, const RopeFrequencies& freq, float sign) {
   const int half = HS / 2;
   const std::int64_t rows = static_cast<std::int64_t>(B) * T;
+  std::vector<double> inv_freq(half);  // the same for every row: computed once
+  for (int i = 0; i < half; ++i) inv_freq[i] = rope_inverse_frequency(freq, i, HS);
 #pragma omp parallel if (rows * heads * HS >= kParallelMinElements)
   {
     std::vector<float> cos_t(half), sin_t(half);  // this thread's, reused across its rows
@@ -49,7 +52,7 @@ void rotate(float* x, int B, int T, int heads, int HS, std::int64_t row_stride,
     for (std::int64_t r = 0; r < rows; ++r) {
       const double pos = static_cast<double>(pos_offset) + static_cast<double>(r % T);
       for (int i = 0; i < half; ++i) {
-        const double angle = pos * std::pow(static_cast<double>(theta), -2.0 * i / HS);
+        const double angle = pos * inv_freq[i];
         cos_t[i] = static_cast<float>(std::cos(angle));
         sin_t[i] = sign * static_cast<float>(std::sin(angle));
       }
@@ -71,15 +74,15 @@ void rotate(float* x, int B, int T, int heads, int HS, std::int64_t row_stride,
 }  // namespace
 
 void rope_forward(float* x, int B, int T, int heads, int HS, std::int64_t row_stride,
-                  int pos_offset, float theta) {
-  check("rope_forward", x, B, T, heads, HS, row_stride, pos_offset, theta);
-  rotate(x, B, T, heads, HS, row_stride, pos_offset, theta, 1.0f);
+                  int pos_offset, const RopeFrequencies& freq) {
+  check("rope_forward", x, B, T, heads, HS, row_stride, pos_offset, freq);
+  rotate(x, B, T, heads, HS, row_stride, pos_offset, freq, 1.0f);
 }
 
 void rope_backward(float* dx, int B, int T, int heads, int HS, std::int64_t row_stride,
-                   int pos_offset, float theta) {
-  check("rope_backward", dx, B, T, heads, HS, row_stride, pos_offset, theta);
-  rotate(dx, B, T, heads, HS, row_stride, pos_offset, theta, -1.0f);
+                   int pos_offset, const RopeFrequencies& freq) {
+  check("rope_backward", dx, B, T, heads, HS, row_stride, pos_offset, freq);
+  rotate(dx, B, T, heads, HS, row_stride, pos_offset, freq, -1.0f);
 }
 
 }  // namespace strata::kernels::cpu

@@ -11,16 +11,18 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/common.h"
+#include "kernels/rope_frequency.h"
 
 namespace strata::kernels::cuda {
 
-// x rotated in place by +angle. Throws KernelError unless B, T, heads > 0, HS > 0 even,
-// row_stride >= heads * HS, pos_offset >= 0 and theta > 0.
+// x rotated in place by +angle, the angles' frequencies rope_frequency.h's (the CPU kernel's
+// function, on the device). Throws KernelError unless B, T, heads > 0, HS > 0 even,
+// row_stride >= heads * HS, pos_offset >= 0 and freq is valid (rope_frequencies_violation).
 void rope_forward(bf16* x, int B, int T, int heads, int HS, std::int64_t row_stride,
-                  int pos_offset, float theta, cudaStream_t stream);
+                  int pos_offset, const RopeFrequencies& freq, cudaStream_t stream);
 
 // dx rotated in place by -angle (the gradient at the rotation's input). Same checks.
 void rope_backward(bf16* dx, int B, int T, int heads, int HS, std::int64_t row_stride,
-                   int pos_offset, float theta, cudaStream_t stream);
+                   int pos_offset, const RopeFrequencies& freq, cudaStream_t stream);
 
 }  // namespace strata::kernels::cuda

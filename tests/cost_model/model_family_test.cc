@@ -1,5 +1,6 @@
 // ModelSpec's family keys: GPT-2 defaults, a Llama-shaped config round-trips, and each bad
-// value is an error naming the file, the key, the value and what was expected.
+// value is an error naming the file, the key, the value and what was expected. Llama 3.1's
+// rope_scaling likewise.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -51,6 +52,60 @@ TEST(ModelFamily, LlamaRoundTrips) {
   EXPECT_FALSE(m.is_gpt_family());
   EXPECT_EQ(m.family_name(), "rmsnorm, swiglu, rope, kv_heads 2, untied output, no biases");
   EXPECT_EQ(m.to_json(), llama_json());
+}
+
+// Llama 3.1's published rope_scaling (config.json of meta-llama/Llama-3.1-8B).
+Json llama31_json() {
+  Json j = llama_json();
+  j["rope_scaling"] = Json::parse(R"({"factor": 8.0, "low_freq_factor": 1.0,
+                                      "high_freq_factor": 4.0,
+                                      "original_max_position_embeddings": 8192})");
+  return j;
+}
+
+TEST(ModelFamily, RopeScalingRoundTripsAndIsAbsentByDefault) {
+  EXPECT_FALSE(ModelSpec::from_json(llama_json(), "l.json").rope_scaling.has_value());
+  const ModelSpec m = ModelSpec::from_json(llama31_json(), "l31.json");
+  ASSERT_TRUE(m.rope_scaling.has_value());
+  EXPECT_EQ(*m.rope_scaling, (RopeScaling{8.0, 1.0, 4.0, 8192}));
+  EXPECT_EQ(m.to_json(), llama31_json());
+  EXPECT_EQ(m.family_name(),
+            "rmsnorm, swiglu, rope, rope_scaling x8, kv_heads 2, untied output, no biases");
+  // Hugging Face's config.json also says rope_type "llama3", the one type there is: accepted.
+  Json typed = llama31_json();
+  typed["rope_scaling"]["rope_type"] = "llama3";
+  EXPECT_EQ(ModelSpec::from_json(typed, "hf.json"), m);
+}
+
+TEST(ModelFamily, BadRopeScalingNamesFileKeyValueAndExpectation) {
+  auto with = [](const char* key, const Json& value) {
+    Json j = llama31_json();
+    j["rope_scaling"][key] = value;
+    return j;
+  };
+  expect_error<ConfigError>([&] { ModelSpec::from_json(with("factor", 0.5), "l31.json"); },
+                            {"l31.json", "rope_scaling.factor", "0.5", ">= 1"});
+  expect_error<ConfigError>(
+      [&] { ModelSpec::from_json(with("low_freq_factor", 4.0), "l31.json"); },
+      {"l31.json", "rope_scaling.high_freq_factor", "4", "> low_freq_factor = 4"});
+  expect_error<ConfigError>(
+      [&] { ModelSpec::from_json(with("low_freq_factor", 0.0), "l31.json"); },
+      {"l31.json", "rope_scaling.low_freq_factor", "0", "> 0"});
+  expect_error<ConfigError>(
+      [&] { ModelSpec::from_json(with("original_max_position_embeddings", 0), "l31.json"); },
+      {"l31.json", "rope_scaling.original_max_position_embeddings", "0", "> 0"});
+  expect_error<ConfigError>([&] { ModelSpec::from_json(with("alpha", 1.0), "l31.json"); },
+                            {"l31.json", "rope_scaling.alpha", "unknown key"});
+  expect_error<ConfigError>([&] { ModelSpec::from_json(with("rope_type", "yarn"), "l31.json"); },
+                            {"l31.json", "rope_scaling.rope_type", "yarn", "llama3"});
+  Json missing = llama31_json();
+  missing["rope_scaling"].erase("factor");  // half a scaling is a mistake, not a default
+  expect_error<ConfigError>([&] { ModelSpec::from_json(missing, "l31.json"); },
+                            {"l31.json", "rope_scaling.factor"});
+  Json learned = gpt_json();
+  learned["rope_scaling"] = llama31_json()["rope_scaling"];  // nothing would read it
+  expect_error<ConfigError>([&] { ModelSpec::from_json(learned, "g.json"); },
+                            {"g.json", "rope_scaling", "position = \"rope\""});
 }
 
 TEST(ModelFamily, OneChoiceWritesAllFamilyKeys) {

@@ -124,6 +124,21 @@ foreach(mode IN ITEMS plain cuda_semantics)
   endforeach()
 endforeach()
 
+# Llama 3.1's rope_scaling (configs/models/tiny-llama-scaled.json: tiny-llama with the three
+# frequency bands inside its heads) on TP with SP and PP against one rank: the scaled rotation
+# is per row, so any split must give the one-rank losses.
+foreach(entry IN ITEMS "t2_2_1_1_1f1b_0_1_0_full_sp")
+  strata_equivalence_entry("${entry}" args ranks)
+  add_test(NAME executor_engine_equivalence_llama_scaled_${entry}
+    COMMAND ${MPIEXEC_EXECUTABLE} -np ${ranks} --oversubscribe --bind-to none
+            --allow-run-as-root $<TARGET_FILE:executor_engine_equivalence>
+            --model tiny-llama-scaled ${args})
+  set_tests_properties(executor_engine_equivalence_llama_scaled_${entry} PROPERTIES
+    LABELS "mpi" PROCESSORS 2 TIMEOUT 120
+    FAIL_REGULAR_EXPRESSION "FAILED|over 1e-4|memory over 5%"
+    ENVIRONMENT "OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1")
+endforeach()
+
 # `strata run` end to end (spawns the strata binary, which re-launches itself under mpirun).
 strata_add_test(executor_engine_cli_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_cli_test.cc

@@ -16,6 +16,8 @@
 namespace strata::kernels::cuda {
 namespace {
 
+const RopeFrequencies kTheta{1e4}, kZeroTheta{0.0};
+
 struct Fake {
   alignas(16) unsigned char bytes[64] = {};
   bf16* h() { return reinterpret_cast<bf16*>(bytes); }
@@ -60,15 +62,16 @@ TEST(CudaLlamaArgs, SwiGluAndRopeRejectBadArguments) {
             std::string::npos);
   EXPECT_NE(kernel_error([&] { swiglu_backward(t.h(), t.h(), t.h(), 2, 0, nullptr); }).find("F = 0"),
             std::string::npos);
-  EXPECT_NE(kernel_error([&] { rope_forward(t.h(), 1, 2, 1, 5, 5, 0, 1e4f, nullptr); }).find("HS"),
-            std::string::npos);
-  EXPECT_NE(kernel_error([&] { rope_forward(t.h(), 1, 2, 2, 4, 6, 0, 1e4f, nullptr); })
+  EXPECT_NE(
+      kernel_error([&] { rope_forward(t.h(), 1, 2, 1, 5, 5, 0, kTheta, nullptr); }).find("HS"),
+      std::string::npos);
+  EXPECT_NE(kernel_error([&] { rope_forward(t.h(), 1, 2, 2, 4, 6, 0, kTheta, nullptr); })
                 .find("row_stride"),
             std::string::npos);
-  EXPECT_NE(kernel_error([&] { rope_backward(t.h(), 1, 2, 1, 4, 4, 0, 0.0f, nullptr); })
+  EXPECT_NE(kernel_error([&] { rope_backward(t.h(), 1, 2, 1, 4, 4, 0, kZeroTheta, nullptr); })
                 .find("theta"),
             std::string::npos);
-  EXPECT_NE(kernel_error([&] { rope_backward(t.h(), 1, 2, 1, 4, 4, -3, 1e4f, nullptr); })
+  EXPECT_NE(kernel_error([&] { rope_backward(t.h(), 1, 2, 1, 4, 4, -3, kTheta, nullptr); })
                 .find("pos_offset"),
             std::string::npos);
 }

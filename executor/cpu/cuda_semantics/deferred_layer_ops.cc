@@ -141,15 +141,15 @@ void DeferredLayerOps::matmul_swiglu_backward(void* dinp, float* dw, float* db, 
 }
 
 void DeferredLayerOps::rope_forward(void* x, int B, int T, int heads, int HS, int row_stride,
-                                    float theta) {
+                                    const kernels::RopeFrequencies& freq) {
   launch("rope_forward", {r(x, n(B * T, row_stride)), w(x, n(B * T, row_stride))},
-         [=, this] { cpu_.rope_forward(x, B, T, heads, HS, row_stride, theta); });
+         [=, this] { cpu_.rope_forward(x, B, T, heads, HS, row_stride, freq); });
 }
 
 void DeferredLayerOps::rope_backward(void* dx, int B, int T, int heads, int HS, int row_stride,
-                                     float theta) {
+                                     const kernels::RopeFrequencies& freq) {
   launch("rope_backward", {r(dx, n(B * T, row_stride)), w(dx, n(B * T, row_stride))},
-         [=, this] { cpu_.rope_backward(dx, B, T, heads, HS, row_stride, theta); });
+         [=, this] { cpu_.rope_backward(dx, B, T, heads, HS, row_stride, freq); });
 }
 
 void DeferredLayerOps::attention_forward(void* out, float* stats, const void* qkv, int B, int T,

@@ -62,9 +62,9 @@ class DeferredLayerOps final : public model::LayerOps {
                               void* swiglu_out, const void* w, const void* pre, int BT, int C,
                               int OC) override;
   void rope_forward(void* x, int B, int T, int heads, int HS, int row_stride,
-                    float theta) override;
+                    const kernels::RopeFrequencies& freq) override;
   void rope_backward(void* dx, int B, int T, int heads, int HS, int row_stride,
-                     float theta) override;
+                     const kernels::RopeFrequencies& freq) override;
   void attention_forward(void* out, float* stats, const void* qkv, int B, int T, int C, int NH,
                          int KVH) override;
   void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out,

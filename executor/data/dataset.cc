@@ -134,7 +134,7 @@ void check_tokens(const TokenView& tokens, std::int64_t vocab, std::int64_t seq_
   const BadToken bad = find_bad_token(tokens, vocab);
   if (bad.index >= 0) {
     throw ConfigError(fmt::format("{}: token {} has id {}, expected a whole number in [0, {}) "
-                                  "(the vocabulary of {})", what, bad.index, bad.value, vocab,
+                                  "(vocab of {})", what, bad.index, bad.value, vocab,
                                   model_source));
   }
 }

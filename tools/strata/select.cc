@@ -117,6 +117,8 @@ SelectEval select_eval(const WorkloadSpec& w, const std::string& workload_path,
 struct SelectCluster {
   std::string file;   // what load_cluster reads
   std::string named;  // as the command line or the workload wrote it (the report's "cluster")
+  // Printed once every input has been checked: a refusal is then the one line on stderr.
+  std::string warning;
 };
 
 SelectCluster select_cluster(const WorkloadSpec& w, const std::string& workload_path,
@@ -128,12 +130,12 @@ SelectCluster select_cluster(const WorkloadSpec& w, const std::string& workload_
     return written_for ? SelectCluster{*written_for, *w.cluster} : SelectCluster{"local-cpu", "local-cpu"};
   }
   const std::string given = resolve_config("clusters", *o.cluster, "--cluster");
+  std::string warning;
   if (written_for && fs::weakly_canonical(given) != fs::weakly_canonical(*written_for)) {
-    std::cerr << fmt::format("strata select: warning: workload {} was written for cluster {}; "
-                             "pricing it on {} (--cluster)\n",
-                             w.name, *w.cluster, *o.cluster) << std::flush;
+    warning = fmt::format("strata select: warning: workload {} was written for cluster {}; "
+                          "pricing it on {} (--cluster)", w.name, *w.cluster, *o.cluster);
   }
-  return {given, *o.cluster};
+  return {given, *o.cluster, warning};
 }
 
 // Every job's tokens, opened as `strata run` opens them (data::open_token_streams): the
@@ -340,6 +342,7 @@ int select_command(const SelectOptionsCli& o, std::ostream& out) {
                                   o.gpus, cluster.name, cuda_device_count()));
   }
   const SelectData select_data = open_select_data(jobs, eval, workload_path);
+  if (!cluster_choice.warning.empty()) std::cerr << cluster_choice.warning << "\n" << std::flush;
   SelectOptions options;
   options.devices = o.gpus;
   options.device_budget_bytes = o.device_budget_mib ? *o.device_budget_mib * 1024.0 * 1024.0 : 0;

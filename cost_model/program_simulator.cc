@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "cost_model/errors.h"
+#include "cost_model/rank_pipeline_ops.h"
 #include "cost_model/schedule.h"
 
 namespace strata {
@@ -538,29 +539,25 @@ PipelineSkeleton pipeline_skeleton(const Program& program) {
 
 PipelineSkeleton pipeline_skeleton(ScheduleKind kind, std::int64_t pp, std::int64_t v,
                                    std::int64_t m) {
-  const Schedule schedule = make_schedule(kind, pp, v, m);
   PipelineSkeleton s;
   s.kind = kind;
   s.pp = pp;
   s.virtual_stages = v;
   s.micro_batches = m;
-  // program.cc's pipeline loop: each pass after its receive, each send after its pass.
-  for (const auto& rank_ops : schedule.ops) {
+  // The Programs' own pipeline ops (rank_pipeline_ops.h: each pass after its receive, each
+  // send after its pass, a pass's body its variant), not a second reading of the schedule.
+  for (std::int64_t r = 0; r < pp; ++r) {
+    const std::vector<ProgramOp> ops = make_rank_pipeline_ops({kind, pp, v, m, r});
     std::vector<PipelineStep> steps;
-    steps.reserve(rank_ops.size());
-    std::int32_t last_recv = -1, last_pass = -1;
-    for (const PipelineOp& p : rank_ops) {
+    steps.reserve(ops.size());
+    for (const ProgramOp& op : ops) {
       PipelineStep step;
-      step.kind = program_kind(p.kind);
-      step.micro_batch = static_cast<std::int32_t>(p.micro_batch);
-      step.chunk = static_cast<std::int32_t>(p.chunk);
-      step.variant = pass_variant(step.kind, p.micro_batch, m);
-      if (is_pass(step.kind) && last_recv >= 0) step.after[0] = last_recv;
-      if (is_send(step.kind)) step.after[0] = last_pass;
+      step.kind = op.kind;
+      step.micro_batch = op.micro_batch;
+      step.chunk = op.chunk;
+      step.variant = static_cast<std::int8_t>(op.is_pass() ? op.body : -1);
+      step.after = op.after;
       steps.push_back(step);
-      const auto index = static_cast<std::int32_t>(steps.size() - 1);
-      last_recv = is_recv(step.kind) ? index : -1;
-      if (is_pass(step.kind)) last_pass = index;
     }
     s.ranks.push_back(std::move(steps));
   }

@@ -15,6 +15,7 @@
 // --backend cuda (calibrate_cuda.h) measures one GPU through the CUDA backend's kernels
 // instead of the compute part, plus its memory headroom; no collectives (one GPU has none to
 // measure; several: not yet). Without CUDA in the binary or a device: exit 2 before any work.
+#include <CLI/CLI.hpp>
 #include <unistd.h>
 
 #include <algorithm>

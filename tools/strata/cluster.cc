@@ -4,6 +4,7 @@
 // the device headroom reserved, and the profile whose measured rates replace the file's.
 // Nothing is computed here that the cost model does not compute the same way: the shares
 // are the node's figure over its GPUs, as time_model.cc and planner.cc divide them.
+#include <CLI/CLI.hpp>
 #include <memory>
 #include <ostream>
 #include <vector>

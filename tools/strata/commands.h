@@ -14,7 +14,7 @@
 
 #include <ostream>
 
-#include <CLI/CLI.hpp>
+#include "tools/strata/cli_fwd.h"
 
 namespace strata::cli {
 

@@ -7,6 +7,7 @@
 // paths marked on the merged trace (cost_model/path_trace.h).
 // Deliberately no judgement of what error is acceptable: that is the reader's (and the
 // tests') business.
+#include <CLI/CLI.hpp>
 #include <filesystem>
 #include <memory>
 #include <optional>

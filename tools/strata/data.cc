@@ -9,6 +9,7 @@
 //       the first N global batches `strata run` trains on (JSON, one line per step: each
 //       sequence's seq_len + 1 tokens), for checks against other frameworks.
 // Deliberately not here: tokenizers other than bytes, the formats themselves (executor/data).
+#include <CLI/CLI.hpp>
 #include <fstream>
 #include <iterator>
 #include <memory>

@@ -3,6 +3,7 @@
 // the profile that priced it, step time and each of its parts, throughput, MFU and the worst
 // rank's memory per tier, each value with its ratio to the first file's. The rows are
 // compare's (cost_model/compare.h), so `diff` and `compare` never disagree on a field.
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <memory>
 #include <ostream>

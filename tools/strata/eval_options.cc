@@ -1,6 +1,8 @@
 // The validation flags of `strata run` and `strata select` (see eval_options.h).
 #include "tools/strata/eval_options.h"
 
+#include <CLI/CLI.hpp>
+
 namespace strata::cli {
 
 EvalOptions add_eval_options(CLI::App& command, EvalSpec& spec) {

@@ -3,7 +3,7 @@
 // help text, so the two commands read them alike.
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include "tools/strata/cli_fwd.h"
 
 #include "cost_model/eval_spec.h"
 

@@ -1,6 +1,7 @@
 // Config lookup, loading and number formatting for the subcommands (see inputs.h).
 #include "tools/strata/inputs.h"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>

@@ -4,6 +4,7 @@
 // plan fits it says which reason dropped the most plans and which plan came closest; when the
 // GPU count has no legal factorisation it says so and names the nearest counts that have one.
 // With --tokens and a deadline it sizes the cluster instead (sizing.cc).
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <filesystem>
 #include <memory>

@@ -3,6 +3,7 @@
 // Debian's python3-matplotlib. This file checks the inputs before anything is started, finds
 // the interpreter and the script, and hands back the script's exit code; what is drawn, and
 // how, lives in the script alone.
+#include <CLI/CLI.hpp>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>

@@ -3,6 +3,7 @@
 // cost_model/memory_kinds.h, the kinds of `run`'s memory_tags.json), as text
 // or as StepReport JSON; with --critical-path the ops that set the step time
 // (critical_path_print.h). Exit code 3 when the plan does not fit (the prediction is printed).
+#include <CLI/CLI.hpp>
 #include <memory>
 #include <ostream>
 

@@ -1,6 +1,7 @@
 // Which profile prices a command's predictions (see profile_choice.h).
 #include "tools/strata/profile_choice.h"
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "cost_model/errors.h"

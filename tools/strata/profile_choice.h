@@ -16,7 +16,7 @@
 #include <optional>
 #include <string>
 
-#include <CLI/CLI.hpp>
+#include "tools/strata/cli_fwd.h"
 
 #include "cost_model/cluster_spec.h"
 #include "cost_model/profile.h"

@@ -39,6 +39,7 @@
 // ("transfers"), and the last lines print them and the step time beside the cost model's.
 // Deliberately not here: the training itself (executor/engine), the report's arithmetic
 // (executor/report), the checks (run_checks.cc).
+#include <CLI/CLI.hpp>
 #include <mpi.h>
 
 #include <unistd.h>

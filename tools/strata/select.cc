@@ -11,6 +11,7 @@
 // way exit 3 naming the job. --out is locked for the run (like `strata run`): a second
 // select into the same directory is refused at start.
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>

@@ -3,6 +3,7 @@
 // end, the critical rank, the bubble and each rank's busy and tail time, and writes every op
 // (passes, messages, compute steps, state moves, the tail) as a Chrome trace (--trace), one
 // thread per stream. Deliberately no memory check: `predict` does that.
+#include <CLI/CLI.hpp>
 #include <memory>
 #include <ostream>
 

@@ -1,6 +1,7 @@
 // Nearest-word suggestions for mistyped subcommands and flags; see suggest.h.
 #include "tools/strata/suggest.h"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <vector>
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include <CLI/CLI.hpp>
+#include "tools/strata/cli_fwd.h"
 
 namespace strata::cli {
 

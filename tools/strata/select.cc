@@ -404,8 +404,9 @@ int select_command(const SelectOptionsCli& o, std::ostream& out) {
   // select runs every worker in this process (executor/select): a GPU schedule over several
   // nodes would need the other nodes' GPUs, so it is planned only.
   const SelectDevices layout{o.gpus, cluster.gpus_per_node};
-  if (!o.plan_only && cluster.backend == Backend::kCuda && layout.nodes() > 1) {
-    throw ConfigError(fmt::format("--gpus {}: spans {} nodes of cluster {} ({} GPUs each) and "
+  if (!o.plan_only && cluster.backend == Backend::kCuda && layout.nodes() > 1 &&
+      o.gpus <= cluster.total_gpus()) {  // more than the cluster has: job_ways names --gpus
+    throw ConfigError(fmt::format("--gpus {}: spans {} nodes of cluster {} ({} GPU(s) per node) and "
                                   "select runs every job in one process on this machine; use "
                                   "--plan-only to schedule across nodes without running",
                                   o.gpus, layout.nodes(), cluster.name, cluster.gpus_per_node));

@@ -10,6 +10,19 @@
 
 namespace strata {
 
+// The D devices a schedule runs on, numbered node by node as `--gpus D` takes them from the
+// cluster: device d is local device d % G of node d / G (G = gpus_per_node); the last node
+// may hold fewer than G of them. The one place that maps a device to its node.
+struct SelectDevices {
+  std::int64_t devices = 1;
+  std::int64_t gpus_per_node = 0;  // G; 0: one node holds all D
+
+  std::int64_t per_node() const { return gpus_per_node > 0 ? gpus_per_node : devices; }
+  std::int64_t node_of(std::int64_t device) const { return device / per_node(); }
+  std::int64_t local_of(std::int64_t device) const { return device % per_node(); }
+  std::int64_t nodes() const { return (devices + per_node() - 1) / per_node(); }
+};
+
 enum class SelectPolicy { kStrata, kLrtf, kSequential };
 std::string to_string(SelectPolicy policy);
 SelectPolicy select_policy_from_string(const std::string& s);  // ConfigError
@@ -27,6 +40,7 @@ struct ScheduleSlice {
 
 struct SelectSchedule {
   SelectPolicy policy = SelectPolicy::kStrata;
+  SelectDevices layout;                 // which node each slice's devices are on
   std::vector<std::size_t> way_of_job;  // index into job_ways()[job].ways
   std::vector<ScheduleSlice> slices;    // by start time, then device
   double makespan_s = 0;

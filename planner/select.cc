@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 #include <numeric>
+#include <stdexcept>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -59,29 +60,77 @@ struct Gang {
   std::vector<std::int64_t> devices;
 };
 
-// The k devices free earliest (ties by index) and when all of them are free.
-Gang earliest_gang(const std::vector<double>& free_at, std::int64_t k) {
-  std::vector<std::int64_t> order(free_at.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
-    return free_at[static_cast<std::size_t>(a)] < free_at[static_cast<std::size_t>(b)];
-  });
-  Gang g;
-  g.devices.assign(order.begin(), order.begin() + k);
-  std::sort(g.devices.begin(), g.devices.end());
-  for (std::int64_t d : g.devices) g.start = std::max(g.start, free_at[static_cast<std::size_t>(d)]);
-  return g;
+// The devices of `node`, in index order.
+std::vector<std::int64_t> node_devices(const SelectDevices& layout, std::int64_t node) {
+  std::vector<std::int64_t> out;
+  const std::int64_t first = node * layout.per_node();
+  for (std::int64_t d = first; d < std::min(first + layout.per_node(), layout.devices); ++d) out.push_back(d);
+  return out;
+}
+
+double all_free_at(const std::vector<double>& free_at, const std::vector<std::int64_t>& devices) {
+  double t = 0;
+  for (std::int64_t d : devices) t = std::max(t, free_at[static_cast<std::size_t>(d)]);
+  return t;
+}
+
+// Where a way of k devices runs, and from when: the placement its prediction priced. A way
+// that fits a node runs inside one node (the planner priced its every group on the intra-node
+// link): the node whose k earliest-free devices are free first, ties to the lower node, then
+// the lower device. A wider way (k a multiple of G, as the planner asks: planner.cc
+// check_request) takes k / G whole nodes, those free first, its ranks node by node, so rank r
+// is on its (r / G)-th node: the layout collectives.h's group_link prices, TP groups inside a
+// node and the groups that span nodes on the inter-node link.
+Gang earliest_gang(const std::vector<double>& free_at, std::int64_t k, const SelectDevices& layout) {
+  const std::int64_t per_node = layout.per_node();
+  std::optional<Gang> best;
+  if (k <= per_node) {
+    for (std::int64_t n = 0; n < layout.nodes(); ++n) {
+      std::vector<std::int64_t> devices = node_devices(layout, n);
+      if (static_cast<std::int64_t>(devices.size()) < k) continue;
+      std::stable_sort(devices.begin(), devices.end(), [&](std::int64_t a, std::int64_t b) {
+        return free_at[static_cast<std::size_t>(a)] < free_at[static_cast<std::size_t>(b)];
+      });
+      devices.resize(static_cast<std::size_t>(k));
+      std::sort(devices.begin(), devices.end());
+      const double start = all_free_at(free_at, devices);
+      if (!best || start < best->start) best = Gang{start, std::move(devices)};
+    }
+  } else if (k % per_node == 0) {
+    std::vector<std::int64_t> whole;  // nodes holding G of the D devices
+    for (std::int64_t n = 0; n < layout.nodes(); ++n) {
+      if (static_cast<std::int64_t>(node_devices(layout, n).size()) == per_node) whole.push_back(n);
+    }
+    if (static_cast<std::int64_t>(whole.size()) >= k / per_node) {
+      std::stable_sort(whole.begin(), whole.end(), [&](std::int64_t a, std::int64_t b) {
+        return all_free_at(free_at, node_devices(layout, a)) < all_free_at(free_at, node_devices(layout, b));
+      });
+      whole.resize(static_cast<std::size_t>(k / per_node));
+      std::sort(whole.begin(), whole.end());
+      Gang g;
+      for (std::int64_t n : whole) {
+        for (std::int64_t d : node_devices(layout, n)) g.devices.push_back(d);
+      }
+      g.start = all_free_at(free_at, g.devices);
+      best = std::move(g);
+    }
+  }
+  if (!best) {
+    throw std::logic_error(fmt::format("select: a way of {} devices has no place on {} devices "
+                                       "of {} per node", k, layout.devices, per_node));
+  }
+  return *best;
 }
 
 // List scheduling: jobs in `order`, each on the earliest k free devices.
 double list_schedule(const std::vector<std::size_t>& order, const std::vector<const JobWay*>& way,
-                     std::int64_t devices, std::vector<ScheduleSlice>* slices,
+                     const SelectDevices& layout, std::vector<ScheduleSlice>* slices,
                      const std::vector<Job>& jobs) {
-  std::vector<double> free_at(static_cast<std::size_t>(devices), 0.0);
+  std::vector<double> free_at(static_cast<std::size_t>(layout.devices), 0.0);
   double makespan = 0;
   for (std::size_t j : order) {
     const JobWay& w = *way[j];
-    const Gang g = earliest_gang(free_at, w.devices);
+    const Gang g = earliest_gang(free_at, w.devices, layout);
     const double end = g.start + w.duration_s;
     for (std::int64_t d : g.devices) free_at[static_cast<std::size_t>(d)] = end;
     makespan = std::max(makespan, end);
@@ -121,7 +170,7 @@ std::vector<std::vector<std::size_t>> pareto_ways(const std::vector<JobWays>& wa
 }
 
 SelectSchedule strata_schedule(const std::vector<Job>& jobs, const std::vector<JobWays>& ways,
-                               std::int64_t devices) {
+                               const SelectDevices& layout) {
   const std::size_t n = jobs.size();
   std::vector<std::vector<std::size_t>> choices = pareto_ways(ways);
   // Too many combinations: each job keeps its least device-time way and its fastest.
@@ -167,13 +216,13 @@ SelectSchedule strata_schedule(const std::vector<Job>& jobs, const std::vector<J
       }
     }
     for (const auto& o : orders) {
-      const double makespan = list_schedule(o, way, devices, nullptr, jobs);
+      const double makespan = list_schedule(o, way, layout, nullptr, jobs);
       if (makespan < best.makespan_s) {
         best.makespan_s = makespan;
         best.way_of_job.assign(n, 0);
         for (std::size_t j = 0; j < n; ++j) best.way_of_job[j] = choices[j][pick[j]];
         best.slices.clear();
-        list_schedule(o, way, devices, &best.slices, jobs);
+        list_schedule(o, way, layout, &best.slices, jobs);
       }
     }
     std::size_t j = n;
@@ -184,7 +233,8 @@ SelectSchedule strata_schedule(const std::vector<Job>& jobs, const std::vector<J
 }
 
 SelectSchedule lrtf_schedule(const std::vector<Job>& jobs, const std::vector<JobWays>& ways,
-                             std::int64_t devices) {
+                             const SelectDevices& layout) {
+  const std::int64_t devices = layout.devices;
   const std::size_t n = jobs.size();
   SelectSchedule s;
   s.way_of_job.assign(n, 0);
@@ -204,19 +254,23 @@ SelectSchedule lrtf_schedule(const std::vector<Job>& jobs, const std::vector<Job
     left[j] = jobs[j].train.steps;
   }
   std::vector<double> free_at(static_cast<std::size_t>(devices), 0.0);
-  std::vector<std::int64_t> last_job(static_cast<std::size_t>(devices), -1);
+  // A spilled job's state lives in its node's host memory between steps, so its steps stay
+  // on the node of its first (moving it between nodes is a transfer nothing prices).
+  std::vector<std::optional<std::int64_t>> node_of_job(n);
   std::int64_t steps_left = std::accumulate(left.begin(), left.end(), std::int64_t{0});
   while (steps_left > 0) {
     // The device free first (ties: lowest index).
     const auto d = static_cast<std::size_t>(
         std::min_element(free_at.begin(), free_at.end()) - free_at.begin());
     double t = free_at[d];
+    if (t == kInf) throw std::logic_error("lrtf: steps left with no device to run them");
+    const std::int64_t node = layout.node_of(static_cast<std::int64_t>(d));
     // The job with the longest remaining time among those free by t; if none, wait for one.
     std::optional<std::size_t> pick;
-    while (!pick) {
+    while (!pick && t < kInf) {
       double next = kInf;
       for (std::size_t j = 0; j < n; ++j) {
-        if (left[j] == 0) continue;
+        if (left[j] == 0 || (node_of_job[j] && *node_of_job[j] != node)) continue;
         if (available[j] > t) {
           next = std::min(next, available[j]);
           continue;
@@ -229,7 +283,12 @@ SelectSchedule lrtf_schedule(const std::vector<Job>& jobs, const std::vector<Job
       }
       if (!pick) t = next;
     }
+    if (!pick) {  // every job left is another node's: this device is done
+      free_at[d] = kInf;
+      continue;
+    }
     const std::size_t j = *pick;
+    node_of_job[j] = node;
     const double step_s = ways[j].ways[s.way_of_job[j]].step_s;
     const std::int64_t step = jobs[j].train.steps - left[j];
     const double start = t;
@@ -258,6 +317,7 @@ SelectSchedule lrtf_schedule(const std::vector<Job>& jobs, const std::vector<Job
   return s;
 }
 
+// Every job on all D devices, its ranks in device order (node by node, as group_link prices).
 SelectSchedule sequential_schedule(const std::vector<Job>& jobs, const std::vector<JobWays>& ways,
                                    std::int64_t devices) {
   SelectSchedule s;
@@ -293,9 +353,10 @@ std::vector<JobWays> job_ways(const std::vector<Job>& jobs, const ClusterSpec& c
   }
   ClusterSpec budgeted = cluster;
   if (options.device_budget_bytes > 0) budgeted.device.memory_bytes = options.device_budget_bytes;
-  // Every way is priced as if the node's D devices were all busy (other jobs run beside it).
+  // Every way is priced as if its node's devices among the D were all busy (other jobs run
+  // beside it): all D on one node, G of them per node across several.
   CostModelOptions cost;
-  cost.node_ranks = options.devices;
+  cost.node_ranks = std::min(options.devices, cluster.gpus_per_node);
   std::vector<JobWays> out;
   // A grid's jobs differ in learning rate or seed more often than in anything the cost model
   // reads (cost_model.h: priced_train): such jobs share their priced ways.
@@ -374,15 +435,17 @@ double makespan_lower_bound(const std::vector<Job>& jobs, const std::vector<JobW
 }
 
 SelectSchedule schedule_jobs(const std::vector<Job>& jobs, const std::vector<JobWays>& ways,
-                             std::int64_t devices, SelectPolicy policy) {
+                             const SelectDevices& layout, SelectPolicy policy) {
+  const std::int64_t devices = layout.devices;
   if (ways.size() != jobs.size()) throw std::logic_error("schedule_jobs: one JobWays per job");
   SelectSchedule s;
   switch (policy) {
-    case SelectPolicy::kStrata: s = strata_schedule(jobs, ways, devices); break;
-    case SelectPolicy::kLrtf: s = lrtf_schedule(jobs, ways, devices); break;
+    case SelectPolicy::kStrata: s = strata_schedule(jobs, ways, layout); break;
+    case SelectPolicy::kLrtf: s = lrtf_schedule(jobs, ways, layout); break;
     case SelectPolicy::kSequential: s = sequential_schedule(jobs, ways, devices); break;
   }
   s.policy = policy;
+  s.layout = layout;
   sort_slices(s.slices);
   s.lower_bound_s = makespan_lower_bound(jobs, ways, devices);
   return s;

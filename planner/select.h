@@ -8,9 +8,15 @@
 //               and each job's next-best), each list-scheduled (earliest start where enough
 //               devices are free together) in every job order for up to 7 jobs, in two
 //               orders (most device-time, longest first) past that; the best makespan wins.
+//               On several nodes a job runs inside one node when its way fits a node, else
+//               on whole nodes, its ranks node by node: where its prediction priced it
+//               (intra-node link inside a node; the groups spanning nodes on the inter-node
+//               link, TP groups always inside a node).
 //   lrtf        Hydra: every job runs spilled on one device; whenever a device is free it
 //               takes the job with the longest remaining time that is not running and runs
-//               one step of it (jobs interleave step by step across devices).
+//               one step of it (jobs interleave step by step across devices). A job's
+//               steps stay on the node of its first step (its state is in that node's host
+//               memory).
 //   sequential  one job after another, each with its best way on all D devices.
 // Every policy's schedule comes with a lower bound on the makespan of ANY schedule of these
 // ways: max(the largest job's least duration, the least device-time of all jobs over D).
@@ -60,7 +66,7 @@ std::vector<JobWays> job_ways(const std::vector<Job>& jobs, const ClusterSpec& c
 // Throws InfeasiblePlan when a policy has no way for a job (lrtf: no spilled way; sequential:
 // no way on all D devices).
 SelectSchedule schedule_jobs(const std::vector<Job>& jobs, const std::vector<JobWays>& ways,
-                             std::int64_t devices, SelectPolicy policy);
+                             const SelectDevices& layout, SelectPolicy policy);
 
 // The bound above, for the ways the policy may use (every way of every job).
 double makespan_lower_bound(const std::vector<Job>& jobs, const std::vector<JobWays>& ways,

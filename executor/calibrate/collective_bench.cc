@@ -56,6 +56,63 @@ double group_seconds(Communicator& comm, const std::function<void()>& fn, int ca
   return median(std::move(per_call));
 }
 
+// One op's fit over the group: timed at each buffer size, fitted to alpha-beta.
+CollectiveFit measure_op(Communicator& comm, CollectiveOp op, const CollectiveBenchOptions& options,
+                         const std::function<void()>& point_done) {
+  const int size = comm.size();
+  std::int64_t largest = 0;
+  for (std::int64_t f : options.buffer_floats) largest = std::max(largest, f);
+  // Zeros: an in-place all-reduce repeated a thousand times keeps them bounded (and the
+  // arithmetic cost of adding zeros is that of adding anything else).
+  std::vector<float> in(static_cast<std::size_t>(largest), 0.0f);
+  std::vector<float> out(static_cast<std::size_t>(largest), 0.0f);
+  std::vector<std::pair<double, double>> points;
+  for (std::int64_t floats : options.buffer_floats) {
+    const std::int64_t per_rank = floats / size;  // a rank's share of the buffer
+    if (per_rank < 1) continue;
+    const std::int64_t buffer = per_rank * size;
+    const double bytes = static_cast<double>(buffer) * sizeof(float);
+    const int calls = static_cast<int>(
+        std::clamp(std::floor(options.bytes_per_repeat / bytes), 1.0, 1000.0));
+    std::function<void()> fn;
+    switch (op) {
+      case CollectiveOp::kAllReduce:
+        fn = [&] { comm.all_reduce_sum(in.data(), buffer); };
+        break;
+      case CollectiveOp::kReduceScatter:
+        fn = [&] { comm.reduce_scatter_sum(in.data(), out.data(), per_rank); };
+        break;
+      case CollectiveOp::kAllGather:
+        fn = [&] { comm.all_gather(in.data(), out.data(), per_rank); };
+        break;
+      case CollectiveOp::kP2p:
+        // Ping-pong 0 <-> 1; one call is a round trip, so a one-way message is half.
+        fn = [&] {
+          if (comm.rank() == 0) {
+            comm.send(in.data(), buffer, 1, 0).wait();
+            comm.recv(out.data(), buffer, 1, 1);
+          } else if (comm.rank() == 1) {
+            comm.recv(out.data(), buffer, 0, 0);
+            comm.send(in.data(), buffer, 0, 1).wait();
+          }
+        };
+        break;
+    }
+    double seconds = group_seconds(comm, fn, calls, options.repeats);
+    if (op == CollectiveOp::kP2p) seconds /= 2.0;
+    points.emplace_back(bytes * bus_factor(op, size), seconds);
+    if (point_done) point_done();
+  }
+  const AlphaBeta ab = fit_alpha_beta(points);
+  CollectiveFit fit;
+  fit.op = to_string(op);
+  fit.link = to_string(options.link);
+  fit.ranks = size;
+  fit.latency_s = ab.latency_s;
+  fit.bus_bandwidth_bytes_per_s = ab.bus_bandwidth_bytes_per_s;
+  return fit;
+}
+
 }  // namespace
 
 std::vector<CollectiveFit> measure_collectives(Communicator& comm,
@@ -66,65 +123,19 @@ std::vector<CollectiveFit> measure_collectives(Communicator& comm,
   std::vector<CollectiveOp> ops = {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter,
                                    CollectiveOp::kAllGather};
   if (size == 2) ops.push_back(CollectiveOp::kP2p);
-
-  std::int64_t largest = 0;
-  for (std::int64_t f : options.buffer_floats) largest = std::max(largest, f);
-  // Zeros: an in-place all-reduce repeated a thousand times keeps them bounded (and the
-  // arithmetic cost of adding zeros is that of adding anything else).
-  std::vector<float> in(static_cast<std::size_t>(largest), 0.0f);
-  std::vector<float> out(static_cast<std::size_t>(largest), 0.0f);
-
   const int total = static_cast<int>(ops.size() * options.buffer_floats.size());
   int done = 0;
+  const auto point_done = [&] {
+    if (progress && comm.rank() == 0) progress(++done, total);
+  };
   std::vector<CollectiveFit> fits;
-  for (CollectiveOp op : ops) {
-    std::vector<std::pair<double, double>> points;
-    for (std::int64_t floats : options.buffer_floats) {
-      const std::int64_t per_rank = floats / size;  // a rank's share of the buffer
-      if (per_rank < 1) continue;
-      const std::int64_t buffer = per_rank * size;
-      const double bytes = static_cast<double>(buffer) * sizeof(float);
-      const int calls = static_cast<int>(
-          std::clamp(std::floor(options.bytes_per_repeat / bytes), 1.0, 1000.0));
-      std::function<void()> fn;
-      switch (op) {
-        case CollectiveOp::kAllReduce:
-          fn = [&] { comm.all_reduce_sum(in.data(), buffer); };
-          break;
-        case CollectiveOp::kReduceScatter:
-          fn = [&] { comm.reduce_scatter_sum(in.data(), out.data(), per_rank); };
-          break;
-        case CollectiveOp::kAllGather:
-          fn = [&] { comm.all_gather(in.data(), out.data(), per_rank); };
-          break;
-        case CollectiveOp::kP2p:
-          // Ping-pong 0 <-> 1; one call is a round trip, so a one-way message is half.
-          fn = [&] {
-            if (comm.rank() == 0) {
-              comm.send(in.data(), buffer, 1, 0).wait();
-              comm.recv(out.data(), buffer, 1, 1);
-            } else if (comm.rank() == 1) {
-              comm.recv(out.data(), buffer, 0, 0);
-              comm.send(in.data(), buffer, 0, 1).wait();
-            }
-          };
-          break;
-      }
-      double seconds = group_seconds(comm, fn, calls, options.repeats);
-      if (op == CollectiveOp::kP2p) seconds /= 2.0;
-      points.emplace_back(bytes * bus_factor(op, size), seconds);
-      if (progress && comm.rank() == 0) progress(++done, total);
-    }
-    const AlphaBeta ab = fit_alpha_beta(points);
-    CollectiveFit fit;
-    fit.op = to_string(op);
-    fit.link = to_string(options.link);
-    fit.ranks = size;
-    fit.latency_s = ab.latency_s;
-    fit.bus_bandwidth_bytes_per_s = ab.bus_bandwidth_bytes_per_s;
-    fits.push_back(fit);
-  }
+  for (CollectiveOp op : ops) fits.push_back(measure_op(comm, op, options, point_done));
   return fits;
+}
+
+CollectiveFit measure_p2p(Communicator& comm, const CollectiveBenchOptions& options) {
+  if (comm.size() != 2) throw std::invalid_argument("measure_p2p: need a group of 2 ranks");
+  return measure_op(comm, CollectiveOp::kP2p, options, {});
 }
 
 }  // namespace strata::calibrate

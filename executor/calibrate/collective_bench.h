@@ -57,4 +57,8 @@ std::vector<CollectiveFit> measure_collectives(
     Communicator& comm, const CollectiveBenchOptions& options,
     const std::function<void(int, int)>& progress = {});
 
+// The p2p fit alone, of a 2-rank group (std::invalid_argument otherwise): one hop of a ring
+// across nodes (node_collectives.h).
+CollectiveFit measure_p2p(Communicator& comm, const CollectiveBenchOptions& options);
+
 }  // namespace strata::calibrate

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -26,6 +27,12 @@ NodeLinkGroups node_link_groups(const NodeLayout& layout) {
   if (layout.nodes() >= 2) {
     for (const std::vector<int>& node : ranks_of_node) groups.inter_node.push_back(node.front());
   }
+  const std::size_t n = groups.inter_node.size();
+  if (n >= 3) {
+    for (std::size_t i = 0; i < n; ++i) {
+      groups.inter_node_hops.emplace_back(groups.inter_node[i], groups.inter_node[(i + 1) % n]);
+    }
+  }
   return groups;
 }
 
@@ -42,16 +49,28 @@ void sleeping_barrier(const MpiCommunicator& comm) {
   }
 }
 
-// The fits of one link's group, shared from its first rank with every rank of world.
+using Measure = std::function<std::vector<CollectiveFit>(MpiCommunicator&, const CollectiveBenchOptions&)>;
+
+std::vector<CollectiveFit> every_op(MpiCommunicator& comm, const CollectiveBenchOptions& options) {
+  return measure_collectives(comm, options);
+}
+
+std::vector<CollectiveFit> p2p_only(MpiCommunicator& comm, const CollectiveBenchOptions& options) {
+  return {measure_p2p(comm, options)};
+}
+
+// The fits `measure` makes on one link's group, shared from its first rank with every rank of
+// world.
 std::vector<CollectiveFit> measure_group(MpiCommunicator& world, const std::vector<int>& group,
-                                         CollectiveBenchOptions options, LinkClass link) {
+                                         CollectiveBenchOptions options, LinkClass link,
+                                         const Measure& measure) {
   const bool member = std::find(group.begin(), group.end(), world.rank()) != group.end();
   const std::unique_ptr<MpiCommunicator> part =
       world.split(member ? 0 : MPI_UNDEFINED, world.rank());
   std::vector<CollectiveFit> fits;
   if (part) {
     options.link = link;
-    fits = measure_collectives(*part, options);
+    fits = measure(*part, options);
   }
   sleeping_barrier(world);
   // Every rank learns the group's fits (the same on every member) from its first rank, as
@@ -100,9 +119,18 @@ std::vector<CollectiveFit> measure_node_links(MpiCommunicator& world, const Node
                                     std::pair{LinkClass::kInterNode, &groups.inter_node}}) {
     if (group->empty()) continue;
     if (progress && world.rank() == 0) progress(link);
-    const std::vector<CollectiveFit> part = measure_group(world, *group, options, link);
+    const std::vector<CollectiveFit> part = measure_group(world, *group, options, link, every_op);
     fits.insert(fits.end(), part.begin(), part.end());
   }
+  // The slowest hop: the least bandwidth, ties to the earlier hop. Every rank holds every
+  // hop's fit, so every rank picks the same.
+  std::optional<CollectiveFit> slowest;
+  for (const auto& [a, b] : groups.inter_node_hops) {
+    const CollectiveFit hop =
+        measure_group(world, {a, b}, options, LinkClass::kInterNode, p2p_only).front();
+    if (!slowest || hop.bus_bandwidth_bytes_per_s < slowest->bus_bandwidth_bytes_per_s) slowest = hop;
+  }
+  if (slowest) fits.push_back(*slowest);
   return fits;
 }
 

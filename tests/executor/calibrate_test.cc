@@ -322,5 +322,21 @@ TEST(NodeLinkGroups, FirstNodeWithTwoRanksAndOneRankPerNode) {
   EXPECT_EQ(node_link_groups(NodeLayout::uniform(3, 1)).inter_node, (std::vector<int>{0, 1, 2}));
 }
 
+// Three nodes or more: p2p over each hop of the ring of the nodes' first ranks; two nodes'
+// one pair is the inter-node group itself (no hops).
+TEST(NodeLinkGroups, P2pHopsRingTheNodesFromThreeOn) {
+  using Hops = std::vector<std::pair<int, int>>;
+  EXPECT_TRUE(node_link_groups(NodeLayout::uniform(2, 2)).inter_node_hops.empty());
+  EXPECT_TRUE(node_link_groups(NodeLayout::uniform(1, 4)).inter_node_hops.empty());
+  // 3 nodes of 1: 0 -> 1 -> 2 -> back to 0.
+  EXPECT_EQ(node_link_groups(NodeLayout::uniform(3, 1)).inter_node_hops, (Hops{{0, 1}, {1, 2}, {2, 0}}));
+  // 4 nodes of 2: first ranks 0, 2, 4, 6.
+  EXPECT_EQ(node_link_groups(NodeLayout::uniform(4, 2)).inter_node_hops,
+            (Hops{{0, 2}, {2, 4}, {4, 6}, {6, 0}}));
+  // Hosts a: 0, b: 1-2, c: 3 -> first ranks 0, 1, 3.
+  EXPECT_EQ(node_link_groups(NodeLayout::from_hosts({"a", "b", "b", "c"})).inter_node_hops,
+            (Hops{{0, 1}, {1, 3}, {3, 0}}));
+}
+
 }  // namespace
 }  // namespace strata::calibrate

@@ -15,3 +15,7 @@ strata_add_test(planner_select_test
 strata_add_test(planner_sizing_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/sizing_test.cc
   LIBS strata_planner)
+# select on several nodes: placement worked by hand and the inter-node pricing of wide ways.
+strata_add_test(planner_select_nodes_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/select_nodes_test.cc
+  LIBS strata_planner)

@@ -48,7 +48,7 @@ TEST(SelectSchedule, TwoDevicesThreeJobsByHand) {
       {{way(2, 2.5, 10), way(1, 4.0, 10, true)}},
       {{way(2, 2.5, 10), way(1, 4.0, 10, true)}},
       {{way(2, 1.2, 10), way(1, 2.0, 10, true)}}};
-  const SelectSchedule s = schedule_jobs(jobs, ways, 2, SelectPolicy::kStrata);
+  const SelectSchedule s = schedule_jobs(jobs, ways, {2}, SelectPolicy::kStrata);
   EXPECT_NEAR(s.makespan_s, 5.2, 1e-12);
   EXPECT_DOUBLE_EQ(s.lower_bound_s, 5.0);
   EXPECT_EQ(s.way_of_job[0], 1u);  // A on one device
@@ -58,11 +58,11 @@ TEST(SelectSchedule, TwoDevicesThreeJobsByHand) {
   // Two slices overlap in time on different devices; the third takes both.
   EXPECT_EQ(s.slices[0].devices.size() + s.slices[1].devices.size() + s.slices[2].devices.size(), 4u);
   // Sequential: every job on both devices: 6.2.
-  EXPECT_NEAR(schedule_jobs(jobs, ways, 2, SelectPolicy::kSequential).makespan_s, 6.2, 1e-12);
+  EXPECT_NEAR(schedule_jobs(jobs, ways, {2}, SelectPolicy::kSequential).makespan_s, 6.2, 1e-12);
   // LRTF, spilled single-device ways stepped one at a time (0.4, 0.4, 0.2 s a step): the
   // longest remaining first keeps both devices busy until 4.8, when only C is left with two
   // steps, which cannot run on two devices at once: 4.8 + 2 x 0.2 = 5.2.
-  const SelectSchedule lrtf = schedule_jobs(jobs, ways, 2, SelectPolicy::kLrtf);
+  const SelectSchedule lrtf = schedule_jobs(jobs, ways, {2}, SelectPolicy::kLrtf);
   EXPECT_NEAR(lrtf.makespan_s, 5.2, 1e-9);
   for (const SelectSchedule& any : {s, lrtf}) EXPECT_LE(any.lower_bound_s, any.makespan_s + 1e-12);
 }
@@ -75,12 +75,12 @@ TEST(SelectSchedule, OneLongJobBoundsTheMakespan) {
                                   {{way(1, 1.0, 5, true)}},
                                   {{way(1, 1.0, 5, true)}}};
   for (SelectPolicy p : {SelectPolicy::kStrata, SelectPolicy::kLrtf}) {
-    const SelectSchedule s = schedule_jobs(jobs, ways, 2, p);
+    const SelectSchedule s = schedule_jobs(jobs, ways, {2}, p);
     EXPECT_DOUBLE_EQ(s.makespan_s, 10.0) << to_string(p);
     EXPECT_DOUBLE_EQ(s.lower_bound_s, 10.0);
   }
   // Sequential needs a way on both devices.
-  EXPECT_THROW(schedule_jobs(jobs, ways, 2, SelectPolicy::kSequential), InfeasiblePlan);
+  EXPECT_THROW(schedule_jobs(jobs, ways, {2}, SelectPolicy::kSequential), InfeasiblePlan);
 }
 
 TEST(SelectSchedule, LrtfInterleavesStepByStep) {
@@ -88,7 +88,7 @@ TEST(SelectSchedule, LrtfInterleavesStepByStep) {
   // lower index: A, then B (A has 2 left, B 3), then A (2 vs 2: A), then B, A, B.
   const std::vector<Job> jobs{job("A", 3), job("B", 3)};
   const std::vector<JobWays> ways{{{way(1, 3.0, 3, true)}}, {{way(1, 3.0, 3, true)}}};
-  const SelectSchedule s = schedule_jobs(jobs, ways, 1, SelectPolicy::kLrtf);
+  const SelectSchedule s = schedule_jobs(jobs, ways, {1}, SelectPolicy::kLrtf);
   ASSERT_EQ(s.slices.size(), 6u);
   const std::size_t want[] = {0, 1, 0, 1, 0, 1};
   for (std::size_t i = 0; i < 6; ++i) {

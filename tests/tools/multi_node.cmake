@@ -15,8 +15,8 @@ set_tests_properties(sim_nodes_test PROPERTIES
   LABELS mpi SKIP_RETURN_CODE 77 TIMEOUT 180 RUN_SERIAL TRUE)
 
 # `strata calibrate --hostfile` across 2 simulated nodes: both links in the profile, and
-# `predict` pricing a DP pair across nodes on the inter-node one (~20 s); skipped (77) as
-# sim_nodes_test.
+# `predict` pricing a DP pair across nodes on the inter-node one; across 3, p2p from the
+# ring's hops (~30 s); skipped (77) as sim_nodes_test.
 add_test(NAME sim_nodes_calibrate_test
   COMMAND ${PROJECT_SOURCE_DIR}/tests/tools/sim_nodes_calibrate_test.sh $<TARGET_FILE:strata>
           ${PROJECT_SOURCE_DIR}/tools/sim_nodes.sh ${CMAKE_CURRENT_BINARY_DIR}/sim_nodes_calibrate_test)

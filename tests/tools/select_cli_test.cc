@@ -41,6 +41,8 @@ Json read_json(const fs::path& path) {
   return Json::parse(in);
 }
 
+std::string fmt_node(std::int64_t node) { return "n" + std::to_string(node) + ":"; }
+
 class SelectCli : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -182,6 +184,71 @@ TEST_F(SelectCli, AJobThatFitsNoWayIsExit3NamingIt) {
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_NE(r.output.find("too-big"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir_ / "sel"));
+}
+
+// local-cpu reshaped to 2 nodes of 2 devices, all 4 used. Under `strata` every job whose way
+// fits a node (1 or 2 devices) is on one node, and a 4-device way on both; under
+// `sequential` every job is on all 4, so on both nodes, and its prediction carries the
+// inter-node share. The table says where (n<node>:<devices>), the report per job and per
+// slice, the trace one process per node (device d's track under node d / 2). A CUDA cluster's
+// schedule across nodes is plan-only: running it is exit 2 before any work.
+TEST_F(SelectCli, JobsArePlacedOnNodesAndTheTableReportAndTraceSayWhere) {
+  write("w.json", kWorkload);
+  for (const std::string policy : {"strata", "sequential"}) {
+    const Result r = run_strata(dir_, "select --workload w.json --nodes 2 --gpus-per-node 2 "
+                                      "--gpus 4 --device-budget-mib 8 --policy " + policy +
+                                      " --out sel_" + policy);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("inter-node link is priced, not exercised"), std::string::npos) << r.output;
+    const Json report = read_json(dir_ / ("sel_" + policy) / "select_report.json");
+    EXPECT_EQ(report.at("nodes"), 2);
+    EXPECT_EQ(report.at("gpus_per_node"), 2);
+    for (const Json& job : report.at("jobs")) {
+      const auto devices = job.at("devices").get<std::int64_t>();
+      const auto nodes = job.at("nodes").get<std::vector<std::int64_t>>();
+      if (policy == "sequential") {
+        EXPECT_EQ(devices, 4) << job.dump();
+      }
+      const std::vector<std::int64_t> want =
+          devices <= 2 ? std::vector<std::int64_t>{nodes.front()} : std::vector<std::int64_t>{0, 1};
+      EXPECT_EQ(nodes, want) << job.dump();
+      EXPECT_EQ(job.at("inter_node_comm_s").is_null(), devices <= 2) << job.dump();
+      // The table's placement: "n0:..." for a job on node 0, "n0:0-1 n1:0-1" on all 4.
+      const std::string placement = job.at("placement").get<std::string>();
+      if (devices == 4) {
+        EXPECT_EQ(placement, "n0:0-1 n1:0-1");
+      }
+      EXPECT_EQ(placement.rfind(fmt_node(nodes.front()), 0), 0u) << placement;
+      EXPECT_NE(r.output.find(placement), std::string::npos) << r.output;
+    }
+    for (const Json& slice : report.at("predicted_slices")) {
+      std::set<std::int64_t> want;
+      for (const Json& d : slice.at("devices")) want.insert(d.get<std::int64_t>() / 2);
+      const auto nodes = slice.at("nodes").get<std::vector<std::int64_t>>();
+      EXPECT_EQ(std::set<std::int64_t>(nodes.begin(), nodes.end()), want) << slice.dump();
+    }
+    std::set<std::int64_t> pids;
+    const Json trace = read_json(dir_ / ("sel_" + policy) / "trace.json");
+    for (const Json& e : trace.at("traceEvents")) {
+      if (e.at("ph") != "X") continue;
+      EXPECT_EQ(e.at("pid").get<std::int64_t>(), e.at("tid").get<std::int64_t>() / 2) << e.dump();
+      pids.insert(e.at("pid").get<std::int64_t>());
+    }
+    if (policy == "sequential") {
+      EXPECT_EQ(pids, (std::set<std::int64_t>{0, 1}));
+    }
+  }
+  const Result cuda = run_strata(dir_, "select --workload w.json --cluster h100-x1 --nodes 2 "
+                                       "--gpus 2 --out sel_cuda");
+  EXPECT_EQ(cuda.exit_code, 2) << cuda.output;
+  EXPECT_NE(cuda.output.find("spans 2 nodes"), std::string::npos) << cuda.output;
+  EXPECT_NE(cuda.output.find("--plan-only"), std::string::npos) << cuda.output;
+  EXPECT_FALSE(fs::exists(dir_ / "sel_cuda"));
+  const Result planned = run_strata(dir_, "select --workload w.json --cluster h100-x1 --nodes 2 "
+                                          "--gpus 2 --plan-only");
+  EXPECT_EQ(planned.exit_code, 0) << planned.output;
+  // 2 nodes of 1 GPU: a schedule leaving node 1's GPU idle is never the shortest.
+  EXPECT_NE(planned.output.find("n1:0"), std::string::npos) << planned.output;
 }
 
 // The (step, validation loss) pairs of a `strata run`'s metrics.jsonl, in step order.

@@ -8,31 +8,28 @@
 #   2. `predict` prices tiny-dp2 on 2 nodes of 1 GPU (its DP pair across them) on the
 #      inter-node figures: dividing only the inter-node bandwidths by 8 raises its DP comm,
 #      dividing only the intra-node ones leaves it as it was; its inter_node_comm_s is its
-#      DP comm (inter_node_share.h).
+#      DP comm (inter_node_share.h);
+#   3. on 3 nodes of 1 slot, the inter-node link alone: all-reduce, reduce-scatter and
+#      all-gather over the 3 ranks, and p2p (2 ranks) from the ring's hops between the nodes
+#      (node_collectives.h: the slowest of node0->1, 1->2, 2->0); no intra-node fits (a
+#      warning says why).
 # Skipped (exit 77, with the reason) where namespaces cannot be made, as sim_nodes_test.sh.
 # Usage: sim_nodes_calibrate_test.sh STRATA_BINARY SIM_NODES_SH WORK_DIR
 set -uo pipefail
 strata=$1
 sim=$2
 work=$3
-skip() { echo "SKIPPED: $*"; exit 77; }
-fail() { echo "FAILED: $*"; exit 1; }
-
-[[ $(id -u) -eq 0 ]] || skip "needs root to make network namespaces (ip netns)"
-command -v ip >/dev/null || skip "no 'ip' command (iproute2)"
-command -v mpirun >/dev/null || skip "no mpirun"
-command -v jq >/dev/null || skip "no jq"
-command -v nsenter >/dev/null && command -v unshare >/dev/null || skip "no nsenter/unshare (util-linux)"
-probe="snc$$"
-ip netns add "$probe" 2>/dev/null || skip "cannot create a network namespace here (no CAP_SYS_ADMIN/CAP_NET_ADMIN?)"
-ip netns del "$probe"
+# shellcheck source=tests/tools/sim_nodes_prereqs.sh
+source "$(dirname "$0")/sim_nodes_prereqs.sh"
+require_sim_nodes jq
 
 rm -rf "$work"
 mkdir -p "$work"
 state="$work/sc$(($$ % 100000))"  # its name prefixes the namespaces: at most 8 characters
 trap '"$sim" down "$state"; rm -rf "$work"' EXIT
-SIM_NODES_KEEP="$strata:$sim" "$sim" up "$state" 2 || fail "sim_nodes.sh up"
-sed 's/slots=1/slots=2/' "$state/hostfile" > "$work/hostfile"
+# Three nodes: the first two (2 slots each) for parts 1 and 2, all three (1 slot) for part 3.
+SIM_NODES_KEEP="$strata:$sim" "$sim" up "$state" 3 || fail "sim_nodes.sh up"
+head -2 "$state/hostfile" | sed 's/slots=1/slots=2/' > "$work/hostfile"
 
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # 1. Calibrated from node0; Open MPI reaches node1 through the agent. The cache stays out.
@@ -79,4 +76,23 @@ awk "BEGIN { exit !($dp_slow_inter > $dp) }" ||
 [[ $dp_slow_intra == "$dp" ]] ||
   fail "intra-node bandwidth / 8: DP comm $dp_slow_intra s, expected it unchanged ($dp s)"
 echo "tiny-dp2 across 2 nodes: DP comm $dp s; inter-node bandwidth / 8: $dp_slow_inter s; intra-node / 8: $dp_slow_intra s"
+
+# 3. Three nodes: p2p across nodes from the ring's hops. Three ranks share this VM's two
+# cores: waiting ranks must yield them (Open MPI polls busily otherwise: the 3-rank
+# collectives then took 94 s, not 9 s, and timed the polling).
+"$sim" exec "$state" 0 env STRATA_CACHE_DIR=off OMPI_MCA_mpi_yield_when_idle=1 \
+  OMPI_MCA_plm_rsh_agent="$state/agent" \
+  "$strata" calibrate --quick --model tiny --hostfile "$state/hostfile" --out "$work/profile3.json" \
+  > "$work/calibrate3.log" 2>&1 || fail "calibrate on three nodes: $(cat "$work/calibrate3.log")"
+fits3=$(jq -r '[.collectives[] | "\(.link) \(.op) \(.ranks)"] | sort | join(",")' "$work/profile3.json")
+want3="inter_node all_gather 3,inter_node all_reduce 3,inter_node p2p 2,inter_node reduce_scatter 3"
+[[ $fits3 == "$want3" ]] || fail "three nodes: expected fits [$want3], got [$fits3]"
+bad3=$(jq -r '.collectives[] | select((.bus_bandwidth_bytes_per_s | type) != "number" or
+                .bus_bandwidth_bytes_per_s <= 0 or .bus_bandwidth_bytes_per_s > 1e18 or
+                .latency_s < 0) | .op' "$work/profile3.json")
+[[ -z $bad3 ]] || fail "three nodes: fits with a bad bandwidth or latency: $bad3: $(cat "$work/profile3.json")"
+grep -q "no intra_node collectives measured" "$work/calibrate3.log" ||
+  fail "three nodes of 1 slot: expected the warning that no node holds two ranks: $(cat "$work/calibrate3.log")"
+echo "three nodes: inter-node p2p (slowest hop) $(jq -r '.collectives[] | select(.op == "p2p") |
+  "\(.bus_bandwidth_bytes_per_s / 1e9 | . * 100 | round / 100) GB/s, \(.latency_s * 1e6 | round) us"' "$work/profile3.json")"
 echo "PASSED"

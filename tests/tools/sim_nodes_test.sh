@@ -19,16 +19,9 @@ set -uo pipefail
 strata=$1
 sim=$2
 work=$3
-skip() { echo "SKIPPED: $*"; exit 77; }
-fail() { echo "FAILED: $*"; exit 1; }
-
-[[ $(id -u) -eq 0 ]] || skip "needs root to make network namespaces (ip netns)"
-command -v ip >/dev/null || skip "no 'ip' command (iproute2)"
-command -v mpirun >/dev/null || skip "no mpirun"
-command -v nsenter >/dev/null && command -v unshare >/dev/null || skip "no nsenter/unshare (util-linux)"
-probe="snp$$"
-ip netns add "$probe" 2>/dev/null || skip "cannot create a network namespace here (no CAP_SYS_ADMIN/CAP_NET_ADMIN?)"
-ip netns del "$probe"
+# shellcheck source=tests/tools/sim_nodes_prereqs.sh
+source "$(dirname "$0")/sim_nodes_prereqs.sh"
+require_sim_nodes
 
 rm -rf "$work"
 mkdir -p "$work"

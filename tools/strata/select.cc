@@ -2,10 +2,14 @@
 // and Saturn do). Loads and expands the workload, prices every job's ways and schedules them
 // under a policy (planner/select.h), prints the plan table with the predicted makespan and
 // its lower bound, then (unless --plan-only) runs the schedule on the cluster's backend, one
-// worker per device (executor/select; a CUDA cluster's on this machine's GPUs), printing each job's progress, and writes DIR/select_report.json
+// worker per device (executor/select; a CUDA cluster's on this machine's GPUs), printing each
+// job's progress, and writes DIR/select_report.json
 // (per-job losses and validation losses, a leaderboard (executor/select/leaderboard.h),
 // measured makespan beside the predicted, per-device utilisation) and DIR/trace.json (one
-// track per device, slices named by job). Validation (--valid-data / --valid-fraction, or the
+// track per device, one process per node, slices named by job). On a cluster of several
+// nodes the schedule places each job on nodes (planner/select.h) and the table, the report
+// and the trace say which node; the run itself is this process's, so a CUDA schedule across
+// nodes is --plan-only. Validation (--valid-data / --valid-fraction, or the
 // workload's "validation") is what `strata run` does with the same flags, job by job.
 // Every input is checked before anything runs: a bad workload is exit 2, a job that fits no
 // way exit 3 naming the job. --out is locked for the run (like `strata run`): a second
@@ -194,10 +198,55 @@ std::vector<select::LeaderboardEntry> leaderboard_entries(const std::vector<Job>
 }
 
 
+// The devices of a job's slices, in rank order of its first slice, then any others (an lrtf
+// job steps on several devices of its node).
+std::vector<std::int64_t> job_devices(const SelectSchedule& s, std::size_t job) {
+  std::vector<std::int64_t> devices;
+  for (const ScheduleSlice& slice : s.slices) {
+    if (slice.job != job) continue;
+    for (std::int64_t d : slice.devices) {
+      if (std::find(devices.begin(), devices.end(), d) == devices.end()) devices.push_back(d);
+    }
+  }
+  return devices;
+}
+
+// Where devices are, node by node with the node's own device numbers: "n0:0-3", "n0:0,2",
+// "n0:0-7 n1:0-7".
+std::string placement(const SelectDevices& layout, std::vector<std::int64_t> devices) {
+  std::sort(devices.begin(), devices.end());
+  std::string out;
+  for (std::size_t i = 0; i < devices.size();) {
+    const std::int64_t node = layout.node_of(devices[i]);
+    out += fmt::format("{}n{}:", out.empty() ? "" : " ", node);
+    bool first = true;
+    while (i < devices.size() && layout.node_of(devices[i]) == node) {
+      std::size_t run = i;  // devices[i..run] consecutive
+      while (run + 1 < devices.size() && devices[run + 1] == devices[run] + 1 &&
+             layout.node_of(devices[run + 1]) == node) {
+        ++run;
+      }
+      const std::int64_t a = layout.local_of(devices[i]), b = layout.local_of(devices[run]);
+      out += fmt::format("{}{}", first ? "" : ",", a == b ? fmt::format("{}", a) : fmt::format("{}-{}", a, b));
+      first = false;
+      i = run + 1;
+    }
+  }
+  return out;
+}
+
+std::vector<std::int64_t> nodes_of(const SelectDevices& layout, const std::vector<std::int64_t>& devices) {
+  std::vector<std::int64_t> nodes;
+  for (std::int64_t d : devices) nodes.push_back(layout.node_of(d));
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  return nodes;
+}
+
 void print_plan(std::ostream& out, const std::vector<Job>& jobs, const std::vector<JobWays>& ways,
                 const SelectSchedule& s) {
-  out << fmt::format("{:>3}  {:<28} {:<44} {:>7} {:>8} {:>8} {:>9}\n", "#", "job", "way",
-                     "devices", "start_s", "end_s", "tokens/s");
+  out << fmt::format("{:>3}  {:<28} {:<44} {:>7} {:<14} {:>8} {:>8} {:>9}\n", "#", "job", "way",
+                     "devices", "on", "start_s", "end_s", "tokens/s");
   for (std::size_t j = 0; j < jobs.size(); ++j) {
     const JobWay& w = ways[j].ways[s.way_of_job[j]];
     double start = 1e300, end = 0;
@@ -206,9 +255,10 @@ void print_plan(std::ostream& out, const std::vector<Job>& jobs, const std::vect
       start = std::min(start, slice.start_s);
       end = std::max(end, slice.end_s);
     }
-    out << fmt::format("{:>3}  {:<28} {:<44} {:>7} {:>8} {:>8} {:>9.0f}\n", j + 1, jobs[j].name,
-                       w.plan.label() + (w.spilled ? " spilled" : ""), w.devices, seconds(start),
-                       seconds(end), w.prediction.tokens_per_s);
+    out << fmt::format("{:>3}  {:<28} {:<44} {:>7} {:<14} {:>8} {:>8} {:>9.0f}\n", j + 1, jobs[j].name,
+                       w.plan.label() + (w.spilled ? " spilled" : ""), w.devices,
+                       placement(s.layout, job_devices(s, j)), seconds(start), seconds(end),
+                       w.prediction.tokens_per_s);
   }
   out << fmt::format("predicted makespan {} s (lower bound {} s), policy {}\n",
                      seconds(s.makespan_s), seconds(s.lower_bound_s), to_string(s.policy));
@@ -222,6 +272,8 @@ Json report_json(const std::vector<Job>& jobs, const std::vector<JobWays>& ways,
   j["workload"] = o.workload;
   j["cluster"] = cluster;
   j["devices"] = o.gpus;
+  j["nodes"] = s.layout.nodes();
+  j["gpus_per_node"] = s.layout.per_node();
   j["policy"] = to_string(s.policy);
   j["profile"] = profile.name;
   j["predicted_makespan_s"] = s.makespan_s;
@@ -247,6 +299,10 @@ Json report_json(const std::vector<Job>& jobs, const std::vector<JobWays>& ways,
                          {"train_spec", jobs[i].train.to_json()},
                          {"plan", w.plan.to_json()},
                          {"devices", w.devices},
+                         {"nodes", nodes_of(s.layout, job_devices(s, i))},
+                         {"placement", placement(s.layout, job_devices(s, i))},
+                         {"inter_node_comm_s", w.prediction.inter_node_comm_s
+                                                   ? Json(*w.prediction.inter_node_comm_s) : Json()},
                          {"spilled", w.spilled},
                          {"predicted_step_s", w.step_s},
                          {"measured_start_s", r.start_s},
@@ -279,20 +335,22 @@ Json report_json(const std::vector<Job>& jobs, const std::vector<JobWays>& ways,
   j["predicted_slices"] = Json::array();
   for (const ScheduleSlice& slice : s.slices) {
     j["predicted_slices"].push_back({{"job", jobs[slice.job].name}, {"devices", slice.devices},
+                                     {"nodes", nodes_of(s.layout, slice.devices)},
                                      {"first_step", slice.first_step}, {"steps", slice.steps},
                                      {"start_s", slice.start_s}, {"end_s", slice.end_s}});
   }
   return j;
 }
 
+// One process per node, one track per device (its global index, as the report's).
 ChromeTrace device_trace(const std::vector<Job>& jobs, const select::SelectRun& run,
-                         std::int64_t devices) {
+                         const SelectDevices& layout) {
   std::vector<TraceEvent> events;
   for (const select::MeasuredSlice& s : run.slices) {
     TraceEvent e;
     e.name = jobs[s.job].name;
     e.category = "select";
-    e.pid = 0;
+    e.pid = layout.node_of(s.device);
     e.tid = s.device;
     e.start_s = s.start_s;
     e.duration_s = s.end_s - s.start_s;
@@ -300,8 +358,16 @@ ChromeTrace device_trace(const std::vector<Job>& jobs, const select::SelectRun& 
     events.push_back(std::move(e));
   }
   std::map<ThreadKey, std::string> threads;
-  for (std::int64_t d = 0; d < devices; ++d) threads[{0, d}] = fmt::format("device {}", d);
-  return ChromeTrace{std::move(events), {{0, "strata select"}}, std::move(threads)};
+  std::map<std::int64_t, std::string> processes;
+  for (std::int64_t n = 0; n < layout.nodes(); ++n) {
+    processes[n] = layout.nodes() == 1 ? "strata select" : fmt::format("strata select: node {}", n);
+  }
+  for (std::int64_t d = 0; d < layout.devices; ++d) {
+    threads[{layout.node_of(d), d}] =
+        layout.nodes() == 1 ? fmt::format("device {}", d)
+                            : fmt::format("device {} (node {} device {})", d, layout.node_of(d), layout.local_of(d));
+  }
+  return ChromeTrace{std::move(events), std::move(processes), std::move(threads)};
 }
 
 int select_command(const SelectOptionsCli& o, std::ostream& out) {
@@ -336,6 +402,16 @@ int select_command(const SelectOptionsCli& o, std::ostream& out) {
     throw ConfigError(fmt::format("--device-budget-mib: value {}, expected a finite number of "
                                   "MiB in (0, {}]", *o.device_budget_mib, limits::kBudgetMib));
   }
+  // select runs every worker in this process (executor/select): a GPU schedule over several
+  // nodes would need the other nodes' GPUs, so it is planned only.
+  const SelectDevices layout{o.gpus, cluster.gpus_per_node};
+  if (!o.plan_only && cluster.backend == Backend::kCuda && layout.nodes() > 1 &&
+      o.gpus <= cluster.total_gpus()) {  // more than the cluster has: job_ways names --gpus
+    throw ConfigError(fmt::format("--gpus {}: spans {} nodes of cluster {} ({} GPU(s) per node) and "
+                                  "select runs every job in one process on this machine; use "
+                                  "--plan-only to schedule across nodes without running",
+                                  o.gpus, layout.nodes(), cluster.name, cluster.gpus_per_node));
+  }
   // A GPU cluster runs on this machine's GPUs, worker d on GPU d: one per device asked for.
   if (!o.plan_only && cluster.backend == Backend::kCuda && o.gpus > cuda_device_count()) {
     throw ConfigError(fmt::format("--gpus {}: cluster {} runs on this machine's GPUs and it has "
@@ -357,7 +433,7 @@ int select_command(const SelectOptionsCli& o, std::ostream& out) {
   }
   SelectSchedule schedule;
   try {
-    schedule = schedule_jobs(jobs, ways, o.gpus, policy);
+    schedule = schedule_jobs(jobs, ways, layout, policy);
   } catch (const InfeasiblePlan& e) {
     out << fmt::format("strata select: {}\n", e.what());
     return kExitDoesNotFit;
@@ -369,6 +445,10 @@ int select_command(const SelectOptionsCli& o, std::ostream& out) {
   print_plan(out, jobs, ways, schedule);
   out << profile.line() << "\n";
   if (o.plan_only) return 0;
+  if (layout.nodes() > 1) {
+    out << fmt::format("the {} nodes' devices run as worker threads of this process: the "
+                       "inter-node link is priced, not exercised\n", layout.nodes());
+  }
   if (cluster.backend == Backend::kCuda) {
     for (std::size_t j = 0; j < jobs.size(); ++j) {
       check_cuda_job(jobs[j].model, jobs[j].train, ways[j].ways[schedule.way_of_job[j]].plan,
@@ -416,7 +496,7 @@ int select_command(const SelectOptionsCli& o, std::ostream& out) {
 
   const Json report = report_json(jobs, ways, schedule, run, o, cluster_choice.named, eval, profile);
   write_json_file((fs::path(o.out) / "select_report.json").string(), report);
-  write_chrome_trace((fs::path(o.out) / "trace.json").string(), device_trace(jobs, run, o.gpus));
+  write_chrome_trace((fs::path(o.out) / "trace.json").string(), device_trace(jobs, run, schedule.layout));
   out << fmt::format("leaderboard: ranked by {}: {}\n", report["leaderboard_metric"].get<std::string>(),
                      report["leaderboard_reason"].get<std::string>());
   out << fmt::format("{:>3}  {:<28} {:>10} {:>10}\n", "#", "job", "train loss", "valid loss");

@@ -20,7 +20,7 @@ constexpr std::int64_t kPairs = 64;
 // below: a 64-bit multiply has no vector instruction before AVX-512, and the AVX2 clone's
 // emulation of it (GCC vectorises this loop there when it is inlined) was slower than the
 // scalar multiplier: 19.5 against 22.4 ns an element for the whole draw on one Zen 1 thread
-// (thread CPU time, 16M elements, one pair a element then). The call costs nothing beside
+// (thread CPU time, 16M elements, a pair for each element then). The call costs nothing beside
 // 64 pairs' hashes.
 [[gnu::noinline]] void hash_block(std::uint64_t* bits1, std::uint64_t* bits2, std::uint64_t key,
                                   std::int64_t first_pair, std::int64_t n) {
@@ -101,6 +101,7 @@ bool cpu_has_avx2_fma() {
 void normal_fill(float* dst, std::uint64_t key, std::int64_t first, std::int64_t n,
                  double scale, NormalFillPath path) {
   detail::require_non_negative("normal_fill", "n", n);
+  detail::require_non_negative("normal_fill", "first", first);  // a global index: pairs from 0
   if (n == 0) return;
   detail::require_tensor("normal_fill", "dst", dst);
   if (path == NormalFillPath::kBest && cpu_has_avx2_fma()) {

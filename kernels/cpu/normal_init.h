@@ -18,7 +18,7 @@ double normal_exact(std::uint64_t key, std::int64_t index);
 enum class NormalFillPath { kBest, kBaseline };
 
 // dst[j] = float(scale * normal_exact(key, first + j)) for j in [0, n), bit for bit, on the
-// calling thread (callers split the work: every element is independent).
+// calling thread (callers split the work: every element is independent). first >= 0.
 void normal_fill(float* dst, std::uint64_t key, std::int64_t first, std::int64_t n,
                  double scale, NormalFillPath path = NormalFillPath::kBest);
 

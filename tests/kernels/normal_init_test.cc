@@ -114,6 +114,7 @@ TEST(NormalFill, EveryStartGivesTheSameElements) {
 TEST(NormalFill, RejectsBadArguments) {
   std::vector<float> out(4);
   EXPECT_THROW(normal_fill(out.data(), 1, 0, -1, 1.0), KernelError);
+  EXPECT_THROW(normal_fill(out.data(), 1, -1, 4, 1.0), KernelError);  // indices start at 0
   EXPECT_THROW(normal_fill(nullptr, 1, 0, 4, 1.0), KernelError);
   EXPECT_NO_THROW(normal_fill(nullptr, 1, 0, 0, 1.0));  // nothing to write
 }

@@ -19,8 +19,9 @@ using kernels::splitmix64;
 // The stream key of one global tensor: (seed, tensor kind code, layer), mixed.
 std::uint64_t tensor_key(std::uint64_t seed, int tensor_code, std::int64_t layer);
 
-// A standard normal draw for element `index` of the tensor with key `key` (Box-Muller on
-// two 53-bit uniforms derived from the counter; kernels/counter_normal.h).
+// A standard normal draw for element `index` (>= 0) of the tensor with key `key`: the cosine
+// or sine half of Box-Muller on the two 53-bit uniforms of its pair index / 2
+// (kernels/counter_normal.h).
 double normal_at(std::uint64_t key, std::int64_t index);
 
 // A uniform draw in [0, 1) for (key, index), 53 bits.

@@ -7,8 +7,10 @@
 
 namespace strata::kernels::cpu {
 
-// The draw of element `index` under `key`, by the formula itself (glibc's log and cos):
-// sqrt(-2 log u1) cos(2 pi u2). ~50 ns; the reference every fast path is held to.
+// The draw of element `index` under `key`, by the formula itself (glibc's log, cos and
+// sin): sqrt(-2 log u1) times cos(2 pi u2) for an even index, sin(2 pi u2) for an odd one,
+// u1 and u2 the pair's (kernels/counter_normal.h). ~50 ns; the reference every fast path
+// is held to.
 double normal_exact(std::uint64_t key, std::int64_t index);
 
 // Which compiled loop normal_fill runs: kBest picks AVX2 + FMA where the CPU has them (the
@@ -16,7 +18,7 @@ double normal_exact(std::uint64_t key, std::int64_t index);
 enum class NormalFillPath { kBest, kBaseline };
 
 // dst[j] = float(scale * normal_exact(key, first + j)) for j in [0, n), bit for bit, on the
-// calling thread (callers split the work: every element is independent).
+// calling thread (callers split the work: every element is independent). first >= 0.
 void normal_fill(float* dst, std::uint64_t key, std::int64_t first, std::int64_t n,
                  double scale, NormalFillPath path = NormalFillPath::kBest);
 

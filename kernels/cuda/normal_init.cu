@@ -29,9 +29,13 @@ __global__ void normal_fill_rows_kernel(float* dst, NormalRows rows, std::int64_
     const std::int64_t global =
         (r / rows.part_rows * rows.part_stride + rows.row_offset + r % rows.part_rows) *
             rows.global_cols + rows.col_offset + c;
-    const auto counter = 2 * static_cast<std::uint64_t>(global);
-    const double v = normal_estimate(counter_bits(rows.key, counter),
-                                     counter_bits(rows.key, counter + 1), rows.scale);
+    // The pair that holds the element, whole, and the element's half of it (a thread an
+    // element: the pair's other half may lie in another row or shard, and hashing twice
+    // costs the GPU nothing beside the memory traffic).
+    const auto counter = 2 * (static_cast<std::uint64_t>(global) / 2);
+    const NormalPair pair = normal_pair_estimate(counter_bits(rows.key, counter),
+                                                 counter_bits(rows.key, counter + 1), rows.scale);
+    const double v = global % 2 == 0 ? pair.even : pair.odd;
     dst[j] = static_cast<float>(v);  // NaN where undecided
     if (v != v) {
       const unsigned long long slot = atomicAdd(undecided_count, 1ull);

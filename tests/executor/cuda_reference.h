@@ -54,8 +54,10 @@ inline ReferenceSteps read_reference() {
 // its loss is a mean over 1024 tokens of bf16-rounded logits (each term off by up to 2^-9 =
 // 2e-3 with random signs, so the mean by well under that): 5e-3; its gradient norm sums
 // squares of bf16-rounded products, 2e-2. A forward that returned zero logits would give
-// ln 256 = 5.545 against the reference's 5.492 (1e-2 off) and a gradient norm of the
-// embedding alone: both caught. Later steps add Adam's normalised updates of the rounded
+// ln 256 = 5.545 against the reference's 5.537 (1.5e-3 off, inside 5e-3 since issue 25's
+// pair draw moved the reference from 5.492; the loss no longer tells it apart) and a
+// gradient norm of the embedding alone, which only the norm's bound is left to catch (how far
+// that norm lies from the reference's 6.46 has not been measured). Later steps add Adam's normalised updates of the rounded
 // gradients, which let differences grow (measured on an H200 with the former engine: losses
 // within 2e-2 over 8 steps): 1e-2 at steps 1-2, 2e-2 after; norms 5e-2.
 inline double reference_loss_tolerance(int step) { return step == 0 ? 5e-3 : step <= 2 ? 1e-2 : 2e-2; }

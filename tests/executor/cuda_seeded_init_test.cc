@@ -1,8 +1,10 @@
 // Seeded initial values drawn on the GPU (executor/cuda/seeded_init.h) against the CPU's
-// (model::init_unit_range), bit for bit: every unit of a t2 p2 plan (TP shards: the GPU
-// kernel's global index mapping against ParamSegment's; wte shards with padding rows at the
-// CUDA backend's row alignment), slices that start and end mid-row with ZeRO padding, and a
-// GPT-2 124M layer (7M elements: thousands handed back to the exact formula). GTEST_SKIPs
+// (model::init_unit_range, itself held to the formula written plainly by param_init_test),
+// bit for bit: every unit of a t2 p2 plan (TP shards: the GPU kernel's global index mapping
+// against ParamSegment's; wte shards with padding rows at the CUDA backend's row alignment),
+// slices that start and end mid-row with ZeRO padding (at either half of a pair of the
+// pair draw: the GPU draws each element's pair whole, the CPU a row's pairs), and a GPT-2
+// 124M layer (7M elements: thousands handed back to the exact formula). GTEST_SKIPs
 // without a device.
 #include <gtest/gtest.h>
 

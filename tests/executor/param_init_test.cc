@@ -1,5 +1,6 @@
 // Parameter initialisation on the OpenMP team: the same bits at 1 and 2 threads, the same
-// bits as the single-threaded loop it replaced (restated below), and set-up progress.
+// bits as a plain element-by-element loop over the formula (reference_param_init.h), and
+// set-up progress.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -12,7 +13,7 @@
 
 #include "cost_model/partition.h"
 #include "executor/model/param_init.h"
-#include "tests/kernels/old_normal_formula.h"
+#include "tests/executor/reference_param_init.h"
 
 namespace strata {
 namespace {
@@ -21,36 +22,7 @@ ModelSpec model(const std::string& name) {
   return ModelSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/models/" + name + ".json");
 }
 
-using testing_support::old_normal_at;
-
-// init_unit_range as it was before it ran on the team (commit e7b0168), with that commit's
-// draw (old_normal_formula.h), restated so the test shares no code with what it checks.
-void old_init_unit_range(const UnitLayout& unit, std::uint64_t seed, float* dst,
-                         std::int64_t begin, std::int64_t end) {
-  for (std::int64_t i = begin; i < end; ++i) dst[i - begin] = 0.0f;
-  for (const auto& s : unit.segments) {
-    const std::int64_t lo = std::max(begin, s.offset);
-    const std::int64_t hi = std::min(end, s.offset + s.count());
-    if (lo >= hi) continue;
-    const std::uint64_t key = model::tensor_key(seed, s.code, s.layer);
-    for (std::int64_t i = lo; i < hi; ++i) {
-      const std::int64_t local = i - s.offset;
-      const std::int64_t r = local / s.cols;
-      const std::int64_t c = local % s.cols;
-      float value = 0.0f;
-      if (r < s.valid_rows) {
-        switch (s.init) {
-          case InitKind::kOnes: value = 1.0f; break;
-          case InitKind::kZeros: value = 0.0f; break;
-          case InitKind::kNormal:
-            value = static_cast<float>(s.init_std * old_normal_at(key, s.global_index(r, c)));
-            break;
-        }
-      }
-      dst[i - begin] = value;
-    }
-  }
-}
+using testing_support::reference_init_unit_range;
 
 std::vector<std::uint32_t> bits(const std::vector<float>& v) {
   std::vector<std::uint32_t> out(v.size());
@@ -111,14 +83,14 @@ TEST(ParamInit, SameBitsAtOneAndTwoThreads) {
   }
 }
 
-TEST(ParamInit, SameBitsAsTheSingleThreadedLoopItReplaced) {
+TEST(ParamInit, SameBitsAsAPlainLoopOverTheFormula) {
   const Threads t(2);
   for (const UnitLayout& unit : units()) {
     const std::int64_t padded = unit.count + 5;
     for (const auto& [begin, end] : {std::pair<std::int64_t, std::int64_t>{0, padded},
                                      {padded / 3 + 1, padded - 2}}) {
       std::vector<float> want(static_cast<std::size_t>(end - begin));
-      old_init_unit_range(unit, 1234, want.data(), begin, end);
+      reference_init_unit_range(unit, 1234, want.data(), begin, end);
       EXPECT_EQ(bits(init(unit, begin, end)), bits(want))
           << unit.name << " [" << begin << ", " << end << ")";
     }
@@ -127,7 +99,7 @@ TEST(ParamInit, SameBitsAsTheSingleThreadedLoopItReplaced) {
   const UnitLayout layer = layer_layout(model("gpt2-124m"), {1, 0}, 11);
   const std::int64_t begin = 1'000'003, end = 2'000'000;
   std::vector<float> want(static_cast<std::size_t>(end - begin));
-  old_init_unit_range(layer, 1234, want.data(), begin, end);
+  reference_init_unit_range(layer, 1234, want.data(), begin, end);
   EXPECT_EQ(bits(init(layer, begin, end)), bits(want));
 }
 

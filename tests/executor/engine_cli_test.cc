@@ -245,16 +245,17 @@ TEST(StrataRun, TinyLlamaTrainsOnTwoTpRanksAndItsLimitsAreRefused) {
   EXPECT_FALSE(fs::exists(refused / "tp4" / "report.json"));
 }
 
-TEST(StrataRun, LossFallsOver200Steps) {
+TEST(StrataRun, LossFallsOver100Steps) {
   const fs::path out = scratch("long");
-  ASSERT_EQ(strata("run --plan tiny-single --model tiny --train tiny --steps 200 --out " + out.string()), 0);
+  ASSERT_EQ(strata("run --plan tiny-single --model tiny --train tiny --steps 100 --out " + out.string()), 0);
   const StepReport r = StepReport::load((out / "report.json").string());
-  ASSERT_EQ(r.losses.size(), 200u);
+  ASSERT_EQ(r.losses.size(), 100u);
   // Starts at ln 256 = 5.55 (uniform over bytes, see model_test); the generated text uses
   // ~60 symbols with a skewed word distribution, so a model that learnt even its byte
-  // bigrams is far below ln 60 = 4.1: require the last 10 steps' mean below 2.5 (measured ~2.0).
+  // bigrams is far below ln 60 = 4.1: require the last 10 steps' mean below 2.5 (measured
+  // 2.26 at steps 90-99 and 2.07 at 190-199: 100 steps show it at half the CI time).
   double tail = 0;
-  for (std::size_t i = 190; i < 200; ++i) tail += r.losses[i] / 10;
+  for (std::size_t i = 90; i < 100; ++i) tail += r.losses[i] / 10;
   EXPECT_NEAR(r.losses.front(), std::log(256.0), 0.05);
   EXPECT_LT(tail, 2.5);
 }

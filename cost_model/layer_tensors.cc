@@ -65,6 +65,20 @@ std::int64_t kv_heads_per_rank(const ModelSpec& model, std::int64_t tp) {
   return tp <= kv ? kv / tp : 1;
 }
 
+std::int64_t kv_head_copies(const ModelSpec& model, std::int64_t tp) {
+  const std::int64_t kv = model.kv_head_count();
+  return tp > kv ? tp / kv : 1;
+}
+
+std::int64_t replicated_kv_params_per_tp_rank(const ModelSpec& model, std::int64_t tp) {
+  if (kv_head_copies(model, tp) == 1) return 0;
+  std::int64_t n = 0;
+  for (const TensorSpec& s : layer_tensor_specs(model)) {
+    if (s.split == TpSplit::kKvRows) n += local_shape(s, model, TpShape{tp, 0, 1}).count();
+  }
+  return n;
+}
+
 TensorSpecs layer_tensor_specs(const ModelSpec& m) {
   const std::int64_t h = m.hidden;
   const std::int64_t f = m.ffn_hidden;
@@ -137,7 +151,8 @@ LocalShape local_shape(const TensorSpec& s, const ModelSpec& model, const TpShap
       l.part_rows = kv_heads_per_rank(model, tp.tp) * d;
       // t <= kv: rank k holds KV heads [k kv/t, ...); t > kv: the head of its query heads'
       // group, rank k / (t / kv).
-      const std::int64_t first_head = tp.tp <= kv ? tp.tp_rank * (kv / tp.tp) : tp.tp_rank / (tp.tp / kv);
+      const std::int64_t first_head =
+          tp.tp <= kv ? tp.tp_rank * (kv / tp.tp) : tp.tp_rank / kv_head_copies(model, tp.tp);
       l.row_offset = first_head * d;
       break;
     }

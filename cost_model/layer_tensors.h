@@ -99,6 +99,13 @@ struct LocalShape {
 std::int64_t vocab_shard_rows(const ModelSpec& model, std::int64_t tp, std::int64_t row_alignment = 1);
 // KV heads on one TP rank: kv_heads / t, or 1 when t > kv_heads (replicated).
 std::int64_t kv_heads_per_rank(const ModelSpec& model, std::int64_t tp);
+// TP ranks holding each KV head: t / kv_heads when t > kv_heads (consecutive TP ranks share
+// one: local_shape's kKvRows), else 1. Their K|V gradients are partial (each rank's query
+// heads only) and summed over those ranks.
+std::int64_t kv_head_copies(const ModelSpec& model, std::int64_t tp);
+// Elements of a layer's K|V tensors (kKvRows: weight and bias) on one TP rank when they are
+// replicated (kv_head_copies > 1), else 0: what the copies' gradient sum moves.
+std::int64_t replicated_kv_params_per_tp_rank(const ModelSpec& model, std::int64_t tp);
 
 // The tensors, in the order of their flat buffers (param_layout.h):
 //   layer: [ln1_w ln1_b] qkv_w qkv_b | q_w q_b kv_w kv_b, proj_w proj_b, ln2_w ln2_b, fc_w

@@ -132,6 +132,17 @@ StepTimeParts TimeModelCosts::state_move(const RankProgram& rank, ProgramOpKind 
                         .total_s();
       break;
     }
+    case Kind::kSumKvGrads: {
+      // The layer's K|V weight (and bias) over the t / kv_heads consecutive TP ranks holding
+      // the same KV head.
+      const double elements =
+          static_cast<double>(replicated_kv_params_per_tp_rank(*ctx_.model, ctx_.plan->tp));
+      t.tp_comm_s = group_collective_time(*ctx_.cluster, ctx_.profile, CollectiveOp::kAllReduce,
+                                          elements * c,
+                                          kv_head_copies(*ctx_.model, ctx_.plan->tp), 1)
+                        .total_s();
+      break;
+    }
     case Kind::kFetch:
     case Kind::kOffloadGrads:
       t.offload_s = offload_link_time(ctx_, offload_bytes(rank, kind, unit));

@@ -27,6 +27,8 @@
 //                          over the DP group                                  dp_comm_s
 //   sum_norm_grads         all-reduce over TP of the unit's LayerNorm gradients (4h a
 //                          layer, 2h the final norm), c bytes each           tp_comm_s
+//   sum_kv_grads           all-reduce of a layer's K|V weight (and bias) shard, c bytes an
+//                          element, over the t / kv_heads TP ranks sharing it  tp_comm_s
 //   fetch, offload_grads   unit_offload_bytes' fetch and grads_down over the
 //                          offload links                                      offload_s
 //   release                0 (a free)

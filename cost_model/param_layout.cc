@@ -43,6 +43,7 @@ UnitLayout build_unit(std::string name, UnitKind kind, std::int64_t layer,
     s.init = t.init;
     s.init_std = t.init == InitKind::kNormal ? (t.residual_scaled ? residual_std : kInitStd) : 0.0;
     s.tp_replicated = t.split == TpSplit::kReplicated;
+    if (t.split == TpSplit::kKvRows) s.tp_copies = kv_head_copies(model, tp.tp);
     unit.count += s.count();
     unit.segments.push_back(std::move(s));
   }

@@ -36,6 +36,15 @@ struct ParamSegment {
   InitKind init = InitKind::kZeros;
   double init_std = 0;
   bool tp_replicated = false;   // identical on every TP rank
+  // TP ranks holding this same shard: t / kv_heads for K|V heads replicated over TP
+  // (layer_tensors.h: kv_head_copies; consecutive TP ranks), else 1.
+  std::int64_t tp_copies = 1;
+  // Whether TP rank `tp_rank` holds the copy that counts: the one a gradient norm sums and
+  // a weights file takes (TP rank 0 of a replicated tensor, the first rank of each group of
+  // KV copies, every rank of a split tensor).
+  bool counted_on(std::int64_t tp_rank) const {
+    return tp_replicated ? tp_rank == 0 : tp_rank % tp_copies == 0;
+  }
   std::int64_t count() const { return rows * cols; }
   std::int64_t global_index(std::int64_t r, std::int64_t c) const;
 };

@@ -53,6 +53,12 @@ ParallelDims parallel_dims(const Plan& plan) {
   return ParallelDims{static_cast<int>(plan.tp), static_cast<int>(plan.pp), static_cast<int>(plan.dp)};
 }
 
+ParallelDims parallel_dims(const Plan& plan, const ModelSpec& model) {
+  ParallelDims dims = parallel_dims(plan);
+  dims.kv_copies = static_cast<int>(kv_head_copies(model, plan.tp));
+  return dims;
+}
+
 
 std::string tensor_parallel_violation(const ModelSpec& model, std::int64_t tp) {
   if (tp < 1) return fmt::format("tp = {}, expected >= 1", tp);

@@ -46,6 +46,9 @@ struct ParallelDims {
   int tp = 1;
   int pp = 1;
   int dp = 1;
+  // TP ranks that hold the same KV heads (layer_tensors.h: kv_head_copies; 1 unless KV heads
+  // are replicated over TP): consecutive TP ranks, a process group of their own.
+  int kv_copies = 1;
   int world_size() const { return tp * pp * dp; }
 };
 
@@ -60,8 +63,9 @@ struct RankCoords {
 RankCoords rank_coords(int world_rank, const ParallelDims& dims);
 int world_rank_of(const RankCoords& coords, const ParallelDims& dims);
 
-// The degrees of a plan.
+// The degrees of a plan (kv_copies 1), and with the model's KV-head copies.
 ParallelDims parallel_dims(const Plan& plan);
+ParallelDims parallel_dims(const Plan& plan, const ModelSpec& model);
 
 inline std::int64_t virtual_stage_of(std::int64_t pp, std::int64_t pp_rank, std::int64_t chunk) {
   return chunk * pp + pp_rank;

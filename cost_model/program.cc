@@ -59,6 +59,7 @@ struct MovePolicy {
   bool fetches = false;            // ZeRO-3 with offloaded parameters
   bool grads_off = false;          // ZeRO >= 2 with offloaded gradients
   bool sequence_parallel = false;
+  bool kv_sums = false;              // KV heads replicated over TP
   bool recompute_regathers = false;  // published: the recomputed forward gathers again
   int prefetch_distance = 2;
   // Offloaded layer gradients go down after every micro-batch's backward (not with SP: the
@@ -155,6 +156,11 @@ class BodyBuilder {
     if (!early && !at_last) return;
     if (!early && policy_.sequence_parallel) {
       ProgramOp sum = state_op(Kind::kSumNormGrads, Stream::kComm, step.unit);
+      sum.add_after(compute);
+      emit(sum);
+    }
+    if (layer && policy_.kv_sums) {
+      ProgramOp sum = state_op(Kind::kSumKvGrads, Stream::kComm, step.unit);
       sum.add_after(compute);
       emit(sum);
     }
@@ -270,6 +276,7 @@ std::string to_string(ProgramOpKind kind) {
     case Kind::kGather: return "gather";
     case Kind::kRelease: return "release";
     case Kind::kSumNormGrads: return "sum_norm_grads";
+    case Kind::kSumKvGrads: return "sum_kv_grads";
     case Kind::kReduceGrads: return "reduce_grads";
     case Kind::kOffloadGrads: return "offload_grads";
     case Kind::kTiedEmbeddingSum: return "tied_embedding_sum";
@@ -361,6 +368,7 @@ RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train,
   policy.fetches = policy.gathers && plan.offload.params != OffloadTier::kNone;
   policy.grads_off = plan.zero_stage >= 2 && plan.offload.gradients != OffloadTier::kNone;
   policy.sequence_parallel = plan.sequence_parallel;
+  policy.kv_sums = kv_head_copies(model, plan.tp) > 1;
   policy.recompute_regathers = options.recompute_regathers && plan.recompute == Recompute::kFull;
   policy.prefetch_distance = options.prefetch_distance;
 

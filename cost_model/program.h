@@ -34,6 +34,10 @@
 //             (ZeRO-Offload); with sequence parallelism once, after the LayerNorm sums.
 //   norm sums sequence parallelism: a unit's LayerNorm gradients are partial sums over this
 //             TP rank's token rows; they are summed over TP right before the unit's reduce.
+//   kv sums   KV heads replicated over TP (t > kv_heads): the t / kv_heads ranks holding a
+//             KV head each computed its K|V gradient from their own query heads only; a
+//             layer's is summed over them right before each of its reduces (the gradient
+//             is summed once either way: an offloaded one is fresh after every reduce).
 //   optimizer AdamW of the unit's part, on the device, or on the host when the optimizer
 //             state is offloaded (the gradients go down and the updated parameters come up
 //             inside that op).
@@ -119,6 +123,7 @@ enum class ProgramOpKind : std::uint8_t {
   kGather,        // ZeRO-3: all-gather the unit's parameters (after its fetch)
   kRelease,       // ZeRO-3: free the unit's gathered parameters
   kSumNormGrads,  // sequence parallel: the unit's LayerNorm gradients summed over TP
+  kSumKvGrads,    // KV heads replicated over TP: the layer's K|V gradients summed over copies
   kReduceGrads,   // DP: all-reduce (ZeRO 0/1) or reduce-scatter (2/3) the unit's gradients
   kOffloadGrads,  // the unit's reduced gradient shard goes down to the host / NVMe
   // Step level: the tail.
@@ -127,10 +132,10 @@ enum class ProgramOpKind : std::uint8_t {
   kOptimizerStep,     // AdamW on the unit's part
   kGatherParams,      // ZeRO-1/2: the unit's updated parameters all-gathered over DP
 };
-inline constexpr int kProgramOpKindCount = 17;
+inline constexpr int kProgramOpKindCount = 18;
 // Names shared by the executor's and the simulator's traces: "forward", "backward",
 // "recv_forward", "send_forward", "recv_backward", "send_backward", "compute", "fetch",
-// "gather", "release", "sum_norm_grads", "reduce_grads", "offload_grads",
+// "gather", "release", "sum_norm_grads", "sum_kv_grads", "reduce_grads", "offload_grads",
 // "tied_embedding_sum", "grad_norm", "optimizer_step", "gather_params".
 std::string to_string(ProgramOpKind kind);
 

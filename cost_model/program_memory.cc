@@ -373,6 +373,7 @@ class Walk {
         add_activation(-t_.unit_shard[u]);
         return;
       case Kind::kSumNormGrads:
+      case Kind::kSumKvGrads:
       case Kind::kTiedEmbeddingSum:
       case Kind::kGradNorm:
         observe(what, 0);

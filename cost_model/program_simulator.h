@@ -83,8 +83,8 @@ class OpCosts {
   // (recomputation and the TP collectives inside it included).
   virtual StepTimeParts compute(const RankProgram& rank, Part part, std::int32_t unit,
                                 bool forward) const = 0;
-  // A state move of a pass body: kFetch, kGather, kRelease, kSumNormGrads, kReduceGrads or
-  // kOffloadGrads of unit `unit`.
+  // A state move of a pass body: kFetch, kGather, kRelease, kSumNormGrads, kSumKvGrads,
+  // kReduceGrads or kOffloadGrads of unit `unit`.
   virtual StepTimeParts state_move(const RankProgram& rank, ProgramOpKind kind,
                                    std::int32_t unit) const = 0;
   // The transfer a send (kSendForward or kSendBackward) of local chunk `chunk` starts. The

@@ -63,7 +63,8 @@ std::string describe(const UnitLayout& unit, const char* state, const RankCoords
                         {"part_stride", s.part_stride},
                         {"row_offset", s.row_offset},
                         {"col_offset", s.col_offset},
-                        {"tp_replicated", s.tp_replicated}});
+                        {"tp_replicated", s.tp_replicated},
+                        {"tp_copies", s.tp_copies}});
   }
   return Json{{"unit", unit.name},          {"state", state},        {"tp_rank", c.tp},
               {"pp_rank", c.pp},            {"dp_rank", c.dp},       {"begin", part.begin},

@@ -20,8 +20,9 @@ namespace strata {
 class MpiCommunicator;
 
 // kPpSend / kPpRecv: one side of a one-way pipeline link (process_groups.h), so that a
-// factory can give each link a stream of its own.
-enum class GroupKind { kWorld, kTp, kDp, kPp, kModel, kEmbedding, kPpSend, kPpRecv };
+// factory can give each link a stream of its own. kKvCopies: the TP ranks holding the same
+// replicated KV head.
+enum class GroupKind { kWorld, kTp, kDp, kPp, kModel, kEmbedding, kPpSend, kPpRecv, kKvCopies };
 
 // The color of a rank that joins no group in split().
 inline constexpr int kNoGroup = -1;

@@ -1,6 +1,7 @@
 // Which of a rank's device streams each process group's communicator runs on, on the CUDA
-// backend (and on the CPU backend's CUDA-semantics mode, which simulates it): the TP group on
-// the compute stream (its collectives sit between dependent kernels); the world, DP, model
+// backend (and on the CPU backend's CUDA-semantics mode, which simulates it): the TP group and
+// its KV-copies subgroups on the compute stream (their collectives sit between dependent
+// kernels, as the TP group's do); the world, DP, model
 // and embedding groups on the comm stream; the pipeline group on the p2p stream; each
 // one-way pipeline link on a stream of its own (a rendezvous send blocks its stream until the
 // peer receives), the i-th link this rank sends on on send stream i, receives on on receive
@@ -15,7 +16,8 @@ enum class GroupStream { kCompute, kComm, kP2p, kLinkSend, kLinkRecv };
 
 inline GroupStream group_stream(GroupKind kind) {
   switch (kind) {
-    case GroupKind::kTp: return GroupStream::kCompute;
+    case GroupKind::kTp:
+    case GroupKind::kKvCopies: return GroupStream::kCompute;
     case GroupKind::kPp: return GroupStream::kP2p;
     case GroupKind::kPpSend: return GroupStream::kLinkSend;
     case GroupKind::kPpRecv: return GroupStream::kLinkRecv;

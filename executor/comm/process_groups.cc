@@ -54,6 +54,14 @@ std::vector<int> embedding_group_ranks(int world_rank, const ParallelDims& dims)
   return ranks;
 }
 
+std::vector<int> kv_copies_group_ranks(int world_rank, const ParallelDims& dims) {
+  RankCoords c = rank_coords(world_rank, dims);
+  const int first = c.tp / dims.kv_copies * dims.kv_copies;
+  std::vector<int> ranks;
+  for (c.tp = first; c.tp < first + dims.kv_copies; ++c.tp) ranks.push_back(world_rank_of(c, dims));
+  return ranks;
+}
+
 ProcessGroups::ProcessGroups(CommunicatorFactory& factory, const ParallelDims& dims)
     : dims_(dims) {
   (void)rank_coords(0, dims);  // checks the degrees
@@ -61,6 +69,10 @@ ProcessGroups::ProcessGroups(CommunicatorFactory& factory, const ParallelDims& d
     throw InfeasiblePlan(fmt::format(
         "process groups: the plan needs tp*pp*dp = {}*{}*{} = {} ranks but the world has {}",
         dims.tp, dims.pp, dims.dp, dims.world_size(), factory.world_size()));
+  }
+  if (dims.kv_copies < 1 || dims.tp % dims.kv_copies != 0) {
+    throw InfeasiblePlan(fmt::format("process groups: {} KV-head copies do not divide tp = {}",
+                                     dims.kv_copies, dims.tp));
   }
   world_rank_ = factory.world_rank();
   coords_ = rank_coords(world_rank_, dims);
@@ -75,6 +87,12 @@ ProcessGroups::ProcessGroups(CommunicatorFactory& factory, const ParallelDims& d
   const bool in_embedding = c.pp == 0 || c.pp == dims.pp - 1;
   embedding_ = factory.split(GroupKind::kEmbedding,
                              in_embedding ? c.dp * dims.tp + c.tp : kNoGroup, world_rank_);
+  if (dims.kv_copies > 1) {  // every rank agrees on kv_copies: all split, or none
+    const int tp_groups = dims.tp / dims.kv_copies;
+    kv_copies_ = factory.split(GroupKind::kKvCopies,
+                               (c.pp * dims.dp + c.dp) * tp_groups + c.tp / dims.kv_copies,
+                               world_rank_);
+  }
   if (dims.pp == 1) return;
   // One split per link: pipeline `line` (a (tp, dp) pair), link from sender a to receiver
   // (a +- 1) mod p. Every rank takes part in every split (MPI_Comm_split is collective).

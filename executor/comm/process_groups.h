@@ -10,6 +10,8 @@
 //   model:     same dp, all (tp, pp)             (size t*p) grad-norm sum over model shards
 //   embedding: same (tp, dp), pp in {0, p-1}     (size 2, or 1 when p == 1): tied word
 //              embedding gradients; ranks of middle stages belong to none.
+//   kv copies: same (dp, pp), tp / c equal, c = dims.kv_copies  (size c; only when c > 1):
+//              the TP ranks holding the same replicated KV head sum its gradients.
 // Every list is in ascending world-rank order, which is also the group-rank order.
 // Deliberately not here: virtual pipeline chunks (they live on the same pp rank) and
 // the mapping of ranks onto nodes.
@@ -31,6 +33,7 @@ std::vector<int> pp_group_ranks(int world_rank, const ParallelDims& dims);
 std::vector<int> model_group_ranks(int world_rank, const ParallelDims& dims);
 // Empty for a rank on a middle pipeline stage.
 std::vector<int> embedding_group_ranks(int world_rank, const ParallelDims& dims);
+std::vector<int> kv_copies_group_ranks(int world_rank, const ParallelDims& dims);
 
 // The four one-way pipeline links of a rank (pp > 1): forward activations travel from pp
 // rank r to (r + 1) mod p, gradients from r to (r - 1) mod p, each over a two-rank group of
@@ -42,7 +45,7 @@ enum class PipeLink { kForwardOut, kForwardIn, kBackwardOut, kBackwardIn };
 class ProcessGroups {
  public:
   // Collective over the factory's world: every world rank calls it, and it makes the groups
-  // in one fixed order (world, tp, dp, pp, model, embedding, the pipeline links). factory.world_size() must
+  // in one fixed order (world, tp, dp, pp, model, embedding, kv copies, the pipeline links). factory.world_size() must
   // equal dims.world_size() (InfeasiblePlan otherwise). The factory is used only here.
   ProcessGroups(CommunicatorFactory& factory, const ParallelDims& dims);
 
@@ -60,6 +63,8 @@ class ProcessGroups {
   Communicator& model() const { return *model_; }
   // nullptr on middle pipeline stages.
   Communicator* embedding() const { return embedding_.get(); }
+  // nullptr unless dims.kv_copies > 1.
+  Communicator* kv_copies() const { return kv_copies_.get(); }
   // pp > 1 only (std::logic_error otherwise): the link's sender is group rank 0.
   Communicator& link(PipeLink which) const;
 
@@ -67,7 +72,7 @@ class ProcessGroups {
   ParallelDims dims_;
   RankCoords coords_;
   int world_rank_ = 0;
-  std::unique_ptr<Communicator> world_, tp_, dp_, pp_, model_, embedding_;
+  std::unique_ptr<Communicator> world_, tp_, dp_, pp_, model_, embedding_, kv_copies_;
   std::unique_ptr<Communicator> links_[4];  // by PipeLink
 };
 

@@ -23,7 +23,8 @@ cudaStream_t GroupStreams::of(GroupKind kind, int index) const {
     case GroupKind::kPpSend: return link(pipe_send);
     case GroupKind::kPpRecv: return link(pipe_recv);
     case GroupKind::kWorld: return world;
-    case GroupKind::kTp: return tp;
+    case GroupKind::kTp:
+    case GroupKind::kKvCopies: return tp;
     case GroupKind::kDp: return dp;
     case GroupKind::kPp: return pp;
     case GroupKind::kModel: return model;

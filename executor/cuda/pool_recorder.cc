@@ -69,6 +69,7 @@ std::unique_ptr<Communicator> SilentCommunicatorFactory::split(GroupKind kind, i
       for (int r = 0; r < dims_.world_size(); ++r) members.push_back(r);
       break;
     case GroupKind::kTp: members = tp_group_ranks(world_rank_, dims_); break;
+    case GroupKind::kKvCopies: members = kv_copies_group_ranks(world_rank_, dims_); break;
     case GroupKind::kDp: members = dp_group_ranks(world_rank_, dims_); break;
     case GroupKind::kPp: members = pp_group_ranks(world_rank_, dims_); break;
     case GroupKind::kModel: members = model_group_ranks(world_rank_, dims_); break;

@@ -2,7 +2,8 @@
 //
 // How a step's time is split (this rank's view; the report picks the slowest rank):
 //   forward_s / backward_s  passes minus the TP collectives and the state moves inside them
-//   tp_comm_s   TP collectives (layers, embedding, vocab-parallel loss) and SP norm sums
+//   tp_comm_s   TP collectives (layers, embedding, vocab-parallel loss), SP norm sums and the
+//               replicated KV heads' gradient sums
 //   dp_comm_s   gathers, gradient reductions, the tied-embedding sum, ZeRO-1/2 gathers
 //   offload_s   fetches, gradient offload, and the transfers inside an offloaded optimizer step
 //   pp_comm_s   posting sends and completing the ones left at the end of the pipeline (those
@@ -37,10 +38,13 @@ bool is_dp_comm(Kind k) {
 bool is_offload(Kind k) { return k == Kind::kFetch || k == Kind::kOffloadGrads; }
 
 // Ops the Program puts on another stream whose work also runs on the compute stream: the
-// gradient norm's sums of squares (Backend::sum_of_squares) and the SP norm sums (the TP
-// group's collectives are on the compute stream, group_streams.h). Their compute work waits
+// gradient norm's sums of squares (Backend::sum_of_squares), the SP norm sums and the KV
+// copies' sums (the TP group's and its KV-copies groups' collectives are on the compute
+// stream, group_streams.h). Their compute work waits
 // for what their own stream waited for, and waiting for them covers it.
-bool also_on_compute(Kind k) { return k == Kind::kGradNorm || k == Kind::kSumNormGrads; }
+bool also_on_compute(Kind k) {
+  return k == Kind::kGradNorm || k == Kind::kSumNormGrads || k == Kind::kSumKvGrads;
+}
 
 }  // namespace
 
@@ -197,6 +201,7 @@ void Engine::state_move(const ProgramOp& op, std::int64_t step, StepResult& resu
     case Kind::kGather: state_.gather(u); return;
     case Kind::kRelease: state_.release(u); return;
     case Kind::kSumNormGrads: state_.sum_norm_grads(u); return;
+    case Kind::kSumKvGrads: state_.sum_kv_grads(u); return;
     case Kind::kReduceGrads: state_.reduce_grads(u); return;
     case Kind::kOffloadGrads: state_.offload_grads(u); return;
     case Kind::kTiedEmbeddingSum: state_.tied_embedding_sum(u); return;
@@ -560,7 +565,8 @@ StepResult Engine::step(std::int64_t step) {
       case Kind::kRecvBackward: parts.bubble_s += dur; break;
       case Kind::kSendForward:
       case Kind::kSendBackward: parts.pp_comm_s += dur; break;
-      case Kind::kSumNormGrads: parts.tp_comm_s += dur; break;
+      case Kind::kSumNormGrads:
+      case Kind::kSumKvGrads: parts.tp_comm_s += dur; break;
       case Kind::kGradNorm: parts.optimizer_s += dur; break;
       case Kind::kOptimizerStep: parts.optimizer_s += dur; break;
       default:

@@ -304,6 +304,24 @@ void ModelState::sum_norm_grads(std::size_t u) {
   }
 }
 
+void ModelState::sum_kv_grads(std::size_t u) {
+  // KV heads replicated over TP: each copy's K|V gradient holds its own query heads' part;
+  // summed over the ranks holding the head, so the copies take the same step and stay equal.
+  Communicator* copies = groups_->kv_copies();
+  ParamUnit& p = units_.at(u);
+  float* g = grads(u);
+  for (const auto& seg : p.layout.segments) {
+    if (seg.tp_copies == 1) continue;
+    if (copies == nullptr || copies->size() != seg.tp_copies) {
+      throw std::logic_error(fmt::format("ModelState: {}'s {} has {} TP copies but the process "
+                                         "groups have no KV-copies group of that size (made "
+                                         "from parallel_dims(plan, model))",
+                                         p.layout.name, seg.name, seg.tp_copies));
+    }
+    copies->all_reduce_sum(g + seg.offset, seg.count(), DType::kF32);
+  }
+}
+
 void ModelState::reduce_grads(std::size_t u) {
   ParamUnit& p = units_.at(u);
   float* g = grads(u);
@@ -371,11 +389,11 @@ double ModelState::local_sum_of_squares(const ParamUnit& u, const float* slice, 
                                         bool on_host) const {
   // The tied copy equals the embedding's wte after the embedding-group sum: counted there.
   if (u.layout.kind == UnitKind::kTiedCopy) return 0.0;
-  const bool tp_leader = groups_->coords().tp == 0;
+  const std::int64_t tp_rank = groups_->coords().tp;
   const std::int64_t hi = lo + u.shard;
   double sum = 0;
   for (const auto& s : u.layout.segments) {
-    if (s.tp_replicated && !tp_leader) continue;
+    if (!s.counted_on(tp_rank)) continue;
     const std::int64_t a = std::max(lo, s.offset);
     const std::int64_t b = std::min(hi, s.offset + s.count());
     if (a >= b) continue;

@@ -17,8 +17,9 @@
 // The state decides nothing about WHEN: each public call is one Program op (cost_model/
 // program.h) and the engine calls it where the Program says. With p > 1 the tied wte's
 // gradient is summed over the embedding group (tied_embedding_sum). Optional global-norm
-// clipping counts every parameter once: TP-replicated tensors on TP rank 0 only, the tied
-// copy not at all, each DP rank its slice.
+// clipping counts every parameter once: TP-replicated tensors on TP rank 0 only, KV heads
+// replicated over TP on the first of their copies (ParamSegment::counted_on), the tied copy
+// not at all, each DP rank its slice.
 // Offload (Plan::offload; ZeRO-Offload / ZeRO-Infinity), through OffloadLinks:
 //   params (ZeRO-3)  the fp32 shard lives on the host ("offload:params") or NVMe and is the
 //                    master; fetch() brings it up (to the compute dtype), gather() consumes
@@ -101,6 +102,9 @@ class ModelState {
   void gather(std::size_t u);
   void release(std::size_t u);
   void sum_norm_grads(std::size_t u);
+  // The layer's K|V gradients summed over the TP ranks holding the same replicated KV head
+  // (ParamSegment::tp_copies > 1; the groups' kv_copies()).
+  void sum_kv_grads(std::size_t u);
   void reduce_grads(std::size_t u);
   void offload_grads(std::size_t u);
   void tied_embedding_sum(std::size_t u);

@@ -30,7 +30,7 @@ RankTraining::RankTraining(const ModelSpec& model, const TrainSpec& train, const
     : world_(&world),
       alloc_(budgets, arena),
       backend_(make_backend(alloc_, world)),
-      groups_(backend_->communicators(), parallel_dims(plan)),
+      groups_(backend_->communicators(), parallel_dims(plan, model)),
       sampler_(tokens, train.seed, model.seq_len),
       engine_(*backend_, model, train, plan, groups_, world, sampler_, offload, init) {}
 

@@ -7,17 +7,14 @@
 #include <fmt/format.h>
 
 #include "cost_model/errors.h"
+#include "cost_model/layer_tensors.h"
 #include "cost_model/partition.h"
 
 namespace strata::model {
 
 std::string executor_family_violation(const ModelSpec& model, std::int64_t tp) {
+  (void)tp;  // every TP degree the cost model prices is run (KV heads split or replicated)
   const std::int64_t kv = model.kv_head_count();
-  if (tp > kv) {
-    return fmt::format(
-        "tp {} > kv_heads {}: key/value heads replicated over the TP group are not run yet "
-        "(the executor needs tp to divide kv_heads)", tp, kv);
-  }
   if (kv != model.heads && model.biases) {
     return fmt::format(
         "kv_heads {} < heads {} with biases: grouped-query attention with biases is not run "
@@ -53,7 +50,9 @@ Dims make_dims(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp
     throw InfeasiblePlan(why);
   }
   d.KVH = static_cast<int>(model.kv_head_count());
-  d.KVHl = d.KVH / d.t;
+  // Split over TP, or one head a rank when t > kv_heads (which one: the weights' local
+  // shape, layer_tensors.h, so the attention takes the rank's K|V as they come).
+  d.KVHl = static_cast<int>(kv_heads_per_rank(model, tp));
   d.norm = model.norm;
   d.norm_eps = static_cast<float>(model.norm_epsilon);
   d.mlp = model.mlp;

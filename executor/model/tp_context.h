@@ -33,7 +33,7 @@ struct Dims {
   int Vvalid = 1; // real (non-padding) rows of the shard
   int HS = 1;     // head size C / NH
   int KVH = 1;    // key/value heads (= NH without grouped-query attention)
-  int KVHl = 1;   // KVH / t: the KV heads of this rank's query heads
+  int KVHl = 1;   // KVH / t, or 1 when t > KVH: the KV heads of this rank's query heads
   // The family's choices the layers dispatch on (ModelSpec's, see there).
   NormKind norm = NormKind::kLayerNorm;
   float norm_eps = 1e-5f;  // RMSNorm's; the LayerNorm kernels keep GPT-2's 1e-5
@@ -57,8 +57,9 @@ struct Dims {
 };
 
 // What of a family the cost model prices the executor's layers do not run yet, at TP degree
-// tp: "" or the reason (KV heads replicated over TP, t > kv_heads; grouped-query attention
-// with biases, whose q bias sits between Q and K|V; a LayerNorm without its bias).
+// tp: "" or the reason (grouped-query attention with biases, whose q bias sits between Q and
+// K|V; a LayerNorm without its bias). KV heads replicated over TP (t > kv_heads) are run:
+// each rank holds its query heads' KV head, the copies' gradients summed (kSumKvGrads).
 // `strata run` refuses such a model before any rank starts; make_dims throws on it.
 std::string executor_family_violation(const ModelSpec& model, std::int64_t tp);
 

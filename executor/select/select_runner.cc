@@ -118,7 +118,7 @@ class Runner {
     r.factory = s.world->factory(rank);
     r.alloc = std::make_unique<AccountingAllocator>(budgets_);
     r.backend = make_backend_(*r.alloc, *r.factory, static_cast<int>(device));
-    r.groups = std::make_unique<ProcessGroups>(*r.factory, parallel_dims(plans_[j]));
+    r.groups = std::make_unique<ProcessGroups>(*r.factory, parallel_dims(plans_[j], jobs_[j].model));
     const JobTokens& tokens = options_.tokens[j];
     r.sampler = std::make_unique<data::BatchSampler>(tokens.train, jobs_[j].train.seed,
                                                      jobs_[j].model.seq_len);

@@ -176,7 +176,7 @@ void save_weights(const std::string& path, const ModelSpec& model, const Plan& p
       const std::vector<const HfTensor*>* parts = nullptr;
       for_each_full_element(layout, 0, layout.count, [&](const ParamSegment& s, std::int64_t i,
                                                          std::int64_t R, std::int64_t C) {
-        if (s.tp_replicated && tp > 0) return;  // identical on every TP rank
+        if (!s.counted_on(tp)) return;  // a copy held by an earlier TP rank too
         if (&s != current) {
           current = &s;
           parts = &parts_of.at(s.name);

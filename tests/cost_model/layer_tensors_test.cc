@@ -119,6 +119,24 @@ TEST(LayerTensors, KvHeadsSplitThenReplicated) {
   EXPECT_EQ(replicated.row_offset, 6 * 128);
   EXPECT_EQ(kv_heads_per_rank(m, 16), 1);
   EXPECT_TRUE(tensor_parallel_violation(m, 16).empty());
+  // Each head on 16 / 8 = 2 ranks (none at t = 4); what their gradient sum moves: K and V of
+  // one head, 2 x 128 rows of h = 8192 (no biases).
+  EXPECT_EQ(kv_head_copies(m, 16), 2);
+  EXPECT_EQ(kv_head_copies(m, 4), 1);
+  EXPECT_EQ(replicated_kv_params_per_tp_rank(m, 16), 2 * 128 * 8192);
+  EXPECT_EQ(replicated_kv_params_per_tp_rank(m, 4), 0);
+  // The layout marks the copies; the first of each pair (even TP ranks) is the one a norm
+  // counts and a weights file takes. A split tensor counts on every rank, a replicated one
+  // on TP rank 0 only.
+  const UnitLayout layer = layer_layout(m, TpShape{16, 13, 1}, 0);
+  EXPECT_EQ(layer.segment("kv_w").tp_copies, 2);
+  EXPECT_FALSE(layer.segment("kv_w").counted_on(13));
+  EXPECT_TRUE(layer.segment("kv_w").counted_on(12));
+  EXPECT_EQ(layer.segment("q_w").tp_copies, 1);
+  EXPECT_TRUE(layer.segment("q_w").counted_on(13));
+  EXPECT_TRUE(layer.segment("ln1_w").counted_on(0));
+  EXPECT_FALSE(layer.segment("ln1_w").counted_on(12));
+  EXPECT_EQ(layer_layout(m, TpShape{4, 3, 1}, 0).segment("kv_w").tp_copies, 1);
   // The GEMM widths of one rank: Q 64/16 heads + K, V one head each, of 128.
   EXPECT_EQ(layer_gemm_shapes(m, 16).qkv_out, 4 * 128 + 2 * 128);
   EXPECT_EQ(layer_gemm_shapes(m, 16).fc1_out, 2 * 28672 / 16);

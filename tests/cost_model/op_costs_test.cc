@@ -184,6 +184,19 @@ TEST_F(OpCostsTest, SequenceParallelNormSumsAndTheTailsCollectives) {
   EXPECT_EQ(costs.tail(last, step).offload_s, 0.0);
 }
 
+TEST_F(OpCostsTest, ReplicatedKvHeadsGradientsAreSummedOverTheirCopies) {
+  model.kv_heads = 2;  // t = 4 > 2: each KV head on 2 adjacent TP ranks
+  const TimeContext c = ctx();
+  const TimeModelCosts costs(c);
+  const Program p = program();
+  const RankProgram& last = p.ranks[1];
+  // One head of K and V, 2 x 64 rows of h = 1024, and their biases, 2 x 64: 131,200 bf16
+  // gradients (262,400 bytes) all-reduced over 2 ranks on NVLink: bus bytes x 2 (n-1)/n = 1,
+  // 2 (n-1) = 2 steps of 2 us.
+  EXPECT_NEAR(costs.state_move(last, ProgramOpKind::kSumKvGrads, unit(last, "layer4")).tp_comm_s,
+              262400.0 / 300e9 + 2 * 2e-6, 1e-15);
+}
+
 TEST_F(OpCostsTest, HostOptimizerStepsPipelineTheirNvmeIo) {
   // ZeRO-Infinity's CPU AdamW on NVMe-resident state: the gradients down and the updated
   // parameters up over PCIe, then m, v and the master parameters read and written on NVMe

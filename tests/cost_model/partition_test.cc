@@ -174,6 +174,7 @@ TEST(Partition, CopiedLayerLayoutsAreEachLayersOwn) {
           EXPECT_EQ(a.init, b.init) << what;
           EXPECT_EQ(a.init_std, b.init_std) << what;
           EXPECT_EQ(a.tp_replicated, b.tp_replicated) << what;
+          EXPECT_EQ(a.tp_copies, b.tp_copies) << what;
         }
         ++compared;
       }

@@ -259,6 +259,37 @@ TEST(Program, OffloadedGradientsGoDownAfterEveryBackwardOfALayer) {
   }
 }
 
+TEST(Program, ReplicatedKvHeadsAreSummedRightBeforeEachReductionOfALayer) {
+  ModelSpec model = tiny_model();
+  model.kv_heads = 2;  // t = 4 > 2: each KV head on 2 TP ranks
+  Plan plan = plan_of(4, 1, 2, 1, ScheduleKind::kOneFOneB, 0, 1);
+  const auto flat = flatten(make_rank_program(model, train_of(8), plan, 0));
+  EXPECT_EQ(count(flat, ProgramOpKind::kSumKvGrads, "layer5"), 1);
+  EXPECT_EQ(count(flat, ProgramOpKind::kSumKvGrads, "embedding"), 0);
+  EXPECT_EQ(count(flat, ProgramOpKind::kSumKvGrads, "final_norm"), 0);
+  const auto sum_before_each_reduce = [](const std::vector<Flat>& ops) {
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].kind == ProgramOpKind::kReduceGrads && ops[i].unit == "layer5") {
+        EXPECT_EQ(ops[i - 1].kind, ProgramOpKind::kSumKvGrads) << i;
+      }
+    }
+  };
+  sum_before_each_reduce(flat);
+  // Offloaded gradients are reduced after every micro-batch (m = 8 / 2 = 4), each fresh:
+  // summed before each of those reductions.
+  plan.zero_stage = 2;
+  plan.offload = {OffloadTier::kCpu, OffloadTier::kCpu, OffloadTier::kNone};
+  const auto off = flatten(make_rank_program(model, train_of(8), plan, 0));
+  EXPECT_EQ(count(off, ProgramOpKind::kReduceGrads, "layer5"), 4);
+  EXPECT_EQ(count(off, ProgramOpKind::kSumKvGrads, "layer5"), 4);
+  sum_before_each_reduce(off);
+  // t = 2 splits the 2 KV heads: nothing to sum.
+  plan.tp = 2;
+  EXPECT_EQ(count(flatten(make_rank_program(model, train_of(8), plan, 0)),
+                  ProgramOpKind::kSumKvGrads, "layer5"),
+            0);
+}
+
 TEST(Program, PublishedRecomputationGathersTwiceInBackward) {
   const ModelSpec model = tiny_model();
   Plan plan = plan_of(1, 1, 2, 1, ScheduleKind::kOneFOneB, 3, 2);

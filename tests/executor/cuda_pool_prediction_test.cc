@@ -47,7 +47,7 @@ struct Recorded {
 // One rank of `plan` replayed on the recorder: set-up and `steps` steps.
 Recorded record(const ModelSpec& model, const TrainSpec& train, const Plan& plan, int world_rank,
                 int steps) {
-  const ParallelDims dims = parallel_dims(plan);
+  const ParallelDims dims = parallel_dims(plan, model);
   AccountingAllocator alloc{TierBudgets{}};
   cuda::PoolRecorder recorder(alloc, dims, world_rank);
   ProcessGroups groups(recorder.communicators(), dims);

@@ -82,11 +82,12 @@ if(STRATA_HAVE_CUDA)
       FAIL_REGULAR_EXPRESSION "FAILED|over 1e-4")
   endforeach()
   # The tiny Llama (heads widened to 64 on CUDA: engine_equivalence_main.cc) on TP, PP with
-  # interleaving, ZeRO-3 with SP and selective recomputation. Unquoted, so that
+  # interleaving, ZeRO-3 with SP and selective recomputation, and t4 (its 2 KV heads
+  # replicated over TP, each on 2 ranks). Unquoted, so that
   # tools/device/gpu_phases.sh, which runs the quoted GPT entries above without --model,
   # does not read them as GPT plans.
   foreach(entry IN ITEMS t2_1_1_1_1f1b_0_2_0 t1_2_1_2_interleaved_0_1_0
-                         t2_1_2_1_gpipe_3_1_0_selective_sp)
+                         t2_1_2_1_gpipe_3_1_0_selective_sp t4_1_1_1_1f1b_0_2_0)
     strata_equivalence_entry("${entry}" args ranks)
     add_test(NAME cuda_engine_equivalence_llama_${entry}
       COMMAND ${MPIEXEC_EXECUTABLE} -np ${ranks} --oversubscribe --bind-to none

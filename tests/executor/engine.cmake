@@ -83,7 +83,10 @@ endforeach()
 # The Llama family's matrix (configs/models/tiny-llama.json: RMSNorm, SwiGLU, RoPE, 2 KV
 # heads of 4, untied output, no biases; 4 layers), kept short for CI: TP (KV heads split),
 # PP (the untied output layer on the last stage), interleaving, DP with ZeRO 0-3, SP with
-# both recomputations, offload. Same entry format and checks as above (the memory check
+# both recomputations, offload; t4: the 2 KV heads replicated over the TP group (each shared
+# by 2 ranks, their gradients summed), with clipping (the norm counts each head once), with
+# PP and SP, with DP and ZeRO-3, and with offloaded gradients (the sums before every
+# micro-batch's reduction). Same entry format and checks as above (the memory check
 # included); the second list also runs under the CUDA-semantics mode.
 set(strata_llama_equivalence_plans
   "t2_1_1_1_1f1b_0_2_0"
@@ -93,12 +96,18 @@ set(strata_llama_equivalence_plans
   "t1_1_2_1_1f1b_3_2_0"
   "t2_1_2_1_gpipe_2_1_0_selective_sp"
   "t2_2_1_1_1f1b_0_1_0_full_sp"
-  "t1_1_2_1_1f1b_3_2_0_none_nosp_cpu")
+  "t1_1_2_1_1f1b_3_2_0_none_nosp_cpu"
+  "t4_1_1_1_1f1b_0_2_0.05"
+  "t4_2_1_1_1f1b_0_1_0_full_sp"
+  "t4_1_2_1_1f1b_3_1_0"
+  "t4_1_1_1_1f1b_2_2_0_none_nosp_cpu")
 set(strata_llama_cuda_semantics_plans
   "t2_1_1_1_1f1b_0_2_0"
   "t1_2_1_2_interleaved_0_1_0"
   "t2_1_2_1_gpipe_3_1_0_selective_sp"
-  "t1_1_2_1_1f1b_3_2_0_none_nosp_cpu")
+  "t1_1_2_1_1f1b_3_2_0_none_nosp_cpu"
+  "t4_1_1_1_1f1b_0_2_0.05"
+  "t4_1_2_1_1f1b_3_1_0")
 foreach(mode IN ITEMS plain cuda_semantics)
   if(mode STREQUAL "plain")
     set(plans ${strata_llama_equivalence_plans})

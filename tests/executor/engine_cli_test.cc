@@ -218,7 +218,7 @@ TEST(StrataRun, CudaSemanticsRunsEveryRankAndGivesThePlainLosses) {
 // ranks, and what its layers cannot run yet is refused before launch (exit 2, nothing
 // written): KV heads replicated over TP (t 4 > kv_heads 2). (Its weights files, Hugging Face
 // Llama-named, are tests/tools/hf_weights_cli_test.cc's.)
-TEST(StrataRun, TinyLlamaTrainsOnTwoTpRanksAndItsLimitsAreRefused) {
+TEST(StrataRun, TinyLlamaTrainsOnTwoAndFourTpRanksAndItsLimitsAreRefused) {
   const fs::path out = scratch("llama");
   ASSERT_EQ(strata("run --plan tiny-tp2 --model tiny-llama --train tiny --steps 12 --backend cpu "
                    "--out " + out.string()),
@@ -231,18 +231,35 @@ TEST(StrataRun, TinyLlamaTrainsOnTwoTpRanksAndItsLimitsAreRefused) {
   EXPECT_NEAR(r.losses.front(), std::log(256.0), 0.05);
   EXPECT_LT(r.losses.back(), r.losses.front() - 0.8);
 
+  const fs::path plans = scratch("llama_plans");
+  fs::create_directories(plans);
+  const auto tp_plan = [&plans](int tp) {
+    const fs::path path = plans / ("tp" + std::to_string(tp) + ".json");
+    write_json_file(path.string(),
+                    Json{{"tp", tp}, {"pp", 1}, {"dp", 1}, {"virtual_stages", 1},
+                         {"micro_batch", 1}, {"schedule", "1f1b"}, {"zero_stage", 0},
+                         {"offload", {{"optimizer", "none"}, {"gradients", "none"}, {"params", "none"}}},
+                         {"recompute", "none"}, {"sequence_parallel", false}});
+    return path.string();
+  };
+  // t4 > kv_heads 2: each KV head replicated on 2 TP ranks (their gradients summed). The same
+  // training as t2, so the same losses within the matrix's 1e-4.
+  const fs::path tp4 = scratch("llama_tp4");
+  ASSERT_EQ(strata("run --plan " + tp_plan(4) + " --model tiny-llama --train tiny --steps 12 "
+                   "--backend cpu --out " + tp4.string()),
+            0);
+  const StepReport r4 = StepReport::load((tp4 / "report.json").string());
+  ASSERT_EQ(r4.losses.size(), 12u);
+  for (std::size_t i = 0; i < 12; ++i) {
+    EXPECT_NEAR(r4.losses[i], r.losses[i], 1e-4 * r.losses[i]) << "step " << i + 1;
+  }
+
+  // t8 does not split tiny-llama's 4 query heads: refused before any rank starts.
   const fs::path refused = scratch("llama_refused");
-  fs::create_directories(refused);
-  const fs::path tp4 = refused / "tp4.json";
-  write_json_file(tp4.string(),
-                  Json{{"tp", 4}, {"pp", 1}, {"dp", 1}, {"virtual_stages", 1}, {"micro_batch", 1},
-                       {"schedule", "1f1b"}, {"zero_stage", 0},
-                       {"offload", {{"optimizer", "none"}, {"gradients", "none"}, {"params", "none"}}},
-                       {"recompute", "none"}, {"sequence_parallel", false}});
-  EXPECT_EQ(strata("run --plan " + tp4.string() + " --model tiny-llama --train tiny --steps 1 "
-                   "--backend cpu --out " + (refused / "tp4").string()),
+  EXPECT_EQ(strata("run --plan " + tp_plan(8) + " --model tiny-llama --train tiny --steps 1 "
+                   "--backend cpu --out " + refused.string()),
             2);
-  EXPECT_FALSE(fs::exists(refused / "tp4" / "report.json"));
+  EXPECT_FALSE(fs::exists(refused / "report.json"));
 }
 
 TEST(StrataRun, LossFallsOver100Steps) {

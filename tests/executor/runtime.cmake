@@ -1,6 +1,7 @@
 # Executor runtime: process groups, the accounting allocator, mpirun launch (plain gtest
-# binaries) and the MPI communicator, its factory and typed operations (one gtest binary run
-# by mpirun with 4 and 8 ranks).
+# binaries) and the MPI communicator, its factory and typed operations, and the KV-copies
+# groups of KV heads replicated over TP with their gradient sum and norm (one gtest binary
+# run by mpirun with 4 and 8 ranks).
 strata_add_test(executor_runtime_process_groups_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/runtime_process_groups_test.cc
   LIBS strata_executor)
@@ -15,9 +16,13 @@ strata_add_test(executor_runtime_launch_test
 # Not strata_add_test: the binary has its own main (MPI_Init, one printer, exit code agreed
 # over ranks) and must run under mpirun rather than be discovered test by test.
 add_executable(executor_runtime_comm_mpi_test ${CMAKE_CURRENT_LIST_DIR}/runtime_comm_mpi_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/runtime_comm_typed_mpi_test.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/runtime_comm_typed_mpi_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/kv_copies_mpi_test.cc)
 target_link_libraries(executor_runtime_comm_mpi_test PRIVATE strata_executor GTest::gtest
   strata_warnings)
+# kv_copies_mpi_test.cc loads the bundled tiny-llama and train configs.
+target_compile_definitions(executor_runtime_comm_mpi_test PRIVATE
+  STRATA_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 foreach(ranks 4 8)
   # --oversubscribe: more ranks than the CI machine's 2 cores; --allow-run-as-root: CI
   # containers run as root (harmless otherwise).

@@ -56,6 +56,7 @@ const NamedPlan kZero3{"zero3_dp2", plan_json(1, 1, 2, 1, 3, "none")};
 const NamedPlan kNvme{"nvme_dp2", plan_json(1, 1, 2, 1, 1, "nvme")};
 const NamedPlan kZero1{"zero1_dp2", plan_json(1, 1, 2, 1, 1, "none")};
 const NamedPlan kTp2{"tp2", plan_json(2, 1, 1, 1, 0, "none")};
+const NamedPlan kTp4{"tp4", plan_json(4, 1, 1, 1, 0, "none")};
 const NamedPlan kPp2{"pp2", plan_json(1, 2, 1, 1, 0, "none")};
 // ZeRO-Infinity on the host: the parameter shards are the master, in host memory.
 const NamedPlan kHostOffload{"zero3_host_offload", plan_json(1, 1, 2, 1, 3, "cpu", "cpu")};
@@ -89,7 +90,7 @@ class Checkpoints : public ::testing::Test {
   std::vector<std::string> argv(const NamedPlan& p, int steps, const std::string& out,
                                 const std::vector<std::string>& extra) {
     std::vector<std::string> a = {STRATA_BINARY, "run", "--plan", plan(p).string(), "--model",
-                                  "tiny", "--train", "tiny", "--steps", std::to_string(steps),
+                                  model_, "--train", "tiny", "--steps", std::to_string(steps),
                                   "--nvme-dir", (dir_ / "nvme").string(), "--out",
                                   (dir_ / out).string()};
     a.insert(a.end(), extra.begin(), extra.end());
@@ -113,6 +114,7 @@ class Checkpoints : public ::testing::Test {
   }
 
   fs::path dir_;
+  std::string model_ = "tiny";  // the bundled model config the runs train
 };
 
 // The uninterrupted run's losses from step `from` on.
@@ -177,6 +179,26 @@ TEST_F(Checkpoints, ReshardsAnInterleavedCheckpointOntoOneRank) {
   ASSERT_EQ(r.code, 0) << r.err;
   ASSERT_EQ(r.losses.size(), 3u);
   for (std::size_t i = 0; i < 3; ++i) EXPECT_NEAR(r.losses[i], full.losses[3 + i], 1e-4) << i;
+}
+
+// KV heads replicated over TP: tiny-llama (2 KV heads) saved under t4, where each head is on
+// 2 TP ranks, after step 3 of 5; resumed under t2 (the heads split, one a rank) and on one
+// rank: steps 4 and 5 within 1e-4 of the uninterrupted run's. Every rank holding a head
+// wrote it; the reader takes it whole from them, then each new rank its slice.
+TEST_F(Checkpoints, ReshardsReplicatedKvHeadsOntoFewerTpRanks) {
+  model_ = "tiny-llama";
+  const Result full = run(kTp4, 5, "full", {"--save", (dir_ / "ckpt").string(), "--save-every", "3"});
+  ASSERT_EQ(full.code, 0) << full.err;
+  ASSERT_EQ(full.losses.size(), 5u);
+  const std::string step3 = (dir_ / "ckpt" / "step-000003").string();
+  for (const NamedPlan& p : {kTp2, kSingle}) {
+    const Result r = run(p, 5, std::string("resumed_") + p.name, {"--resume", step3});
+    ASSERT_EQ(r.code, 0) << p.name << ": " << r.err;
+    ASSERT_EQ(r.losses.size(), 2u) << p.name;
+    for (std::size_t i = 0; i < 2; ++i) {
+      EXPECT_NEAR(r.losses[i], full.losses[3 + i], 1e-4) << p.name << " step " << 4 + i;
+    }
+  }
 }
 
 // --- killed runs -------------------------------------------------------------------------

@@ -119,9 +119,13 @@ TEST(LlamaWeightsCli, SavedNamesLoadUnderOtherPlansAndFromShards) {
   // the saved weights; differences are float reduction order only (~1e-7 relative).
   const fs::path p2 = dir / "p2.json";
   write_json_file(p2.string(), plan_json(1, 2, 1, 0, 2));
+  // t4 > kv_heads 2: each KV head is read by the 2 TP ranks that hold it.
+  const fs::path tp4 = dir / "tp4.json";
+  write_json_file(tp4.string(), plan_json(4, 1, 1, 0, 2));
   double reference = 0;
   for (const auto& [label, plan, from] :
        {std::tuple{"single", std::string("tiny-single"), w}, std::tuple{"tp2", std::string("tiny-tp2"), w},
+        std::tuple{"tp4", tp4.string(), w},
         std::tuple{"p2_shards", p2.string(), sharded}, std::tuple{"single_shards", std::string("tiny-single"), sharded}}) {
     const fs::path out = dir / label;
     const Result r = strata("run --plan " + plan + " --model tiny-llama --train tiny --steps 1 --init-from " +
@@ -134,6 +138,18 @@ TEST(LlamaWeightsCli, SavedNamesLoadUnderOtherPlansAndFromShards) {
     }
     EXPECT_NEAR(loss, reference, 1e-6 * reference) << label;
   }
+
+  // Saved under t4, where 2 TP ranks hold each KV head (one of them writes it): the same 3
+  // steps as the t2 d2 ZeRO-3 run, so loaded on one rank the same step-1 loss within the
+  // reduction order of 3 steps (1e-5 relative).
+  const fs::path w4 = dir / "trained_tp4.safetensors";
+  const Result trained4 = strata("run --plan " + tp4.string() + " --model tiny-llama --train tiny --steps 3 "
+                                 "--save-weights " + w4.string() + " --out " + (dir / "train_tp4").string(), dir);
+  ASSERT_EQ(trained4.code, 0) << trained4.err;
+  const Result loaded4 = strata("run --plan tiny-single --model tiny-llama --train tiny --steps 1 --init-from " +
+                                    w4.string() + " --out " + (dir / "from_tp4").string(), dir);
+  ASSERT_EQ(loaded4.code, 0) << loaded4.err;
+  EXPECT_NEAR(first_loss(dir / "from_tp4"), reference, 1e-5 * reference);
 
   // A missing shard: exit 2 naming it, before any rank starts (no metrics written).
   fs::remove(sharded / "model-00002-of-00002.safetensors");

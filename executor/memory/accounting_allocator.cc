@@ -184,17 +184,21 @@ Buffer AccountingAllocator::allocate(MemoryTier tier, std::int64_t bytes, const 
   }
   const std::int64_t block_bytes = HostArena::block_bytes(bytes);
   void* data = nullptr;
+  bool known_zero = false;
   try {
-    data = arena_.take(block_bytes);
+    data = arena_.take(block_bytes, &known_zero);
   } catch (const SystemError& e) {
     throw SystemError(fmt::format("allocating '{}' on tier '{}': {}", tag, to_string(tier), e.what()));
   }
-  // A reused block holds the bytes of whatever used it last, and a fresh one is zero only
-  // when the system happened to map new pages: zero-fill is the caller's choice, not luck.
+  // A reused block holds the bytes of whatever used it last; a fresh mapped one is zero (the
+  // arena says so, host_arena.h), and filling it would fault in and clear its pages twice.
   if (fill == Fill::kZero) {
     // On every thread: a large model's gradients and moments are GiBs of fresh pages, whose
     // faults and clearing were a quarter of its set-up on one thread. A multiple of 64 bytes.
-    kernels::cpu::zero(static_cast<float*>(data), block_bytes / static_cast<std::int64_t>(sizeof(float)));
+    if (!known_zero) {
+      kernels::cpu::zero(static_cast<float*>(data),
+                         block_bytes / static_cast<std::int64_t>(sizeof(float)));
+    }
   } else if (arena_.options().poison_uninitialized) {
     std::memset(data, 0xFF, static_cast<size_t>(block_bytes));
   }

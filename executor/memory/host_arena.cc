@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <sys/mman.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -29,17 +31,53 @@
 #endif
 
 namespace strata {
+namespace {
+
+bool mapped(std::int64_t block_bytes) { return block_bytes >= HostArena::kMappedBytes; }
+
+void* system_block(std::int64_t block_bytes) {
+  if (mapped(block_bytes)) {
+    void* block = mmap(nullptr, static_cast<size_t>(block_bytes), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (block == MAP_FAILED) {
+      throw SystemError(fmt::format("mmap of {} bytes failed at {}:{}: {}", block_bytes,
+                                    __FILE__, __LINE__, std::strerror(errno)));
+    }
+    return block;
+  }
+  void* block = std::aligned_alloc(static_cast<size_t>(HostArena::kAlignment),
+                                   static_cast<size_t>(block_bytes));
+  if (block == nullptr) {
+    throw SystemError(fmt::format("aligned_alloc({}, {}) failed at {}:{}: {}",
+                                  HostArena::kAlignment, block_bytes, __FILE__, __LINE__,
+                                  std::strerror(errno)));
+  }
+  return block;
+}
+
+// munmap fails only for an address range that was never mapped: a caller's bug, and in a
+// noexcept path; the bytes are then lost, not freed twice.
+void free_system_block(void* block, std::int64_t block_bytes) noexcept {
+  if (mapped(block_bytes)) {
+    munmap(block, static_cast<size_t>(block_bytes));
+  } else {
+    std::free(block);
+  }
+}
+
+}  // namespace
 
 HostArena::~HostArena() {
   for (auto& [bytes, blocks] : free_) {
     for (void* block : blocks) {
       STRATA_ARENA_UNPOISON(block, bytes);
-      std::free(block);
+      free_system_block(block, bytes);
     }
   }
 }
 
-void* HostArena::take(std::int64_t block_bytes) {
+void* HostArena::take(std::int64_t block_bytes, bool* known_zero) {
+  if (known_zero != nullptr) *known_zero = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto it = free_.find(block_bytes);
@@ -53,11 +91,8 @@ void* HostArena::take(std::int64_t block_bytes) {
     }
   }
   // Outside the lock: a fresh block may be large, and the system allocator has its own.
-  void* block = std::aligned_alloc(static_cast<size_t>(kAlignment), static_cast<size_t>(block_bytes));
-  if (block == nullptr) {
-    throw SystemError(fmt::format("aligned_alloc({}, {}) failed at {}:{}: {}", kAlignment,
-                                  block_bytes, __FILE__, __LINE__, std::strerror(errno)));
-  }
+  void* block = system_block(block_bytes);
+  if (known_zero != nullptr) *known_zero = mapped(block_bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   ++stats_.system_allocations;
   stats_.held_bytes += block_bytes;
@@ -77,7 +112,7 @@ void HostArena::give_back(void* data, std::int64_t block_bytes) noexcept {
       // No memory for the list's entry: the block goes back to the system instead.
     }
   }
-  std::free(data);
+  free_system_block(data, block_bytes);
   stats_.held_bytes -= block_bytes;
 }
 

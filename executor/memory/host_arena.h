@@ -16,6 +16,11 @@
 //   it asks the arena, so peaks, budgets and memory_tags.json do not see the arena at all.
 // - Thread-safe (one mutex). Blocks given out must come back (Buffer does it) before the
 //   arena is destroyed; the destructor frees what it holds.
+// - Blocks of kMappedBytes or more are mapped anonymously (mmap), whose pages the kernel
+//   hands out zeroed on first touch: take() says such a fresh block is zero, and the
+//   allocator skips its fill. A large model's optimizer moments (2.8 GB for gpt2-350m) were
+//   otherwise faulted in and cleared twice at set-up, once by the kernel and once by the
+//   fill, before the first AdamW step wrote them; now their first touch is that step's.
 // Deliberately not here: zero-filling (the allocator fills what a caller asks to be zeroed),
 // device (CUDA) memory (executor/cuda/device_pool.h has its own free lists).
 #pragma once
@@ -46,6 +51,9 @@ struct HostArenaStats {
 class HostArena {
  public:
   static constexpr std::int64_t kAlignment = 64;  // a cache line; AVX-512 friendly
+  // Blocks this large or larger are mapped (page-aligned, zero until written); smaller ones
+  // come from aligned_alloc, whose blocks may be recycled heap memory.
+  static constexpr std::int64_t kMappedBytes = std::int64_t{1} << 20;
 
   explicit HostArena(HostArenaOptions options = {}) : options_(options) {}
   HostArena(const HostArena&) = delete;
@@ -56,9 +64,10 @@ class HostArena {
   static std::int64_t block_bytes(std::int64_t bytes) {
     return (bytes + kAlignment - 1) / kAlignment * kAlignment;
   }
-  // A kAlignment-aligned block of block_bytes (a multiple of kAlignment, > 0), contents
-  // undefined. Throws SystemError when the system allocator fails.
-  void* take(std::int64_t block_bytes);
+  // A kAlignment-aligned block of block_bytes (a multiple of kAlignment, > 0). Its contents
+  // are undefined unless *known_zero is set to true: a freshly mapped block (never written).
+  // Throws SystemError when the system allocator fails.
+  void* take(std::int64_t block_bytes, bool* known_zero = nullptr);
   // Returns a block from take() with the same block_bytes.
   void give_back(void* data, std::int64_t block_bytes) noexcept;
 

@@ -3,6 +3,7 @@
 // requested bytes whether a block is new or reused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -70,6 +71,45 @@ TEST(AccountingAllocatorArena, AZeroedRequestOnADirtyReusedBlockIsZero) {
   ASSERT_EQ(clean.data(), first);  // reused: the test would prove nothing on a fresh block
   const auto* bytes = static_cast<const unsigned char*>(clean.data());
   for (int i = 0; i < 100; ++i) ASSERT_EQ(bytes[i], 0) << "byte " << i;
+}
+
+// Blocks of kMappedBytes and more are mapped: a fresh one is zero (the kernel's pages) and
+// says so; the same block handed out again holds what was written and does not; a smaller
+// fresh block (recycled heap memory) never claims it.
+TEST(HostArena, OnlyAFreshMappedBlockIsKnownZero) {
+  HostArena arena;
+  const std::int64_t big = HostArena::kMappedBytes;
+  bool zero = false;
+  auto* a = static_cast<unsigned char*>(arena.take(big, &zero));
+  EXPECT_TRUE(zero);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a) % HostArena::kAlignment, 0u);
+  for (std::int64_t i = 0; i < big; i += 4093) ASSERT_EQ(a[i], 0) << "byte " << i;
+  std::memset(a, 0xAB, static_cast<size_t>(big));
+  arena.give_back(a, big);
+  auto* b = static_cast<unsigned char*>(arena.take(big, &zero));
+  ASSERT_EQ(b, a);
+  EXPECT_FALSE(zero);
+  arena.give_back(b, big);
+  void* small = arena.take(HostArena::kMappedBytes - HostArena::kAlignment, &zero);
+  EXPECT_FALSE(zero);
+  arena.give_back(small, HostArena::kMappedBytes - HostArena::kAlignment);
+}
+
+// The allocator's side of it: a zeroed request is zero whether its block was freshly mapped
+// (no fill) or reused dirty (filled), and poison never touches a zeroed request.
+TEST(AccountingAllocatorArena, ZeroedLargeRequestsAreZeroFreshOrReused) {
+  AccountingAllocator allocator(TierBudgets{}, HostArenaOptions{true, /*poison=*/true});
+  const std::int64_t floats = HostArena::kMappedBytes / 4 + 16;  // mapped: over the threshold
+  float* first = nullptr;
+  {
+    Buffer fresh = allocator.allocate_floats(MemoryTier::kDevice, floats, "m");
+    for (std::int64_t i = 0; i < floats; ++i) ASSERT_EQ(fresh.f32()[i], 0.0f) << i;
+    first = fresh.f32();
+    std::fill(fresh.f32(), fresh.f32() + floats, 3.0f);
+  }
+  Buffer again = allocator.allocate_floats(MemoryTier::kDevice, floats, "v");
+  ASSERT_EQ(again.f32(), first);  // reused: it held 3.0 until the fill
+  for (std::int64_t i = 0; i < floats; ++i) ASSERT_EQ(again.f32()[i], 0.0f) << i;
 }
 
 TEST(AccountingAllocatorArena, PoisonFillsUninitializedMemoryWithNaN) {

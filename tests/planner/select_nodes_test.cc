@@ -14,27 +14,15 @@
 #include "cost_model/model_spec.h"
 #include "cost_model/train_spec.h"
 #include "planner/select.h"
+#include "tests/planner/select_jobs.h"
 
 namespace strata {
 namespace {
 
 using Devices = std::vector<std::int64_t>;
 
-Job job(const std::string& name, std::int64_t steps) {
-  Job j;
-  j.name = name;
-  j.train.steps = steps;
-  return j;
-}
-
-JobWay way(std::int64_t devices, double duration_s, std::int64_t steps, bool spilled = false) {
-  JobWay w;
-  w.devices = devices;
-  w.duration_s = duration_s;
-  w.step_s = duration_s / static_cast<double>(steps);
-  w.spilled = spilled;
-  return w;
-}
+using testing_support::job;
+using testing_support::way;
 
 const ScheduleSlice& only_slice(const SelectSchedule& s, std::size_t job) {
   const auto it = std::find_if(s.slices.begin(), s.slices.end(),

@@ -15,25 +15,13 @@
 #include "cost_model/model_spec.h"
 #include "cost_model/train_spec.h"
 #include "tests/cost_model/spec_test_util.h"
+#include "tests/planner/select_jobs.h"
 
 namespace strata {
 namespace {
 
-Job job(const std::string& name, std::int64_t steps) {
-  Job j;
-  j.name = name;
-  j.train.steps = steps;
-  return j;
-}
-
-JobWay way(std::int64_t devices, double duration_s, std::int64_t steps, bool spilled = false) {
-  JobWay w;
-  w.devices = devices;
-  w.duration_s = duration_s;
-  w.step_s = duration_s / static_cast<double>(steps);
-  w.spilled = spilled;
-  return w;
-}
+using testing_support::job;
+using testing_support::way;
 
 TEST(SelectSchedule, TwoDevicesThreeJobsByHand) {
   // A and B take 4 s on one device or 2.5 s on two; C 2 s or 1.2 s. The schedules:

@@ -61,7 +61,9 @@ endif()
 
 # The equivalence matrix on the CUDA backend: every process of a plan shares the one GPU
 # (--ranks-per-gpu, host-staged communicators), against the CPU single-rank losses within
-# bf16 tolerance. Up to 4 processes; exit code 77 (skipped) without a device.
+# bf16 tolerance. Up to 4 processes; exit code 77 (skipped) without a device, asked of the
+# binary alone (--gpu-present) before mpiexec starts any rank: each entry holds both cores
+# of a CI machine while it runs, and starting 2-4 ranks to find no GPU took ~1.2 s a plan.
 if(STRATA_HAVE_CUDA)
   add_executable(cuda_engine_equivalence ${CMAKE_CURRENT_LIST_DIR}/engine_equivalence_main.cc)
   target_link_libraries(cuda_engine_equivalence PRIVATE strata_executor_cuda strata_warnings)
@@ -74,9 +76,9 @@ if(STRATA_HAVE_CUDA)
       "t2_2_1_1_1f1b_0_1_0_full_sp" "t1_2_2_2_interleaved_2_1_0_full"
       "t1_1_2_1_1f1b_3_2_0_none_nosp_cpu" "t1_2_1_1_1f1b_2_1_0_none_nosp_cpu")
     strata_equivalence_entry("${entry}" args ranks)
+    string(REPLACE ";" " " args_line "${args}")
     add_test(NAME cuda_engine_equivalence_${entry}
-      COMMAND ${MPIEXEC_EXECUTABLE} -np ${ranks} --oversubscribe --bind-to none
-              --allow-run-as-root $<TARGET_FILE:cuda_engine_equivalence> ${args})
+      COMMAND sh -c "\"$<TARGET_FILE:cuda_engine_equivalence>\" --gpu-present && exec \"${MPIEXEC_EXECUTABLE}\" -np ${ranks} --oversubscribe --bind-to none --allow-run-as-root \"$<TARGET_FILE:cuda_engine_equivalence>\" ${args_line}")
     set_tests_properties(cuda_engine_equivalence_${entry} PROPERTIES
       LABELS "gpu;mpi" PROCESSORS 2 TIMEOUT 300 SKIP_RETURN_CODE 77
       FAIL_REGULAR_EXPRESSION "FAILED|over 1e-4")
@@ -89,9 +91,9 @@ if(STRATA_HAVE_CUDA)
   foreach(entry IN ITEMS t2_1_1_1_1f1b_0_2_0 t1_2_1_2_interleaved_0_1_0
                          t2_1_2_1_gpipe_3_1_0_selective_sp t4_1_1_1_1f1b_0_2_0)
     strata_equivalence_entry("${entry}" args ranks)
+    string(REPLACE ";" " " args_line "${args}")
     add_test(NAME cuda_engine_equivalence_llama_${entry}
-      COMMAND ${MPIEXEC_EXECUTABLE} -np ${ranks} --oversubscribe --bind-to none
-              --allow-run-as-root $<TARGET_FILE:cuda_engine_equivalence> --model tiny-llama ${args})
+      COMMAND sh -c "\"$<TARGET_FILE:cuda_engine_equivalence>\" --gpu-present && exec \"${MPIEXEC_EXECUTABLE}\" -np ${ranks} --oversubscribe --bind-to none --allow-run-as-root \"$<TARGET_FILE:cuda_engine_equivalence>\" --model tiny-llama ${args_line}")
     set_tests_properties(cuda_engine_equivalence_llama_${entry} PROPERTIES
       LABELS "gpu;mpi" PROCESSORS 2 TIMEOUT 300 SKIP_RETURN_CODE 77
       FAIL_REGULAR_EXPRESSION "FAILED|over 1e-4")

@@ -278,6 +278,15 @@ int run(int argc, char** argv, strata::MpiSession& session) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef STRATA_EQUIVALENCE_CUDA
+  // `--gpu-present`, before MPI: ctest asks this first (cuda_runtime.cmake), so that a machine
+  // without a GPU skips each plan in milliseconds instead of starting its ranks to find out.
+  if (argc == 2 && std::string(argv[1]) == "--gpu-present") {
+    if (strata::kernels::cuda::cuda_device_available()) return 0;
+    std::printf("SKIPPED: %s\n", strata::kernels::cuda::cuda_unavailable_reason().c_str());
+    return 77;
+  }
+#endif
   // Outside the try: a rank's error is printed and aborts the job before MPI is finalised
   // (finalising first would wait for the other ranks, which wait for this one).
   std::optional<strata::MpiSession> session;

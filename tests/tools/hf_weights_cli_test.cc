@@ -4,15 +4,12 @@
 // is refused with exit 2 before any rank starts.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
-#include <sstream>
 #include <tuple>
 #include <string>
 #include <vector>
@@ -23,6 +20,7 @@
 #include "cost_model/model_spec.h"
 #include "executor/weights/llama_tensors.h"
 #include "executor/weights/safetensors.h"
+#include "tests/tools/strata_command.h"
 
 namespace strata {
 namespace {
@@ -35,20 +33,10 @@ fs::path scratch(const std::string& name) {
   return dir;
 }
 
-struct Result {
-  int code = -1;
-  std::string err;
-};
-
-Result strata(const std::string& args, const fs::path& dir) {
-  const fs::path err = dir / "stderr.txt";
-  const std::string cmd = std::string("OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 ") + STRATA_BINARY +
-                          " " + args + " > /dev/null 2> " + err.string();
-  const int status = std::system(cmd.c_str());
-  std::ifstream in(err);
-  std::stringstream s;
-  s << in.rdbuf();
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, s.str()};
+// `strata <args>` on one thread in `dir`: its exit code, and its stderr as the output.
+testing::CommandResult strata(const std::string& args, const fs::path& dir) {
+  return testing::run_strata(dir, args, "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1",
+                             "2>&1 >/dev/null");
 }
 
 double first_loss(const fs::path& out) {
@@ -96,9 +84,9 @@ TEST(LlamaWeightsCli, SavedNamesLoadUnderOtherPlansAndFromShards) {
   const fs::path a = dir / "a.json";
   write_json_file(a.string(), plan_json(2, 1, 2, 3, 2));  // t2 d2 ZeRO-3
   const fs::path w = dir / "trained.safetensors";
-  const Result trained = strata("run --plan " + a.string() + " --model tiny-llama --train tiny --steps 3 "
+  const testing::CommandResult trained = strata("run --plan " + a.string() + " --model tiny-llama --train tiny --steps 3 "
                                 "--save-weights " + w.string() + " --out " + (dir / "train").string(), dir);
-  ASSERT_EQ(trained.code, 0) << trained.err;
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
   // The file holds exactly transformers' names and shapes of the model.
   const ModelSpec m = ModelSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/models/tiny-llama.json");
   const weights::SafetensorsFile file(w.string(), "test");
@@ -128,9 +116,9 @@ TEST(LlamaWeightsCli, SavedNamesLoadUnderOtherPlansAndFromShards) {
         std::tuple{"tp4", tp4.string(), w},
         std::tuple{"p2_shards", p2.string(), sharded}, std::tuple{"single_shards", std::string("tiny-single"), sharded}}) {
     const fs::path out = dir / label;
-    const Result r = strata("run --plan " + plan + " --model tiny-llama --train tiny --steps 1 --init-from " +
+    const testing::CommandResult r = strata("run --plan " + plan + " --model tiny-llama --train tiny --steps 1 --init-from " +
                                 from.string() + " --out " + out.string(), dir);
-    ASSERT_EQ(r.code, 0) << label << ": " << r.err;
+    ASSERT_EQ(r.exit_code, 0) << label << ": " << r.output;
     const double loss = first_loss(out);
     if (reference == 0) {
       reference = loss;
@@ -143,22 +131,22 @@ TEST(LlamaWeightsCli, SavedNamesLoadUnderOtherPlansAndFromShards) {
   // steps as the t2 d2 ZeRO-3 run, so loaded on one rank the same step-1 loss within the
   // reduction order of 3 steps (1e-5 relative).
   const fs::path w4 = dir / "trained_tp4.safetensors";
-  const Result trained4 = strata("run --plan " + tp4.string() + " --model tiny-llama --train tiny --steps 3 "
+  const testing::CommandResult trained4 = strata("run --plan " + tp4.string() + " --model tiny-llama --train tiny --steps 3 "
                                  "--save-weights " + w4.string() + " --out " + (dir / "train_tp4").string(), dir);
-  ASSERT_EQ(trained4.code, 0) << trained4.err;
-  const Result loaded4 = strata("run --plan tiny-single --model tiny-llama --train tiny --steps 1 --init-from " +
+  ASSERT_EQ(trained4.exit_code, 0) << trained4.output;
+  const testing::CommandResult loaded4 = strata("run --plan tiny-single --model tiny-llama --train tiny --steps 1 --init-from " +
                                     w4.string() + " --out " + (dir / "from_tp4").string(), dir);
-  ASSERT_EQ(loaded4.code, 0) << loaded4.err;
+  ASSERT_EQ(loaded4.exit_code, 0) << loaded4.output;
   EXPECT_NEAR(first_loss(dir / "from_tp4"), reference, 1e-5 * reference);
 
   // A missing shard: exit 2 naming it, before any rank starts (no metrics written).
   fs::remove(sharded / "model-00002-of-00002.safetensors");
   const fs::path out = dir / "broken";
-  const Result r = strata("run --plan tiny-single --model tiny-llama --train tiny --steps 1 --init-from " +
+  const testing::CommandResult r = strata("run --plan tiny-single --model tiny-llama --train tiny --steps 1 --init-from " +
                               sharded.string() + " --out " + out.string(), dir);
-  EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_NE(r.err.find("model-00002-of-00002.safetensors"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("model-00002-of-00002.safetensors"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("does not exist"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(out / "metrics.jsonl"));
   fs::remove_all(fs::temp_directory_path() / ("strata_hf_cli_" + std::to_string(::getpid())));
 }

@@ -132,7 +132,8 @@ SelectCluster select_cluster(const WorkloadSpec& w, const std::string& workload_
       w.cluster ? std::optional(resolve_ref("clusters", *w.cluster, base, workload_path + ": cluster"))
                 : std::nullopt;
   if (!o.cluster) {
-    return written_for ? SelectCluster{*written_for, *w.cluster} : SelectCluster{"local-cpu", "local-cpu"};
+    return written_for ? SelectCluster{*written_for, *w.cluster, ""}
+                       : SelectCluster{"local-cpu", "local-cpu", ""};
   }
   const std::string given = resolve_config("clusters", *o.cluster, "--cluster");
   std::string warning;

@@ -355,15 +355,50 @@ def rope_inverse_frequencies(m, hs):
                        torch.where(wavelen > orig / low, inv / factor, blended))
 
 
-def rope(x, m):
-    """Rotary embedding, rotate_half pairs (i, i + HS/2), angles pos inv_i in double
-    (kernels/cpu/rope.h); x: (B, heads, T, HS)."""
-    T, hs = x.shape[2], x.shape[3]
+def rope_cos_sin(m, T, hs):
+    """cos and sin of the angles pos inv_i, (T, HS/2): computed in double, as strata computes
+    every RoPE angle (kernels/cpu/rope.h), then rounded to fp32."""
     inv = rope_inverse_frequencies(m, hs)
     angle = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
-    cos, sin = angle.cos().float(), angle.sin().float()
+    return angle.cos().float(), angle.sin().float()
+
+
+def apply_rope(x, cos, sin):
+    """Rotary embedding with rotate_half pairs (i, i + HS/2); x: (B, heads, T, HS), cos and
+    sin: rope_cos_sin's (T, HS/2). The result keeps x's dtype (under autocast, bf16 x times
+    fp32 cos would otherwise turn q and k to fp32 beside a bf16 v)."""
+    hs = x.shape[-1]
     a, b = x[..., :hs // 2], x[..., hs // 2:]
-    return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
+    return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1).to(x.dtype)
+
+
+def rms_norm(x, gain, eps):
+    """RMSNorm as Llama writes it (Zhang and Sennrich 2019): x / sqrt(mean(x^2) + eps) * gain."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * gain
+
+
+def sdpa_takes_gqa():
+    """Whether F.scaled_dot_product_attention reads grouped K and V itself (enable_gqa, torch 2.5)."""
+    major, minor = (int(part) for part in torch.__version__.split(".")[:2])
+    return hasattr(F, "scaled_dot_product_attention") and (major, minor) >= (2, 5)
+
+
+def grouped_causal_attention(q, k, v, fused=False):
+    """Causal attention, q: (B, heads, T, HS), k and v: (B, kv_heads, T, HS); query head j reads
+    KV head j // (heads / kv_heads). fused: F.scaled_dot_product_attention, torch 2.0 on (with
+    enable_gqa where this torch has it, else on K and V repeated per group); else the T x T
+    matrices in plain operations, which any torch has. enable_gqa runs on the flash backend,
+    which takes bf16 and fp16 only: fp32 inputs fall back to the slow math one."""
+    group = q.shape[1] // k.shape[1]
+    if fused and sdpa_takes_gqa():
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=group > 1)
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    if fused:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    T = q.shape[2]
+    mask = torch.triu(torch.ones(T, T, dtype=torch.bool, device=q.device), diagonal=1)
+    att = ((q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])).masked_fill(mask, float("-inf"))
+    return att.softmax(dim=-1) @ v
 
 
 def llama_loss_of(m, w, tokens):
@@ -372,23 +407,19 @@ def llama_loss_of(m, w, tokens):
     B, T = idx.shape
     C, nh, eps = m["hidden"], m["heads"], m.get("norm_epsilon", 1e-5)
     kvh, hs, f = m.get("kv_heads", nh), C // nh, m["ffn_hidden"]
-    rms = lambda x, g: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * g  # noqa: E731
-    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    cos, sin = rope_cos_sin(m, T, hs)
     x = w["wte"][idx]
     for i in range(m["layers"]):
-        h = rms(x, w[f"{i}.ln1_w"])
+        h = rms_norm(x, w[f"{i}.ln1_w"], eps)
         q = (h @ w[f"{i}.q_w"].T).view(B, T, nh, hs).transpose(1, 2)
         k, v = (h @ w[f"{i}.kv_w"].T).split(kvh * hs, dim=2)
         k, v = (z.view(B, T, kvh, hs).transpose(1, 2) for z in (k, v))
-        q, k = rope(q, m), rope(k, m)
-        # Query head j reads KV head j // (nh / kvh).
-        k, v = k.repeat_interleave(nh // kvh, dim=1), v.repeat_interleave(nh // kvh, dim=1)
-        att = ((q @ k.transpose(-2, -1)) / math.sqrt(hs)).masked_fill(mask, float("-inf"))
-        y = (att.softmax(dim=-1) @ v).transpose(1, 2).reshape(B, T, C)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        y = grouped_causal_attention(q, k, v).transpose(1, 2).reshape(B, T, C)
         x = x + y @ w[f"{i}.proj_w"].T
-        gate, up = (rms(x, w[f"{i}.ln2_w"]) @ w[f"{i}.fc_w"].T).split(f, dim=2)
+        gate, up = (rms_norm(x, w[f"{i}.ln2_w"], eps) @ w[f"{i}.fc_w"].T).split(f, dim=2)
         x = x + (F.silu(gate) * up) @ w[f"{i}.fc2_w"].T
-    logits = rms(x, w["lnf_w"]) @ w["lm_head"].T  # untied output layer
+    logits = rms_norm(x, w["lnf_w"], eps) @ w["lm_head"].T  # untied output layer
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
 
 

@@ -13,3 +13,12 @@ add_test(NAME tools.gpu_session_dry_run
 set_tests_properties(tools.gpu_session_dry_run PROPERTIES
   LABELS "mpi;tools" PROCESSORS 2 TIMEOUT 120
   ENVIRONMENT "OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
+# The llama phase's verdict (tools/device/backend_parity.py) on made-up runs: the bf16 bounds
+# by step, a loss that does not fall, NaN, short and missing runs, the tokens/s ratio (< 1 s).
+find_package(Python3 COMPONENTS Interpreter QUIET)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME tools.backend_parity
+    COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/tests/tools/backend_parity_test.py
+            ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tools/device/backend_parity.py)
+  set_tests_properties(tools.backend_parity PROPERTIES LABELS tools TIMEOUT 30)
+endif()

@@ -29,4 +29,21 @@ if(STRATA_SYSTEM_PYTHON)
     COMMAND bash ${PROJECT_SOURCE_DIR}/tests/tools/pytorch_skip_policy_test.sh
             ${STRATA_SYSTEM_PYTHON} ${PROJECT_SOURCE_DIR}/tools/check_against_pytorch.py)
   set_tests_properties(tools.pytorch_check_fails_in_ci_without_torch PROPERTIES LABELS pytorch TIMEOUT 30)
+  # The PyTorch Llama of the GPU check's llama phase (tools/bench/pytorch_llama.py), on the
+  # CPU: tiny-llama for 2 eager steps, its output lines and figures (~5 s); and the same
+  # rule without torch as check_against_pytorch.py. No bytecode: tools/__pycache__ appearing
+  # midway would read as a change to the source tree in tools.gpu_session_dry_run beside it.
+  add_test(NAME tools.pytorch_llama_cpu
+    COMMAND ${STRATA_SYSTEM_PYTHON} ${PROJECT_SOURCE_DIR}/tests/tools/pytorch_llama_cpu_test.py
+            ${STRATA_SYSTEM_PYTHON} ${PROJECT_SOURCE_DIR}/tools/bench/pytorch_llama.py
+            ${PROJECT_SOURCE_DIR}/configs/models)
+  set_tests_properties(tools.pytorch_llama_cpu PROPERTIES
+    LABELS pytorch SKIP_RETURN_CODE 77 TIMEOUT 120
+    ENVIRONMENT "OMP_NUM_THREADS=1;PYTHONDONTWRITEBYTECODE=1")
+  add_test(NAME tools.pytorch_llama_fails_in_ci_without_torch
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tests/tools/pytorch_skip_policy_test.sh
+            ${STRATA_SYSTEM_PYTHON} ${PROJECT_SOURCE_DIR}/tools/bench/pytorch_llama.py
+            --model ${PROJECT_SOURCE_DIR}/configs/models/tiny-llama.json --micro-batch 1 --device cpu)
+  set_tests_properties(tools.pytorch_llama_fails_in_ci_without_torch PROPERTIES
+    LABELS pytorch TIMEOUT 30 ENVIRONMENT PYTHONDONTWRITEBYTECODE=1)
 endif()

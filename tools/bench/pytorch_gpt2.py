@@ -8,7 +8,9 @@ embedding, output head tied to the token embedding, fp32 parameters under
 torch.autocast(bfloat16) (or pure bf16 parameters with --param-dtype bf16), fused AdamW,
 gradient clipping at 1.0, torch.compile. Prints the median step time, tokens/s, TFLOP/s and
 MFU, the last two with exactly strata's FLOP formulas (cost_model/step_report.cc), so that
-tools/bench/gpt2_vs_pytorch.py can put both side by side.
+tools/bench/gpt2_vs_pytorch.py can put both side by side. The loop, the command line and the
+result line are shared with tools/bench/pytorch_llama.py (train, main); --device cpu runs on
+the CPU, a check of the script itself (pytorch_llama.py's in CI), not a comparison.
 
 Deliberately not here: real data (random byte ids in [0, 256), like strata's byte tokens,
 drawn on the GPU so the input pipeline costs nothing), evaluation, checkpointing, multi-GPU,
@@ -28,23 +30,47 @@ import time
 DEFAULT_PEAK_TFLOPS = 989.0
 
 
+class ConfigError(Exception):
+    """A model config this script cannot train: main prints it and exits 2."""
+
+
+def layer_matmul_params(model):
+    """A layer's GEMM weights N (strata::layer_matmul_params, cost_model/layer_tensors.cc): Q and
+    the output projection h^2 each, K and V kv_heads x head_dim rows of h each, the MLP's input
+    matrix (two stacked for SwiGLU: gate and up) and its output matrix f h each. GPT-2:
+    4h^2 + 2hf; Llama: 2h^2 + 2 kv d h + 3hf."""
+    h, f, heads = model["hidden"], model["ffn_hidden"], model["heads"]
+    kv_rows = model.get("kv_heads", heads) * (h // heads)
+    mlp_inputs = 2 if model.get("mlp", "gelu") == "swiglu" else 1
+    return 2 * h * h + 2 * kv_rows * h + (mlp_inputs + 1) * f * h
+
+
+def gemm_weight_factor(model):
+    """k = N / h^2: 12 for GPT-2 at f = 4h, 14.5 for Llama 3.2 1B."""
+    return float(layer_matmul_params(model)) / (float(model["hidden"]) * float(model["hidden"]))
+
+
 def megatron_model_flops(model, global_batch):
-    """Megatron's F per iteration of `global_batch` sequences (Narayanan et al. 2021, eq. 3):
-    96 B s l h^2 (1 + s/(6h) + V/(16 l h)). Counts the layers four times a forward (with the
-    recomputed forward), whatever the recomputation; strata's tflops_per_gpu uses it.
-    Same as strata::megatron_model_flops in cost_model/step_report.cc."""
+    """Megatron's F per iteration of `global_batch` sequences (Narayanan et al. 2021, eq. 3),
+    with GPT's 12 h^2 of GEMM weights a layer replaced by the model's k h^2:
+    8k B s l h^2 (1 + 2s/(k h) + 3V/(4 k l h)), at k = 12 96 B s l h^2 (1 + s/(6h) + V/(16 l h)).
+    Counts the layers four times a forward (with the recomputed forward), whatever the
+    recomputation. Same as strata::megatron_model_flops in cost_model/step_report.cc, in the
+    same order of operations."""
     B, s = float(global_batch), float(model["seq_len"])
     l, h, V = float(model["layers"]), float(model["hidden"]), float(model["vocab"])
-    return 96.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h))
+    k = gemm_weight_factor(model)
+    return 8.0 * k * B * s * l * h * h * (1.0 + 2.0 * s / (k * h) + 3.0 * V / (4.0 * k * l * h))
 
 
 def model_flops_without_recompute(model, global_batch):
     """Model FLOPs with no recomputation counted, the numerator of MFU:
-    72 B s l h^2 (1 + s/(6h) + V/(12 l h)).
+    6k B s l h^2 (1 + 2s/(k h) + V/(k l h)), at k = 12 72 B s l h^2 (1 + s/(6h) + V/(12 l h)).
     Same as strata::model_flops_without_recompute in cost_model/step_report.cc."""
     B, s = float(global_batch), float(model["seq_len"])
     l, h, V = float(model["layers"]), float(model["hidden"]), float(model["vocab"])
-    return 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h))
+    k = gemm_weight_factor(model)
+    return 6.0 * k * B * s * l * h * h * (1.0 + 2.0 * s / (k * h) + V / (k * l * h))
 
 
 def lower_median(values):
@@ -55,16 +81,21 @@ def lower_median(values):
 
 
 def load_model_spec(path):
-    with open(path, encoding="utf-8") as f:
-        spec = json.load(f)
+    """The strata model config at `path`, checked for what every model here reads; ConfigError
+    naming the file, the field, its value and what was expected."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            spec = json.load(f)
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"{path}: cannot read a model config: {error}") from None
     for key in ("name", "layers", "hidden", "heads", "seq_len", "vocab"):
         if key not in spec:
-            raise SystemExit(f"{path}: missing key '{key}'")
+            raise ConfigError(f"{path}: missing key '{key}'")
     spec.setdefault("ffn_hidden", 4 * spec["hidden"])
     if spec["hidden"] % spec["heads"] != 0:
-        raise SystemExit(f"{path}: hidden {spec['hidden']} is not a multiple of heads {spec['heads']}")
+        raise ConfigError(f"{path}: hidden {spec['hidden']}, expected a multiple of heads {spec['heads']}")
     if spec["vocab"] < 256:
-        raise SystemExit(f"{path}: vocab {spec['vocab']}, expected >= 256 (tokens are bytes)")
+        raise ConfigError(f"{path}: vocab {spec['vocab']}, expected >= 256 (tokens are bytes)")
     return spec
 
 
@@ -129,21 +160,28 @@ def build_gpt(spec):
     return GPT()
 
 
-def train(args, spec):
-    """Runs warmup + timed steps; returns the result dict (raises torch.OutOfMemoryError)."""
+def train(args, spec, build_model):
+    """Runs warmup + timed steps of build_model(spec) on args.device; returns the result dict
+    (raises torch.OutOfMemoryError)."""
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
     torch.manual_seed(args.seed)
-    device = torch.device("cuda")
+    device = torch.device(args.device)
+    on_gpu = device.type == "cuda"
 
-    model = build_gpt(spec).to(device)
+    def synchronize():
+        if on_gpu:
+            torch.cuda.synchronize()
+
+    model = build_model(spec).to(device)
     pure_bf16 = args.param_dtype == "bf16"
     if pure_bf16:
         model = model.to(torch.bfloat16)
+    # The fused kernel is CUDA's (torch 2.0 on); the CPU path takes the default.
     optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), eps=1e-8,
-                                  weight_decay=0.1, fused=True)
+                                  weight_decay=0.1, **({"fused": True} if on_gpu else {}))
     step_model = torch.compile(model) if not args.no_compile else model
 
     B, K, T = args.micro_batch, args.grad_accum, spec["seq_len"]
@@ -156,7 +194,7 @@ def train(args, spec):
             # A fresh batch per micro-step: T+1 byte ids, inputs and next-token targets.
             tokens = torch.randint(0, 256, (B, T + 1), device=device, generator=generator)
             x, y = tokens[:, :-1], tokens[:, 1:]
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=not pure_bf16):
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=not pure_bf16):
                 loss = step_model(x, y)
             # Mean over all B*K*T tokens of the step, like strata's loss.
             (loss / K).backward()
@@ -166,20 +204,23 @@ def train(args, spec):
         optimizer.zero_grad(set_to_none=True)
         return total
 
+    first_loss = None  # of the first step, warmup or timed: from the initial weights
     for i in range(args.warmup):  # untimed: includes torch.compile's tracing and autotuning
         t0 = time.perf_counter()
         loss = step()
-        torch.cuda.synchronize()
+        synchronize()
+        first_loss = loss.item() if first_loss is None else first_loss
         print(f"warmup {i + 1}/{args.warmup}  loss {loss.item():.4f}  "
               f"{time.perf_counter() - t0:.3f} s", file=sys.stderr, flush=True)
 
-    torch.cuda.reset_peak_memory_stats()
+    if on_gpu:
+        torch.cuda.reset_peak_memory_stats()
     times, losses = [], []
     for i in range(args.steps):
-        torch.cuda.synchronize()
+        synchronize()
         t0 = time.perf_counter()
         loss = step()
-        torch.cuda.synchronize()
+        synchronize()
         times.append(time.perf_counter() - t0)
         losses.append(loss)  # a device tensor: .item() here would sit inside the next step's timing
         print(f"step {i + 1}/{args.steps}  {times[-1]:.4f} s", file=sys.stderr, flush=True)
@@ -190,18 +231,23 @@ def train(args, spec):
     return {
         "framework": "pytorch",
         "model": spec["name"],
+        "device": args.device,
         "param_dtype": "bf16" if pure_bf16 else "fp32+autocast-bf16",
         "compiled": not args.no_compile,
+        "attention": getattr(model, "attention", "scaled_dot_product_attention"),
         "micro_batch": B,
         "grad_accum": K,
+        "seq_len": T,
         "steps": args.steps,
         "step_s": step_s,
         "tokens_per_s": global_batch * T / step_s,
         "tflops": megatron_model_flops(spec, global_batch) / step_s / 1e12,
-        "mfu": model_flops_without_recompute(spec, global_batch) / step_s / peak_flops,
-        "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30,
-        "final_loss": losses[-1].item() if losses else None,
-        "gpu": torch.cuda.get_device_name(device),
+        # Against a GPU's peak: no figure for a CPU run.
+        "mfu": model_flops_without_recompute(spec, global_batch) / step_s / peak_flops if on_gpu else None,
+        "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30 if on_gpu else None,
+        "first_loss": losses[0].item() if first_loss is None else first_loss,
+        "final_loss": losses[-1].item(),
+        "gpu": torch.cuda.get_device_name(device) if on_gpu else None,
         "torch": torch.__version__,
     }
 
@@ -218,8 +264,8 @@ def is_out_of_memory(error):
     return isinstance(error, RuntimeError) and "out of memory" in str(error).lower()
 
 
-def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+def parse_args(argv, doc=__doc__):
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="strata model JSON (configs/models/*.json)")
     p.add_argument("--micro-batch", type=int, required=True, help="sequences per micro-step")
@@ -231,6 +277,8 @@ def parse_args(argv):
     p.add_argument("--param-dtype", choices=("fp32", "bf16"), default="fp32",
                    help="fp32: fp32 parameters under bf16 autocast (default); bf16: pure bf16")
     p.add_argument("--no-compile", action="store_true", help="eager mode (for debugging)")
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                   help="cuda (default: the comparison) or cpu (a check of the script itself)")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--json", action="store_true",
                    help="print the result as one JSON line on stdout (progress goes to stderr)")
@@ -245,11 +293,27 @@ def parse_args(argv):
     return args
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    spec = load_model_spec(args.model)
+def result_line(result):
+    """The one human-readable line of a result (n/a where a CPU run has no figure)."""
+    mfu = "n/a" if result["mfu"] is None else f"{100 * result['mfu']:.1f}%"
+    peak = "n/a" if result["peak_mem_gib"] is None else f"{result['peak_mem_gib']:.2f} GiB"
+    return (f"pytorch {result['model']}: {result['micro_batch']} x {result['grad_accum']} sequences "
+            f"of {result['seq_len']}, median step {result['step_s']:.4f} s, "
+            f"{result['tokens_per_s']:.0f} tokens/s, {result['tflops']:.1f} TFLOP/s, "
+            f"MFU {mfu}, peak {peak}, first loss {result['first_loss']:.4f}, "
+            f"final loss {result['final_loss']:.4f}")
+
+
+def main(argv=None, load_spec=load_model_spec, build_model=build_gpt, doc=__doc__):
+    """Trains build_model(load_spec(--model)) and prints the result. Exit codes: 0 a result,
+    2 a bad model config, 3 out of memory."""
+    args = parse_args(argv, doc)
     try:
-        result = train(args, spec)
+        spec = load_spec(args.model)
+        result = train(args, spec, build_model)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        return 2
     except Exception as error:  # only an OOM is turned into a result; anything else is a bug
         if not is_out_of_memory(error):
             raise
@@ -260,12 +324,7 @@ def main(argv=None):
         if args.json:
             print(json.dumps(result), flush=True)
         return 3
-    print(f"pytorch {result['model']}: {result['micro_batch']} x {result['grad_accum']} sequences "
-          f"of {spec['seq_len']}, median step {result['step_s']:.4f} s, "
-          f"{result['tokens_per_s']:.0f} tokens/s, {result['tflops']:.1f} TFLOP/s, "
-          f"MFU {100 * result['mfu']:.1f}%, peak {result['peak_mem_gib']:.2f} GiB, "
-          f"final loss {result['final_loss']:.4f}",
-          file=sys.stderr if args.json else sys.stdout, flush=True)
+    print(result_line(result), file=sys.stderr if args.json else sys.stdout, flush=True)
     if args.json:
         print(json.dumps(result), flush=True)
     return 0

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The GPU check in one command that ends by its deadline: the phases of
 # tools/device/gpu_phases.sh (GPU unit tests, the CUDA equivalence matrix, calibrate, GPT-2
-# predicted beside measured, gpt-8b offload, select, the PyTorch comparison,
-# compute-sanitizer) in that priority order, each started only when its cap still fits before
-# the deadline and stopped when its cap runs out. Writes
+# predicted beside measured, gpt-8b offload, select, the PyTorch comparison, Llama 3.2 1B on
+# both backends and beside PyTorch, compute-sanitizer) in that priority order, each started
+# only when its cap still fits before the deadline and stopped when its cap runs out. Writes
 #   OUT/summary.txt         one line per phase: name, PASS/FAIL/SKIPPED/NOT RUN, seconds, key figure
 #   OUT/logs.tgz            every log, report and JSON, re-packed after each phase, so that a
 #                           run killed midway still brings back what it did

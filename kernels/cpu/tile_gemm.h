@@ -38,8 +38,13 @@ struct TileGemm {
 };
 
 // Requires M, N, K >= 0 and non-null pointers where M * N > 0 (the caller's tiles). Runs the
-// AVX-512 micro-kernel where the CPU has it, tile_gemm_portable otherwise.
+// AVX-512 micro-kernel where the CPU has it, else the AVX2 one where it has AVX2 and FMA (the
+// same bits), tile_gemm_portable otherwise.
 void tile_gemm(const TileGemm& g);
+// The AVX2 micro-kernel (for tests on AVX-512 machines too); throws KernelError on a CPU without
+// AVX2 and FMA, which tile_gemm_has_avx2 tells.
+void tile_gemm_avx2(const TileGemm& g);
+bool tile_gemm_has_avx2();
 // The same sums as plain loops, without fused multiply-adds (named so that tests reach it on
 // AVX-512 machines too).
 void tile_gemm_portable(const TileGemm& g);

@@ -119,11 +119,16 @@ void run_case(Kernel kernel, const Case& cs, bool transposed_a, bool packed_b, b
   }
 }
 
-// tile_gemm (the AVX-512 micro-kernel on this project's machines) and the portable loops.
-const Kernel kKernels[] = {&tile_gemm, &tile_gemm_portable};
+// tile_gemm (the AVX-512 or AVX2 micro-kernel, whichever the CPU has), the AVX2 one where the CPU
+// has it, and the portable loops.
+std::vector<Kernel> kernels() {
+  std::vector<Kernel> all = {&tile_gemm, &tile_gemm_portable};
+  if (tile_gemm_has_avx2()) all.push_back(&tile_gemm_avx2);
+  return all;
+}
 
 TEST(TileGemm, MatchesNaiveLoopForEveryOperandLayout) {
-  for (Kernel kernel : kKernels) {
+  for (Kernel kernel : kernels()) {
     for (const Case& cs : kCases) {
       for (bool transposed_a : {false, true}) {
         for (bool packed_b : {false, true}) {
@@ -141,7 +146,7 @@ TEST(TileGemm, MatchesNaiveLoopForEveryOperandLayout) {
 TEST(TileGemm, CausalLimitsKeepEveryPromisedElement) {
   const int M = 70, N = 100, K = 90;
   for (int ahead : {0, 7, 64}) {
-    for (Kernel kernel : kKernels) {
+    for (Kernel kernel : kernels()) {
       SCOPED_TRACE("ahead " + std::to_string(ahead));
       // k_hi: row i sums k <= i + ahead (scores times values); A zero past it. k_lo: row i sums k
       // >= i - ahead (probabilities^T times dout); A zero before it.
@@ -174,6 +179,62 @@ TEST(TileGemm, CausalLimitsKeepEveryPromisedElement) {
               sa += std::abs(double(a[i * K + k]) * b[k * N + j]);
             }
             EXPECT_NEAR(c[i * N + j], s, tolerance(K, sa)) << i << "," << j;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The vector kernels' promise (tile_gemm.h): C (i, j) is alpha times one chain of fused
+// multiply-adds over k in increasing order from 0 (std::fma, written out here), plus C's old
+// value when accumulating; so the AVX2 and AVX-512 kernels give the same bits, and any machine
+// gives the same bits as a GPU-less CI machine's. Every operand layout, and sizes around the
+// 8-lane and 16-lane vectors and the 6-row groups.
+TEST(TileGemm, VectorKernelsAreOneFusedChainInKOrderBitForBit) {
+  if (!tile_gemm_has_avx2()) GTEST_SKIP() << "this CPU has no AVX2 with FMA";
+  const Case cases[] = {{1, 1, 1}, {7, 9, 5}, {6, 24, 64}, {13, 130, 77}, {20, 48, 0}};
+  for (Kernel kernel : {&tile_gemm, &tile_gemm_avx2}) {
+    for (const Case& cs : cases) {
+      for (bool packed_b : {false, true}) {
+        for (bool accumulate : {false, true}) {
+          const auto [M, N, K] = cs;
+          SCOPED_TRACE("M " + std::to_string(M) + " N " + std::to_string(N) + " K " +
+                       std::to_string(K) + (packed_b ? " packed B" : " B") +
+                       (accumulate ? " +=" : " ="));
+          const auto a = random_vector(std::size_t(M) * (K + 1), 41);
+          const auto x = random_vector(std::size_t(K + 1) * (N + 1), 42);  // X = B^T, N x K
+          std::vector<float> packed(std::size_t(packed_transposed_floats(N, K)), NAN);
+          if (N > 0 && packed_b) pack_transposed_chunks(packed.data(), x.data(), K + 1, N, K);
+          std::vector<float> b(std::size_t(K) * N);  // B row-major, K x N
+          for (int k = 0; k < K; ++k)
+            for (int j = 0; j < N; ++j) b[std::size_t(k) * N + j] = x[std::size_t(j) * (K + 1) + k];
+          TileGemm g;
+          g.M = M;
+          g.N = N;
+          g.K = K;
+          g.ldc = N;
+          g.a = a.data();
+          g.a_row = K + 1;
+          g.a_k = 1;
+          g.b = packed_b ? packed.data() : b.data();
+          g.ldb = packed_b ? TileGemm::kChunk : N;
+          g.b_chunk = packed_b ? std::int64_t{TileGemm::kChunk} * K : TileGemm::kChunk;
+          g.alpha = 0.75f;
+          g.accumulate = accumulate;
+          auto c = random_vector(std::size_t(M) * N, 43);
+          const auto c0 = c;
+          g.c = c.data();
+          kernel(g);
+          for (int i = 0; i < M; ++i) {
+            for (int j = 0; j < N; ++j) {
+              float chain = 0.0f;
+              for (int k = 0; k < K; ++k)
+                chain = std::fma(a[std::size_t(i) * (K + 1) + k], b[std::size_t(k) * N + j], chain);
+              float want = g.alpha * chain;
+              if (accumulate) want = c0[std::size_t(i) * N + j] + want;
+              ASSERT_EQ(c[std::size_t(i) * N + j], want) << i << "," << j;
+            }
           }
         }
       }

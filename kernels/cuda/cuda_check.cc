@@ -17,8 +17,8 @@ void throw_cuda_error(cudaError_t code, const char* call, const char* file, int 
 
 void throw_cublas_error(cublasStatus_t code, const char* call, const char* file, int line) {
   throw CudaError(fmt::format("{} failed: {} ({}: {}) at {}:{}", call,
-                              cublasLtGetStatusName(code), static_cast<int>(code),
-                              cublasLtGetStatusString(code), file, line));
+                              cublaslt().GetStatusName(code), static_cast<int>(code),
+                              cublaslt().GetStatusString(code), file, line));
 }
 
 void throw_nccl_error(int code, const char* error_string, const char* call, const char* file,

@@ -13,6 +13,8 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/cublaslt_library.h"
+
 namespace strata::kernels::cuda {
 
 // A failed CUDA runtime, cuBLAS(Lt) or NCCL call. what() names the call as written, the
@@ -95,6 +97,7 @@ std::string cuda_unavailable_reason();
     if (strata_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                              \
       ::strata::kernels::cuda::detail::abort_on_error(                                 \
           "cuBLAS", static_cast<int>(strata_cublas_status_),                           \
-          cublasLtGetStatusString(strata_cublas_status_), #call, __FILE__, __LINE__);    \
+          ::strata::kernels::cuda::cublaslt().GetStatusString(strata_cublas_status_),  \
+          #call, __FILE__, __LINE__);                                                  \
     }                                                                                  \
   } while (0)

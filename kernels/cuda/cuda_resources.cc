@@ -115,12 +115,12 @@ CublasLtHandle CublasLtHandle::create(std::size_t workspace_bytes) {
   CublasLtHandle h;
   h.workspace_ = DeviceBuffer(workspace_bytes);  // first: a failed create frees them
   h.reduction_scratch_ = DeviceBuffer(kReductionScratchBytes);
-  CUBLAS_CHECK(cublasLtCreate(&h.handle_));
+  CUBLAS_CHECK(cublaslt().Create(&h.handle_));
   return h;
 }
 
 CublasLtHandle::~CublasLtHandle() {
-  if (handle_ != nullptr) CUBLAS_CHECK_NOEXCEPT(cublasLtDestroy(handle_));
+  if (handle_ != nullptr) CUBLAS_CHECK_NOEXCEPT(cublaslt().Destroy(handle_));
 }
 
 CublasLtHandle::CublasLtHandle(CublasLtHandle&& other) noexcept
@@ -129,7 +129,7 @@ CublasLtHandle::CublasLtHandle(CublasLtHandle&& other) noexcept
 
 CublasLtHandle& CublasLtHandle::operator=(CublasLtHandle&& other) noexcept {
   if (this != &other) {
-    if (handle_ != nullptr) CUBLAS_CHECK_NOEXCEPT(cublasLtDestroy(handle_));
+    if (handle_ != nullptr) CUBLAS_CHECK_NOEXCEPT(cublaslt().Destroy(handle_));
     handle_ = std::exchange(other.handle_, nullptr);
     workspace_ = std::move(other.workspace_);
     reduction_scratch_ = std::move(other.reduction_scratch_);

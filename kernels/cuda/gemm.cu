@@ -146,17 +146,17 @@ void bias_backward(float* dbias, const bf16* dout, int BT, int OC, const CublasL
 
 struct MatmulDescDeleter {
   void operator()(cublasLtMatmulDescOpaque_t* d) const noexcept {
-    CUBLAS_CHECK_NOEXCEPT(cublasLtMatmulDescDestroy(d));
+    CUBLAS_CHECK_NOEXCEPT(cublaslt().MatmulDescDestroy(d));
   }
 };
 struct LayoutDeleter {
   void operator()(cublasLtMatrixLayoutOpaque_t* l) const noexcept {
-    CUBLAS_CHECK_NOEXCEPT(cublasLtMatrixLayoutDestroy(l));
+    CUBLAS_CHECK_NOEXCEPT(cublaslt().MatrixLayoutDestroy(l));
   }
 };
 struct PreferenceDeleter {
   void operator()(cublasLtMatmulPreferenceOpaque_t* p) const noexcept {
-    CUBLAS_CHECK_NOEXCEPT(cublasLtMatmulPreferenceDestroy(p));
+    CUBLAS_CHECK_NOEXCEPT(cublaslt().MatmulPreferenceDestroy(p));
   }
 };
 using MatmulDesc = std::unique_ptr<cublasLtMatmulDescOpaque_t, MatmulDescDeleter>;
@@ -181,7 +181,7 @@ struct LtMatmul {
 
 Layout make_layout(cudaDataType_t type, int rows, int cols) {
   cublasLtMatrixLayout_t raw = nullptr;
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&raw, type, static_cast<std::uint64_t>(rows),
+  CUBLAS_CHECK(cublaslt().MatrixLayoutCreate(&raw, type, static_cast<std::uint64_t>(rows),
                                           static_cast<std::uint64_t>(cols),
                                           static_cast<std::int64_t>(rows)));
   return Layout(raw);
@@ -189,7 +189,7 @@ Layout make_layout(cudaDataType_t type, int rows, int cols) {
 
 template <class T>
 void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const T& value) {
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)));
+  CUBLAS_CHECK(cublaslt().MatmulDescSetAttribute(desc, attr, &value, sizeof(value)));
 }
 
 // Runs the matmul; false (nothing enqueued) when cuBLASLt has no algorithm for it.
@@ -207,7 +207,7 @@ void lt_matmul(const LtMatmul& p, const CublasLtHandle& lt, cudaStream_t stream)
 
 bool try_lt_matmul(const LtMatmul& p, const CublasLtHandle& lt, cudaStream_t stream) {
   cublasLtMatmulDesc_t raw_desc = nullptr;
-  CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw_desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CUBLAS_CHECK(cublaslt().MatmulDescCreate(&raw_desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   MatmulDesc desc(raw_desc);
   const cublasOperation_t op_a = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -227,10 +227,10 @@ bool try_lt_matmul(const LtMatmul& p, const CublasLtHandle& lt, cudaStream_t str
   const Layout d = make_layout(p.d_type, p.m, p.n);
 
   cublasLtMatmulPreference_t raw_pref = nullptr;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw_pref));
+  CUBLAS_CHECK(cublaslt().MatmulPreferenceCreate(&raw_pref));
   Preference pref(raw_pref);
   const std::size_t workspace = lt.workspace_bytes();
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  CUBLAS_CHECK(cublaslt().MatmulPreferenceSetAttribute(
       raw_pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
   // The heuristic assumes 256-byte aligned operands unless told otherwise; tensors inside a
   // flat parameter buffer are often less aligned, so state each operand's real alignment.
@@ -243,22 +243,22 @@ bool try_lt_matmul(const LtMatmul& p, const CublasLtHandle& lt, cudaStream_t str
   const void* c = p.c != nullptr ? p.c : p.d;
   const std::uint32_t align_a = alignment(p.a), align_b = alignment(p.b), align_c = alignment(c),
                       align_d = alignment(p.d);
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  CUBLAS_CHECK(cublaslt().MatmulPreferenceSetAttribute(
       raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a)));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  CUBLAS_CHECK(cublaslt().MatmulPreferenceSetAttribute(
       raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  CUBLAS_CHECK(cublaslt().MatmulPreferenceSetAttribute(
       raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof(align_c)));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  CUBLAS_CHECK(cublaslt().MatmulPreferenceSetAttribute(
       raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d)));
 
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
-  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt.get(), raw_desc, a.get(), b.get(), d.get(),
+  CUBLAS_CHECK(cublaslt().MatmulAlgoGetHeuristic(lt.get(), raw_desc, a.get(), b.get(), d.get(),
                                               d.get(), raw_pref, 1, &heuristic, &found));
   if (found == 0) return false;
   const float alpha = 1.0f;
-  CUBLAS_CHECK(cublasLtMatmul(lt.get(), raw_desc, &alpha, p.a, a.get(), p.b, b.get(), &p.beta,
+  CUBLAS_CHECK(cublaslt().Matmul(lt.get(), raw_desc, &alpha, p.a, a.get(), p.b, b.get(), &p.beta,
                               c, d.get(), p.d, d.get(), &heuristic.algo, lt.workspace(),
                               workspace, stream));
   return true;

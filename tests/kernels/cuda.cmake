@@ -10,6 +10,14 @@ if(STRATA_HAVE_CUDA)
     LIBS strata_kernels_cuda
     LABELS kernels)
 
+  # The strata binary carries the CUDA backend but does not link cuBLASLt, whose load-time
+  # initialisation would cost every command ~80 ms (kernels/cuda/cublaslt_library.h); a
+  # target that links it again fails here.
+  add_test(NAME cuda.strata_does_not_link_cublaslt
+    COMMAND sh -c "ldd \"$1\" | grep -q 'libcudart' && ! ldd \"$1\" | grep libcublasLt"
+            sh $<TARGET_FILE:strata>)
+  set_tests_properties(cuda.strata_does_not_link_cublaslt PROPERTIES LABELS kernels)
+
   strata_add_test(cuda_kernels_test
     SOURCES
       ${CMAKE_CURRENT_LIST_DIR}/grad_check.cc

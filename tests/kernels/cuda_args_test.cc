@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/check.h"
+#include "kernels/cuda/cublaslt_library.h"
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cross_entropy.h"
@@ -188,6 +189,31 @@ TEST(CudaCheck, MacrosNameTheCallFileAndLine) {
     EXPECT_NE(what.find("CUBLAS_STATUS_NOT_SUPPORTED"), std::string::npos) << what;
   }
   EXPECT_NO_THROW(CUDA_CHECK(cudaSuccess));
+}
+
+// cuBLASLt is opened on first use (cublaslt_library.h), not linked: every entry point the
+// kernels call resolves, the statuses read as the library names them, and the second call
+// returns the same table. No device is needed to load the library.
+TEST(CublasLtLibrary, OpensOnFirstUseWithEveryEntryPoint) {
+  const CublasLtLibrary& lib = cublaslt();
+  for (const void* fn :
+       {reinterpret_cast<const void*>(lib.Create), reinterpret_cast<const void*>(lib.Destroy),
+        reinterpret_cast<const void*>(lib.GetStatusName),
+        reinterpret_cast<const void*>(lib.GetStatusString),
+        reinterpret_cast<const void*>(lib.Matmul),
+        reinterpret_cast<const void*>(lib.MatmulAlgoGetHeuristic),
+        reinterpret_cast<const void*>(lib.MatmulDescCreate),
+        reinterpret_cast<const void*>(lib.MatmulDescDestroy),
+        reinterpret_cast<const void*>(lib.MatmulDescSetAttribute),
+        reinterpret_cast<const void*>(lib.MatmulPreferenceCreate),
+        reinterpret_cast<const void*>(lib.MatmulPreferenceDestroy),
+        reinterpret_cast<const void*>(lib.MatmulPreferenceSetAttribute),
+        reinterpret_cast<const void*>(lib.MatrixLayoutCreate),
+        reinterpret_cast<const void*>(lib.MatrixLayoutDestroy)}) {
+    EXPECT_NE(fn, nullptr);
+  }
+  EXPECT_STREQ(lib.GetStatusName(CUBLAS_STATUS_NOT_SUPPORTED), "CUBLAS_STATUS_NOT_SUPPORTED");
+  EXPECT_EQ(&cublaslt(), &lib);
 }
 
 TEST(CudaCheck, DeviceProbeNeverThrowsAndExplainsItself) {

@@ -458,9 +458,11 @@ void fill_prediction_memory(const MemoryEstimate& estimate, const Plan& plan,
   report.per_rank.clear();
   report.per_rank.reserve(estimate.stages.size());
   for (const auto& stage : estimate.stages) {
-    report.per_rank.push_back(
-        RankMemory{world_rank_of({0, 0, static_cast<int>(stage.pp_rank)}, parallel_dims(plan)),
-                   stage.pp_rank, stage.total});
+    RankMemory rank;
+    rank.rank = world_rank_of({0, 0, static_cast<int>(stage.pp_rank)}, parallel_dims(plan));
+    rank.pp_rank = stage.pp_rank;
+    rank.peak_bytes = stage.total;
+    report.per_rank.push_back(rank);
   }
 }
 

@@ -37,7 +37,8 @@ inline std::vector<TracedOp> program_order(const RankProgram& rank) {
 inline std::vector<TracedOp> measured_order(const std::vector<TraceEvent>& events) {
   std::vector<TracedOp> out;
   for (const TraceEvent& e : events) {
-    TracedOp x{e.name};
+    TracedOp x;
+    x.name = e.name;
     if (e.args.contains("micro_batch")) x.micro_batch = e.args["micro_batch"].get<std::int64_t>();
     if (e.args.contains("chunk")) x.chunk = e.args["chunk"].get<std::int64_t>();
     if (e.args.contains("unit")) x.unit = e.args["unit"].get<std::string>();

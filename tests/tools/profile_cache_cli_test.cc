@@ -167,7 +167,7 @@ TEST_F(ProfileCacheCli, ProfileOverridesAndNoProfileDisablesTheCache) {
 
 TEST_F(ProfileCacheCli, WithoutAProfileTheLineSaysHowFarOffAndHowToCalibrate) {
   fs::create_directories(dir_ / "empty");
-  for (const std::string command : {"predict" + kTinySpec,
+  for (const std::string& command : {"predict" + kTinySpec,
                                     std::string("select --workload tiny-grid --plan-only")}) {
     const Result r = run_strata(dir_, command, env_for(dir_ / "empty"));
     ASSERT_EQ(r.exit_code, 0) << r.output;

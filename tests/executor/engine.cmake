@@ -60,13 +60,23 @@ set(strata_equivalence_plans
   "t2_2_1_2_interleaved_0_1_0.05_selective_sp"
   "t1_2_2_1_1f1b_1_1_0.05_none_nosp_none_3..5"
   "t1_2_1_4_interleaved_0_1_0")
+# The single rank every entry compares with is trained by the first entry that needs it and
+# read by the others (tests/executor/reference_cache.h); this fixture empties the directory
+# before any entry of a ctest run starts, so each run computes its own.
+set(strata_equivalence_references ${CMAKE_CURRENT_BINARY_DIR}/equivalence_references)
+add_test(NAME executor_equivalence_references_cleared
+  COMMAND ${CMAKE_COMMAND} -E rm -rf ${strata_equivalence_references})
+set_tests_properties(executor_equivalence_references_cleared PROPERTIES
+  FIXTURES_SETUP equivalence_references LABELS mpi)
+set(strata_equivalence_reference_args --reference-dir ${strata_equivalence_references})
 foreach(entry IN LISTS strata_equivalence_plans)
   strata_equivalence_entry("${entry}" args ranks)
   add_test(NAME executor_engine_equivalence_${entry}
     COMMAND ${MPIEXEC_EXECUTABLE} -np ${ranks} --oversubscribe --bind-to none
-            --allow-run-as-root $<TARGET_FILE:executor_engine_equivalence> ${args})
+            --allow-run-as-root $<TARGET_FILE:executor_engine_equivalence>
+            ${strata_equivalence_reference_args} ${args})
   set_tests_properties(executor_engine_equivalence_${entry} PROPERTIES
-    LABELS mpi PROCESSORS 2 TIMEOUT 120
+    LABELS mpi PROCESSORS 2 TIMEOUT 120 FIXTURES_REQUIRED equivalence_references
     FAIL_REGULAR_EXPRESSION "FAILED|over 1e-4|memory over 5%"
     ENVIRONMENT "OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1")
   # The same plan under the CPU backend's CUDA-semantics mode (executor/cpu/cuda_semantics):
@@ -74,9 +84,11 @@ foreach(entry IN LISTS strata_equivalence_plans)
   # at once, and the happens-before checker; against the plain CPU single rank.
   add_test(NAME executor_engine_cuda_semantics_${entry}
     COMMAND ${MPIEXEC_EXECUTABLE} -np ${ranks} --oversubscribe --bind-to none
-            --allow-run-as-root $<TARGET_FILE:executor_engine_equivalence> --cuda-semantics ${args})
+            --allow-run-as-root $<TARGET_FILE:executor_engine_equivalence> --cuda-semantics
+            ${strata_equivalence_reference_args} ${args})
   set_tests_properties(executor_engine_cuda_semantics_${entry} PROPERTIES
     LABELS "mpi;cuda_semantics" PROCESSORS 2 TIMEOUT 120
+    FIXTURES_REQUIRED equivalence_references
     ENVIRONMENT "OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1")
 endforeach()
 
@@ -125,9 +137,9 @@ foreach(mode IN ITEMS plain cuda_semantics)
     add_test(NAME ${prefix}_${entry}
       COMMAND ${MPIEXEC_EXECUTABLE} -np ${ranks} --oversubscribe --bind-to none
               --allow-run-as-root $<TARGET_FILE:executor_engine_equivalence> ${flags}
-              --model tiny-llama ${args})
+              --model tiny-llama ${strata_equivalence_reference_args} ${args})
     set_tests_properties(${prefix}_${entry} PROPERTIES
-      LABELS "${labels}" PROCESSORS 2 TIMEOUT 120
+      LABELS "${labels}" PROCESSORS 2 TIMEOUT 120 FIXTURES_REQUIRED equivalence_references
       FAIL_REGULAR_EXPRESSION "FAILED|over 1e-4|memory over 5%"
       ENVIRONMENT "OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1")
   endforeach()

@@ -76,7 +76,7 @@ TEST(WeightDecay, MatricesOnlyUnlessAsked) {
   EXPECT_TRUE(decays(o, layer.segment("ln1_w")));
 }
 
-Json train_json() {
+Json schedule_train_json() {
   return Json::parse(R"({"global_batch": 8, "precision": "fp32",
     "optimizer": {"name": "adamw", "lr": 0.001, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8,
                   "weight_decay": 0.1, "grad_clip": 1.0, "lr_warmup_steps": 10,
@@ -86,29 +86,29 @@ Json train_json() {
 }
 
 TEST(TrainSpecSchedule, LoadsAndRoundTrips) {
-  const TrainSpec t = TrainSpec::from_json(train_json(), "t.json");
+  const TrainSpec t = TrainSpec::from_json(schedule_train_json(), "t.json");
   EXPECT_EQ(t.optimizer.lr_warmup_steps, 10);
   EXPECT_EQ(t.optimizer.lr_decay_style, OptimizerSpec::DecayStyle::kCosine);
   EXPECT_EQ(t.optimizer.lr_decay_steps, 100);
   EXPECT_DOUBLE_EQ(t.optimizer.min_lr, 1e-4);
   EXPECT_TRUE(t.optimizer.decay_biases_and_norms);
-  EXPECT_EQ(t.to_json(), train_json());
+  EXPECT_EQ(t.to_json(), schedule_train_json());
 }
 
 TEST(TrainSpecSchedule, RejectsImpossibleValues) {
-  Json j = train_json();
+  Json j = schedule_train_json();
   j["optimizer"]["min_lr"] = 0.01;
   expect_error<ConfigError>([&] { TrainSpec::from_json(j, "t.json"); },
                             {"t.json", "optimizer.min_lr", "0.01", "[0, lr = 0.001]"});
-  j = train_json();
+  j = schedule_train_json();
   j["optimizer"]["lr_decay_style"] = "step";
   expect_error<ConfigError>([&] { TrainSpec::from_json(j, "t.json"); },
                             {"t.json", "optimizer.lr_decay_style", "step"});
-  j = train_json();
+  j = schedule_train_json();
   j["optimizer"]["lr_decay_steps"] = 10;
   expect_error<ConfigError>([&] { TrainSpec::from_json(j, "t.json"); },
                             {"t.json", "optimizer.lr_decay_steps", "lr_warmup_steps = 10"});
-  j = train_json();
+  j = schedule_train_json();
   j["optimizer"]["lr_warmup_steps"] = -1;
   expect_error<ConfigError>([&] { TrainSpec::from_json(j, "t.json"); },
                             {"t.json", "optimizer.lr_warmup_steps"});

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/check.h"
+#include "tests/kernels/cuda_arg_fakes.h"
 #include "kernels/cuda/cublaslt_library.h"
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/attention.h"
@@ -25,29 +26,8 @@
 namespace strata::kernels::cuda {
 namespace {
 
-// Stand-in tensors: valid-looking, never touched.
-struct Fake {
-  alignas(16) unsigned char bytes[64] = {};
-  bf16* h() { return reinterpret_cast<bf16*>(bytes); }
-  float* f() { return reinterpret_cast<float*>(bytes); }
-  double* d() { return reinterpret_cast<double*>(bytes); }
-  std::int32_t* i() { return reinterpret_cast<std::int32_t*>(bytes); }
-};
-
-// Runs fn and returns the KernelError message ("" and a failure if it did not throw one).
-template <class Fn>
-std::string kernel_error(Fn&& fn) {
-  try {
-    fn();
-  } catch (const KernelError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected KernelError, got: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "expected KernelError, nothing thrown";
-  return "";
-}
+using testing::Fake;
+using testing::kernel_error;
 
 TEST(CudaArgs, GemmRejectsBadShapesNullsAndAnEmptyHandle) {
   Fake t;

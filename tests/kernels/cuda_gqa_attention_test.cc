@@ -27,7 +27,7 @@ using testing::from_device_bf16;
 using testing::rounded_bf16;
 using testing::to_device_bf16;
 
-struct Shape {
+struct GqaShape {
   int HS, B, T, NH, KVH;
   int C() const { return NH * HS; }
   std::size_t qkv_size() const { return std::size_t(B) * T * (NH + 2 * KVH) * HS; }
@@ -38,7 +38,7 @@ struct Shape {
 // ||got - want|| / ||want|| over the q, k and v parts of every row (k and v of a KV head are
 // group sums, larger than q's terms: one norm over all would hide an error in q).
 double worst_relative_norm(const std::vector<float>& got, const std::vector<float>& want,
-                           const Shape& s) {
+                           const GqaShape& s) {
   const std::size_t width = std::size_t(s.NH + 2 * s.KVH) * s.HS;
   const std::size_t part_begin[] = {0, std::size_t(s.C()), std::size_t(s.C()) + s.KVH * s.HS};
   const std::size_t part_end[] = {part_begin[1], part_begin[2], width};
@@ -57,10 +57,10 @@ double worst_relative_norm(const std::vector<float>& got, const std::vector<floa
   return worst;
 }
 
-class CudaGqaAttention : public CudaTest, public ::testing::WithParamInterface<Shape> {};
+class CudaGqaAttention : public CudaTest, public ::testing::WithParamInterface<GqaShape> {};
 
 TEST_P(CudaGqaAttention, ForwardAndBackwardMatchCpuTwin) {
-  const Shape s = GetParam();
+  const GqaShape s = GetParam();
   const int C = s.C();
   const auto qkv = rounded_bf16(random_vector(s.qkv_size(), 41));
   const auto dout = rounded_bf16(random_vector(s.out_size(), 42));
@@ -108,11 +108,11 @@ TEST_P(CudaGqaAttention, ForwardAndBackwardMatchCpuTwin) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaGqaAttention,
-                         ::testing::Values(Shape{64, 2, 70, 4, 2}, Shape{128, 2, 70, 4, 1},
-                                           Shape{64, 1, 129, 8, 1}, Shape{128, 1, 1, 8, 2},
-                                           Shape{64, 1, 1024, 8, 2}),
-                         [](const ::testing::TestParamInfo<Shape>& info) {
-                           const Shape& s = info.param;
+                         ::testing::Values(GqaShape{64, 2, 70, 4, 2}, GqaShape{128, 2, 70, 4, 1},
+                                           GqaShape{64, 1, 129, 8, 1}, GqaShape{128, 1, 1, 8, 2},
+                                           GqaShape{64, 1, 1024, 8, 2}),
+                         [](const ::testing::TestParamInfo<GqaShape>& info) {
+                           const GqaShape& s = info.param;
                            return "HS" + std::to_string(s.HS) + "_B" + std::to_string(s.B) +
                                   "_T" + std::to_string(s.T) + "_NH" + std::to_string(s.NH) +
                                   "_KVH" + std::to_string(s.KVH);

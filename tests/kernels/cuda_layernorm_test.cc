@@ -23,63 +23,63 @@ using testing::rounded_bf16;
 using testing::to_device;
 using testing::to_device_bf16;
 
-// BT spans several forward blocks (8 rows each); C is not a multiple of 32 or 256.
-constexpr int BT = 37, C = 200;
+// kLnRows spans several forward blocks (8 rows each); kLnCols is not a multiple of 32 or 256.
+constexpr int kLnRows = 37, kLnCols = 200;
 
 class CudaLayerNorm : public CudaTest {};
 
 TEST_F(CudaLayerNorm, FusedResidualForwardMatchesCpu) {
-  const auto a = rounded_bf16(random_vector(BT * C, 1, -2.0f, 2.0f));
-  const auto b = rounded_bf16(random_vector(BT * C, 2, -2.0f, 2.0f));
-  const auto w = rounded_bf16(random_vector(C, 3, 0.5f, 1.5f));
-  const auto bias = rounded_bf16(random_vector(C, 4));
+  const auto a = rounded_bf16(random_vector(kLnRows * kLnCols, 1, -2.0f, 2.0f));
+  const auto b = rounded_bf16(random_vector(kLnRows * kLnCols, 2, -2.0f, 2.0f));
+  const auto w = rounded_bf16(random_vector(kLnCols, 3, 0.5f, 1.5f));
+  const auto bias = rounded_bf16(random_vector(kLnCols, 4));
   // The residual is bf16(a + b): the fp32 sum of two bf16 values, rounded to nearest even.
-  std::vector<float> residual(BT * C);
-  for (int i = 0; i < BT * C; ++i) residual[i] = round_bf16(a[i] + b[i]);
-  std::vector<float> out(BT * C), mean(BT), rstd(BT);
+  std::vector<float> residual(kLnRows * kLnCols);
+  for (int i = 0; i < kLnRows * kLnCols; ++i) residual[i] = round_bf16(a[i] + b[i]);
+  std::vector<float> out(kLnRows * kLnCols), mean(kLnRows), rstd(kLnRows);
   cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), residual.data(), w.data(),
-                         bias.data(), BT, C);
+                         bias.data(), kLnRows, kLnCols);
 
   auto d_a = to_device_bf16(a), d_b = to_device_bf16(b), d_w = to_device_bf16(w),
        d_bias = to_device_bf16(bias);
-  DeviceBuffer d_res(BT * C * sizeof(bf16)), d_out(BT * C * sizeof(bf16)),
-      d_mean(BT * sizeof(float)), d_rstd(BT * sizeof(float));
+  DeviceBuffer d_res(kLnRows * kLnCols * sizeof(bf16)), d_out(kLnRows * kLnCols * sizeof(bf16)),
+      d_mean(kLnRows * sizeof(float)), d_rstd(kLnRows * sizeof(float));
   fused_residual_layernorm_forward(d_res.as<bf16>(), d_out.as<bf16>(), d_mean.as<float>(),
                                    d_rstd.as<float>(), d_a.as<bf16>(), d_b.as<bf16>(),
-                                   d_w.as<bf16>(), d_bias.as<bf16>(), BT, C, stream());
+                                   d_w.as<bf16>(), d_bias.as<bf16>(), kLnRows, kLnCols, stream());
   sync();
   // Same rounding of the same fp32 sums: bit-identical.
-  EXPECT_EQ(from_device_bf16(d_res, BT * C), residual);
+  EXPECT_EQ(from_device_bf16(d_res, kLnRows * kLnCols), residual);
   // Statistics: fp32 two-pass vs the CPU's double, rows of 200 values ~ 1: 1e-5.
-  EXPECT_TRUE(all_close("mean", from_device<float>(d_mean, BT), mean, 1e-5, 1e-5));
-  EXPECT_TRUE(all_close("rstd", from_device<float>(d_rstd, BT), rstd, 1e-5, 1e-4));
+  EXPECT_TRUE(all_close("mean", from_device<float>(d_mean, kLnRows), mean, 1e-5, 1e-5));
+  EXPECT_TRUE(all_close("rstd", from_device<float>(d_rstd, kLnRows), rstd, 1e-5, 1e-4));
   // Outputs ~ N(0, 1) * w + bias rounded to bf16 (relative 2^-9): atol/rtol 1e-2.
-  EXPECT_TRUE(all_close("out", from_device_bf16(d_out, BT * C), out, 1e-2, 1e-2));
+  EXPECT_TRUE(all_close("out", from_device_bf16(d_out, kLnRows * kLnCols), out, 1e-2, 1e-2));
 
   // In place (residual aliasing inp1) gives the same residual.
   fused_residual_layernorm_forward(d_a.as<bf16>(), d_out.as<bf16>(), d_mean.as<float>(),
                                    d_rstd.as<float>(), d_a.as<bf16>(), d_b.as<bf16>(),
-                                   d_w.as<bf16>(), d_bias.as<bf16>(), BT, C, stream());
+                                   d_w.as<bf16>(), d_bias.as<bf16>(), kLnRows, kLnCols, stream());
   sync();
-  EXPECT_EQ(from_device_bf16(d_a, BT * C), residual);
+  EXPECT_EQ(from_device_bf16(d_a, kLnRows * kLnCols), residual);
 }
 
 TEST_F(CudaLayerNorm, PlainForwardMatchesCpu) {
-  const auto x = rounded_bf16(random_vector(BT * C, 5, -3.0f, 3.0f));
-  const auto w = rounded_bf16(random_vector(C, 6, 0.5f, 1.5f));
-  const auto bias = rounded_bf16(random_vector(C, 7));
-  std::vector<float> out(BT * C), mean(BT), rstd(BT);
+  const auto x = rounded_bf16(random_vector(kLnRows * kLnCols, 5, -3.0f, 3.0f));
+  const auto w = rounded_bf16(random_vector(kLnCols, 6, 0.5f, 1.5f));
+  const auto bias = rounded_bf16(random_vector(kLnCols, 7));
+  std::vector<float> out(kLnRows * kLnCols), mean(kLnRows), rstd(kLnRows);
   cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(),
-                         BT, C);
+                         kLnRows, kLnCols);
   auto d_x = to_device_bf16(x), d_w = to_device_bf16(w), d_bias = to_device_bf16(bias);
-  DeviceBuffer d_out(BT * C * sizeof(bf16)), d_mean(BT * sizeof(float)),
-      d_rstd(BT * sizeof(float));
+  DeviceBuffer d_out(kLnRows * kLnCols * sizeof(bf16)), d_mean(kLnRows * sizeof(float)),
+      d_rstd(kLnRows * sizeof(float));
   layernorm_forward(d_out.as<bf16>(), d_mean.as<float>(), d_rstd.as<float>(), d_x.as<bf16>(),
-                    d_w.as<bf16>(), d_bias.as<bf16>(), BT, C, stream());
+                    d_w.as<bf16>(), d_bias.as<bf16>(), kLnRows, kLnCols, stream());
   sync();
-  EXPECT_TRUE(all_close("mean", from_device<float>(d_mean, BT), mean, 1e-5, 1e-5));
-  EXPECT_TRUE(all_close("rstd", from_device<float>(d_rstd, BT), rstd, 1e-5, 1e-4));
-  EXPECT_TRUE(all_close("out", from_device_bf16(d_out, BT * C), out, 1e-2, 1e-2));
+  EXPECT_TRUE(all_close("mean", from_device<float>(d_mean, kLnRows), mean, 1e-5, 1e-5));
+  EXPECT_TRUE(all_close("rstd", from_device<float>(d_rstd, kLnRows), rstd, 1e-5, 1e-4));
+  EXPECT_TRUE(all_close("out", from_device_bf16(d_out, kLnRows * kLnCols), out, 1e-2, 1e-2));
 }
 
 TEST_F(CudaLayerNorm, BackwardAccumulatesLikeCpuAndIsDeterministic) {

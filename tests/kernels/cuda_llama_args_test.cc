@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kernels/check.h"
+#include "tests/kernels/cuda_arg_fakes.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope.h"
@@ -18,23 +19,8 @@ namespace {
 
 const RopeFrequencies kTheta{1e4}, kZeroTheta{0.0};
 
-struct Fake {
-  alignas(16) unsigned char bytes[64] = {};
-  bf16* h() { return reinterpret_cast<bf16*>(bytes); }
-  float* f() { return reinterpret_cast<float*>(bytes); }
-};
-
-// The KernelError message of fn ("" and a failure if it threw none).
-template <class Fn>
-std::string kernel_error(Fn&& fn) {
-  try {
-    fn();
-  } catch (const KernelError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no KernelError";
-  return "";
-}
+using testing::Fake;
+using testing::kernel_error;
 
 TEST(CudaLlamaArgs, RmsNormRejectsBadShapesEpsAndAliasing) {
   Fake t, u;

@@ -23,62 +23,62 @@ using testing::rounded_bf16;
 using testing::to_device;
 using testing::to_device_bf16;
 
-// BT spans several forward blocks (8 rows each); C is not a multiple of 32 or 256.
-constexpr int BT = 37, C = 200;
+// kRmsRows spans several forward blocks (8 rows each); kRmsCols is not a multiple of 32 or 256.
+constexpr int kRmsRows = 37, kRmsCols = 200;
 constexpr float kEps = 1e-5f;  // Llama 3's
 
 class CudaRmsNorm : public CudaTest {};
 
 TEST_F(CudaRmsNorm, FusedResidualForwardMatchesCpu) {
-  const auto a = rounded_bf16(random_vector(BT * C, 1, -2.0f, 2.0f));
-  const auto b = rounded_bf16(random_vector(BT * C, 2, -2.0f, 2.0f));
-  const auto w = rounded_bf16(random_vector(C, 3, 0.5f, 1.5f));
+  const auto a = rounded_bf16(random_vector(kRmsRows * kRmsCols, 1, -2.0f, 2.0f));
+  const auto b = rounded_bf16(random_vector(kRmsRows * kRmsCols, 2, -2.0f, 2.0f));
+  const auto w = rounded_bf16(random_vector(kRmsCols, 3, 0.5f, 1.5f));
   // The residual is bf16(a + b): the fp32 sum of two bf16 values, rounded to nearest even.
-  std::vector<float> residual(BT * C);
-  for (int i = 0; i < BT * C; ++i) residual[i] = round_bf16(a[i] + b[i]);
-  std::vector<float> out(BT * C), rstd(BT);
-  cpu::rmsnorm_forward(out.data(), rstd.data(), residual.data(), w.data(), BT, C, kEps);
+  std::vector<float> residual(kRmsRows * kRmsCols);
+  for (int i = 0; i < kRmsRows * kRmsCols; ++i) residual[i] = round_bf16(a[i] + b[i]);
+  std::vector<float> out(kRmsRows * kRmsCols), rstd(kRmsRows);
+  cpu::rmsnorm_forward(out.data(), rstd.data(), residual.data(), w.data(), kRmsRows, kRmsCols, kEps);
 
   auto d_a = to_device_bf16(a), d_b = to_device_bf16(b), d_w = to_device_bf16(w);
-  DeviceBuffer d_res(BT * C * sizeof(bf16)), d_out(BT * C * sizeof(bf16)),
-      d_rstd(BT * sizeof(float));
+  DeviceBuffer d_res(kRmsRows * kRmsCols * sizeof(bf16)), d_out(kRmsRows * kRmsCols * sizeof(bf16)),
+      d_rstd(kRmsRows * sizeof(float));
   fused_residual_rmsnorm_forward(d_res.as<bf16>(), d_out.as<bf16>(), d_rstd.as<float>(),
-                                 d_a.as<bf16>(), d_b.as<bf16>(), d_w.as<bf16>(), BT, C, kEps,
+                                 d_a.as<bf16>(), d_b.as<bf16>(), d_w.as<bf16>(), kRmsRows, kRmsCols, kEps,
                                  stream());
   sync();
   // Same rounding of the same fp32 sums: bit-identical.
-  EXPECT_EQ(from_device_bf16(d_res, BT * C), residual);
+  EXPECT_EQ(from_device_bf16(d_res, kRmsRows * kRmsCols), residual);
   // rstd: an fp32 sum of 200 squares ~ 1 (relative error <= 200 * 6e-8 ~ 1e-5) vs the CPU's
   // double, then rsqrtf (2 ulp): 1e-4 relative, halved by the square root.
-  EXPECT_TRUE(all_close("rstd", from_device<float>(d_rstd, BT), rstd, 1e-5, 1e-4));
+  EXPECT_TRUE(all_close("rstd", from_device<float>(d_rstd, kRmsRows), rstd, 1e-5, 1e-4));
   // Outputs ~ N(0, 1) * w rounded to bf16 (relative 2^-9 = 2e-3): atol/rtol 1e-2.
-  EXPECT_TRUE(all_close("out", from_device_bf16(d_out, BT * C), out, 1e-2, 1e-2));
+  EXPECT_TRUE(all_close("out", from_device_bf16(d_out, kRmsRows * kRmsCols), out, 1e-2, 1e-2));
 
   // In place (residual aliasing inp1) gives the same residual.
   fused_residual_rmsnorm_forward(d_a.as<bf16>(), d_out.as<bf16>(), d_rstd.as<float>(),
-                                 d_a.as<bf16>(), d_b.as<bf16>(), d_w.as<bf16>(), BT, C, kEps,
+                                 d_a.as<bf16>(), d_b.as<bf16>(), d_w.as<bf16>(), kRmsRows, kRmsCols, kEps,
                                  stream());
   sync();
-  EXPECT_EQ(from_device_bf16(d_a, BT * C), residual);
+  EXPECT_EQ(from_device_bf16(d_a, kRmsRows * kRmsCols), residual);
 }
 
 TEST_F(CudaRmsNorm, PlainForwardMatchesCpuWithALargeEps) {
   // eps = 0.5 is comparable to mean(x^2) ~ 3: an eps dropped or misplaced shows.
-  const auto x = rounded_bf16(random_vector(BT * C, 5, -3.0f, 3.0f));
-  const auto w = rounded_bf16(random_vector(C, 6, 0.5f, 1.5f));
-  std::vector<float> out(BT * C), rstd(BT);
-  cpu::rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), BT, C, 0.5f);
+  const auto x = rounded_bf16(random_vector(kRmsRows * kRmsCols, 5, -3.0f, 3.0f));
+  const auto w = rounded_bf16(random_vector(kRmsCols, 6, 0.5f, 1.5f));
+  std::vector<float> out(kRmsRows * kRmsCols), rstd(kRmsRows);
+  cpu::rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), kRmsRows, kRmsCols, 0.5f);
   auto d_x = to_device_bf16(x), d_w = to_device_bf16(w);
-  DeviceBuffer d_out(BT * C * sizeof(bf16)), d_rstd(BT * sizeof(float));
-  rmsnorm_forward(d_out.as<bf16>(), d_rstd.as<float>(), d_x.as<bf16>(), d_w.as<bf16>(), BT, C,
+  DeviceBuffer d_out(kRmsRows * kRmsCols * sizeof(bf16)), d_rstd(kRmsRows * sizeof(float));
+  rmsnorm_forward(d_out.as<bf16>(), d_rstd.as<float>(), d_x.as<bf16>(), d_w.as<bf16>(), kRmsRows, kRmsCols,
                   0.5f, stream());
   sync();
-  EXPECT_TRUE(all_close("rstd", from_device<float>(d_rstd, BT), rstd, 1e-5, 1e-4));
-  EXPECT_TRUE(all_close("out", from_device_bf16(d_out, BT * C), out, 1e-2, 1e-2));
+  EXPECT_TRUE(all_close("rstd", from_device<float>(d_rstd, kRmsRows), rstd, 1e-5, 1e-4));
+  EXPECT_TRUE(all_close("out", from_device_bf16(d_out, kRmsRows * kRmsCols), out, 1e-2, 1e-2));
 }
 
 TEST_F(CudaRmsNorm, BackwardAccumulatesLikeCpuAndIsDeterministic) {
-  // More rows than the 1024 partial blocks (some blocks own two rows), and a C past one
+  // More rows than the 1024 partial blocks (some blocks own two rows), and a kRmsCols past one
   // 256-thread stride.
   const struct { int rows, cols; } cases[] = {{300, 200}, {2100, 520}};
   for (const auto& shape : cases) {

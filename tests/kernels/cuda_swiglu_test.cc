@@ -21,40 +21,40 @@ using testing::from_device_bf16;
 using testing::rounded_bf16;
 using testing::to_device_bf16;
 
-// F odd and BT * F past one grid-stride sweep of nothing in particular: 70 x 333.
-constexpr int BT = 70, F = 333;
+// kSwiGluCols odd and kSwiGluRows * kSwiGluCols past one grid-stride sweep of nothing in particular: 70 x 333.
+constexpr int kSwiGluRows = 70, kSwiGluCols = 333;
 
 class CudaSwiGlu : public CudaTest {};
 
 TEST_F(CudaSwiGlu, ForwardAndBackwardMatchCpu) {
-  const auto inp = rounded_bf16(random_vector(BT * 2 * F, 21, -4.0f, 4.0f));
-  const auto dout = rounded_bf16(random_vector(BT * F, 22));
-  const auto dinp0 = rounded_bf16(random_vector(BT * 2 * F, 23, -0.1f, 0.1f));
-  std::vector<float> out(BT * F);
-  cpu::swiglu_forward(out.data(), inp.data(), BT, F);
+  const auto inp = rounded_bf16(random_vector(kSwiGluRows * 2 * kSwiGluCols, 21, -4.0f, 4.0f));
+  const auto dout = rounded_bf16(random_vector(kSwiGluRows * kSwiGluCols, 22));
+  const auto dinp0 = rounded_bf16(random_vector(kSwiGluRows * 2 * kSwiGluCols, 23, -0.1f, 0.1f));
+  std::vector<float> out(kSwiGluRows * kSwiGluCols);
+  cpu::swiglu_forward(out.data(), inp.data(), kSwiGluRows, kSwiGluCols);
   auto dinp = dinp0;
-  cpu::swiglu_backward(dinp.data(), inp.data(), dout.data(), BT, F);
+  cpu::swiglu_backward(dinp.data(), inp.data(), dout.data(), kSwiGluRows, kSwiGluCols);
 
   auto d_inp = to_device_bf16(inp), d_dout = to_device_bf16(dout),
        d_dinp = to_device_bf16(dinp0);
-  DeviceBuffer d_out(BT * F * sizeof(bf16));
-  swiglu_forward(d_out.as<bf16>(), d_inp.as<bf16>(), BT, F, stream());
-  swiglu_backward(d_dinp.as<bf16>(), d_inp.as<bf16>(), d_dout.as<bf16>(), BT, F, stream());
+  DeviceBuffer d_out(kSwiGluRows * kSwiGluCols * sizeof(bf16));
+  swiglu_forward(d_out.as<bf16>(), d_inp.as<bf16>(), kSwiGluRows, kSwiGluCols, stream());
+  swiglu_backward(d_dinp.as<bf16>(), d_inp.as<bf16>(), d_dout.as<bf16>(), kSwiGluRows, kSwiGluCols, stream());
   sync();
   // Same fp32 formula on the same inputs (expf vs std::exp: ~1 ulp), then the bf16 rounding
   // of the result (2^-9 = 2e-3 relative; |out| <= 16): rtol 1e-2, atol 1e-2 near zero.
-  EXPECT_TRUE(all_close("out", from_device_bf16(d_out, BT * F), out, 1e-2, 1e-2));
+  EXPECT_TRUE(all_close("out", from_device_bf16(d_out, kSwiGluRows * kSwiGluCols), out, 1e-2, 1e-2));
   // Gradients ~ up to 4 plus the prefilled 0.1, one bf16 rounding of the sum: the same.
-  EXPECT_TRUE(all_close("dinp", from_device_bf16(d_dinp, BT * 2 * F), dinp, 1e-2, 1e-2));
+  EXPECT_TRUE(all_close("dinp", from_device_bf16(d_dinp, kSwiGluRows * 2 * kSwiGluCols), dinp, 1e-2, 1e-2));
 
   // Overwrite, in place over the input: every element replaced by its gradient alone (the
   // CPU from zeros).
   std::vector<float> fresh(inp.size(), 0.0f);
-  cpu::swiglu_backward(fresh.data(), inp.data(), dout.data(), BT, F);
-  swiglu_backward(d_inp.as<bf16>(), d_inp.as<bf16>(), d_dout.as<bf16>(), BT, F, stream(),
+  cpu::swiglu_backward(fresh.data(), inp.data(), dout.data(), kSwiGluRows, kSwiGluCols);
+  swiglu_backward(d_inp.as<bf16>(), d_inp.as<bf16>(), d_dout.as<bf16>(), kSwiGluRows, kSwiGluCols, stream(),
                   /*accumulate=*/false);
   sync();
-  EXPECT_TRUE(all_close("dinp in place", from_device_bf16(d_inp, BT * 2 * F), fresh, 1e-2,
+  EXPECT_TRUE(all_close("dinp in place", from_device_bf16(d_inp, kSwiGluRows * 2 * kSwiGluCols), fresh, 1e-2,
                         1e-2));
 }
 

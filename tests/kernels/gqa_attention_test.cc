@@ -39,16 +39,16 @@ struct Gqa {
   }
 };
 
-struct Reference {
+struct GqaReference {
   std::vector<double> out, lse, dqkv;
 };
 
 // Causal softmax(q k^T / sqrt(HS)) v per query head h, with k and v of KV head h / (NH / KVH);
 // the gradients by the chain rule, dk and dv summed over every query head that reads them.
-Reference reference(const std::vector<float>& qkv, const std::vector<float>& dout,
+GqaReference reference(const std::vector<float>& qkv, const std::vector<float>& dout,
                     const Gqa& s) {
   const double scale = 1.0 / std::sqrt(double(s.HS));
-  Reference r{std::vector<double>(s.out_size()),
+  GqaReference r{std::vector<double>(s.out_size()),
               std::vector<double>(std::size_t(s.B) * s.NH * s.T),
               std::vector<double>(s.qkv_size())};
   std::vector<double> p(s.T), dp(s.T);
@@ -107,7 +107,7 @@ Result run(const std::vector<float>& qkv, const std::vector<float>& dout, const 
 
 // Groups of 4 (Llama 3 8B's 32 / 8), 2 and 6 (NH 6 over one KV head: multi-query); T across
 // the 64-row query and 128-column key blocks; HS 16 and 64.
-const Gqa kCases[] = {{2, 70, 4, 1, 16}, {1, 130, 8, 2, 16}, {1, 200, 4, 2, 64},
+const Gqa kGqaCases[] = {{2, 70, 4, 1, 16}, {1, 130, 8, 2, 16}, {1, 200, 4, 2, 64},
                       {2, 5, 6, 1, 16}};
 
 class GqaAttention : public ::testing::TestWithParam<Gqa> {};
@@ -116,7 +116,7 @@ TEST_P(GqaAttention, MatchesDoubleReference) {
   const Gqa s = GetParam();
   const auto qkv = random_vector(s.qkv_size(), 500 + s.T);
   const auto dout = random_vector(s.out_size(), 600 + s.T);
-  const Reference ref = reference(qkv, dout, s);
+  const GqaReference ref = reference(qkv, dout, s);
   const Result got = run(qkv, dout, s);
   // flash_attention_test's bound kappa (Higham's gamma_n for the T + HS term sums, the scores'
   // error amplified by their size <= sqrt(HS) = 8 on inputs in [-1, 1], the fp32 exps): at
@@ -176,7 +176,7 @@ TEST_P(GqaAttention, EqualsMultiHeadAttentionOnCopiedKeysAndValues) {
   EXPECT_TRUE(all_close("dk, dv", dkv, want_dkv, 1e-5, 1e-5));
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, GqaAttention, ::testing::ValuesIn(kCases),
+INSTANTIATE_TEST_SUITE_P(Shapes, GqaAttention, ::testing::ValuesIn(kGqaCases),
                          [](const ::testing::TestParamInfo<Gqa>& info) {
                            const Gqa& c = info.param;
                            return "B" + std::to_string(c.B) + "_T" + std::to_string(c.T) +

@@ -19,13 +19,13 @@ namespace {
 
 using strata::kernels::testing::random_vector;
 
-struct Case {
+struct GemmCase {
   int M, N, K;
 };
 
 // Rows of 6, vectors of 16 and chunks of 64, each below, at and past a boundary; K = 0 (an empty
 // sum) and K not a multiple of anything.
-const Case kCases[] = {{1, 1, 1},    {5, 15, 3},    {6, 16, 64}, {7, 17, 77}, {13, 64, 1},
+const GemmCase kGemmCases[] = {{1, 1, 1},    {5, 15, 3},    {6, 16, 64}, {7, 17, 77}, {13, 64, 1},
                        {12, 65, 64}, {64, 130, 64}, {3, 256, 5}, {20, 48, 0}};
 
 struct Operands {
@@ -61,7 +61,7 @@ double tolerance(int K, double abs) { return 2.0 * (K + 2) * std::ldexp(1.0, -24
 
 using Kernel = void (*)(const TileGemm&);
 
-void run_case(Kernel kernel, const Case& cs, bool transposed_a, bool packed_b, bool accumulate) {
+void run_case(Kernel kernel, const GemmCase& cs, bool transposed_a, bool packed_b, bool accumulate) {
   const auto [M, N, K] = cs;
   SCOPED_TRACE("M " + std::to_string(M) + " N " + std::to_string(N) + " K " + std::to_string(K) +
                (transposed_a ? " A^T" : " A") + (packed_b ? " packed B" : " B") +
@@ -129,7 +129,7 @@ std::vector<Kernel> kernels() {
 
 TEST(TileGemm, MatchesNaiveLoopForEveryOperandLayout) {
   for (Kernel kernel : kernels()) {
-    for (const Case& cs : kCases) {
+    for (const GemmCase& cs : kGemmCases) {
       for (bool transposed_a : {false, true}) {
         for (bool packed_b : {false, true}) {
           for (bool accumulate : {false, true}) {
@@ -193,9 +193,9 @@ TEST(TileGemm, CausalLimitsKeepEveryPromisedElement) {
 // 8-lane and 16-lane vectors and the 6-row groups.
 TEST(TileGemm, VectorKernelsAreOneFusedChainInKOrderBitForBit) {
   if (!tile_gemm_has_avx2()) GTEST_SKIP() << "this CPU has no AVX2 with FMA";
-  const Case cases[] = {{1, 1, 1}, {7, 9, 5}, {6, 24, 64}, {13, 130, 77}, {20, 48, 0}};
+  const GemmCase cases[] = {{1, 1, 1}, {7, 9, 5}, {6, 24, 64}, {13, 130, 77}, {20, 48, 0}};
   for (Kernel kernel : {&tile_gemm, &tile_gemm_avx2}) {
-    for (const Case& cs : cases) {
+    for (const GemmCase& cs : cases) {
       for (bool packed_b : {false, true}) {
         for (bool accumulate : {false, true}) {
           const auto [M, N, K] = cs;

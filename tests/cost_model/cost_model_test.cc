@@ -12,13 +12,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cost_model/errors.h"
+#include "tests/cost_model/bundled_configs.h"
 
 namespace strata {
 namespace {
 
-ClusterSpec cluster_named(const std::string& name) {
-  return ClusterSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/clusters/" + name + ".json");
-}
+using testing::bundled_cluster;
 
 // 12 layers so that p = 1, 2, 3, 4 and v = 1, 2, 3 all divide them.
 ModelSpec model_of() {
@@ -56,7 +55,7 @@ TEST(PredictionCache, GivesPredictsFiguresBitwise) {
   profile.gemm.push_back({128, 256, 256, 5e9});
   int plans = 0;
   for (const std::string& name : {std::string("selene-a100"), std::string("local-cpu")}) {
-    const ClusterSpec cluster = cluster_named(name);
+    const ClusterSpec cluster = bundled_cluster(name);
     const Profile* prof = name == "local-cpu" ? &profile : nullptr;
     PredictionCache cache;
     // The last two: uneven stages (12 layers: 2 | 5 | 5 on p = 3; 3 | 3 3 3 on p = 4).
@@ -119,7 +118,7 @@ TEST(PredictionCache, ReplaysOnlyNewInputs) {
   // tail: the all-reduce is the same) share one replay; their step times still differ by
   // their tails.
   const ModelSpec model = model_of();
-  const ClusterSpec cluster = cluster_named("selene-a100");
+  const ClusterSpec cluster = bundled_cluster("selene-a100");
   Plan plan;
   plan.tp = 2;
   plan.pp = 4;

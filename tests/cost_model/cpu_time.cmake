@@ -1,9 +1,9 @@
 # The CPU backend's calibrated time model (cost_model/compute_model.h).
-strata_add_test(cpu_time_model_test
+strata_add_test(cpu_time_model_test IN cost_model_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/cpu_time_model_test.cc
   LIBS strata_cost_model)
 
 # The loop's feedback: a run folded into the profile (cost_model/profile_feedback.h).
-strata_add_test(profile_feedback_test
+strata_add_test(profile_feedback_test IN cost_model_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/profile_feedback_test.cc
   LIBS strata_cost_model)

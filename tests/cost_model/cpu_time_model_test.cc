@@ -11,15 +11,15 @@
 #include "cost_model/plan.h"
 #include "cost_model/time_model.h"
 #include "cost_model/train_spec.h"
+#include "tests/cost_model/bundled_configs.h"
 
 namespace strata {
 namespace {
 
+using testing::bundled_model;
+
 ClusterSpec local_cpu() {
   return ClusterSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/clusters/local-cpu.json");
-}
-ModelSpec tiny() {
-  return ModelSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/models/tiny.json");
 }
 LayerKernels cpu_kernels() {
   LayerKernels k;
@@ -95,12 +95,12 @@ TEST(CpuAttention, MaterializedPathUsesTheMeasuredRate) {
   p.elementwise_bytes_per_s = 2e9;
   p.gemm.push_back({64, 64, 64, 10e9});
   const DeviceRates rates = device_rates(cpu, train, &p, 1);
-  const LayerForward f = layer_forward(tiny(), 1, 1, false, cpu_kernels(), rates);
+  const LayerForward f = layer_forward(bundled_model("tiny"), 1, 1, false, cpu_kernels(), rates);
   // Causal FLOPs 2 B NH T^2 HS = 2 x 1 x 4 x 64^2 x 16 = 524288 at 5 GFLOP/s, softmax inside.
   EXPECT_NEAR(f.attention_core_s(), 524288.0 / 5e9, 1e-15);
   EXPECT_EQ(f.softmax_s, 0.0);
   // Backward: twice the FLOPs (1048576) at the backward rate of 10 GFLOP/s.
-  const LayerBackward b = layer_backward(tiny(), 1, 1, false, cpu_kernels(), rates);
+  const LayerBackward b = layer_backward(bundled_model("tiny"), 1, 1, false, cpu_kernels(), rates);
   EXPECT_NEAR(b.attention_s, 1048576.0 / 10e9, 1e-15);
 }
 
@@ -109,8 +109,8 @@ TEST(CpuBackward, TwiceTheForwardWithoutAProfileShapesWithOne) {
   TrainSpec train;
   train.precision = Precision::kFp32;
   const DeviceRates curve = device_rates(cpu, train, nullptr, 1);
-  const LayerForward f = layer_forward(tiny(), 1, 1, false, cpu_kernels(), curve);
-  const LayerBackward b = layer_backward(tiny(), 1, 1, false, cpu_kernels(), curve);
+  const LayerForward f = layer_forward(bundled_model("tiny"), 1, 1, false, cpu_kernels(), curve);
+  const LayerBackward b = layer_backward(bundled_model("tiny"), 1, 1, false, cpu_kernels(), curve);
   EXPECT_NEAR(b.time_s(), 2.0 * f.time_s(), 1e-12 * f.time_s());
   // With samples: qkv's input gradient is (BT, C, OC) = (64, 64, 192) and its weight
   // gradient (OC, C, BT) = (192, 64, 64), each priced by its own sample.
@@ -118,7 +118,7 @@ TEST(CpuBackward, TwiceTheForwardWithoutAProfileShapesWithOne) {
   p.threads_per_rank = 1;
   p.gemm = {{64, 64, 192, 40e9}, {192, 64, 64, 10e9}};
   const DeviceRates rates = device_rates(cpu, train, &p, 1);
-  const LayerBackward s = layer_backward(tiny(), 1, 1, false, cpu_kernels(), rates);
+  const LayerBackward s = layer_backward(bundled_model("tiny"), 1, 1, false, cpu_kernels(), rates);
   EXPECT_NEAR(s.input_grad[0].time_s(), 1572864.0 / 40e9, 1e-15);
   EXPECT_NEAR(s.weight_grad[0].time_s(), 1572864.0 / 10e9, 1e-15);
 }
@@ -127,10 +127,10 @@ TEST(CpuElementwise, ByteCountsWorkedByHand) {
   // tiny, b = 1, t = 1, fp32: BT = 64, h = 64, f = 256, c = 4.
   // Forward: LayerNorms 64 x 4 h c = 65536, residuals 64 x 6 h c = 98304, GeLU
   // 64 x 2 c f = 131072, proj and fc2 bias adds 64 x 4 h c = 65536: 360448.
-  EXPECT_DOUBLE_EQ(layer_elementwise_bytes(tiny(), 1, 1, false, cpu_kernels(), 4.0), 360448.0);
+  EXPECT_DOUBLE_EQ(layer_elementwise_bytes(bundled_model("tiny"), 1, 1, false, cpu_kernels(), 4.0), 360448.0);
   // Backward: LayerNorms and copies 64 x 12 h c = 196608, GeLU 64 x 4 c f = 262144, bias
   // sums 64 x c x (3h + f + 2h) = 147456: 606208.
-  EXPECT_DOUBLE_EQ(layer_backward_elementwise_bytes(tiny(), 1, 1, false, cpu_kernels(), 4.0),
+  EXPECT_DOUBLE_EQ(layer_backward_elementwise_bytes(bundled_model("tiny"), 1, 1, false, cpu_kernels(), 4.0),
                    606208.0);
 }
 
@@ -144,17 +144,17 @@ TEST(CpuRecompute, FullRecomputationStopsBeforeFc2) {
   train.precision = Precision::kFp32;
   const DeviceRates rates = device_rates(cpu, train, nullptr, 1);
   LayerKernels kernels = cpu_kernels();
-  const LayerForward whole = layer_forward(tiny(), 1, 1, false, kernels, rates);
+  const LayerForward whole = layer_forward(bundled_model("tiny"), 1, 1, false, kernels, rates);
   EXPECT_NEAR(whole.full_recompute_s(kernels), whole.time_s(), 1e-15);
   kernels.recompute_skips_output = true;
-  const LayerForward f = layer_forward(tiny(), 1, 1, false, kernels, rates);
+  const LayerForward f = layer_forward(bundled_model("tiny"), 1, 1, false, kernels, rates);
   EXPECT_NEAR(f.output_elementwise_s, memory_bound_time(81920.0, rates), 1e-15);
   EXPECT_NEAR(f.full_recompute_s(kernels),
               f.time_s() - f.fc2.time_s() - memory_bound_time(81920.0, rates), 1e-15);
   EXPECT_LT(f.full_recompute_s(kernels), 0.9 * f.time_s());  // fc2 is a quarter of the GEMM FLOPs
 
   // A plan's layer: its backward step recomputes so (op_costs.h).
-  const ModelSpec model = tiny();
+  const ModelSpec model = bundled_model("tiny");
   const TrainSpec tiny_train =
       TrainSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/train/tiny.json");
   Plan plan = Plan::load(std::string(STRATA_SOURCE_DIR) + "/configs/plans/tiny-single.json");
@@ -174,7 +174,7 @@ TEST(CpuComm, EveryCollectiveIsExposedOncePerUnitAndStep) {
   // on the device), all-gathers it after its optimizer step, and all-reduces the norm, every
   // fp32 byte exposed: the embedding 20,480 parameters, 8 layers of 49,984, the final norm
   // 128, over the 2 ranks (one node: stride 1).
-  const ModelSpec model = tiny();
+  const ModelSpec model = bundled_model("tiny");
   const ClusterSpec cpu = local_cpu();
   const TrainSpec train =
       TrainSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/train/tiny.json");

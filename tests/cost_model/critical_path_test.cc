@@ -24,17 +24,9 @@
 namespace strata {
 namespace {
 
-using Kind = ProgramOpKind;
+using testing::plan_of;
 
-Plan plan_of(ScheduleKind kind, std::int64_t p, std::int64_t v, std::int64_t d = 1, int zero = 0) {
-  Plan plan;
-  plan.pp = p;
-  plan.dp = d;
-  plan.virtual_stages = v;
-  plan.schedule = kind;
-  plan.zero_stage = zero;
-  return plan;
-}
+using Kind = ProgramOpKind;
 
 std::vector<PricedRank> price(const Program& program, const OpCosts& costs, SimulationMode mode) {
   std::vector<PricedRank> priced;

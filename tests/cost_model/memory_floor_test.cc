@@ -59,7 +59,7 @@ ClusterSpec cluster(Backend backend, bool headroom) {
 }
 
 // The plan of one matrix cell; `variant` picks d, t, ZeRO, offload, recomputation, SP.
-Plan plan_of(std::int64_t p, std::int64_t v, ScheduleKind kind, int variant) {
+Plan floor_plan(std::int64_t p, std::int64_t v, ScheduleKind kind, int variant) {
   Plan plan;
   plan.pp = p;
   plan.virtual_stages = v;
@@ -101,7 +101,7 @@ TEST(MemoryFloor, NeverAboveTheWalkedEstimate) {
               for (const std::int64_t m : {1, 2, 6, 24, 60}) {
                 for (int variant = 0; variant < 48; ++variant) {
                   for (const bool uneven_stages : {false, true}) {
-                    Plan plan = plan_of(p, v, kind, variant);
+                    Plan plan = floor_plan(p, v, kind, variant);
                     if (uneven_stages) {
                       if (p < 3 || variant % 3 != 0) continue;
                       // Megatron's uneven split: one layer fewer on the first and last

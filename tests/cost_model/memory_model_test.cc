@@ -32,7 +32,7 @@ ModelSpec make_model(std::int64_t layers, std::int64_t hidden, std::int64_t head
 }
 
 // The tiny model of the brief: layers 8, hidden 64, heads 4, seq 64, vocab 256, ffn 256.
-ModelSpec tiny() { return make_model(8, 64, 4, 64, 256, 256); }
+ModelSpec tiny_in_code() { return make_model(8, 64, 4, 64, 256, 256); }
 
 ClusterSpec cluster(Backend backend) {
   ClusterSpec c;
@@ -103,7 +103,7 @@ TEST(StageParams, LayerMatchesPublishedCountAndSplitsByTp) {
 }
 
 TEST(StageParams, SumOverStagesIsTheModelPlusTiedCopy) {
-  const ModelSpec m = tiny();
+  const ModelSpec m = tiny_in_code();
   // p = 1: all of it, P = 8 (12*64^2 + 13*64) + (256 + 64) 64 + 2*64
   //      = 8 * 49984 + 20480 + 128 = 420480.
   EXPECT_EQ(stage_params(m, 1, 1, 1, 0).total(), 420480);
@@ -221,7 +221,7 @@ TEST(Activations, FormulaClosedFormsByHand) {
 }
 
 TEST(Activations, ExecutorConventionsTinyModel) {
-  const ModelSpec m = tiny();
+  const ModelSpec m = tiny_in_code();
   // s = 64, b = 2, h = 64, f = 256, a = 4, t = 1: sbh = 8192, sbf = 32768, rows sb = 128,
   // logsumexp a s b = 512.
   // CPU fp32: 5 sbh tensors (ln1_in, ln1_out, attn_out, ln2_in, ln2_out) 40960 + qkv 24576
@@ -347,7 +347,7 @@ TEST(EstimateMemory, TinyModelByHand) {
   plan.micro_batch = 2;
   plan.schedule = ScheduleKind::kOneFOneB;
   const MemoryEstimate e =
-      estimate_memory(tiny(), cluster(Backend::kCpu), train(8, Precision::kFp32), plan);
+      estimate_memory(tiny_in_code(), cluster(Backend::kCpu), train(8, Precision::kFp32), plan);
   ASSERT_EQ(e.stages.size(), 2u);
   const StageMemory& s0 = e.stages[0];
   const StageMemory& s1 = e.stages[1];
@@ -390,7 +390,7 @@ TEST(EstimateMemory, FullRecomputeKeepsOnlyLayerInputs) {
   plan.micro_batch = 2;
   plan.recompute = Recompute::kFull;
   const MemoryEstimate e =
-      estimate_memory(tiny(), cluster(Backend::kCpu), train(8, Precision::kFp32), plan);
+      estimate_memory(tiny_in_code(), cluster(Backend::kCpu), train(8, Precision::kFp32), plan);
   // The closed-form term stays: one layer's dropped tensors, 528384 - 32768.
   EXPECT_DOUBLE_EQ(e.stages[0].recompute_working_bytes, 495616);
   // Walk: F0 F1 hold 2 x 164352 (F1's last layer +495616: 824320); recv +32768 and mb 0's
@@ -422,7 +422,7 @@ TEST(EstimateMemory, ZeroTwoHoldsAUnitsFullGradientFromItsFirstTouchToItsReducti
   plan.schedule = ScheduleKind::kGpipe;
   plan.zero_stage = 2;
   const MemoryEstimate e =
-      estimate_memory(tiny(), cluster(Backend::kCpu), train(8, Precision::kFp32), plan);
+      estimate_memory(tiny_in_code(), cluster(Backend::kCpu), train(8, Precision::kFp32), plan);
   const StageMemory& s = e.stages[0];
   EXPECT_DOUBLE_EQ(s.params.device, 1681920);
   EXPECT_DOUBLE_EQ(s.optimizer.device, 1681920);
@@ -523,7 +523,7 @@ Plan zero3_plan() {
 }
 
 TEST(EstimateMemory, OffloadMovesBytesBetweenTiersKeepingTheTotal) {
-  const ModelSpec m = tiny();
+  const ModelSpec m = tiny_in_code();
   const TrainSpec t = train(16, Precision::kBf16);
   // The closed forms' tier accounting (the published convention): the engine's own keeps
   // offloaded state in fp32 and moves transients with it, so its total is not conserved.
@@ -567,7 +567,7 @@ TEST(EstimateMemory, ZeroStagesNeverIncreaseDeviceBytes) {
   // 199936 B = 640768 B. Each stage partitions one more kind, so device bytes only fall.
   // (The published convention's closed form: strata's engine holds a ZeRO-2 unit's full fp32
   // gradient from its first touch to its reduction, which can outweigh ZeRO-1's savings.)
-  const ModelSpec m = tiny();
+  const ModelSpec m = tiny_in_code();
   const TrainSpec t = train(64, Precision::kBf16);
   MemoryModelOptions published;
   published.published_activations = true;
@@ -596,11 +596,11 @@ TEST(EstimateMemory, ZeroStagesNeverIncreaseDeviceBytes) {
 TEST(EstimateMemory, RejectsPlansThatDoNotDivide) {
   Plan plan;
   plan.dp = 3;
-  EXPECT_THROW(estimate_memory(tiny(), cluster(Backend::kCpu), train(8, Precision::kFp32), plan),
+  EXPECT_THROW(estimate_memory(tiny_in_code(), cluster(Backend::kCpu), train(8, Precision::kFp32), plan),
                InfeasiblePlan);  // 8 % 3
   plan.dp = 1;
   plan.pp = 3;
-  EXPECT_THROW(estimate_memory(tiny(), cluster(Backend::kCpu), train(8, Precision::kFp32), plan),
+  EXPECT_THROW(estimate_memory(tiny_in_code(), cluster(Backend::kCpu), train(8, Precision::kFp32), plan),
                InfeasiblePlan);  // 8 layers % 3
 }
 
@@ -611,7 +611,7 @@ TEST(EstimateMemory, RejectsPlansThatDoNotDivide) {
 // the pipeline's end, so the peak rises with every forward), interleaving, sequence
 // parallelism, recomputation; 32 micro-batches per rank and more, so most passes repeat.
 TEST(EstimateMemory, ReusedPassesGiveTheOpByOpWalkToTheBit) {
-  const ModelSpec m = tiny();
+  const ModelSpec m = tiny_in_code();
   const ClusterSpec c = cluster(Backend::kCpu);
   MemoryModelOptions op_by_op;
   op_by_op.walk_reuses_passes = false;

@@ -16,17 +16,14 @@
 #include "cost_model/plan.h"
 #include "cost_model/time_model.h"
 #include "cost_model/train_spec.h"
+#include "tests/cost_model/bundled_configs.h"
 
 namespace strata {
 namespace {
 
-ModelSpec tiny() { return ModelSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/models/tiny.json"); }
-TrainSpec tiny_train() {
-  return TrainSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/train/tiny.json");
-}
-ClusterSpec selene() {
-  return ClusterSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/clusters/selene-a100.json");
-}
+using testing::bundled_cluster;
+using testing::bundled_model;
+using testing::bundled_train;
 
 constexpr double kPcie = 25e9;
 constexpr double kNvmeRead = 24e9 / 2;   // the node's NVMe shared by the plan's 2 GPUs
@@ -43,9 +40,9 @@ double tail_offload_s(const TimeModelCosts& costs, const RankProgram& rank) {
 
 // Optimizer state on NVMe at ZeRO 0, two pipeline stages (d = 1, m = 8).
 TEST(OffloadTime, OptimizerOnNvmeStepsAreBytesOverRates) {
-  const ModelSpec model = tiny();
-  const ClusterSpec cluster = selene();
-  const TrainSpec train = tiny_train();
+  const ModelSpec model = bundled_model("tiny");
+  const ClusterSpec cluster = bundled_cluster("selene-a100");
+  const TrainSpec train = bundled_train("tiny");
   Plan plan;
   plan.pp = 2;
   plan.micro_batch = 1;
@@ -77,9 +74,9 @@ TEST(OffloadTime, OptimizerOnNvmeStepsAreBytesOverRates) {
 // ZeRO-3 with the parameters on NVMe, the optimizer on the device, full recompute, d = 2, b = 2: m = 8 /
 // (2 x 2) = 2 micro-batches.
 TEST(OffloadTime, Zero3ParamsOnNvmeFetchesAndTailAreBytesOverRates) {
-  const ModelSpec model = tiny();
-  const ClusterSpec cluster = selene();
-  const TrainSpec train = tiny_train();
+  const ModelSpec model = bundled_model("tiny");
+  const ClusterSpec cluster = bundled_cluster("selene-a100");
+  const TrainSpec train = bundled_train("tiny");
   Plan plan;
   plan.dp = 2;
   plan.micro_batch = 2;

@@ -8,48 +8,19 @@
 #include <gtest/gtest.h>
 
 #include "cost_model/units.h"
+#include "tests/cost_model/time_test_cases.h"
 
 namespace strata {
 namespace {
 
+using testing::test_cluster;
+using testing::test_model;
+
 // A100-like round numbers (time_model_test.cc's cluster): 4 nodes x 8 GPUs, 300 TFLOP/s
 // bf16, 2000 GB/s HBM, NVLink 300 GB/s + 2 us, network 25 GB/s + 5 us, PCIe 25 GB/s.
-ClusterSpec test_cluster() {
-  ClusterSpec c;
-  c.name = "test";
-  c.nodes = 4;
-  c.gpus_per_node = 8;
-  c.device.name = "gpu";
-  c.device.memory_bytes = 80 * units::kGiB;
-  c.device.bf16_flops = 300e12;
-  c.device.fp32_flops = 20e12;
-  c.device.memory_bandwidth_bytes_per_s = 2000e9;
-  c.host.memory_bytes = 1000 * units::kGiB;
-  c.host.pcie_bandwidth_bytes_per_s = 25e9;
-  c.host.cpu_cores = 64;
-  c.host.cpu_flops = 2000e9;
-  c.host.memory_bandwidth_bytes_per_s = 200e9;
-  c.nvme.capacity_bytes = 10e12;
-  c.nvme.read_bytes_per_s = 16e9;
-  c.nvme.write_bytes_per_s = 8e9;
-  c.intra_node = {300e9, 2e-6, "test"};
-  c.inter_node = {25e9, 5e-6, "test"};
-  return c;
-}
 
 // 8 layers, hidden 1024, 16 heads, sequence 1024, vocabulary 32,000: a layer is 12 h^2 + 13 h
 // = 12,596,224 parameters at t = 1.
-ModelSpec test_model() {
-  ModelSpec m;
-  m.name = "test";
-  m.layers = 8;
-  m.hidden = 1024;
-  m.heads = 16;
-  m.seq_len = 1024;
-  m.vocab = 32000;
-  m.ffn_hidden = 4096;
-  return m;
-}
 
 class OpCostsTest : public ::testing::Test {
  protected:

@@ -25,7 +25,7 @@ namespace {
 using Kind = ProgramOpKind;
 namespace fs = std::filesystem;
 
-Plan plan_of(ScheduleKind kind, std::int64_t p, std::int64_t v, std::int64_t m_per_d = 1) {
+Plan check_plan(ScheduleKind kind, std::int64_t p, std::int64_t v, std::int64_t m_per_d = 1) {
   Plan plan;
   plan.pp = p;
   plan.virtual_stages = v;
@@ -75,7 +75,7 @@ TEST(ProgramCheck, GeneratedProgramsPassForEverySchedule) {
     for (std::int64_t p : {1, 2, 4}) {
       const std::int64_t v = kind == ScheduleKind::kInterleaved ? 2 : 1;
       SCOPED_TRACE(to_string(kind) + " p=" + std::to_string(p));
-      const Program program = make_program(testing::small_gpt(8), testing::train_of(8), plan_of(kind, p, v));
+      const Program program = make_program(testing::small_gpt(8), testing::train_of(8), check_plan(kind, p, v));
       EXPECT_EQ(fault_of(program), "");
     }
   }
@@ -86,7 +86,7 @@ TEST(ProgramCheck, TheCheckGraphHasAVertexPerStepOpAndAnEdgePerMessage) {
   // so 8 message edges; the tail's tied sum (ranks 0, 1) and grad norm (ranks 0, 1) add a
   // join each.
   const Program program = make_program(testing::small_gpt(4), testing::train_of(4),
-                                       plan_of(ScheduleKind::kOneFOneB, 2, 1));
+                                       check_plan(ScheduleKind::kOneFOneB, 2, 1));
   const ProgramGraph g = dependency_graph(program);
   std::size_t ops = 0, joins = 0, messages = 0;
   for (const RankProgram& r : program.ranks) ops += r.ops.size();
@@ -105,7 +105,7 @@ TEST(ProgramCheck, TheCheckGraphHasAVertexPerStepOpAndAnEdgePerMessage) {
 
 TEST(ProgramCheck, AMissingReceiveIsNamed) {
   Program program = make_program(testing::small_gpt(4), testing::train_of(4),
-                                 plan_of(ScheduleKind::kOneFOneB, 2, 1));
+                                 check_plan(ScheduleKind::kOneFOneB, 2, 1));
   RankProgram& rank1 = program.ranks[1];
   const std::size_t recv = find_op(rank1, Kind::kRecvForward, 2);
   // Make micro-batch 2's receive expect micro-batch 9 (nobody sends it): the send of
@@ -127,7 +127,7 @@ TEST(ProgramCheck, AReceiveOfTheWrongCountIsNamed) {
   // default, the CUDA backend's). Rank 1 now expects one token row fewer per sequence of
   // micro-batch 1's activation: (2 x 63, 64) = (126, 64).
   Program program = make_program(testing::small_gpt(4), testing::train_of(8),
-                                 plan_of(ScheduleKind::kOneFOneB, 2, 1, 2));
+                                 check_plan(ScheduleKind::kOneFOneB, 2, 1, 2));
   RankProgram& rank1 = program.ranks[1];
   const std::size_t recv = find_op(rank1, Kind::kRecvForward, 1);
   ASSERT_EQ(message_elements(rank1.ops[recv], 2), 2 * 64 * 64);  // as generated
@@ -150,7 +150,7 @@ TEST(ProgramCheck, AReceiveOfTheWrongDtypeIsNamed) {
   // shape (1 sequence of 64 rows, hidden 64), the wrong element type. Tag: micro-batch 0
   // to virtual stage 0, backward: (0 + 0) * 2 + 1 = 1.
   Program program = make_program(testing::small_gpt(4), testing::train_of(4),
-                                 plan_of(ScheduleKind::kOneFOneB, 2, 1));
+                                 check_plan(ScheduleKind::kOneFOneB, 2, 1));
   RankProgram& rank0 = program.ranks[0];
   const std::size_t recv = find_op(rank0, Kind::kRecvBackward, 0);
   ASSERT_EQ(rank0.ops[recv].message_dtype, DType::kBF16);  // as generated
@@ -169,7 +169,7 @@ TEST(ProgramCheck, CollectivesInDifferentOrdersAreNamed) {
   // The last rank enters the global norm before the tied-embedding sum, rank 0 the other way
   // around: rank 0 waits in the sum for rank 1, which waits in the norm for rank 0.
   Program program = make_program(testing::small_gpt(4), testing::train_of(4),
-                                 plan_of(ScheduleKind::kOneFOneB, 2, 1));
+                                 check_plan(ScheduleKind::kOneFOneB, 2, 1));
   RankProgram& last = program.ranks[1];
   move_op(last, find_op(last, Kind::kGradNorm), find_op(last, Kind::kTiedEmbeddingSum));
   const std::string fault = fault_of(program);
@@ -180,7 +180,7 @@ TEST(ProgramCheck, CollectivesInDifferentOrdersAreNamed) {
 
 TEST(ProgramCheck, ACollectiveAMemberNeverEntersIsNamed) {
   Program program = make_program(testing::small_gpt(4), testing::train_of(4),
-                                 plan_of(ScheduleKind::kOneFOneB, 2, 1));
+                                 check_plan(ScheduleKind::kOneFOneB, 2, 1));
   RankProgram& last = program.ranks[1];
   last.ops[find_op(last, Kind::kGradNorm)].kind = Kind::kGatherParams;  // not a world collective
   const std::string fault = fault_of(program);
@@ -192,7 +192,7 @@ TEST(ProgramCheck, ACycleThroughAPipelineSendIsNamedRankByRank) {
   // Rank 0 of 1F1B on 2 ranks sends micro-batch 0's activation only after receiving its
   // gradient; rank 1 computes that gradient only after receiving the activation.
   Program program = make_program(testing::small_gpt(4), testing::train_of(4),
-                                 plan_of(ScheduleKind::kOneFOneB, 2, 1));
+                                 check_plan(ScheduleKind::kOneFOneB, 2, 1));
   RankProgram& first = program.ranks[0];
   const std::size_t send = find_op(first, Kind::kSendForward, 0);
   const std::size_t recv = find_op(first, Kind::kRecvBackward, 0);
@@ -209,7 +209,7 @@ TEST(ProgramCheck, ACycleThroughAPipelineSendIsNamedRankByRank) {
 
 TEST(ProgramCheck, AnAfterOutsideTheListIsNamed) {
   Program program = make_program(testing::small_gpt(4), testing::train_of(4),
-                                 plan_of(ScheduleKind::kOneFOneB, 2, 1));
+                                 check_plan(ScheduleKind::kOneFOneB, 2, 1));
   program.ranks[1].ops[3].after[2] = 999;
   const std::string fault = fault_of(program);
   EXPECT_NE(fault.find("rank 1 op 3"), std::string::npos) << fault;
@@ -232,7 +232,7 @@ TEST(ProgramCheck, ThePlannersSkeletonOfEveryShapePasses) {
 TEST(ProgramCheck, TheSkeletonProgramsMessagesAreTheProgramsMessages) {
   // The skeleton's Program has the generated Program's step ops (kind, micro-batch, chunk,
   // peer, after) before the tail: the planner checks the messages the engine sends.
-  const Plan plan = plan_of(ScheduleKind::kInterleaved, 4, 2);
+  const Plan plan = check_plan(ScheduleKind::kInterleaved, 4, 2);
   const Program program = make_program(testing::small_gpt(8), testing::train_of(8), plan);
   const Program skeleton = skeleton_program(pipeline_skeleton(program));
   ASSERT_EQ(skeleton.ranks.size(), program.ranks.size());

@@ -22,13 +22,13 @@ namespace {
 
 using Kind = ProgramOpKind;
 
-struct Case {
+struct SendsCase {
   ScheduleKind kind;
   std::int64_t p, v, m;
 };
 
-std::vector<Case> cases() {
-  std::vector<Case> out;
+std::vector<SendsCase> cases() {
+  std::vector<SendsCase> out;
   for (std::int64_t p : {1, 2, 3, 4, 8}) {
     for (std::int64_t m : {std::int64_t{1}, p - 1, p, p + 1, 2 * p, 4 * p}) {
       if (m < 1) continue;
@@ -41,11 +41,11 @@ std::vector<Case> cases() {
   return out;
 }
 
-std::string label(const Case& c) {
+std::string label(const SendsCase& c) {
   return fmt::format("{} p{} v{} m{}", to_string(c.kind), c.p, c.v, c.m);
 }
 
-Program program_of(const Case& c) {
+Program program_of(const SendsCase& c) {
   Plan plan;
   plan.pp = c.p;
   plan.virtual_stages = c.v;
@@ -54,8 +54,8 @@ Program program_of(const Case& c) {
 }
 
 // A message: (micro-batch, receiving virtual stage, direction). Both ends name it alike.
-using Message = std::tuple<std::int64_t, std::int64_t, bool>;
-Message message_of(const ProgramOp& op, std::int64_t p, std::int64_t r) {
+using SendMessage = std::tuple<std::int64_t, std::int64_t, bool>;
+SendMessage message_of(const ProgramOp& op, std::int64_t p, std::int64_t r) {
   const std::int64_t s = op.chunk * p + r;
   switch (op.kind) {
     case Kind::kSendForward: return {op.micro_batch, s + 1, true};
@@ -73,13 +73,13 @@ bool is_recv(const ProgramOp& op) {
 
 TEST(ProgramSends, EachLinkReceivesItsSendsInTheOrderTheyWereSent) {
   // What makes a prefix of the sends the whole set a receive proves (program_sends.h).
-  for (const Case& c : cases()) {
+  for (const SendsCase& c : cases()) {
     if (c.p == 1) continue;
     const Program program = program_of(c);
     for (std::int64_t r = 0; r < c.p; ++r) {
       for (bool forward : {true, false}) {
         const std::int64_t dest = forward ? (r + 1) % c.p : (r - 1 + c.p) % c.p;
-        std::vector<Message> sent, received;
+        std::vector<SendMessage> sent, received;
         for (const ProgramOp& op : program.ranks[static_cast<std::size_t>(r)].ops) {
           if (is_send(op) && (op.kind == Kind::kSendForward) == forward) sent.push_back(message_of(op, c.p, r));
         }
@@ -99,15 +99,15 @@ TEST(ProgramSends, AReceiveProvesTheSendsThePeerReceivedBeforeSendingIt) {
   // puts before q's send of the received message, unioned over r's receives so far, must be
   // exactly r's first forward_sends_complete forward and backward_sends_complete backward
   // sends. With p = 1 nothing is sent and nothing is marked.
-  for (const Case& c : cases()) {
+  for (const SendsCase& c : cases()) {
     const Program program = program_of(c);
     for (std::int64_t r = 0; r < c.p; ++r) {
       const RankProgram& rank = program.ranks[static_cast<std::size_t>(r)];
-      std::vector<Message> sends[2];  // [0] forward, [1] backward, in list order
+      std::vector<SendMessage> sends[2];  // [0] forward, [1] backward, in list order
       for (const ProgramOp& op : rank.ops) {
         if (is_send(op)) sends[op.kind == Kind::kSendForward ? 0 : 1].push_back(message_of(op, c.p, r));
       }
-      std::set<Message> proved[2];
+      std::set<SendMessage> proved[2];
       for (const ProgramOp& op : rank.ops) {
         if (!is_recv(op)) {
           EXPECT_EQ(op.forward_sends_complete, 0);
@@ -119,18 +119,18 @@ TEST(ProgramSends, AReceiveProvesTheSendsThePeerReceivedBeforeSendingIt) {
           continue;
         }
         const RankProgram& peer = program.ranks[static_cast<std::size_t>(op.peer)];
-        const Message got = message_of(op, c.p, r);
+        const SendMessage got = message_of(op, c.p, r);
         std::size_t sent_at = 0;
         while (!(is_send(peer.ops[sent_at]) && message_of(peer.ops[sent_at], c.p, op.peer) == got)) ++sent_at;
         for (std::size_t i = 0; i < sent_at; ++i) {
           const ProgramOp& before = peer.ops[i];
           if (!is_recv(before) || before.peer != r) continue;
-          const Message m = message_of(before, c.p, op.peer);
+          const SendMessage m = message_of(before, c.p, op.peer);
           proved[std::get<2>(m) ? 0 : 1].insert(m);
         }
         const std::int32_t marked[2] = {op.forward_sends_complete, op.backward_sends_complete};
         for (int d = 0; d < 2; ++d) {
-          const std::set<Message> prefix(sends[d].begin(), sends[d].begin() + marked[d]);
+          const std::set<SendMessage> prefix(sends[d].begin(), sends[d].begin() + marked[d]);
           EXPECT_EQ(proved[d], prefix) << label(c) << " rank " << r << " " << to_string(op.kind)
                                        << " mb " << op.micro_batch << " chunk " << op.chunk
                                        << (d == 0 ? " forward" : " backward");
@@ -167,7 +167,7 @@ TEST(ProgramSends, AOneFOneBRankHoldsItsWarmUpsSends) {
   // most is w + 2 = p - r + 1 at the pipeline's end (r > 0; the first stage sends none).
   for (std::int64_t p : {2, 3, 4, 8}) {
     for (std::int64_t m : {2 * p, 4 * p}) {
-      const Case c{ScheduleKind::kOneFOneB, p, 1, m};
+      const SendsCase c{ScheduleKind::kOneFOneB, p, 1, m};
       const Program program = program_of(c);
       for (std::int64_t r = 0; r < p; ++r) {
         const auto [forward, backward] = most_pending(program.ranks[static_cast<std::size_t>(r)]);

@@ -23,21 +23,13 @@
 namespace strata {
 namespace {
 
+using testing::plan_of;
+
 using Kind = ProgramOpKind;
 
 using testing::train_of;
 // A model with `layers` layers; its shape only matters to the Program (which units exist).
 ModelSpec model_of(std::int64_t layers) { return testing::small_gpt(layers); }
-
-Plan plan_of(ScheduleKind kind, std::int64_t p, std::int64_t v, std::int64_t d = 1, int zero = 0) {
-  Plan plan;
-  plan.pp = p;
-  plan.dp = d;
-  plan.virtual_stages = v;
-  plan.schedule = kind;
-  plan.zero_stage = zero;
-  return plan;
-}
 
 // Durations chosen by each test: a layer's forward f and backward b (scaled per rank), the
 // embedding and head steps free, a transfer, and per layer unit a gather, a reduction, a

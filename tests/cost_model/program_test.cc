@@ -22,7 +22,7 @@ namespace {
 using testing::train_of;
 ModelSpec tiny_model() { return testing::small_gpt(8); }
 
-Plan plan_of(std::int64_t t, std::int64_t p, std::int64_t d, std::int64_t v, ScheduleKind kind,
+Plan program_plan(std::int64_t t, std::int64_t p, std::int64_t d, std::int64_t v, ScheduleKind kind,
              int zero, std::int64_t b = 1) {
   Plan plan;
   plan.tp = t;
@@ -75,7 +75,7 @@ TEST(Program, PipelineOpsAreTheScheduleOpForOp) {
   for (auto [p, v, kind] : {std::tuple{1, 1, ScheduleKind::kOneFOneB}, {2, 1, ScheduleKind::kGpipe},
                             {4, 1, ScheduleKind::kOneFOneB}, {2, 2, ScheduleKind::kInterleaved},
                             {4, 2, ScheduleKind::kInterleaved}}) {
-    const Plan plan = plan_of(1, p, 1, v, kind, 0);
+    const Plan plan = program_plan(1, p, 1, v, kind, 0);
     const Schedule schedule = make_schedule(kind, p, v, 8);
     const Program program = make_program(model, train, plan);
     ASSERT_EQ(program.ranks.size(), static_cast<std::size_t>(p));
@@ -111,7 +111,7 @@ TEST(Program, OneFOneBHoldsMinOfStagesLeftAndMicroBatches) {
   const ModelSpec model = tiny_model();
   for (std::int64_t m : {2, 8}) {
     const Program program =
-        make_program(model, train_of(m), plan_of(1, 4, 1, 1, ScheduleKind::kOneFOneB, 0));
+        make_program(model, train_of(m), program_plan(1, 4, 1, 1, ScheduleKind::kOneFOneB, 0));
     for (std::int64_t r = 0; r < 4; ++r) {
       EXPECT_EQ(max_in_flight(program.ranks[static_cast<std::size_t>(r)]), std::min(4 - r, m));
     }
@@ -124,7 +124,7 @@ TEST(Program, ZeroThreeGathersOneStepAheadAndReleasesAfterUse) {
   const ModelSpec model = tiny_model();
   // global batch 8 over d = 2 in micro-batches of 2: m = 2.
   const RankProgram rank =
-      make_rank_program(model, train_of(8), plan_of(1, 1, 2, 1, ScheduleKind::kOneFOneB, 3, 2), 0);
+      make_rank_program(model, train_of(8), program_plan(1, 1, 2, 1, ScheduleKind::kOneFOneB, 3, 2), 0);
   const PassBody& fwd = rank.bodies[static_cast<std::size_t>(rank.ops[0].body)];
   ASSERT_TRUE(fwd.forward);
   std::vector<std::string> order;
@@ -161,7 +161,7 @@ TEST(Program, ZeroThreeGathersOneStepAheadAndReleasesAfterUse) {
 
 TEST(Program, OffloadedParamsAreFetchedPrefetchDistanceStepsAhead) {
   const ModelSpec model = tiny_model();
-  Plan plan = plan_of(1, 1, 2, 1, ScheduleKind::kOneFOneB, 3, 2);
+  Plan plan = program_plan(1, 1, 2, 1, ScheduleKind::kOneFOneB, 3, 2);
   plan.offload = {OffloadTier::kCpu, OffloadTier::kCpu, OffloadTier::kCpu};
   for (int distance : {1, 2, 3}) {
     ProgramOptions options;
@@ -202,7 +202,7 @@ TEST(Program, EachUnitIsReducedOnceRightAfterItsLastGradient) {
   for (int zero : {0, 1, 2, 3}) {
     // p = 2, v = 2, m = 4: rank 1 holds layers 2 3 6 7, the tied copy and the final norm.
     const Program program = make_program(model, train_of(4),
-                                         plan_of(1, 2, 1, 2, ScheduleKind::kInterleaved, zero));
+                                         program_plan(1, 2, 1, 2, ScheduleKind::kInterleaved, zero));
     for (const RankProgram& rank : program.ranks) {
       const auto flat = flatten(rank);
       for (const ProgramUnit& unit : rank.units) {
@@ -238,7 +238,7 @@ TEST(Program, EachUnitIsReducedOnceRightAfterItsLastGradient) {
 
 TEST(Program, OffloadedGradientsGoDownAfterEveryBackwardOfALayer) {
   const ModelSpec model = tiny_model();
-  Plan plan = plan_of(1, 1, 2, 1, ScheduleKind::kOneFOneB, 2, 1);
+  Plan plan = program_plan(1, 1, 2, 1, ScheduleKind::kOneFOneB, 2, 1);
   plan.offload = {OffloadTier::kCpu, OffloadTier::kCpu, OffloadTier::kNone};
   const auto flat = flatten(make_rank_program(model, train_of(8), plan, 0));  // m = 4
   EXPECT_EQ(count(flat, ProgramOpKind::kReduceGrads, "layer5"), 4);
@@ -262,7 +262,7 @@ TEST(Program, OffloadedGradientsGoDownAfterEveryBackwardOfALayer) {
 TEST(Program, ReplicatedKvHeadsAreSummedRightBeforeEachReductionOfALayer) {
   ModelSpec model = tiny_model();
   model.kv_heads = 2;  // t = 4 > 2: each KV head on 2 TP ranks
-  Plan plan = plan_of(4, 1, 2, 1, ScheduleKind::kOneFOneB, 0, 1);
+  Plan plan = program_plan(4, 1, 2, 1, ScheduleKind::kOneFOneB, 0, 1);
   const auto flat = flatten(make_rank_program(model, train_of(8), plan, 0));
   EXPECT_EQ(count(flat, ProgramOpKind::kSumKvGrads, "layer5"), 1);
   EXPECT_EQ(count(flat, ProgramOpKind::kSumKvGrads, "embedding"), 0);
@@ -292,7 +292,7 @@ TEST(Program, ReplicatedKvHeadsAreSummedRightBeforeEachReductionOfALayer) {
 
 TEST(Program, PublishedRecomputationGathersTwiceInBackward) {
   const ModelSpec model = tiny_model();
-  Plan plan = plan_of(1, 1, 2, 1, ScheduleKind::kOneFOneB, 3, 2);
+  Plan plan = program_plan(1, 1, 2, 1, ScheduleKind::kOneFOneB, 3, 2);
   plan.recompute = Recompute::kFull;
   ProgramOptions published;
   published.recompute_regathers = true;
@@ -306,11 +306,11 @@ TEST(Program, PublishedRecomputationGathersTwiceInBackward) {
 
 TEST(Program, BadPlansAreRejectedBeforeAnyOp) {
   const ModelSpec model = tiny_model();
-  EXPECT_THROW(make_program(model, train_of(8), plan_of(3, 1, 1, 1, ScheduleKind::kOneFOneB, 0)),
+  EXPECT_THROW(make_program(model, train_of(8), program_plan(3, 1, 1, 1, ScheduleKind::kOneFOneB, 0)),
                InfeasiblePlan);  // heads % 3
-  EXPECT_THROW(make_program(model, train_of(8), plan_of(1, 3, 1, 1, ScheduleKind::kOneFOneB, 0)),
+  EXPECT_THROW(make_program(model, train_of(8), program_plan(1, 3, 1, 1, ScheduleKind::kOneFOneB, 0)),
                InfeasiblePlan);  // layers % 3
-  EXPECT_THROW(make_rank_program(model, train_of(8), plan_of(1, 2, 1, 1, ScheduleKind::kOneFOneB, 0), 2),
+  EXPECT_THROW(make_rank_program(model, train_of(8), program_plan(1, 2, 1, 1, ScheduleKind::kOneFOneB, 0), 2),
                InfeasiblePlan);
 }
 
@@ -325,7 +325,7 @@ TEST(Program, ReusedScheduleOpsMakeTheSameProgram) {
                                    std::tuple{4, 1, ScheduleKind::kOneFOneB},
                                    std::tuple{2, 1, ScheduleKind::kGpipe}}) {
     for (int zero : {0, 1, 3}) {
-      Plan plan = plan_of(1, p, 2, v, kind, zero);
+      Plan plan = program_plan(1, p, 2, v, kind, zero);
       plans.push_back(plan);
       plan.recompute = Recompute::kFull;
       plans.push_back(plan);

@@ -1,11 +1,12 @@
-// Test helper for the Program's tests (generator, simulator, op costs): a tiny GPT of a
-// given depth (the Program only cares which units exist) and a training setup of one
-// global batch.
+// Test helper for the Program's tests (generator, simulator, op costs, critical path): a tiny
+// GPT of a given depth (the Program only cares which units exist), a training setup of one
+// global batch and a pipeline plan.
 #pragma once
 
 #include <cstdint>
 
 #include "cost_model/model_spec.h"
+#include "cost_model/plan.h"
 #include "cost_model/train_spec.h"
 
 namespace strata::testing {
@@ -27,6 +28,18 @@ inline TrainSpec train_of(std::int64_t global_batch) {
   TrainSpec t;
   t.global_batch = global_batch;
   return t;
+}
+
+// A pipeline plan of p stages (v chunks each) under `kind`, d-way data parallel at ZeRO `zero`.
+inline Plan plan_of(ScheduleKind kind, std::int64_t p, std::int64_t v, std::int64_t d = 1,
+                    int zero = 0) {
+  Plan plan;
+  plan.pp = p;
+  plan.dp = d;
+  plan.virtual_stages = v;
+  plan.schedule = kind;
+  plan.zero_stage = zero;
+  return plan;
 }
 
 }  // namespace strata::testing

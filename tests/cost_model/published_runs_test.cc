@@ -25,13 +25,12 @@
 #include "cost_model/cost_model.h"
 #include "cost_model/memory_model.h"
 #include "cost_model/model_spec.h"
+#include "tests/cost_model/bundled_configs.h"
 
 namespace strata {
 namespace {
 
-ClusterSpec selene() {
-  return ClusterSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/clusters/selene-a100.json");
-}
+using testing::bundled_cluster;
 
 ModelSpec model_config(const std::string& name) {
   return ModelSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/models/" + name + ".json");
@@ -90,7 +89,7 @@ double predicted_tflops(const PublishedRun& run, const ClusterSpec& cluster) {
 
 // Table 1 (params, heads, hidden, layers, t, p, d, global batch, TFLOP/s per GPU).
 TEST(PublishedRuns, MegatronTable1WithinFifteenPercent) {
-  const ClusterSpec cluster = selene();
+  const ClusterSpec cluster = bundled_cluster("selene-a100");
   const PublishedRun rows[] = {
       {"1.7B", model_config("megatron-1.7b"), 1, 1, 32, 1, 1, 512, 0, 137},
       {"7.5B", model_config("megatron-7.5b"), 4, 1, 32, 1, 1, 512, 0, 142},
@@ -106,7 +105,7 @@ TEST(PublishedRuns, MegatronTable1WithinFifteenPercent) {
 
 // Table 2, GPT-3 175B (96 layers, hidden 12288, 96 heads), global batch 1536.
 TEST(PublishedRuns, Gpt3Table2Trends) {
-  const ClusterSpec cluster = selene();
+  const ClusterSpec cluster = bundled_cluster("selene-a100");
   const ModelSpec gpt3 = model_config("gpt3-175b");
   // ZeRO-3, no model parallelism: 384 GPUs at micro-batch 4 (144), 1536 GPUs at b = 1 (44).
   const double zero3_384 =

@@ -13,13 +13,12 @@
 #include "cost_model/errors.h"
 #include "cost_model/memory_model.h"
 #include "tests/cost_model/program_test_util.h"
+#include "tests/cost_model/bundled_configs.h"
 
 namespace strata {
 namespace {
 
-ClusterSpec cluster_named(const std::string& name) {
-  return ClusterSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/clusters/" + name + ".json");
-}
+using testing::bundled_cluster;
 
 TEST(SteadyCut, KeepsTheWarmUpTwoPeriodsAndTheEndAndCutsWholePeriods) {
   // 1F1B, p 4, rank 1: warm-up 2, steady m - 2 pairs of period 1; kept 2 + 4 = 6 in front,
@@ -46,7 +45,7 @@ TEST(SteadyCut, CutWalkIsTheFullWalkOnEveryRank) {
   full.walk_cuts_steady_phase = false;
   int compared = 0, cut = 0;
   for (const char* cluster_name : {"local-cpu", "h100-x1"}) {
-    const ClusterSpec cluster = cluster_named(cluster_name);
+    const ClusterSpec cluster = bundled_cluster(cluster_name);
     for (std::int64_t p : {2, 3, 4, 8}) {
       for (std::int64_t v : {1, 2, 4}) {
         const ModelSpec model = testing::small_gpt(p * v);

@@ -8,7 +8,7 @@
 #   GPU per rank; exits 77 (reported SKIPPED) when the node has fewer GPUs than ranks;
 # - cuda_runtime_host_staged_mpi_np{2,4}: HostStagedCommunicator and its factory under mpirun,
 #   every rank on device 0; exits 77 (SKIPPED) without a device.
-strata_add_test(cuda_runtime_select_test
+strata_add_test(cuda_runtime_select_test IN executor_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_runtime_select_test.cc
   LIBS strata_executor)
 

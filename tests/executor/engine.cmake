@@ -1,6 +1,6 @@
 # Executor GPT model and engine: single-rank model tests (MPI singleton, no mpirun), data
 # tests, and the plan-equivalence matrix run under mpirun (label mpi).
-strata_add_test(executor_model_test
+strata_add_test(executor_model_test IN executor_engine_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/model_test.cc
   LIBS strata_executor)
 
@@ -161,53 +161,50 @@ foreach(entry IN ITEMS "t2_2_1_1_1f1b_0_1_0_full_sp")
 endforeach()
 
 # `strata run` end to end (spawns the strata binary, which re-launches itself under mpirun).
-strata_add_test(executor_engine_cli_test
+strata_add_test(executor_engine_cli_test RUNS_STRATA
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_cli_test.cc
   LIBS strata_cost_model strata_kernels_cpu
   LABELS mpi)
-target_compile_definitions(executor_engine_cli_test PRIVATE STRATA_BINARY="$<TARGET_FILE:strata>")
-add_dependencies(executor_engine_cli_test strata)
 
-strata_add_test(executor_data_test
+strata_add_test(executor_data_test IN executor_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/data_test.cc
   LIBS strata_executor)
 
 # The CPU losses the CUDA backend is held to (tests/executor/data/cuda_reference_losses.json):
 # recomputed here on every run so the file cannot drift from the CPU engine.
-strata_add_test(cuda_reference_cpu_test
+strata_add_test(cuda_reference_cpu_test IN executor_engine_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_reference_cpu_test.cc
   LIBS strata_executor)
 
 # The measured trace of a step is the Program's ops in the Program's order (one process).
-strata_add_test(executor_engine_trace_test
+strata_add_test(executor_engine_trace_test IN executor_engine_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_trace_test.cc
   LIBS strata_executor)
-target_compile_definitions(executor_engine_trace_test PRIVATE STRATA_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 
 # Token files (Megatron, llm.c, bytes) and safetensors: round trips and every corruption.
-strata_add_test(executor_data_formats_test
+strata_add_test(executor_data_formats_test IN executor_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/data_formats_test.cc
   LIBS strata_executor)
 
 # Hugging Face Llama weights: the name table, values on every TP rank's slice from F32 and
 # BF16 shards, and each error of a sharded checkpoint (< 1 s).
-strata_add_test(executor_hf_weights_test
+strata_add_test(executor_hf_weights_test IN executor_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/hf_weights_test.cc
   LIBS strata_executor)
 
 # Buffers reused across steps (issue 19): no system allocation after the first step, the
 # same losses and per-tag peaks as without reuse, uninitialised memory poisoned.
-strata_add_test(executor_engine_arena_test
+strata_add_test(executor_engine_arena_test IN executor_engine_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_arena_test.cc
   LIBS strata_executor)
 
 # A seeded run's initial parameters, first losses and gradient norms pinned to the values
 # before issue 25's set-up work (where and how parameters are drawn and memory obtained).
-strata_add_test(executor_initial_state_test
+strata_add_test(executor_initial_state_test IN executor_engine_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/initial_state_test.cc
   LIBS strata_executor)
 
 # The CUDA-semantics CPU mode's scheduler, race checker and pool on their own.
-strata_add_test(executor_cuda_semantics_test
+strata_add_test(executor_cuda_semantics_test IN executor_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_semantics_test.cc
   LIBS strata_executor)

@@ -2,10 +2,10 @@
 # binaries) and the MPI communicator, its factory and typed operations, and the KV-copies
 # groups of KV heads replicated over TP with their gradient sum and norm (one gtest binary
 # run by mpirun with 4 and 8 ranks).
-strata_add_test(executor_runtime_process_groups_test
+strata_add_test(executor_runtime_process_groups_test IN executor_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/runtime_process_groups_test.cc
   LIBS strata_executor)
-strata_add_test(executor_runtime_allocator_test
+strata_add_test(executor_runtime_allocator_test IN executor_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/runtime_allocator_test.cc
   LIBS strata_executor)
 strata_add_test(executor_runtime_launch_test
@@ -36,6 +36,6 @@ endforeach()
 
 # The allocator's arena: freed blocks reused by size, zero-fill and poison, accounting of
 # requested bytes over reused blocks.
-strata_add_test(executor_runtime_arena_test
+strata_add_test(executor_runtime_arena_test IN executor_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/runtime_arena_test.cc
   LIBS strata_executor)

@@ -1,21 +1,21 @@
 # The planner: generators on cases worked by hand, the search (counts, pruning, ranking,
 # infeasible reports, determinism), and the best plan for Megatron's Table 1 models.
-strata_add_test(planner_generators_test
+strata_add_test(planner_generators_test IN planner_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/generators_test.cc
   LIBS strata_planner)
-strata_add_test(planner_search_test
+strata_add_test(planner_search_test IN planner_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/planner_test.cc
   LIBS strata_planner)
-strata_add_test(planner_megatron_test
+strata_add_test(planner_megatron_test IN planner_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/megatron_test.cc
   LIBS strata_planner)
-strata_add_test(planner_select_test
+strata_add_test(planner_select_test IN planner_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/select_test.cc
   LIBS strata_planner)
-strata_add_test(planner_sizing_test
+strata_add_test(planner_sizing_test IN planner_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/sizing_test.cc
   LIBS strata_planner)
 # select on several nodes: placement worked by hand and the inter-node pricing of wide ways.
-strata_add_test(planner_select_nodes_test
+strata_add_test(planner_select_nodes_test IN planner_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/select_nodes_test.cc
   LIBS strata_planner)

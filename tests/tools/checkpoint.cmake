@@ -4,9 +4,7 @@
 # stopped run's checkpoint, half-written checkpoints never taken for complete ones, and the
 # flags checked before any rank starts. Label mpi: most tests start 2- or 4-rank jobs
 # (~5-20 s each on the 2-core dev machine).
-strata_add_test(checkpoint_mpi_test
+strata_add_test(checkpoint_mpi_test RUNS_STRATA
   SOURCES ${PROJECT_SOURCE_DIR}/tests/tools/checkpoint_mpi_test.cc
   LIBS strata_executor
   LABELS mpi)
-target_compile_definitions(checkpoint_mpi_test PRIVATE STRATA_BINARY="$<TARGET_FILE:strata>")
-add_dependencies(checkpoint_mpi_test strata)

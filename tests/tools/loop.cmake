@@ -10,11 +10,9 @@ strata_add_test(calibrate_test
 
 # Runs the strata binary: error exits, and a quick calibration with a 2-rank mpirun job and
 # a 64 MiB NVMe probe (~6 s on the 2-core dev machine).
-strata_add_test(loop_cli_test
+strata_add_test(loop_cli_test RUNS_STRATA
   SOURCES ${PROJECT_SOURCE_DIR}/tests/tools/loop_cli_test.cc
   LIBS strata_specs)
-target_compile_definitions(loop_cli_test PRIVATE STRATA_BINARY="$<TARGET_FILE:strata>")
-add_dependencies(loop_cli_test strata)
 
 # `strata calibrate --backend cuda` as a library on a GPU (executor/calibrate/cuda_*):
 # GTEST_SKIPs without a device (label gpu: `ctest -LE gpu` is the CPU set).

@@ -1,10 +1,8 @@
 # `strata run` across nodes through the binary (label mpi: outside mpirun launches, ~20 s).
-strata_add_test(multi_node_cli_test
+strata_add_test(multi_node_cli_test RUNS_STRATA
   SOURCES ${PROJECT_SOURCE_DIR}/tests/tools/multi_node_cli_test.cc
   LIBS strata_specs
   LABELS mpi)
-target_compile_definitions(multi_node_cli_test PRIVATE STRATA_BINARY="$<TARGET_FILE:strata>")
-add_dependencies(multi_node_cli_test strata)
 
 # The same across 2 simulated nodes (tools/sim_nodes.sh: network namespaces), ~30 s;
 # skipped (77) with the reason where namespaces cannot be made.

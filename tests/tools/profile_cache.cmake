@@ -2,14 +2,10 @@
 # the per-machine cache that `strata calibrate` fills and the pricing commands read (~30 s on
 # the 2-core dev machine: two quick calibrations, two one-step runs), and the bundled H200
 # profile's GPU predictions against what that GPU measured (a few seconds, no GPU needed).
-strata_add_test(profile_cache_cli_test
+strata_add_test(profile_cache_cli_test RUNS_STRATA
   SOURCES ${PROJECT_SOURCE_DIR}/tests/tools/profile_cache_cli_test.cc
   LIBS strata_specs)
-target_compile_definitions(profile_cache_cli_test PRIVATE STRATA_BINARY="$<TARGET_FILE:strata>")
-add_dependencies(profile_cache_cli_test strata)
 
-strata_add_test(bundled_gpu_profile_test
+strata_add_test(bundled_gpu_profile_test RUNS_STRATA
   SOURCES ${PROJECT_SOURCE_DIR}/tests/tools/bundled_gpu_profile_test.cc
   LIBS strata_specs)
-target_compile_definitions(bundled_gpu_profile_test PRIVATE STRATA_BINARY="$<TARGET_FILE:strata>")
-add_dependencies(bundled_gpu_profile_test strata)

@@ -9,8 +9,9 @@
 // with the verdict summed over every rank's checks.
 // Built a second time with STRATA_EQUIVALENCE_CUDA (cuda_engine_equivalence): the plan's
 // ranks then run the CUDA backend, every process sharing the one GPU (host-staged
-// communicators), against the CPU single-rank reference within bf16 tolerance; exit code 77
-// (skipped) without a GPU. Its memory check is left to the CPU matrix (the CUDA activation
+// communicators; with --nccl one GPU a rank, NCCL's communicators, skipped where the machine
+// has fewer GPUs than ranks), against the CPU single-rank reference within bf16 tolerance;
+// exit code 77 (skipped) without a GPU. Its memory check is left to the CPU matrix (the CUDA activation
 // convention differs).
 #include <mpi.h>
 
@@ -81,8 +82,9 @@ strata::ModelSpec equivalence_model(const std::string& name) {
 }
 
 // How the plan's ranks run: the CPU backend, its CUDA-semantics mode, or (the CUDA build of
-// this driver) the GPU.
-enum class Mode { kCpu, kCudaSemantics, kGpu };
+// this driver) the GPU: every rank on one GPU over host-staged communicators, or (--nccl) one
+// GPU a rank over NCCL.
+enum class Mode { kCpu, kCudaSemantics, kGpu, kGpuNccl };
 
 // The CUDA-semantics pass also trains with weight decay (matrices and embeddings only, so
 // the decay masks cut across ZeRO's shards) and a warmup + cosine learning rate, which the
@@ -109,9 +111,9 @@ Trace train(const strata::ModelSpec& model, const strata::Plan& plan,
   strata::engine::BackendMaker maker = strata::engine::cpu_backend_maker();
   if (mode == Mode::kCudaSemantics) maker = strata::cuda_semantics::cuda_semantics_backend_maker();
 #ifdef STRATA_EQUIVALENCE_CUDA
-  if (mode == Mode::kGpu) {
+  if (mode == Mode::kGpu || mode == Mode::kGpuNccl) {
     strata::cuda::CudaBackendOptions options;
-    options.ranks_per_gpu = world.size();
+    options.ranks_per_gpu = mode == Mode::kGpuNccl ? 1 : world.size();
     maker = strata::cuda::cuda_backend_maker(options);
   }
 #endif
@@ -184,6 +186,8 @@ int run(int argc, char** argv, strata::MpiSession& session) {
     const std::string flag = argv[1];
     if (flag == "--cuda-semantics") {
       mode = Mode::kCudaSemantics;
+    } else if (flag == "--nccl" && kCuda) {
+      mode = Mode::kGpuNccl;
     } else if ((flag == "--model" || flag == "--reference-dir") && argc > 2) {
       (flag == "--model" ? model_name : reference_dir) = argv[2];
       ++argv;
@@ -196,7 +200,7 @@ int run(int argc, char** argv, strata::MpiSession& session) {
   }
   if (argc < 9 || argc > 13) {
     std::fprintf(stderr,
-                 "usage: %s [--cuda-semantics] [--model NAME] [--reference-dir DIR] t p d v "
+                 "usage: %s [--cuda-semantics | --nccl] [--model NAME] [--reference-dir DIR] t p d v "
                  "schedule zero micro_batch "
                  "grad_clip [recompute [sp|nosp [offload [first..last stage layers]]]]\n",
                  argv[0]);
@@ -230,6 +234,17 @@ int run(int argc, char** argv, strata::MpiSession& session) {
   if (!strata::kernels::cuda::cuda_device_available()) {
     if (world->rank() == 0) {
       std::printf("SKIPPED: %s\n", strata::kernels::cuda::cuda_unavailable_reason().c_str());
+    }
+    return 77;
+  }
+  // --nccl: one GPU a rank, so NCCL's communicators, never the host-staged ones; a machine
+  // with fewer GPUs than the plan has ranks skips, saying so.
+  int devices = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&devices));
+  if (mode == Mode::kGpuNccl && devices < world->size()) {
+    if (world->rank() == 0) {
+      std::printf("SKIPPED: --nccl needs a GPU a rank: %d ranks, %d GPU(s)\n", world->size(),
+                  devices);
     }
     return 77;
   }

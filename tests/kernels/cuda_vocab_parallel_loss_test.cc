@@ -19,6 +19,7 @@
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cuda/vocab_parallel_loss.h"
+#include "tests/kernels/cuda_arg_fakes.h"
 #include "tests/kernels/cuda_test_util.h"
 #include "tests/kernels/grad_check.h"
 
@@ -347,27 +348,8 @@ TEST_F(CudaAddBias, MatchesCpuRoundedOnce) {
 // Argument checks: no device needed. The pointers are host addresses no launcher may touch;
 // a launcher that reached the runtime first would throw CudaError (no device) or launch.
 
-struct Fake {
-  alignas(16) unsigned char bytes[64] = {};
-  bf16* h() { return reinterpret_cast<bf16*>(bytes); }
-  float* f() { return reinterpret_cast<float*>(bytes); }
-  std::int32_t* i() { return reinterpret_cast<std::int32_t*>(bytes); }
-};
-
-// Runs fn and returns the KernelError message ("" and a failure if it did not throw one).
-template <class Fn>
-std::string kernel_error(Fn&& fn) {
-  try {
-    fn();
-  } catch (const KernelError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected KernelError, got: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "expected KernelError, nothing thrown";
-  return "";
-}
+using testing::Fake;
+using testing::kernel_error;
 
 #define EXPECT_KERNEL_ERROR(call, text) \
   EXPECT_NE(kernel_error([&] { call; }).find(text), std::string::npos) << #call

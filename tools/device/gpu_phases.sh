@@ -77,9 +77,9 @@ phase_tests() {
 phase_equivalence() {
   local cmake entry model args ranks rc log ok=0 skipped=0 failed=() stopped=() runs=()
   cmake=$(input tests/executor/cuda_runtime.cmake)
-  for entry in $(grep -Eo '"t[0-9]+_[0-9a-z_]+"' "$cmake" | tr -d '"'); do runs+=("gpt:$entry"); done
+  for entry in $(grep -Eo '"t[0-9]+_[0-9a-z_.]+"' "$cmake" | tr -d '"'); do runs+=("gpt:$entry"); done
   for entry in $(awk '/foreach\(entry IN ITEMS/{f=1} f{print} f&&/\)/{exit}' "$cmake" |
-                 grep -Eo '\bt[0-9]+_[0-9a-z_]+'); do
+                 grep -Eo '\bt[0-9]+_[0-9a-z_.]+'); do
     runs+=("tiny-llama:$entry")
   done
   for entry in "${runs[@]}"; do

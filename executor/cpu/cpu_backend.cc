@@ -44,7 +44,7 @@ bool CpuBackend::init_seeded(float* dst, const UnitLayout& unit, std::uint64_t s
   return true;
 }
 
-void CpuBackend::to_compute(void* dst, const float* src, std::int64_t n) {
+void CpuBackend::to_compute(void* dst, const float* src, std::int64_t n, Stream) {
   if (dst != src) cpu::copy(static_cast<float*>(dst), src, n);
 }
 

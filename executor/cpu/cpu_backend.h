@@ -37,12 +37,17 @@ class CpuBackend : public engine::Backend {
   double sum_of_squares(const float* data, std::int64_t n) override;
   void adamw(float* master, void* copy, float* grad, float* m, float* v, std::int64_t n,
              const engine::AdamWStep& hp, float grad_scale) override;
-  void to_compute(void* dst, const float* src, std::int64_t n) override;
+  void to_compute(void* dst, const float* src, std::int64_t n, Stream stream = Stream::kCompute) override;
   // Draws on the OpenMP team straight into dst (model::init_unit_range): the parameters'
   // values without a host buffer and a copy of them. Always true.
   bool init_seeded(float* dst, const UnitLayout& unit, std::uint64_t seed, std::int64_t begin,
                    std::int64_t end) override;
   void copy(void* dst, const void* src, std::int64_t bytes, Stream) override;
+  // Everything runs on the call: an async copy is a copy, and there is nothing to wait for.
+  void copy_async(void* dst, const void* src, std::int64_t bytes, Stream stream) override {
+    copy(dst, src, bytes, stream);
+  }
+  void host_wait_for(int) override {}
 
   int record(Stream) override { return -1; }
   void wait(Stream, int) override {}

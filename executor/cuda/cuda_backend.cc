@@ -34,7 +34,7 @@ class PinnedStorage final : public engine::Tensor::Storage {
   PinnedHostBuffer buffer;
 };
 
-bool on_host(const void* p) {
+bool is_host_memory(const void* p) {
   cudaPointerAttributes attributes{};
   if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
     cudaGetLastError();  // plain pageable memory on older runtimes: host
@@ -196,8 +196,8 @@ void CudaBackend::adamw(float* master, void* copy, float* grad, float* m, float*
                    hp.step, grad_scale, compute_.get());
 }
 
-void CudaBackend::to_compute(void* dst, const float* src, std::int64_t n) {
-  kc::cast_to_bf16(static_cast<kc::bf16*>(dst), src, n, compute_.get());
+void CudaBackend::to_compute(void* dst, const float* src, std::int64_t n, Stream stream) {
+  kc::cast_to_bf16(static_cast<kc::bf16*>(dst), src, n, stream_of(stream));
 }
 
 bool CudaBackend::init_seeded(float* dst, const UnitLayout& unit, std::uint64_t seed,
@@ -207,12 +207,19 @@ bool CudaBackend::init_seeded(float* dst, const UnitLayout& unit, std::uint64_t 
 }
 
 void CudaBackend::copy(void* dst, const void* src, std::int64_t bytes, Stream stream) {
-  const bool host_side = on_host(dst) || on_host(src);
+  const bool host_side = is_host_memory(dst) || is_host_memory(src);
   as_system_error([&] {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault,
                                stream_of(stream)));
     // The host reads (or reuses) host memory on return.
     if (host_side) CUDA_CHECK(cudaStreamSynchronize(stream_of(stream)));
+  });
+}
+
+void CudaBackend::copy_async(void* dst, const void* src, std::int64_t bytes, Stream stream) {
+  as_system_error([&] {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault,
+                               stream_of(stream)));
   });
 }
 
@@ -261,6 +268,11 @@ void CudaBackend::synchronize() {
 
 void CudaBackend::host_wait(Stream stream) {
   as_system_error([&] { CUDA_CHECK(cudaStreamSynchronize(stream_of(stream))); });
+}
+
+void CudaBackend::host_wait_for(int mark) {
+  if (mark < 0) return;
+  as_system_error([&] { CUDA_CHECK(cudaEventSynchronize(event(mark))); });
 }
 
 double CudaBackend::seconds_between(int origin, int mark) {

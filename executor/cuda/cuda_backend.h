@@ -62,16 +62,18 @@ class CudaBackend final : public engine::Backend {
   double sum_of_squares(const float* data, std::int64_t n) override;
   void adamw(float* master, void* copy, float* grad, float* m, float* v, std::int64_t n,
              const engine::AdamWStep& hp, float grad_scale) override;
-  void to_compute(void* dst, const float* src, std::int64_t n) override;
+  void to_compute(void* dst, const float* src, std::int64_t n, Stream stream = Stream::kCompute) override;
   bool init_seeded(float* dst, const UnitLayout& unit, std::uint64_t seed, std::int64_t begin,
                    std::int64_t end) override;  // on the GPU (seeded_init.h)
   void copy(void* dst, const void* src, std::int64_t bytes, Stream stream) override;
+  void copy_async(void* dst, const void* src, std::int64_t bytes, Stream stream) override;
 
   int record(Stream stream) override;
   void wait(Stream waiter, int mark) override;
   void wait(Communicator& comm, int mark) override;
   void synchronize() override;
   void host_wait(Stream stream) override;
+  void host_wait_for(int mark) override;
   void bind_to_calling_thread() override;
 
   int timestamp(Stream stream) override { return record(stream); }

@@ -49,19 +49,6 @@ DevicePool::~DevicePool() {
   free_cached_locked();
 }
 
-std::int64_t DevicePool::class_of(std::int64_t bytes) {
-  if (bytes < 1) {
-    throw std::invalid_argument(fmt::format("DevicePool::class_of: {} bytes (expected >= 1)",
-                                            bytes));
-  }
-  if (bytes <= kSmallLimitBytes) {
-    std::int64_t c = kMinBlockBytes;
-    while (c < bytes) c *= 2;  // at most 11 doublings: 512 B .. 1 MiB
-    return c;
-  }
-  return (bytes + kLargeGranuleBytes - 1) / kLargeGranuleBytes * kLargeGranuleBytes;
-}
-
 DeviceBlock DevicePool::allocate(std::int64_t bytes, const std::string& tag) {
   return take(bytes, tag, /*zero=*/true);
 }

@@ -34,6 +34,7 @@
 #include <cuda_runtime.h>
 
 #include "executor/memory/accounting_allocator.h"
+#include "executor/memory/pool_size_class.h"
 
 namespace strata::cuda {
 
@@ -81,18 +82,14 @@ struct DevicePoolStats {
 
 class DevicePool {
  public:
-  static constexpr std::int64_t kMinBlockBytes = 512;
-  static constexpr std::int64_t kSmallLimitBytes = std::int64_t{1} << 20;  // 1 MiB
-  static constexpr std::int64_t kLargeGranuleBytes = std::int64_t{2} << 20;  // 2 MiB
-
   // No CUDA call here: the first cudaMalloc happens at the first allocate().
   DevicePool(AccountingAllocator& accounting, cudaStream_t stream);
   DevicePool(const DevicePool&) = delete;
   DevicePool& operator=(const DevicePool&) = delete;
   ~DevicePool();  // cudaFree of every cached block (live blocks must be gone by then)
 
-  // The class a request of `bytes` is served from (bytes >= 1). Pure; see the header comment.
-  static std::int64_t class_of(std::int64_t bytes);
+  // The class a request of `bytes` is served from (bytes >= 1): pool_size_class.h's rule.
+  static std::int64_t class_of(std::int64_t bytes) { return pool_size_class(bytes); }
 
   // Accounts `bytes` under `tag` on the device tier, then hands out a block of class_of(bytes).
   // bytes == 0 gives an empty block (accounted as 0). Throws std::invalid_argument for

@@ -67,8 +67,10 @@ class PoolRecorder final : public engine::Backend {
   double sum_of_squares(const float*, std::int64_t) override { return 0; }
   void adamw(float*, void*, float*, float*, float*, std::int64_t, const engine::AdamWStep&,
              float) override {}
-  void to_compute(void*, const float*, std::int64_t) override {}
+  void to_compute(void*, const float*, std::int64_t, Stream) override {}
   void copy(void*, const void*, std::int64_t, Stream) override {}
+  void copy_async(void*, const void*, std::int64_t, Stream) override {}
+  void host_wait_for(int) override {}
 
   int record(Stream) override { return -1; }
   void wait(Stream, int) override {}

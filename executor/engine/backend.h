@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -38,6 +39,15 @@ class MpiCommunicator;
 
 namespace strata::engine {
 
+// A range of host memory that host work reads or writes (Backend::on_host).
+struct HostTouch {
+  const void* data = nullptr;
+  std::int64_t bytes = 0;
+  bool write = false;
+};
+inline HostTouch host_reads(const void* data, std::int64_t bytes) { return {data, bytes, false}; }
+inline HostTouch host_writes(const void* data, std::int64_t bytes) { return {data, bytes, true}; }
+
 // AdamW hyper-parameters of one step (1-based), as the kernels take them.
 struct AdamWStep {
   float lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
@@ -52,6 +62,10 @@ class Backend {
   // Activations and the compute copy of the weights: fp32 on the CPU, bf16 on CUDA. When it
   // is fp32 the parameters are their own fp32 master; otherwise a master copy is kept.
   virtual DType compute_dtype() const = 0;
+  // Whether the weights the layer ops read are a compute copy kept apart from the fp32
+  // master and refreshed by to_compute(): on CUDA (a bf16 copy), and in the CPU backend's
+  // CUDA-semantics mode, which runs the same buffers and casts in fp32.
+  virtual bool separate_compute_copy() const { return compute_dtype() != DType::kF32; }
   virtual std::int64_t vocab_row_alignment() const = 0;  // partition.h
   virtual AccountingAllocator& accounting() = 0;
 
@@ -76,9 +90,9 @@ class Backend {
   // compute dtype (in the same pass). The gradients may be scaled in place.
   virtual void adamw(float* master, void* copy, float* grad, float* m, float* v, std::int64_t n,
                      const AdamWStep& hp, float grad_scale) = 0;
-  // dst (compute dtype) = src (fp32), on the compute stream. A copy when the compute dtype is
-  // fp32.
-  virtual void to_compute(void* dst, const float* src, std::int64_t n) = 0;
+  // dst (compute dtype) = src (fp32), on `stream`. A copy when the compute dtype is fp32.
+  virtual void to_compute(void* dst, const float* src, std::int64_t n,
+                          Stream stream = Stream::kCompute) = 0;
   // dst (device tier, fp32) = elements [begin, end) of the unit's seeded initial values,
   // model::init_unit_range's bits, drawn where dst lives; in place on return. False when this
   // backend has no such path (the caller draws them on the host and copies them in).
@@ -90,6 +104,23 @@ class Backend {
   // Bytes between any two tiers' memory. Synchronous with the host when either side is host
   // memory (the host may read or reuse it on return); otherwise ordered on `stream`.
   virtual void copy(void* dst, const void* src, std::int64_t bytes, Stream stream) = 0;
+  // The same copy without the host waiting, as cudaMemcpyAsync: it is done at the next mark
+  // recorded on `stream`, and until the host has waited for that mark (host_wait_for) it may
+  // neither read a host destination nor write (or free) a host source. Host-tier memory is
+  // pinned on CUDA and read or written by the copy while the host goes on; from pageable
+  // memory (any other host memory) the source is staged before the call returns, and into
+  // pageable memory the call is synchronous, as CUDA does.
+  virtual void copy_async(void* dst, const void* src, std::int64_t bytes, Stream stream) = 0;
+  // Host work on host memory that copies may touch (the CPU optimizer, accumulating offloaded
+  // gradients, NVMe reads and writes): runs `work` now on the calling thread. The host is an
+  // actor with its own program order: the CUDA-semantics mode checks `touches` against the
+  // copies it has not waited for and names any race.
+  virtual void on_host(const std::string& op, std::initializer_list<HostTouch> touches,
+                       const std::function<void()>& work) {
+    (void)op;
+    (void)touches;
+    work();
+  }
 
   virtual int record(Stream stream) = 0;
   virtual void wait(Stream waiter, int mark) = 0;
@@ -101,6 +132,9 @@ class Backend {
   virtual void wait(Communicator& comm, int mark) = 0;
   virtual void synchronize() = 0;  // every stream done
   virtual void host_wait(Stream stream) = 0;  // the host waits for one stream
+  // The host waits for a mark (cudaEventSynchronize): for what its stream had been given
+  // when it was recorded, not for the work issued since.
+  virtual void host_wait_for(int mark) = 0;
   // Makes the calling thread able to drive this backend: a rank that is a thread may be
   // driven by another thread after a while (strata select runs a job's later slices on
   // whichever worker the schedule gives them), and a CUDA device is per thread.

@@ -50,7 +50,7 @@ TEST(DevicePoolClasses, WasteIsBoundedByTheRounding) {
     if (bytes <= kMiB) {
       EXPECT_LT(c, 2 * bytes + 512) << bytes;  // 512: the minimum class for tiny requests
     } else {
-      EXPECT_LT(c - bytes, DevicePool::kLargeGranuleBytes) << bytes;
+      EXPECT_LT(c - bytes, kPoolLargeGranuleBytes) << bytes;
     }
   }
 }

@@ -1,17 +1,24 @@
 // The CUDA-semantics CPU mode's parts on their own (executor/cpu/cuda_semantics): streams run
 // lazily and in the order their waits allow, the happens-before checker reports exactly the
-// unordered cross-stream touches, and the pool hands a freed block out again at once, NaN
-// after its free runs. The whole engine under the mode is the equivalence matrix's second
+// unordered cross-stream touches, the pool hands a freed block out again at once to any
+// request of its size class, NaN after its free runs, and the host is an actor whose work on
+// pinned memory races with the copies it has not waited for (the host-side planted faults). The whole engine under the mode is the equivalence matrix's second
 // pass (engine.cmake: executor_engine_cuda_semantics_*).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "executor/comm/communicator_factory.h"
 #include "executor/cpu/cuda_semantics/cuda_semantics_backend.h"
 #include "executor/cpu/cuda_semantics/stream_scheduler.h"
+#include "executor/engine/offload_tiers.h"
+#include "executor/memory/pool_size_class.h"
 
 namespace strata::cuda_semantics {
 namespace {
@@ -146,6 +153,133 @@ TEST(CudaSemanticsBackend, TheSameReuseAfterAWaitForComputeIsNoRace) {
   engine::Tensor received = backend.allocate(MemoryTier::kDevice, DType::kF32, 8, "pipeline_recv", false);
   backend.wait(Stream::kCopy, backend.record(Stream::kCompute));
   EXPECT_NO_THROW(backend.zero(received.data(), DType::kF32, 8, Stream::kCopy));
+  backend.synchronize();
+}
+
+TEST(CudaSemanticsBackend, AFreedBlockGoesToAnyRequestOfItsSizeClassAsOnTheGpu) {
+  AccountingAllocator alloc(TierBudgets{});
+  NoGroups groups;
+  CudaSemanticsBackend backend(alloc, groups);
+  // 65,536 floats = 256 KiB (a LayerNorm-backward partials block of the tiny GPU model) and
+  // 40,000 floats = 160,000 B are both in the 256 KiB class (powers of two up to 1 MiB), so
+  // the CUDA pool hands the first's block to the second; the mode must too.
+  ASSERT_EQ(pool_size_class(65536 * 4), pool_size_class(40000 * 4));
+  engine::Tensor partials = backend.allocate(MemoryTier::kDevice, DType::kF32, 65536, "ln_partials", false);
+  void* address = partials.data();
+  partials.reset();
+  engine::Tensor shard = backend.allocate(MemoryTier::kDevice, DType::kF32, 40000, "shard", false);
+  EXPECT_EQ(shard.data(), address);
+  // One class up (300,000 B -> 512 KiB): a block of its own.
+  engine::Tensor bigger = backend.allocate(MemoryTier::kDevice, DType::kF32, 75000, "bigger", false);
+  EXPECT_NE(bigger.data(), address);
+  backend.synchronize();
+}
+
+std::string race_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const StreamRace& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(CudaSemanticsHost, HostWorkReadingACopysPinnedDestinationBeforeItsMarkIsARace) {
+  // Planted fault: the wait dropped before the host optimizer reads a gradient that came down.
+  AccountingAllocator alloc(TierBudgets{});
+  NoGroups groups;
+  CudaSemanticsBackend backend(alloc, groups);
+  engine::Tensor grad = backend.allocate(MemoryTier::kDevice, DType::kF32, 16, "gradients", true);
+  engine::Tensor down = backend.allocate(MemoryTier::kHost, DType::kF32, 16, "offload:gradients", false);
+  backend.wait(Stream::kCopy, backend.record(Stream::kCompute));
+  backend.copy_async(down.data(), grad.data(), 64, Stream::kCopy);
+  const std::string race = race_of([&] {
+    backend.on_host("CPU AdamW of layer.0", {engine::host_reads(down.data(), 64)}, [] {});
+  });
+  EXPECT_TRUE(has(race, "pinned host block 'offload:gradients'")) << race;
+  EXPECT_TRUE(has(race, "CPU AdamW of layer.0 on the host")) << race;
+  EXPECT_TRUE(has(race, "copy_async on the copy stream")) << race;
+  backend.synchronize();
+}
+
+TEST(CudaSemanticsHost, TheSameReadAfterTheHostWaitsForTheCopysMarkIsNoRaceAndSeesTheData) {
+  AccountingAllocator alloc(TierBudgets{});
+  NoGroups groups;
+  CudaSemanticsBackend backend(alloc, groups);
+  engine::Tensor grad = backend.allocate(MemoryTier::kDevice, DType::kF32, 16, "gradients", true);
+  engine::Tensor down = backend.allocate(MemoryTier::kHost, DType::kF32, 16, "offload:gradients", false);
+  down.f32()[3] = 7.0f;
+  backend.wait(Stream::kCopy, backend.record(Stream::kCompute));
+  backend.copy_async(down.data(), grad.data(), 64, Stream::kCopy);
+  // Not yet run: the copy is queued until something waits for it (the latest CUDA allows).
+  EXPECT_EQ(down.f32()[3], 7.0f);
+  backend.host_wait_for(backend.record(Stream::kCopy));
+  float seen = -1;
+  EXPECT_NO_THROW(backend.on_host("read", {engine::host_reads(down.data(), 64)},
+                                  [&] { seen = down.f32()[3]; }));
+  EXPECT_EQ(seen, 0.0f);  // the zeroed device gradient
+  backend.synchronize();
+}
+
+TEST(CudaSemanticsHost, APinnedStagingBufferFreedBeforeItsCopyIsDoneIsARace) {
+  // Planted fault: a pinned staging buffer reused (freed: its allocator may hand it out at
+  // once) while the H2D copy that reads it is still queued.
+  AccountingAllocator alloc(TierBudgets{});
+  NoGroups groups;
+  CudaSemanticsBackend backend(alloc, groups);
+  engine::Tensor params = backend.allocate(MemoryTier::kDevice, DType::kF32, 16, "params", false);
+  engine::Tensor staging = backend.allocate(MemoryTier::kHost, DType::kF32, 16, "offload:param_staging", true);
+  backend.wait(Stream::kCopy, backend.record(Stream::kCompute));
+  backend.copy_async(params.data(), staging.data(), 64, Stream::kCopy);
+  staging.reset();
+  const std::string race = race_of([&] { backend.host_wait(Stream::kCompute); });
+  EXPECT_TRUE(has(race, "free of 'offload:param_staging' on the host")) << race;
+  EXPECT_TRUE(has(race, "copy_async on the copy stream")) << race;
+  backend.synchronize();
+}
+
+TEST(CudaSemanticsHost, AnNvmeReadIntoABufferACopyStillReadsIsARace) {
+  // Planted fault: an NVMe read (OffloadLinks, as the fetcher and the gradient tier use it)
+  // into a pinned buffer whose H2D copy has not been waited for.
+  AccountingAllocator alloc(TierBudgets{});
+  NoGroups groups;
+  CudaSemanticsBackend backend(alloc, groups);
+  engine::OffloadOptions options;
+  options.nvme_dir = std::filesystem::temp_directory_path() /
+                     ("strata-cuda-semantics-nvme-" + std::to_string(::getpid()));
+  engine::OffloadLinks links(OffloadPlan{OffloadTier::kNvme, OffloadTier::kNone, OffloadTier::kNone},
+                             options, backend);
+  links.store().create("adam_m.layer.0", 1024);
+  engine::Tensor device = backend.allocate(MemoryTier::kDevice, DType::kF32, 1024, "optimizer", false);
+  engine::Tensor buffer = backend.allocate(MemoryTier::kHost, DType::kF32, 1024, "offload:optimizer", true);
+  links.host_to_device_async(device.f32(), buffer.f32(), 1024);
+  const std::string race = race_of([&] { links.nvme_to_host("adam_m.layer.0", buffer.f32(), 1024); });
+  EXPECT_TRUE(has(race, "nvme read of 'adam_m.layer.0' on the host")) << race;
+  EXPECT_TRUE(has(race, "copy_async on the copy stream")) << race;
+  // Waiting for the copy's mark first: no race.
+  backend.host_wait_for(backend.record(Stream::kCopy));
+  EXPECT_NO_THROW(links.nvme_to_host("adam_m.layer.0", buffer.f32(), 1024));
+  backend.synchronize();
+}
+
+TEST(CudaSemanticsHost, ACopyFromPageableMemoryIsStagedOnTheCallAndIntoPageableMemoryWaits) {
+  // cudaMemcpyAsync's rules for pageable host memory: the source is copied to staging before
+  // the call returns (the host may overwrite it at once and the device still gets the old
+  // values); a destination in pageable memory is written before the call returns.
+  AccountingAllocator alloc(TierBudgets{});
+  NoGroups groups;
+  CudaSemanticsBackend backend(alloc, groups);
+  engine::Tensor device = backend.allocate(MemoryTier::kDevice, DType::kF32, 4, "act", false);
+  std::vector<float> pageable{1, 2, 3, 4};
+  backend.copy_async(device.data(), pageable.data(), 16, Stream::kCopy);
+  pageable.assign({9, 9, 9, 9});
+  std::vector<float> back(4, -1.0f);
+  backend.copy_async(back.data(), device.data(), 16, Stream::kCopy);
+  EXPECT_EQ(back, (std::vector<float>{1, 2, 3, 4}));
   backend.synchronize();
 }
 

@@ -3,11 +3,15 @@
 #include "executor/cpu/cuda_semantics/cuda_semantics_backend.h"
 
 #include <cstring>
+#include <functional>
+#include <initializer_list>
+#include <memory>
 #include <limits>
 #include <stdexcept>
 #include <utility>
 
 #include "executor/comm/mpi_communicator.h"
+#include "executor/memory/pool_size_class.h"
 
 namespace strata::cuda_semantics {
 namespace {
@@ -41,6 +45,21 @@ class CudaSemanticsBackend::PoolStorage final : public engine::Tensor::Storage {
   std::string tag_;
 };
 
+// A pinned host buffer's owner: its free is a host write the checker sees.
+class CudaSemanticsBackend::PinnedStorage final : public engine::Tensor::Storage {
+ public:
+  PinnedStorage(CudaSemanticsBackend& backend, engine::Tensor host, std::string tag)
+      : backend_(&backend), host_(std::move(host)), tag_(std::move(tag)) {}
+  ~PinnedStorage() override { backend_->free_pinned(std::move(host_), tag_); }
+  PinnedStorage(const PinnedStorage&) = delete;
+  PinnedStorage& operator=(const PinnedStorage&) = delete;
+
+ private:
+  CudaSemanticsBackend* backend_;
+  engine::Tensor host_;
+  std::string tag_;
+};
+
 CudaSemanticsBackend::CudaSemanticsBackend(AccountingAllocator& alloc, CommunicatorFactory& host)
     : alloc_(&alloc), comms_(host, scheduler_), cpu_(alloc, host), ops_(alloc, *this, scheduler_) {}
 
@@ -56,20 +75,23 @@ CudaSemanticsBackend::~CudaSemanticsBackend() {
 engine::Tensor CudaSemanticsBackend::device_block(DType dtype, std::int64_t n,
                                                   const std::string& tag) {
   const std::int64_t bytes = n * dtype_bytes(dtype);
+  // Served from a block of the request's size class, as the CUDA pool serves it: a freed
+  // block goes to any later request of its class, whatever its dtype or exact size.
+  const std::int64_t class_bytes = bytes > 0 ? pool_size_class(bytes) : 0;
   Buffer buffer;
-  auto cached = cache_.find(bytes);
+  auto cached = cache_.find(class_bytes);
   if (cached != cache_.end() && !cached->second.empty()) {
-    buffer = std::move(cached->second.back());  // the last freed of this size: at once
+    buffer = std::move(cached->second.back());  // the last freed of this class: at once
     cached->second.pop_back();
     scheduler_.checker().rename_block(buffer.data(), tag);
   } else {
-    buffer = alloc_->allocate(MemoryTier::kDevice, bytes, tag, Fill::kUninitialized);
-    if (bytes > 0) {
+    buffer = alloc_->allocate(MemoryTier::kDevice, class_bytes, tag, Fill::kUninitialized);
+    if (class_bytes > 0) {
       // Never used yet: NaN, so a read before any write shows.
       const float nan = std::numeric_limits<float>::quiet_NaN();
       float* f = static_cast<float*>(buffer.data());
-      for (std::int64_t i = 0; i < bytes / 4; ++i) f[i] = nan;
-      scheduler_.checker().add_block(buffer.data(), bytes, tag);
+      for (std::int64_t i = 0; i < class_bytes / 4; ++i) f[i] = nan;
+      scheduler_.checker().add_block(buffer.data(), class_bytes, tag);
     }
   }
   void* data = buffer.data();
@@ -99,6 +121,12 @@ void CudaSemanticsBackend::free_adopted(engine::Tensor t, const std::string& tag
   adopted_freed_.push_back(std::move(t));
 }
 
+void CudaSemanticsBackend::free_pinned(engine::Tensor t, const std::string& tag) noexcept {
+  scheduler_.host_free(t.data(), t.bytes(), tag);
+  scheduler_.checker().remove_block(t.data());
+  t.reset();
+}
+
 void CudaSemanticsBackend::release_cache() {
   for (auto& [bytes, list] : cache_) {
     for (Buffer& b : list) scheduler_.checker().remove_block(b.data());
@@ -111,8 +139,13 @@ void CudaSemanticsBackend::release_cache() {
 engine::Tensor CudaSemanticsBackend::allocate(MemoryTier tier, DType dtype, std::int64_t n,
                                               const std::string& tag, bool zeroed) {
   if (tier != MemoryTier::kDevice) {
-    // Host memory (pinned on CUDA): the host and synchronous copies touch it, no stream.
-    return cpu_.allocate(tier, dtype, n, tag, zeroed);
+    // Host memory, pinned on CUDA: copies may read or write it while the host goes on.
+    engine::Tensor host = cpu_.allocate(tier, dtype, n, tag, zeroed);
+    if (host.bytes() == 0) return host;
+    void* data = host.data();
+    scheduler_.checker().add_block(data, host.bytes(), tag, BlockKind::kPinnedHost);
+    return engine::Tensor(data, n, dtype, tier,
+                          std::make_unique<PinnedStorage>(*this, std::move(host), tag));
   }
   engine::Tensor t = device_block(dtype, n, tag);
   if (zeroed && n > 0) zero(t.data(), dtype, n, Stream::kCompute);  // the pool's memset
@@ -158,19 +191,49 @@ void CudaSemanticsBackend::adamw(float* master, void* copy, float* grad, float* 
   });
 }
 
-void CudaSemanticsBackend::to_compute(void* dst, const float* src, std::int64_t n) {
-  scheduler_.enqueue(SimStream::kCompute, "to_compute", {reads(src, n * 4), writes(dst, n * 4)},
+void CudaSemanticsBackend::to_compute(void* dst, const float* src, std::int64_t n,
+                                      Stream stream) {
+  scheduler_.enqueue(sim_stream_of(stream), "to_compute", {reads(src, n * 4), writes(dst, n * 4)},
                      [=, this] { cpu_.to_compute(dst, src, n); });
 }
 
 void CudaSemanticsBackend::copy(void* dst, const void* src, std::int64_t bytes, Stream stream) {
   RaceChecker& blocks = scheduler_.checker();
-  const bool host_side = !blocks.contains(dst) || !blocks.contains(src);
+  const bool host_side = blocks.kind_of(dst) != BlockKind::kDevice ||
+                         blocks.kind_of(src) != BlockKind::kDevice;
   const SimStream s = sim_stream_of(stream);
   scheduler_.enqueue(s, "copy", {reads(src, bytes), writes(dst, bytes)},
                      [=, this] { cpu_.copy(dst, src, bytes, stream); });
   // The host reads (or reuses) host memory on return.
   if (host_side) host_wait(stream);
+}
+
+void CudaSemanticsBackend::copy_async(void* dst, const void* src, std::int64_t bytes,
+                                      Stream stream) {
+  RaceChecker& blocks = scheduler_.checker();
+  const SimStream s = sim_stream_of(stream);
+  if (!blocks.kind_of(src)) {
+    // From pageable memory: CUDA stages the source before the call returns, so the host may
+    // write it at once; the device side lands later, on the stream.
+    auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src),
+                                                      static_cast<const char*>(src) + bytes);
+    scheduler_.enqueue(s, "copy_async (staged)", {writes(dst, bytes)},
+                       [=] { std::memcpy(dst, staged->data(), static_cast<std::size_t>(bytes)); });
+  } else {
+    scheduler_.enqueue(s, "copy_async", {reads(src, bytes), writes(dst, bytes)},
+                       [=, this] { cpu_.copy(dst, src, bytes, stream); });
+  }
+  // Into pageable memory the call returns once the copy is done.
+  if (!blocks.kind_of(dst)) host_wait(stream);
+}
+
+void CudaSemanticsBackend::on_host(const std::string& op,
+                                   std::initializer_list<engine::HostTouch> touches,
+                                   const std::function<void()>& work) {
+  std::vector<Access> accesses;
+  accesses.reserve(touches.size());
+  for (const engine::HostTouch& t : touches) accesses.push_back(Access{t.data, t.bytes, t.write});
+  scheduler_.host_op(op, accesses, work);
 }
 
 int CudaSemanticsBackend::record(Stream stream) {
@@ -198,6 +261,11 @@ void CudaSemanticsBackend::synchronize() {
 }
 
 void CudaSemanticsBackend::host_wait(Stream stream) { scheduler_.host_wait(sim_stream_of(stream)); }
+
+void CudaSemanticsBackend::host_wait_for(int mark) {
+  if (mark < 0) return;
+  scheduler_.host_wait(marks_.at(static_cast<std::size_t>(mark)));
+}
 
 int CudaSemanticsBackend::timestamp(Stream stream) {
   return scheduler_.timestamp(sim_stream_of(stream));

@@ -7,8 +7,17 @@
 //   allows); copies touching host memory, fills and norms make the host wait, as they do
 //   there;
 // - device memory comes from a stream-ordered pool that hands a freed block out again at once
-//   (the last freed of that size first) and fills it with NaN in compute-stream order, as
-//   the CUDA pool's reuse does;
+//   to any request of its size class (the last freed of that class first; the CUDA pool's
+//   classes, pool_size_class.h) and fills it with NaN in compute-stream order, as the CUDA
+//   pool's reuse does;
+// - the model state keeps the CUDA backend's buffers: a compute copy of the parameters apart
+//   from their fp32 master, every cast between them a to_compute op on the compute stream
+//   (an fp32 copy here), so that the bf16 paths' ordering runs too;
+// - host-tier memory is pinned, as the CUDA backend's: a copy_async touching it runs on its
+//   stream while the host goes on, and host work declared through on_host (the CPU optimizer,
+//   gradient accumulation, NVMe reads and writes, the free of a pinned buffer) that touches it
+//   before the host has waited for the copy is a race; copy_async from pageable memory stages
+//   the source on the call, into pageable memory it waits, as cudaMemcpyAsync does;
 // - communicators are on the CUDA backend's streams (group_streams.h) and run at once, as DMA
 //   writes what it receives;
 // - a happens-before checker (race_checker.h) reports any op touching a block from another
@@ -43,6 +52,9 @@ class CudaSemanticsBackend : public engine::Backend {
 
   std::string_view name() const override { return "cpu"; }
   DType compute_dtype() const override { return DType::kF32; }
+  // The CUDA backend's buffers and casts: a compute copy apart from the fp32 master, written
+  // by to_compute (here an fp32 copy, so the losses stay the plain CPU backend's bits).
+  bool separate_compute_copy() const override { return true; }
   std::int64_t vocab_row_alignment() const override { return 1; }
   AccountingAllocator& accounting() override { return *alloc_; }
 
@@ -57,14 +69,18 @@ class CudaSemanticsBackend : public engine::Backend {
   double sum_of_squares(const float* data, std::int64_t n) override;
   void adamw(float* master, void* copy, float* grad, float* m, float* v, std::int64_t n,
              const engine::AdamWStep& hp, float grad_scale) override;
-  void to_compute(void* dst, const float* src, std::int64_t n) override;
+  void to_compute(void* dst, const float* src, std::int64_t n, Stream stream = Stream::kCompute) override;
   void copy(void* dst, const void* src, std::int64_t bytes, Stream stream) override;
+  void copy_async(void* dst, const void* src, std::int64_t bytes, Stream stream) override;
+  void on_host(const std::string& op, std::initializer_list<engine::HostTouch> touches,
+               const std::function<void()>& work) override;
 
   int record(Stream stream) override;
   void wait(Stream waiter, int mark) override;
   void wait(Communicator& comm, int mark) override;
   void synchronize() override;
   void host_wait(Stream stream) override;
+  void host_wait_for(int mark) override;
 
   int timestamp(Stream stream) override;
   double seconds_between(int origin, int mark) override;
@@ -82,6 +98,11 @@ class CudaSemanticsBackend : public engine::Backend {
  private:
   class PoolStorage;
   friend class PoolStorage;
+  class PinnedStorage;
+  friend class PinnedStorage;
+  // A pinned host block's owner let go of it: a host write of all of it (its allocator may
+  // hand it out again at once), then it leaves the checker.
+  void free_pinned(engine::Tensor t, const std::string& tag) noexcept;
   // A block's last owner let go of it (on the host): NaN over it in compute order, then the
   // pool may hand it out again at once.
   void free_block(Buffer buffer, const std::string& tag) noexcept;
@@ -94,7 +115,7 @@ class CudaSemanticsBackend : public engine::Backend {
   StreamedCommunicatorFactory comms_;
   cpu_backend::CpuBackend cpu_;  // the arithmetic
   DeferredLayerOps ops_;
-  std::map<std::int64_t, std::vector<Buffer>> cache_;  // freed blocks by size, last freed last
+  std::map<std::int64_t, std::vector<Buffer>> cache_;  // freed blocks by class, last freed last
   std::vector<engine::Tensor> adopted_freed_;          // until everything has run
   std::vector<StreamScheduler::Mark> marks_;
 };

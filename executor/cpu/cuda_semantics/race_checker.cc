@@ -9,12 +9,20 @@ namespace {
 
 std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
+// "the compute stream", "the host": the host is an actor of the order, not a stream.
+std::string actor(SimStream s) {
+  return s == SimStream::kHost ? "the host" : "the " + to_string(s) + " stream";
+}
+
 }  // namespace
 
-void RaceChecker::add_block(const void* data, std::int64_t bytes, const std::string& tag) {
+void RaceChecker::add_block(const void* data, std::int64_t bytes, const std::string& tag,
+                            BlockKind kind) {
   Block& b = blocks_[address(data)];
   b.bytes = bytes;
   b.tag = tag;
+  b.kind = kind;
+  b.touches.clear();
 }
 
 void RaceChecker::rename_block(const void* data, const std::string& tag) {
@@ -26,7 +34,11 @@ void RaceChecker::remove_block(const void* data) { blocks_.erase(address(data));
 
 bool RaceChecker::has_block(const void* data) const { return blocks_.count(address(data)) > 0; }
 
-bool RaceChecker::contains(const void* p) { return find(p) != blocks_.end(); }
+std::optional<BlockKind> RaceChecker::kind_of(const void* p) {
+  const auto it = find(p);
+  if (it == blocks_.end()) return std::nullopt;
+  return it->second.kind;
+}
 
 std::map<std::uintptr_t, RaceChecker::Block>::iterator RaceChecker::find(const void* p) {
   const std::uintptr_t a = address(p);
@@ -53,13 +65,13 @@ std::optional<std::string> RaceChecker::access(SimStream stream, std::int64_t po
       const bool ordered = t.stream == stream || clock[index_of(t.stream)] >= t.position;
       if (!ordered && !race) {
         race = fmt::format(
-            "race on block '{}' (bytes [{}, {}) of {}): {} on the {} stream (op {}) {} it, and {} "
-            "on the {} stream (op {}) {} it with no ordering edge between them (the {} stream "
-            "has waited for the {} stream up to op {} only)",
-            block.tag, lo, hi, block.bytes, op, to_string(stream), position,
-            a.write ? "writes" : "reads", t.op, to_string(t.stream), t.position,
-            t.write ? "wrote" : "read", to_string(stream), to_string(t.stream),
-            clock[index_of(t.stream)]);
+            "race on {}block '{}' (bytes [{}, {}) of {}): {} on {} (op {}) {} it, and {} on {} "
+            "(op {}) {} it with no ordering edge between them ({} has waited for {} up to op {} "
+            "only)",
+            block.kind == BlockKind::kPinnedHost ? "pinned host " : "", block.tag, lo, hi,
+            block.bytes, op, actor(stream), position, a.write ? "writes" : "reads", t.op,
+            actor(t.stream), t.position, t.write ? "wrote" : "read", actor(stream),
+            actor(t.stream), clock[index_of(t.stream)]);
       }
     }
     // What this access covers no later access needs to check against: a write ordered after

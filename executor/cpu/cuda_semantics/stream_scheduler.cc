@@ -93,6 +93,27 @@ void StreamScheduler::enqueue_free(void* data, std::int64_t bytes, const std::st
   if (race && pending_race_.empty()) pending_race_ = std::move(*race);
 }
 
+void StreamScheduler::host_op(const std::string& op, const std::vector<Access>& accesses,
+                              const std::function<void()>& run) {
+  throw_pending();
+  Queue& q = queues_[kHost];
+  const std::int64_t position = ++q.issued;
+  clocks_[kHost][kHost] = position;
+  if (auto race = checker_.access(SimStream::kHost, position, clocks_[kHost], op, accesses)) {
+    throw StreamRace(*race);
+  }
+  run();
+}
+
+void StreamScheduler::host_free(const void* data, std::int64_t bytes, const std::string& tag) noexcept {
+  Queue& q = queues_[kHost];
+  const std::int64_t position = ++q.issued;
+  clocks_[kHost][kHost] = position;
+  auto race = checker_.access(SimStream::kHost, position, clocks_[kHost], "free of '" + tag + "'",
+                              {Access{data, bytes, true}});
+  if (race && pending_race_.empty()) pending_race_ = std::move(*race);
+}
+
 StreamScheduler::Mark StreamScheduler::record(SimStream stream) const {
   const int s = index_of(stream);
   return Mark{stream, queues_[s].issued, clocks_[s]};
@@ -136,6 +157,12 @@ void StreamScheduler::host_wait(SimStream stream) {
   const int s = index_of(stream);
   flush(stream, queues_[s].issued);
   join(clocks_[kHost], clocks_[s]);
+}
+
+void StreamScheduler::host_wait(const Mark& mark) {
+  throw_pending();
+  flush(mark.stream, mark.position);
+  join(clocks_[kHost], mark.clock);
 }
 
 void StreamScheduler::synchronize() {

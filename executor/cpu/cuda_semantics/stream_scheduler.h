@@ -13,6 +13,10 @@
 //   DMA, they write what they receive before anything queued on other streams runs. All
 //   cross-rank communication thus happens in the host's issue order on every rank, as on the
 //   plain CPU backend, so this mode cannot deadlock where that one does not.
+// - The host is an actor with its own program order (SimStream::kHost): host_op runs host
+//   work on host memory at once (the CPU optimizer, accumulating offloaded gradients, NVMe
+//   reads and writes) and checks what it touches against the copies the host has not waited
+//   for; a host wait for a stream or a mark joins what the host knows.
 // - Every op declares what it reads and writes; the RaceChecker (race_checker.h) checks each
 //   against the vector clocks of the happens-before order at issue, so a race is reported
 //   whether or not this execution order happens to expose it. The first race is thrown as a
@@ -59,10 +63,18 @@ class StreamScheduler {
   // Queues a free of a block on the compute stream: NaN over its bytes, in compute order.
   // Never throws (destructors call it): a race it finds is thrown by the next call.
   void enqueue_free(void* data, std::int64_t bytes, const std::string& tag) noexcept;
+  // Host work, next in the host's program order: `accesses` checked, then `run` at once.
+  // Streams' work it issues itself is queued as any other.
+  void host_op(const std::string& op, const std::vector<Access>& accesses,
+               const std::function<void()>& run);
+  // The host lets go of a pinned host block (its allocator may hand it out again at once): a
+  // host write of all of it. Never throws, as enqueue_free.
+  void host_free(const void* data, std::int64_t bytes, const std::string& tag) noexcept;
 
   Mark record(SimStream stream) const;
   void wait(SimStream waiter, const Mark& mark);
   void host_wait(SimStream stream);  // the host waits for everything issued on `stream`
+  void host_wait(const Mark& mark);  // ... for the work issued on the mark's stream before it
   void synchronize();                // ... on every stream
   bool idle() const;                 // nothing queued anywhere
 

@@ -19,7 +19,7 @@ double UnitState::bytes_on(OffloadTier tier) const {
 }
 
 UnitState unit_state(std::int64_t unit_params, std::int64_t d, int zero_stage,
-                     const OffloadPlan& offload, int compute_bytes) {
+                     const OffloadPlan& offload, int compute_bytes, bool master_apart) {
   if (d < 1 || unit_params < 0 || zero_stage < 0 || zero_stage > 3 ||
       (compute_bytes != 2 && compute_bytes != 4)) {
     throw std::invalid_argument(fmt::format(
@@ -38,7 +38,8 @@ UnitState unit_state(std::int64_t unit_params, std::int64_t d, int zero_stage,
   s.params = params_off ? StatePart{stored, kMasterBytes, offload.params}
                         : StatePart{stored, compute_bytes, OffloadTier::kNone};
   // fp32 params are their own master only where the optimizer runs beside them.
-  const bool own_master = compute_bytes == kMasterBytes && offload.optimizer == OffloadTier::kNone;
+  const bool own_master =
+      !master_apart && compute_bytes == kMasterBytes && offload.optimizer == OffloadTier::kNone;
   if (!own_master && !params_off) s.master = StatePart{optimizer_part, kMasterBytes, offload.optimizer};
   if (zero_stage <= 1) {
     s.gradients = StatePart{s.padded, kGradientBytes, OffloadTier::kNone};

@@ -58,10 +58,11 @@ struct UnitState {
 };
 
 // The state of a unit of `unit_params` parameters on one of d ranks, by ZeRO stage and the
-// plan's offload, with `compute_bytes` the backend's (backend_compute_bytes). Throws
-// std::invalid_argument on d < 1, unit_params < 0, zero_stage outside 0..3 or compute_bytes
-// other than 2 or 4.
+// plan's offload, with `compute_bytes` the backend's (backend_compute_bytes). master_apart:
+// a master is kept even beside fp32 params (the CPU backend's CUDA-semantics mode runs the
+// CUDA backend's buffers in fp32). Throws std::invalid_argument on d < 1, unit_params < 0,
+// zero_stage outside 0..3 or compute_bytes other than 2 or 4.
 UnitState unit_state(std::int64_t unit_params, std::int64_t d, int zero_stage,
-                     const OffloadPlan& offload, int compute_bytes);
+                     const OffloadPlan& offload, int compute_bytes, bool master_apart = false);
 
 }  // namespace strata

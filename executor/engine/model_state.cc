@@ -69,7 +69,8 @@ ModelState::ModelState(Backend& backend, std::vector<UnitLayout> layouts, const 
     ParamUnit u;
     u.layout = std::move(layout);
     const UnitState sizes = unit_state(u.layout.count, d, zero_stage_, offload_,
-                                       static_cast<int>(dtype_bytes(backend.compute_dtype())));
+                                       static_cast<int>(dtype_bytes(backend.compute_dtype())),
+                                       !own_master());
     u.padded = sizes.padded;
     u.shard = sizes.shard;
     largest = std::max(largest, sizes.params.elements);
@@ -106,7 +107,7 @@ void ModelState::place(ParamUnit& u, const model::UnitInit& init_values, float* 
   // What each kind of state holds and where: model_state_bytes.h, which the memory model
   // prices the same way.
   const UnitState sizes = unit_state(u.layout.count, groups_->dims().dp, zero_stage_, offload_,
-                                     static_cast<int>(dtype_bytes(c)));
+                                     static_cast<int>(dtype_bytes(c)), !own_master());
   // The parameters this rank stores: everything, or its shard at stage 3.
   const std::int64_t lo = zero_stage_ >= 3 ? dp_rank * u.shard : 0;
   const std::int64_t n = sizes.params.elements;
@@ -252,15 +253,19 @@ float* ModelState::grads(std::size_t u) {
 }
 
 void ModelState::begin_step() {
+  land_pending_down();  // a forward_backward without the tail (evaluation) may leave one
   for (auto& u : units_) {
     if (!u.grads.empty()) backend_->zero(u.grads.data(), DType::kF32, u.padded, Stream::kCompute);
     u.grad_downs = 0;
+    u.host_read_mark = -1;  // marks are per step (the engine synchronised the last one)
   }
 }
 
 void ModelState::fetch(std::size_t u) {
   if (!fetcher_) throw std::logic_error("ModelState: fetch without offloaded parameters");
-  fetcher_->prefetch(units_.at(u).layout.name, shard_source(units_.at(u)));
+  ParamUnit& p = units_.at(u);
+  const int reading = fetcher_->prefetch(p.layout.name, shard_source(p));
+  if (reading >= 0) p.host_read_mark = reading;
 }
 
 void ModelState::gather(std::size_t u) {
@@ -272,14 +277,23 @@ void ModelState::gather(std::size_t u) {
   const void* shard = p.params.data();
   Tensor up;
   if (params_off()) {
-    Tensor fetched = fetcher_->take(p.layout.name, shard_source(p));
+    ParamFetcher::Fetched fetched = fetcher_->take(p.layout.name, shard_source(p));
+    if (!p.host_params.empty() && fetched.ready >= 0) p.host_read_mark = fetched.ready;
+    // This op's stream (comm) waits for the shard's copy, the prefetched one included.
+    backend_->wait(Stream::kComm, fetched.ready);
     if (own_master()) {
-      up = std::move(fetched);
+      up = std::move(fetched.device);
     } else {
+      // The cast on the gather's own stream, between the copy it reads and the all-gather
+      // that reads it (on a GPU it once ran on the compute stream, ordered with neither: the
+      // DP all-gather read the pool block before or while the cast wrote it, and NaN came).
       up = alloc(MemoryTier::kDevice, c, p.shard, "offload:param_fetch", false);
-      backend_->to_compute(up.data(), fetched.f32(), p.shard);
+      backend_->to_compute(up.data(), fetched.device.f32(), p.shard, Stream::kComm);
+      backend_->release_after(std::move(fetched.device), Stream::kComm);
     }
     shard = up.data();
+    // The DP group's collectives run on a stream of their own (group_streams.h).
+    backend_->wait(groups_->dp(), backend_->record(Stream::kComm));
   }
   groups_->dp().all_gather(shard, p.gathered.data(), p.shard, c);
   if (!up.empty()) backend_->release_after(std::move(up), Stream::kComm);
@@ -342,38 +356,58 @@ void ModelState::offload_grads(std::size_t u) {
     throw std::logic_error("ModelState: offload_grads of " + p.layout.name + " with nothing reduced");
   }
   send_grad_shard_down(p);
-  p.grad_shard.reset();
+  // Freed in compute order once the copy stream has read it (the memory walk frees it here,
+  // program_memory.cc).
+  backend_->release_after(std::move(p.grad_shard), Stream::kCopy);
 }
 
 void ModelState::send_grad_shard_down(ParamUnit& u) {
+  land_pending_down();
   // Downs per step: one per micro-batch for layers without SP (program.h), else one.
   const bool per_micro_batch = u.layout.kind == UnitKind::kLayer && !sequence_parallel_;
   const std::int64_t downs_per_step = per_micro_batch ? micro_batches_ : 1;
-  const bool first = u.grad_downs == 0;
-  const bool last = ++u.grad_downs == downs_per_step;
+  PendingDown down;
+  down.unit = static_cast<std::size_t>(&u - units_.data());
+  down.first = u.grad_downs == 0;
+  down.last = ++u.grad_downs == downs_per_step;
   const std::int64_t n = u.shard;
-  const float* shard = u.grad_shard.f32();
+  float* dst = nullptr;
+  if (offload_.gradients == OffloadTier::kCpu && down.first) {
+    dst = u.host_grads.f32();  // the step's first shard is the sum so far
+  } else {
+    down.staging = alloc(MemoryTier::kHost, DType::kF32, n, "offload:grad_staging", false);
+    dst = down.staging.f32();
+  }
+  down.ready = links_->device_to_host_async(dst, u.grad_shard.f32(), n);
+  pending_down_ = std::move(down);
+}
+
+void ModelState::land_pending_down() {
+  if (!pending_down_) return;
+  PendingDown down = std::move(*pending_down_);
+  pending_down_.reset();
+  ParamUnit& u = units_.at(down.unit);
+  const std::int64_t n = u.shard;
+  backend_->host_wait_for(down.ready);
+  const auto add_into = [&](float* sum, const float* shard) {
+    backend_->on_host("accumulate the gradients of " + u.layout.name,
+                      {host_reads(shard, n * 4), host_writes(sum, n * 4)},
+                      [&] { cpu::accumulate(sum, shard, n); });
+  };
   if (offload_.gradients == OffloadTier::kCpu) {
-    if (first) {
-      links_->device_to_host(u.host_grads.f32(), shard, n);
-    } else {
-      Tensor down = alloc(MemoryTier::kHost, DType::kF32, n, "offload:grad_staging");
-      links_->device_to_host(down.f32(), shard, n);
-      cpu::accumulate(u.host_grads.f32(), down.f32(), n);
-    }
+    if (!down.first) add_into(u.host_grads.f32(), down.staging.f32());
     return;
   }
   // NVMe: accumulated in place (read, add, write); the norm's share taken once final.
-  Tensor down = alloc(MemoryTier::kHost, DType::kF32, n, "offload:grad_staging");
-  links_->device_to_host(down.f32(), shard, n);
+  const float* total = down.staging.f32();
   Tensor acc;
-  if (!first) {
-    acc = alloc(MemoryTier::kHost, DType::kF32, n, "offload:grad_staging");
+  if (!down.first) {
+    acc = alloc(MemoryTier::kHost, DType::kF32, n, "offload:grad_staging", false);
     links_->nvme_to_host(u.nvme_grads, acc.f32(), n);
-    cpu::accumulate(acc.f32(), down.f32(), n);
+    add_into(acc.f32(), down.staging.f32());
+    total = acc.f32();
   }
-  const float* total = first ? down.f32() : acc.f32();
-  if (last) u.grad_sq = local_sum_of_squares(u, total, groups_->coords().dp * u.shard, true);
+  if (down.last) u.grad_sq = local_sum_of_squares(u, total, groups_->coords().dp * u.shard, true);
   links_->host_to_nvme(u.nvme_grads, total, n);
 }
 
@@ -397,13 +431,19 @@ double ModelState::local_sum_of_squares(const ParamUnit& u, const float* slice, 
     const std::int64_t a = std::max(lo, s.offset);
     const std::int64_t b = std::min(hi, s.offset + s.count());
     if (a >= b) continue;
-    sum += on_host ? cpu::sum_of_squares(slice + (a - lo), b - a)
-                   : backend_->sum_of_squares(slice + (a - lo), b - a);
+    if (!on_host) {
+      sum += backend_->sum_of_squares(slice + (a - lo), b - a);
+      continue;
+    }
+    backend_->on_host("sum of squares of " + u.layout.name + "'s gradients",
+                      {host_reads(slice + (a - lo), (b - a) * 4)},
+                      [&] { sum += cpu::sum_of_squares(slice + (a - lo), b - a); });
   }
   return sum;
 }
 
 double ModelState::grad_norm(const OptimizerSpec& opt) {
+  land_pending_down();
   // Every rank sums its slices; the world sum counts each parameter once.
   const std::int64_t dp_rank = groups_->coords().dp;
   double sq = 0;
@@ -460,6 +500,7 @@ void ModelState::optimizer_step(std::size_t u, const OptimizerSpec& opt, int ste
                      static_cast<float>(opt.beta2), static_cast<float>(opt.eps),
                      static_cast<float>(opt.weight_decay), step};
   const std::vector<DecayRun> runs = decay_runs(units_.at(u), opt);
+  land_pending_down();
   if (optimizer_off()) {
     update_on_cpu(units_.at(u), hp, runs);
   } else {
@@ -574,7 +615,6 @@ void ModelState::update_on_cpu(ParamUnit& u, const AdamWStep& hp,
                     "offload:param_fetch", false);
   }
   const std::int64_t c_bytes = element_bytes(backend_->compute_dtype());
-  if (clip_ != 1.0f) cpu::scale(g, n, clip_);
   offload::CpuAdamStream stream(state, options_.adam_tile_floats,
                                 links_->has_store() ? &links_->store() : nullptr,
                                 &backend_->accounting());
@@ -582,19 +622,32 @@ void ModelState::update_on_cpu(ParamUnit& u, const AdamWStep& hp,
   for (const DecayRun& r : runs) {
     if (!r.decayed) no_decay.emplace_back(r.begin, r.end);
   }
-  stream.step(g, kernels::cpu::AdamWParams{hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay},
-              hp.step, [&](std::int64_t begin, std::int64_t end, const float* param) {
-                if (device_part == nullptr) return;
-                timed(up_s, [&] {
-                  void* dst = static_cast<char*>(device_part) + begin * c_bytes;
-                  if (own_master()) {
-                    links_->host_to_device(static_cast<float*>(dst), param, end - begin);
-                  } else {
-                    links_->host_to_device(tile_up.f32(), param, end - begin);
-                    backend_->to_compute(dst, tile_up.f32(), end - begin);
-                  }
-                });
-              }, no_decay);
+  // The host shard of offloaded params is the master the step writes: the async fetches
+  // that read it (this step's gathers) must be done first.
+  if (params_off()) backend_->host_wait_for(u.host_read_mark);
+  const auto in_host = [](const offload::StateArray& a) -> void* {
+    return a.on_nvme() ? nullptr : a.host;
+  };
+  backend_->on_host(
+      "CPU AdamW of " + u.layout.name,
+      {host_reads(g, n * 4), host_writes(g, n * 4), host_writes(in_host(state.param), n * 4),
+       host_writes(in_host(state.m), n * 4), host_writes(in_host(state.v), n * 4)},
+      [&] {
+        if (clip_ != 1.0f) cpu::scale(g, n, clip_);
+        stream.step(g, kernels::cpu::AdamWParams{hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay},
+                    hp.step, [&](std::int64_t begin, std::int64_t end, const float* param) {
+                      if (device_part == nullptr) return;
+                      timed(up_s, [&] {
+                        void* dst = static_cast<char*>(device_part) + begin * c_bytes;
+                        if (own_master()) {
+                          links_->host_to_device(static_cast<float*>(dst), param, end - begin);
+                        } else {
+                          links_->host_to_device(tile_up.f32(), param, end - begin);
+                          backend_->to_compute(dst, tile_up.f32(), end - begin);
+                        }
+                      });
+                    }, no_decay);
+      });
   // Logical NVMe bytes of the streamed step: each NVMe array read and written once.
   std::int64_t nvme_arrays = 0;
   for (const auto* a : {&state.param, &state.m, &state.v}) nvme_arrays += a->on_nvme() ? 1 : 0;
@@ -614,11 +667,12 @@ void ModelState::gather_params(std::size_t u) {
 }
 
 std::vector<float> ModelState::full_params(const std::string& name) {
-  const std::size_t u = static_cast<std::size_t>(index(name));
+  const std::int32_t found = index(name);
+  if (found < 0) throw std::logic_error("ModelState::full_params: no unit named " + name);
+  const std::size_t u = static_cast<std::size_t>(found);
   ParamUnit& p = units_.at(u);
-  const DType c = backend_->compute_dtype();
   std::vector<float> out(static_cast<std::size_t>(p.layout.count));
-  // The fp32 values: the compute copy when it is fp32, else the gathered master slices.
+  // The fp32 values: the compute copy when it is its own master, ...
   if (own_master()) {
     if (zero_stage_ == 3 && params_off()) fetch(u);
     if (zero_stage_ == 3) gather(u);
@@ -626,17 +680,19 @@ std::vector<float> ModelState::full_params(const std::string& name) {
     if (zero_stage_ == 3) release(u);
     return out;
   }
-  Tensor full = alloc(MemoryTier::kDevice, DType::kF32, p.padded, "dp_scratch", false);
-  const float* part = u < units_.size() && !p.master.empty() ? p.master.f32() : nullptr;
-  if (part == nullptr) throw std::logic_error("ModelState::full_params: no device master of " + name);
+  // ... else the master of every DP rank's optimizer part, wherever the plan keeps it
+  // (device, host or NVMe), all-gathered where ZeRO splits it.
+  const std::vector<float> part = read_part(u, StateKind::kParams);
   if (zero_stage_ == 0) {
-    backend_->copy(full.data(), part, p.padded * 4, Stream::kCompute);
-  } else {
-    groups_->dp().all_gather(part, full.data(), p.shard, DType::kF32);
+    std::copy_n(part.begin(), p.layout.count, out.begin());
+    return out;
   }
+  Tensor mine = alloc(MemoryTier::kDevice, DType::kF32, p.shard, "dp_scratch", false);
+  Tensor full = alloc(MemoryTier::kDevice, DType::kF32, p.padded, "dp_scratch", false);
+  backend_->copy(mine.data(), part.data(), p.shard * 4, Stream::kCompute);
+  groups_->dp().all_gather(mine.data(), full.data(), p.shard, DType::kF32);
   backend_->synchronize();
   backend_->copy(out.data(), full.data(), p.layout.count * 4, Stream::kCompute);
-  (void)c;
   return out;
 }
 

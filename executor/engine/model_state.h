@@ -30,6 +30,11 @@
 //                    then their shard is the master) on the host or NVMe; the step is the
 //                    streamed CPU AdamW (executor/offload); the updated params come up tile
 //                    by tile.
+// Ordering with events, not host stalls: a fetch's H2D copy is waited for by the gather's
+// stream (which casts the shard to the compute copy on that stream, then orders the DP
+// all-gather after the cast) and by the host before the CPU optimizer writes the host shard;
+// a gradient shard's D2H copy by the host only when it next needs the offloaded gradients
+// (land_pending_down), so that the copy and the host's addition overlap the device's work.
 // Every transfer is counted per link (transfers()); cost_model's offload_transfer_bytes()
 // predicts the counts. Results equal the no-offload run's: the same AdamW on the same
 // values (offloaded gradients are summed over micro-batches in another order: ~1 ulp).
@@ -40,6 +45,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,6 +76,7 @@ struct ParamUnit {
   Tensor host_params, host_grads, host_master, host_m, host_v;
   std::string nvme_params, nvme_grads, nvme_master, nvme_m, nvme_v;
   int grad_downs = 0;       // gradient shards sent down this step
+  int host_read_mark = -1;  // offloaded params: the async fetch that may still read host_params
   double grad_sq = 0;       // NVMe gradients: the shard's local sum of squares, once final
 };
 
@@ -145,7 +152,7 @@ class ModelState {
   bool params_off() const { return zero_stage_ == 3 && offload_.params != OffloadTier::kNone; }
   bool grads_off() const { return zero_stage_ >= 2 && offload_.gradients != OffloadTier::kNone; }
   bool optimizer_off() const { return offload_.optimizer != OffloadTier::kNone; }
-  bool own_master() const { return backend_->compute_dtype() == DType::kF32; }
+  bool own_master() const { return !backend_->separate_compute_copy(); }
   std::int64_t opt_elements(const ParamUnit& u) const { return zero_stage_ >= 1 ? u.shard : u.padded; }
   // The first element of this rank's optimizer part in the unit (0 at stages 0 and 3).
   std::int64_t opt_offset(const ParamUnit& u) const;
@@ -165,6 +172,10 @@ class ModelState {
   double local_sum_of_squares(const ParamUnit& u, const float* slice, std::int64_t lo,
                               bool on_host) const;
   void send_grad_shard_down(ParamUnit& u);
+  // Adds the gradient shard last sent down into its tier, after the host waits for its copy.
+  // Called before anything reads the offloaded gradients (the next shard down, the norm, the
+  // optimizer, the next step), so that the copy and the addition overlap the device's work.
+  void land_pending_down();
   // The optimizer part [0, n) of unit u split into runs of one weight decay: [begin, end).
   struct DecayRun {
     std::int64_t begin = 0, end = 0;
@@ -186,6 +197,15 @@ class ModelState {
   std::map<std::string, std::size_t> index_;
   std::unique_ptr<OffloadLinks> links_;    // any offload
   std::unique_ptr<ParamFetcher> fetcher_;  // offloaded params
+  // The gradient shard on its way down (grads offloaded): its unit, the pinned host copy
+  // (empty when it went straight into host_grads), the mark its D2H copy is done at.
+  struct PendingDown {
+    std::size_t unit = 0;
+    Tensor staging;
+    int ready = -1;
+    bool first = false, last = false;
+  };
+  std::optional<PendingDown> pending_down_;
   float clip_ = 1.0f;
   double optimizer_transfer_s_ = 0;
 };

@@ -17,7 +17,7 @@ ParamFetcher::InFlight ParamFetcher::start(const ShardSource& source) {
   f.device = backend_->allocate(MemoryTier::kDevice, DType::kF32, source.floats,
                                 "offload:param_fetch", /*zeroed=*/false);
   if (source.host != nullptr) {
-    links_->host_to_device(f.device.f32(), source.host, source.floats);
+    f.ready = links_->host_to_device_async(f.device.f32(), source.host, source.floats);
     return f;
   }
   // NVMe: whole 4 KiB blocks into aligned host staging (the file is padded to them).
@@ -29,21 +29,24 @@ ParamFetcher::InFlight ParamFetcher::start(const ShardSource& source) {
   return f;
 }
 
-Tensor ParamFetcher::finish(InFlight& f, const ShardSource& source) {
+ParamFetcher::Fetched ParamFetcher::finish(InFlight& f, const ShardSource& source) {
   if (source.host == nullptr) {
     links_->store().engine().wait(f.ticket);
     links_->count_nvme(source.floats * 4, 0);
-    links_->host_to_device(f.device.f32(), f.staging.f32(), source.floats);
+    // From pageable staging: staged before the call returns, so it may be freed after.
+    f.ready = links_->host_to_device_async(f.device.f32(), f.staging.f32(), source.floats);
   }
-  return std::move(f.device);
+  return Fetched{std::move(f.device), f.ready};
 }
 
-void ParamFetcher::prefetch(const std::string& unit, const ShardSource& source) {
-  if (in_flight_.count(unit) != 0) return;
-  in_flight_.emplace(unit, start(source));
+int ParamFetcher::prefetch(const std::string& unit, const ShardSource& source) {
+  const auto it = in_flight_.find(unit);
+  if (it != in_flight_.end()) return source.host != nullptr ? it->second.ready : -1;
+  const int ready = in_flight_.emplace(unit, start(source)).first->second.ready;
+  return source.host != nullptr ? ready : -1;
 }
 
-Tensor ParamFetcher::take(const std::string& unit, const ShardSource& source) {
+ParamFetcher::Fetched ParamFetcher::take(const std::string& unit, const ShardSource& source) {
   const auto it = in_flight_.find(unit);
   if (it == in_flight_.end()) {
     InFlight f = start(source);

@@ -42,13 +42,29 @@ void OffloadLinks::device_to_host(float* dst, const float* src, std::int64_t n) 
   bytes_.device_to_host += static_cast<double>(n) * kFloatBytes;
 }
 
+int OffloadLinks::host_to_device_async(float* dst, const float* src, std::int64_t n) {
+  backend_->wait(Stream::kCopy, backend_->record(Stream::kCompute));
+  backend_->copy_async(dst, src, n * 4, Stream::kCopy);
+  bytes_.host_to_device += static_cast<double>(n) * kFloatBytes;
+  return backend_->record(Stream::kCopy);
+}
+
+int OffloadLinks::device_to_host_async(float* dst, const float* src, std::int64_t n) {
+  backend_->wait(Stream::kCopy, backend_->record(Stream::kCompute));
+  backend_->copy_async(dst, src, n * 4, Stream::kCopy);
+  bytes_.device_to_host += static_cast<double>(n) * kFloatBytes;
+  return backend_->record(Stream::kCopy);
+}
+
 void OffloadLinks::host_to_nvme(const std::string& name, const float* src, std::int64_t n) {
-  store().write(name, src, n);
+  backend_->on_host("nvme write of '" + name + "'", {host_reads(src, n * 4)},
+                    [&] { store().write(name, src, n); });
   bytes_.host_to_nvme += static_cast<double>(n) * kFloatBytes;
 }
 
 void OffloadLinks::nvme_to_host(const std::string& name, float* dst, std::int64_t n) {
-  store().read(name, dst, n);
+  backend_->on_host("nvme read of '" + name + "'", {host_writes(dst, n * 4)},
+                    [&] { store().read(name, dst, n); });
   bytes_.nvme_to_host += static_cast<double>(n) * kFloatBytes;
 }
 

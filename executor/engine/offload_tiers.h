@@ -3,11 +3,13 @@
 // offloaded tensors through.
 //
 //   device <-> host   Backend::copy on the copy stream (a memcpy on the CPU backend, a
-//                     cudaMemcpyAsync from/to pinned memory on CUDA), complete on return so
-//                     the host may read what came down. Offloaded state is fp32 on the host
-//                     and NVMe on every backend.
-//   host <-> nvme     whole tensors through the NvmeStore (io_uring, O_DIRECT), or the
-//                     tiles the streamed CPU AdamW moves (counted by the caller).
+//                     cudaMemcpyAsync from/to pinned memory on CUDA): complete on return
+//                     (host_to_device, device_to_host), or at the mark the *_async forms
+//                     return, which a stream or the host waits for before touching either
+//                     side. Offloaded state is fp32 on the host and NVMe on every backend.
+//   host <-> nvme     whole tensors through the NvmeStore (io_uring, O_DIRECT), host work on
+//                     the host buffer (Backend::on_host), or the tiles the streamed CPU AdamW
+//                     moves (counted by the caller).
 //
 // Counters are the tensors' own bytes per direction since reset_bytes(), so a step's
 // traffic can be compared with cost_model's offload_transfer_bytes() to the byte (the 4 KiB
@@ -50,6 +52,10 @@ class OffloadLinks {
   // Device-tier dst <- host-tier src and back: n fp32.
   void host_to_device(float* dst, const float* src, std::int64_t n);
   void device_to_host(float* dst, const float* src, std::int64_t n);
+  // The same without the host waiting: the mark (Backend::record on the copy stream) the copy
+  // is done at.
+  int host_to_device_async(float* dst, const float* src, std::int64_t n);
+  int device_to_host_async(float* dst, const float* src, std::int64_t n);
   // Whole NVMe tensors from / to host memory: n floats (the tensor's size).
   void host_to_nvme(const std::string& name, const float* src, std::int64_t n);
   void nvme_to_host(const std::string& name, float* dst, std::int64_t n);

@@ -204,6 +204,12 @@ strata_add_test(executor_initial_state_test IN executor_engine_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/initial_state_test.cc
   LIBS strata_executor)
 
+# Offload plans under the CUDA-semantics mode on one rank: the plain CPU backend's bits, and
+# the planted faults behind the H200's offload NaN named by the checker.
+strata_add_test(executor_cuda_semantics_offload_test IN executor_engine_tests
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_semantics_offload_test.cc
+  LIBS strata_executor)
+
 # The CUDA-semantics CPU mode's scheduler, race checker and pool on their own.
 strata_add_test(executor_cuda_semantics_test IN executor_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_semantics_test.cc

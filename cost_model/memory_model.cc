@@ -341,8 +341,14 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluste
     stage.in_flight = in_flight_chunks(plan.schedule, p, v, m, r);
     stage.layer_activation_bytes = kept_layer_bytes;
     stage.recompute_working_bytes = recompute_working;
+    // Each in-flight micro-batch holds one chunk's layers: the rank's largest chunk (with
+    // uneven stages the first and last virtual stage are shorter than the others).
+    std::int64_t chunk_layers_max = 0;
+    for (std::int64_t c = 0; c < v; ++c) {
+      chunk_layers_max = std::max(chunk_layers_max, chunk_layers(model, plan, r, c).layers);
+    }
     const double layers_bytes =
-        kept_layer_bytes * static_cast<double>(stage.stage_params.layers / v * stage.in_flight);
+        kept_layer_bytes * static_cast<double>(chunk_layers_max * stage.in_flight);
     // Micro-batches of the first chunk (embedding) / last chunk (head) among the in-flight
     // forwards at the rank's peak.
     double edge_bytes = 0;

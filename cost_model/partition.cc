@@ -113,7 +113,8 @@ struct UnevenSplit {
 };
 UnevenSplit uneven_split(const ModelSpec& model, const Plan& plan) {
   UnevenSplit u;
-  u.shared_stages = plan.pp - (plan.first_stage_layers > 0 ? 1 : 0) - (plan.last_stage_layers > 0 ? 1 : 0);
+  u.shared_stages = plan.pp * plan.virtual_stages - (plan.first_stage_layers > 0 ? 1 : 0) -
+                    (plan.last_stage_layers > 0 ? 1 : 0);
   u.shared_layers = model.layers - plan.first_stage_layers - plan.last_stage_layers;
   return u;
 }
@@ -122,11 +123,7 @@ UnevenSplit uneven_split(const ModelSpec& model, const Plan& plan) {
 
 std::string pipeline_violation(const ModelSpec& model, const Plan& plan) {
   if (!plan.uneven_stages()) return pipeline_violation(model, plan.pp, plan.virtual_stages);
-  if (plan.virtual_stages != 1) {
-    return fmt::format("uneven stages (first_stage_layers = {}, last_stage_layers = {}) need v = "
-                       "1, got v = {}", plan.first_stage_layers, plan.last_stage_layers,
-                       plan.virtual_stages);
-  }
+  if (plan.virtual_stages < 1) return pipeline_violation(model, plan.pp, plan.virtual_stages);
   if (plan.pp < 2) {
     return fmt::format("uneven stages (first_stage_layers = {}, last_stage_layers = {}) need a "
                        "pipeline, got pp = {}", plan.first_stage_layers, plan.last_stage_layers,
@@ -136,7 +133,7 @@ std::string pipeline_violation(const ModelSpec& model, const Plan& plan) {
   if (u.shared_stages == 0) {
     if (u.shared_layers != 0) {
       return fmt::format("first_stage_layers + last_stage_layers = {} + {} must be the model's {} "
-                         "layers with pp = 2", plan.first_stage_layers, plan.last_stage_layers,
+                         "layers with pp * v = 2", plan.first_stage_layers, plan.last_stage_layers,
                          model.layers);
     }
     return {};
@@ -144,8 +141,9 @@ std::string pipeline_violation(const ModelSpec& model, const Plan& plan) {
   if (u.shared_layers < u.shared_stages || u.shared_layers % u.shared_stages != 0) {
     return fmt::format("uneven stages: the {} layers left after first_stage_layers = {} and "
                        "last_stage_layers = {} do not split evenly (at least one each) over the "
-                       "other {} stages", u.shared_layers, plan.first_stage_layers,
-                       plan.last_stage_layers, u.shared_stages);
+                       "other {} {}stages", u.shared_layers, plan.first_stage_layers,
+                       plan.last_stage_layers, u.shared_stages,
+                       plan.virtual_stages > 1 ? "virtual " : "");
   }
   return {};
 }
@@ -174,6 +172,7 @@ ChunkLayers chunk_layers(const ModelSpec& model, const Plan& plan, std::int64_t 
   const std::int64_t first = plan.first_stage_layers > 0 ? plan.first_stage_layers : shared;
   const std::int64_t last = plan.last_stage_layers > 0 ? plan.last_stage_layers : shared;
   c.layers = c.first ? first : (c.last ? last : shared);
+  // Layers are assigned in virtual-stage order (Megatron's interleaving).
   c.first_layer = c.first ? 0 : first + (c.vstage - 1) * shared;
   return c;
 }

@@ -6,7 +6,8 @@
 //   - the chunk a layer belongs to: chunk c of pipeline rank r is virtual stage c p + r
 //     (Megatron's interleaved assignment), holding layers [s L/(p v), (s+1) L/(p v));
 //     virtual stage 0 also runs the embedding, the last one the head; with uneven stages
-//     (v = 1) the first and last stage hold the plan's counts and the others share the rest;
+//     the first and last virtual stage hold the plan's counts and the others share the rest
+//     (with v = 1 these are the first and last pipeline stage);
 //   - the parameter units a pipeline rank holds and in which order (the embedding, its
 //     layers chunk by chunk, the tied wte copy of the last stage when p > 1 or the untied
 //     output layer, the final norm), each with its layout (cost_model/param_layout.h).
@@ -37,9 +38,14 @@ std::string sequence_parallel_violation(const ModelSpec& model, std::int64_t tp)
 // Every model chunk holds the same number of layers: layers % (p v) == 0.
 std::string pipeline_violation(const ModelSpec& model, std::int64_t pp, std::int64_t v);
 // The plan's split: even as above, or uneven stages (Plan::first_stage_layers,
-// last_stage_layers; Megatron's): only with v = 1 and p >= 2; the stages without a count
-// share the remaining layers evenly, at least one each (p = 2 with both counts set: they
-// must add up to the layers).
+// last_stage_layers) with p >= 2 and any v: the first virtual stage (chunk 0 of pipeline rank
+// 0, which also runs the embedding) and the last one (the last chunk of rank p - 1, which
+// also runs the output layer and the loss) hold the plan's counts, and the other virtual
+// stages share the remaining layers evenly, at least one each (p v = 2 with both counts set:
+// they must add up to the layers). This is Llama 3's recipe (126 layers on 16 stages, the
+// first and last one layer short) and Megatron-Core's embedding and loss counted as a
+// layer's worth of work in the split; with v = 1 it is Megatron's first/last pipeline stage
+// layer counts.
 std::string pipeline_violation(const ModelSpec& model, const Plan& plan);
 
 struct ParallelDims {

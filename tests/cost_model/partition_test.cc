@@ -75,13 +75,10 @@ TEST(Partition, UnevenStagesAsMegatronSplitsThem) {
   plan.last_stage_layers = 0;
   plan.first_stage_layers = 4;
   EXPECT_EQ(chunk_layers(bloom, plan, 11, 0).layers, 6);
-  // Rules: a remainder that does not split, interleaving, no pipeline, p = 2 not adding up.
+  // Rules: a remainder that does not split, no pipeline, p v = 2 not adding up.
   plan.first_stage_layers = 5;
   EXPECT_NE(pipeline_violation(bloom, plan).find("65 layers left"), std::string::npos);
   plan.first_stage_layers = 4;
-  plan.virtual_stages = 2;
-  EXPECT_NE(pipeline_violation(bloom, plan).find("need v = 1"), std::string::npos);
-  plan.virtual_stages = 1;
   plan.pp = 1;
   EXPECT_NE(pipeline_violation(bloom, plan).find("need a pipeline"), std::string::npos);
   plan.pp = 2;
@@ -98,6 +95,59 @@ TEST(Partition, UnevenStagesAsMegatronSplitsThem) {
   EXPECT_EQ(units.front().name, "layer65");
   EXPECT_EQ(unit_chunk(bloom, plan, 11, units.front()), 0);
   EXPECT_THROW(unit_chunk(bloom, plan, 10, units.front()), InfeasiblePlan);
+}
+
+TEST(Partition, UnevenInterleavedStagesShortenTheFirstAndLastVirtualStage) {
+  // Llama 3 405B (section 3.3 of the Llama 3 paper): 126 layers on 16 pipeline stages, the
+  // first and the last stage one layer short, interleaved. With v = 2 there are 32 virtual
+  // stages; an even share would be 128 / 32 = 4, so virtual stage 0 and 31 take 3 and the
+  // other 30 share 126 - 6 = 120, 4 each (the embedding and the loss each in a layer's slot).
+  const ModelSpec llama = model(126, 16384, 128, 8192, 128256);
+  Plan plan;
+  plan.pp = 16;
+  plan.virtual_stages = 2;
+  plan.schedule = ScheduleKind::kInterleaved;
+  EXPECT_NE(pipeline_violation(llama, plan).find("126 % (16*2) = 30"), std::string::npos);
+  plan.first_stage_layers = 3;
+  plan.last_stage_layers = 3;
+  EXPECT_TRUE(pipeline_violation(llama, plan).empty()) << pipeline_violation(llama, plan);
+  const ChunkLayers first = chunk_layers(llama, plan, 0, 0);  // virtual stage 0
+  EXPECT_TRUE(first.first);
+  EXPECT_EQ(first.layers, 3);
+  // Rank 0's second chunk is virtual stage 16: after 3 + 15 * 4 = 63 layers.
+  const ChunkLayers second = chunk_layers(llama, plan, 0, 1);
+  EXPECT_EQ(second.vstage, 16);
+  EXPECT_EQ(second.first_layer, 63);
+  EXPECT_EQ(second.layers, 4);
+  const ChunkLayers last = chunk_layers(llama, plan, 15, 1);  // virtual stage 31
+  EXPECT_TRUE(last.last);
+  EXPECT_EQ(last.first_layer, 123);
+  EXPECT_EQ(last.layers, 3);
+  // Every layer in exactly one chunk, in order.
+  std::int64_t next = 0;
+  for (std::int64_t vstage = 0; vstage < 32; ++vstage) {
+    const ChunkLayers c = chunk_layers(llama, plan, vstage % 16, vstage / 16);
+    EXPECT_EQ(c.first_layer, next) << vstage;
+    next += c.layers;
+  }
+  EXPECT_EQ(next, 126);
+  // 8 layers on p = 2, v = 2 with the first and last virtual stage one short: 1 | 3 | 3 | 1.
+  const ModelSpec tiny = model(8, 64, 4, 32, 256);
+  Plan small;
+  small.pp = 2;
+  small.virtual_stages = 2;
+  small.schedule = ScheduleKind::kInterleaved;
+  small.first_stage_layers = 1;
+  small.last_stage_layers = 1;
+  EXPECT_TRUE(pipeline_violation(tiny, small).empty());
+  EXPECT_EQ(chunk_layers(tiny, small, 1, 0).first_layer, 1);  // virtual stage 1
+  EXPECT_EQ(chunk_layers(tiny, small, 1, 0).layers, 3);
+  EXPECT_EQ(chunk_layers(tiny, small, 0, 1).first_layer, 4);  // virtual stage 2
+  EXPECT_EQ(chunk_layers(tiny, small, 1, 1).layers, 1);
+  // A remainder that does not split over the shared virtual stages is named so.
+  small.first_stage_layers = 2;
+  EXPECT_NE(pipeline_violation(tiny, small).find("over the other 2 virtual stages"),
+            std::string::npos) << pipeline_violation(tiny, small);
 }
 
 TEST(Partition, InterleavedChunksAndTheUnitsOfEachRank) {

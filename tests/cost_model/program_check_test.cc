@@ -257,6 +257,7 @@ struct BundleSetup {
 BundleSetup setup_of(const std::string& plan) {
   if (plan.rfind("tiny", 0) == 0) return {"tiny", "local-cpu", "tiny"};
   if (plan.rfind("gpt3-175b", 0) == 0) return {"gpt3-175b", "selene-a100", "gpt3-175b"};
+  if (plan.rfind("llama3-405b", 0) == 0) return {"llama3-405b", "dgx-h100", "llama3-405b"};
   return {plan, "selene-a100", plan};
 }
 

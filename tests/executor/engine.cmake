@@ -59,7 +59,11 @@ set(strata_equivalence_plans
   "t2_1_1_1_1f1b_2_2_0_none_sp_cpu"
   "t2_2_1_2_interleaved_0_1_0.05_selective_sp"
   "t1_2_2_1_1f1b_1_1_0.05_none_nosp_none_3..5"
-  "t1_2_1_4_interleaved_0_1_0")
+  "t1_2_1_4_interleaved_0_1_0"
+  # Uneven interleaved stages (Llama 3's recipe): 8 layers on p2 v2 as 1 | 3 | 3 | 1, the
+  # first and last virtual stage (with the embedding, with the head) shorter than the others.
+  "t1_2_1_2_interleaved_0_1_0_none_nosp_none_1..1"
+  "t1_2_2_2_interleaved_3_1_0.05_selective_nosp_none_1..1")
 # The single rank every entry compares with is trained by the first entry that needs it and
 # read by the others (tests/executor/reference_cache.h); this fixture empties the directory
 # before any entry of a ctest run starts, so each run computes its own.

@@ -17,7 +17,6 @@
 #include "engine_mpi_environment.h"
 #include "engine_test_support.h"
 #include "cuda_reference.h"
-#include "executor/engine/rank_training.h"
 #include "executor/model/param_init.h"
 
 namespace strata::testing_support {
@@ -79,16 +78,8 @@ StepValues perturbed_run(std::uint32_t seed) {
       dst[i - begin] = static_cast<float>(dst[i - begin] * (1.0 + u * 0x1p-9));
     }
   };
-  engine::RankTraining rank(model, train, plan, *world, TierBudgets{},
-                            data::TokenView::of_bytes(corpus), {}, engine::cpu_backend_maker(),
-                            nudged);
-  StepValues values;
-  for (int s = 0; s < kReferenceSteps; ++s) {
-    const auto r = rank.engine().step(s);
-    values.losses.push_back(r.loss);
-    values.grad_norms.push_back(r.grad_norm);
-  }
-  return values;
+  return run_steps(model, train, plan, *world, kReferenceSteps, corpus,
+                   engine::cpu_backend_maker(), nudged);
 }
 
 // The spread cuda_reference.h derives the CUDA bounds from: 6 runs from nudged initial

@@ -36,11 +36,5 @@ TEST(MpiAbortProbe, RankOneFailsAnAssertionWhileRankZeroWaits) {
 }  // namespace strata
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  try {
-    strata::MpiSession session(&argc, &argv);
-    return strata::testing_support::run_tests_on_every_rank(session.world_rank());
-  } catch (const std::exception& e) {
-    return strata::testing_support::fail_outside_tests("mpi_abort_probe", e);
-  }
+  return strata::testing_support::mpi_test_main(argc, argv, "mpi_abort_probe");
 }

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "executor/comm/mpi_check.h"
+#include "executor/comm/mpi_communicator.h"
 
 namespace strata::testing_support {
 
@@ -110,6 +111,18 @@ inline int fail_outside_tests(const char* program, const std::exception& e) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   abort_job(rank, (std::string(program) + ": " + e.what()).c_str());
+}
+
+// The whole main of a binary that needs nothing else: gtest's flags, MPI, every test on every
+// rank, one verdict (`name` prefixes an error outside the tests).
+inline int mpi_test_main(int argc, char** argv, const char* name) {
+  ::testing::InitGoogleTest(&argc, argv);
+  try {
+    MpiSession session(&argc, &argv);
+    return run_tests_on_every_rank(session.world_rank());
+  } catch (const std::exception& e) {
+    return fail_outside_tests(name, e);
+  }
 }
 
 }  // namespace strata::testing_support

@@ -278,11 +278,5 @@ TEST_F(Comm, ProcessGroupsMatchTheCoordinateFunctions) {
 }  // namespace strata
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  try {
-    strata::MpiSession session(&argc, &argv);
-    return strata::testing_support::run_tests_on_every_rank(session.world_rank());
-  } catch (const std::exception& e) {
-    return strata::testing_support::fail_outside_tests("runtime_comm_mpi_test", e);
-  }
+  return strata::testing_support::mpi_test_main(argc, argv, "runtime_comm_mpi_test");
 }

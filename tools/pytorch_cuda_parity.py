@@ -21,6 +21,7 @@ import tempfile
 import torch
 
 import check_against_pytorch as base
+import loss_comparison
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # bf16 carries 8 significant bits (relative rounding 2^-9 = 0.2%); two implementations that
@@ -111,27 +112,8 @@ def torch_train(m, init, batches, device, bf16=True):
 
 
 def compare_losses(strata_losses, torch_losses, bound=LOSS_BOUND):
-    """(ok, lines): every step's relative difference within bound, the same number of steps,
-    no NaN, and the reference loss falling by MIN_DROP."""
-    lines, ok = [], len(strata_losses) == len(torch_losses) and len(torch_losses) > 0
-    if not ok:
-        return False, [f"strata has {len(strata_losses)} losses, PyTorch {len(torch_losses)}"]
-    worst, worst_step = -1.0, 0
-    for i, (s, t) in enumerate(zip(strata_losses, torch_losses)):
-        rel = abs(s - t) / abs(t)
-        if not rel <= bound:  # NaN included
-            ok = False
-            rel = float("inf")
-        if rel > worst:
-            worst, worst_step = rel, i + 1
-        lines.append(f"step {i + 1}: strata {s:.5f} pytorch {t:.5f} relative {rel:.2e}")
-    drop = (torch_losses[0] - torch_losses[-1]) / torch_losses[0]
-    learned = drop >= MIN_DROP
-    lines.append(f"worst loss relative error {100 * worst:.2f}% at step {worst_step} over "
-                 f"{len(torch_losses)} steps (bound {100 * bound:.0f}%); PyTorch's loss "
-                 f"{torch_losses[0]:.3f} -> {torch_losses[-1]:.3f} ({100 * drop:.0f}% lower, "
-                 f"at least {100 * MIN_DROP:.0f}% needed)")
-    return ok and learned, lines
+    """(ok, lines) of tools/loss_comparison.py with this check's bound and MIN_DROP."""
+    return loss_comparison.compare_losses(strata_losses, torch_losses, bound, MIN_DROP)
 
 
 def check(strata, work):
@@ -192,18 +174,7 @@ def self_test():
     expect(torch.equal(t1, t2) and int(t1.max()) < 50257 and len(set(t1.tolist())) <= 1024,
            "the token stream is deterministic, in the vocabulary, over a 1024-token alphabet")
 
-    ok, _ = compare_losses([5.0, 4.0], [5.0, 4.0])
-    expect(ok, "equal falling losses pass")
-    ok, _ = compare_losses([5.0, 4.02], [5.0, 4.0])
-    expect(ok, "0.5% apart passes")
-    ok, _ = compare_losses([5.0, 4.08], [5.0, 4.0])
-    expect(not ok, "2% apart fails")
-    ok, _ = compare_losses([5.0, float("nan")], [5.0, 4.0])
-    expect(not ok, "a NaN loss fails")
-    ok, _ = compare_losses([5.0], [5.0, 4.0])
-    expect(not ok, "a run with fewer steps fails")
-    ok, _ = compare_losses([5.0, 4.99], [5.0, 4.99])
-    expect(not ok, "losses that do not fall fail")
+    expect(loss_comparison.self_test() == 0, "the loss comparison (tools/loss_comparison.py)")
 
     # The autocast trainer on the CPU at a tiny shape: bf16 really rounds (the losses differ
     # from fp32's), stays within the bound of the fp32 run, and learns the token stream.

@@ -34,9 +34,8 @@ cudaStream_t GroupStreams::of(GroupKind kind, int index) const {
 }
 
 cudaStream_t LinkStreamCounter::next(const GroupStreams& streams, GroupKind kind) {
-  if (kind == GroupKind::kPpSend) return streams.of(kind, sends_++);
-  if (kind == GroupKind::kPpRecv) return streams.of(kind, recvs_++);
-  return streams.of(kind);
+  const int link = links_.next(kind);
+  return link < 0 ? streams.of(kind) : streams.of(kind, link);
 }
 
 std::unique_ptr<Communicator> HostStagedCommunicatorFactory::split(GroupKind kind, int color,

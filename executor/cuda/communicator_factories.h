@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include "executor/comm/communicator_factory.h"
+#include "executor/comm/group_streams.h"
 
 namespace strata::cuda {
 
@@ -43,13 +44,14 @@ struct GroupStreams {
 };
 
 // Which stream the next group of a kind gets: the i-th pipeline link of a kind this rank
-// joins gets pipe_send[i] / pipe_recv[i]; every other kind its one stream.
+// joins in a set of process groups gets pipe_send[i] / pipe_recv[i] (LinkStreamIndex,
+// group_streams.h); every other kind its one stream.
 class LinkStreamCounter {
  public:
   cudaStream_t next(const GroupStreams& streams, GroupKind kind);
 
  private:
-  int sends_ = 0, recvs_ = 0;
+  LinkStreamIndex links_;
 };
 
 class HostStagedCommunicatorFactory final : public CommunicatorFactory {

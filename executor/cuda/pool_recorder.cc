@@ -13,6 +13,7 @@
 #include "executor/comm/process_groups.h"
 #include "executor/cpu/cpu_layer_ops.h"
 #include "cost_model/errors.h"
+#include "kernels/cuda/attention_shapes.h"
 
 namespace strata::cuda {
 namespace {
@@ -111,7 +112,13 @@ class PoolRecorder::Ops final : public CudaShapedLayerOps {
                               const void*, int, int, int) override {}
   void rope_forward(void*, int, int, int, int, int, const kernels::RopeFrequencies&) override {}
   void rope_backward(void*, int, int, int, int, int, const kernels::RopeFrequencies&) override {}
-  void attention_forward(void*, float*, const void*, int, int, int, int, int) override {}
+  // The kernels' shape checks run (a GPU run would refuse these shapes at the launch).
+  void attention_forward(void*, float*, const void*, int B, int T, int C, int NH,
+                         int KVH) override {
+    if (owner_->checks_ == KernelShapeChecks::kOn) {
+      kernels::cuda::check_attention_shapes("attention_forward", B, T, C, NH, KVH);
+    }
+  }
   void bias_residual(void*, const void*, const void*, const void*, int, int) override {}
   void add_bias(void*, const void*, int, int) override {}
   void copy(void*, const void*, std::int64_t) override {}
@@ -129,8 +136,12 @@ class PoolRecorder::Ops final : public CudaShapedLayerOps {
                                const float*, const float*, int, int, float*) override {}
   void rmsnorm_backward_with(void*, float*, const void*, const void*, const void*, const float*,
                              int, int, float*) override {}
-  void attention_backward_with(void*, const void*, const void*, const void*, const float*, int,
-                               int, int, int, int, float*) override {}
+  void attention_backward_with(void*, const void*, const void*, const void*, const float*,
+                               int B, int T, int C, int NH, int KVH, float*) override {
+    if (owner_->checks_ == KernelShapeChecks::kOn) {
+      kernels::cuda::check_attention_shapes("attention_backward", B, T, C, NH, KVH);
+    }
+  }
   void cross_entropy_with(float*, engine::Tensor&, const float*, const std::int32_t*, int, int,
                           int, int, model::TpContext&, float*) override {}
 
@@ -138,8 +149,9 @@ class PoolRecorder::Ops final : public CudaShapedLayerOps {
   PoolRecorder* owner_;
 };
 
-PoolRecorder::PoolRecorder(AccountingAllocator& alloc, const ParallelDims& dims, int world_rank)
-    : alloc_(&alloc), comms_(dims, world_rank) {
+PoolRecorder::PoolRecorder(AccountingAllocator& alloc, const ParallelDims& dims, int world_rank,
+                           KernelShapeChecks checks)
+    : alloc_(&alloc), comms_(dims, world_rank), checks_(checks) {
   void* page = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (page == MAP_FAILED) {
     throw SystemError(fmt::format("pool recorder: mmap of a no-access page failed: {}",

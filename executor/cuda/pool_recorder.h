@@ -41,11 +41,17 @@ class SilentCommunicatorFactory final : public CommunicatorFactory {
   int world_rank_;
 };
 
+// Whether the recorder runs the kernels' shape checks (attention's head sizes: what a GPU run
+// refuses at a launch): on for a check that a GPU run could start; off to replay, for their
+// memory alone, shapes no kernel is built for (the memory model's tests of tiny models).
+enum class KernelShapeChecks { kOn, kOff };
+
 class PoolRecorder final : public engine::Backend {
  public:
   // alloc must outlive the recorder. Throws SystemError when the inaccessible page cannot be
   // mapped.
-  PoolRecorder(AccountingAllocator& alloc, const ParallelDims& dims, int world_rank);
+  PoolRecorder(AccountingAllocator& alloc, const ParallelDims& dims, int world_rank,
+               KernelShapeChecks checks = KernelShapeChecks::kOn);
   ~PoolRecorder() override;
   PoolRecorder(const PoolRecorder&) = delete;
   PoolRecorder& operator=(const PoolRecorder&) = delete;
@@ -89,6 +95,7 @@ class PoolRecorder final : public engine::Backend {
   class Ops;
   AccountingAllocator* alloc_;
   SilentCommunicatorFactory comms_;
+  KernelShapeChecks checks_;
   void* no_access_page_ = nullptr;  // every device tensor's address
   std::unique_ptr<Ops> ops_;
 };

@@ -23,6 +23,7 @@
 // Masks: keys after the query, and rows/columns >= T (tiles are zero-filled past T). Only
 // tiles that touch the diagonal or the end of the sequence evaluate the mask.
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_shapes.h"
 
 #include <cmath>
 #include <cstdint>
@@ -740,28 +741,6 @@ __global__ void __launch_bounds__(kThreads)
 // ---------------------------------------------------------------------------------------
 // Launchers
 
-void check_shapes(const char* kernel, int B, int T, int C, int NH, int KVH) {
-  detail::require_positive(kernel, "B", B);
-  detail::require_positive(kernel, "T", T);
-  detail::require_positive(kernel, "C", C);
-  detail::require_positive(kernel, "NH", NH);
-  detail::require_positive(kernel, "KVH", KVH);
-  if (C % NH != 0) {
-    throw KernelError(fmt::format("{}: C = {} is not divisible by NH = {}; expected C = NH * HS",
-                                  kernel, C, NH));
-  }
-  if (NH % KVH != 0) {
-    throw KernelError(fmt::format("{}: NH = {} is not divisible by KVH = {}; expected groups "
-                                  "of NH / KVH query heads per key/value head",
-                                  kernel, NH, KVH));
-  }
-  detail::require_one_of(kernel, "HS = C / NH", C / NH, 64, 128);
-  if (B > 65535 || NH > 65535) {
-    throw KernelError(fmt::format("{}: B = {}, NH = {}; expected both <= 65535 (grid limit)",
-                                  kernel, B, NH));
-  }
-}
-
 // cp.async moves 16-byte chunks and the epilogues bf16x2 pairs.
 void require_aligned(const char* kernel, const char* name, const void* p) {
   if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) {
@@ -825,7 +804,7 @@ void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int
   detail::require_tensor(kName, "out", out);
   detail::require_tensor(kName, "lse", lse);
   detail::require_tensor(kName, "qkv", qkv);
-  check_shapes(kName, B, T, C, NH, KVH);
+  check_attention_shapes(kName, B, T, C, NH, KVH);
   require_aligned(kName, "qkv", qkv);
   require_aligned(kName, "out", out);
   const Layout L{T, C, NH, C / NH, KVH};
@@ -852,7 +831,7 @@ void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16
   detail::require_tensor(kName, "qkv", qkv);
   detail::require_tensor(kName, "out", out);
   detail::require_tensor(kName, "lse", lse);
-  check_shapes(kName, B, T, C, NH, KVH);
+  check_attention_shapes(kName, B, T, C, NH, KVH);
   require_aligned(kName, "dqkv", dqkv);
   require_aligned(kName, "dout", dout);
   require_aligned(kName, "qkv", qkv);

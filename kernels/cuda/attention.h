@@ -4,8 +4,9 @@
 // probabilities from it. Same packed layout and argument order as kernels/cpu/attention.h:
 // qkv: (B, T, 3*C), each row [q | k | v], each (NH, HS); scale 1/sqrt(HS); position t sees
 // 0..t. bf16 tensors, fp32 arithmetic.
-// Compiled for HS = 64 and 128 only (KernelError otherwise). FlashAttention-2 style on tensor
-// cores: mma.sync m16n8k16 bf16 with fp32 accumulation, ldmatrix fragments, cp.async
+// Compiled for HS = 64 and 128 only (KernelError otherwise; attention_shapes.h's check).
+// FlashAttention-2 style on tensor cores: mma.sync m16n8k16 bf16 with fp32 accumulation,
+// ldmatrix fragments, cp.async
 // double-buffered tiles; runs on sm_80 and sm_90 (no wgmma / TMA). No dropout, no rotary
 // embedding. Pointers must be 16-byte aligned (KernelError otherwise).
 // Deterministic: no atomics; every output element is owned by one thread and summed in a

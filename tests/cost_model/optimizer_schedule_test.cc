@@ -10,6 +10,7 @@
 #include "cost_model/errors.h"
 #include "cost_model/optimizer_schedule.h"
 #include "cost_model/train_spec.h"
+#include "tests/cost_model/bundled_configs.h"
 #include "tests/cost_model/spec_test_util.h"
 
 namespace strata {
@@ -54,6 +55,27 @@ TEST(LearningRate, CosineDecayAndRunStepsAsDefaultEnd) {
   o.lr_decay_steps = 0;
   EXPECT_NEAR(learning_rate(o, 15, 20), 5.5e-4, 1e-15);
   EXPECT_DOUBLE_EQ(learning_rate(o, 20, 20), 1e-4);
+}
+
+// The bundled GPT train configs start a run as GPT-2 and nanoGPT do: a linear warmup from 0,
+// then a cosine decay to lr / 10, ending at a fixed step, so that a run cut to fewer steps
+// (the GPU check's 6 and 10, the Llama phase's 2 beside 10) has the same lr at each step.
+// GPT-2 1.5B at gpt2.json's former constant 6e-4 went 10.9 -> 4.9 -> 20.2 in five steps on
+// an H200; with 20 steps of warmup its fifth step runs at 6e-4 * 5/20 = 1.5e-4.
+TEST(LearningRate, BundledGptTrainConfigsWarmUpThenDecay) {
+  for (const char* name : {"gpt2", "gpt-8b"}) {
+    const OptimizerSpec o = strata::testing::bundled_train(name).optimizer;
+    SCOPED_TRACE(name);
+    ASSERT_GT(o.lr_warmup_steps, 1);
+    EXPECT_EQ(o.lr_decay_style, OptimizerSpec::DecayStyle::kCosine);
+    EXPECT_GT(o.lr_decay_steps, o.lr_warmup_steps);
+    EXPECT_DOUBLE_EQ(o.min_lr, o.lr / 10);
+    EXPECT_DOUBLE_EQ(learning_rate(o, 1, 6), o.lr / static_cast<double>(o.lr_warmup_steps));
+    // The same lr whatever the run's length.
+    for (std::int64_t t = 1; t <= o.lr_decay_steps; ++t) {
+      EXPECT_EQ(learning_rate(o, t, 2), learning_rate(o, t, 1000)) << "step " << t;
+    }
+  }
 }
 
 TEST(WeightDecay, MatricesOnlyUnlessAsked) {

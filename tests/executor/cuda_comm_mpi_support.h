@@ -1,8 +1,9 @@
 // Shared by the GPU communicator tests that run under mpirun (cuda_runtime_nccl_mpi_test,
 // cuda_runtime_host_staged_mpi_test): device upload/download, order-sensitive f32 and bf16
 // inputs with the host reference of communicator.h's sum contract, and the binaries' main:
-// MPI session, device selection, one printer, one exit code over ranks, and exit 77 (ctest's
-// SKIP) on every rank when the devices are missing, naming the reason.
+// MPI session, device selection, mpi_test_main.h's printer, exit code over ranks and abort on
+// a rank's fatal failure, and exit 77 (ctest's SKIP) on every rank when the devices are
+// missing, naming the reason.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -21,6 +22,7 @@
 #include "kernels/bf16.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_resources.h"
+#include "tests/executor/mpi_test_main.h"
 
 namespace strata::cuda::test {
 
@@ -91,22 +93,6 @@ inline std::vector<Bf16Bits> bf16_contract_sum(int size, std::int64_t n) {
   return out;
 }
 
-// Ranks other than 0 print only their failures, prefixed with the rank.
-class RankFailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit RankFailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& result) override {
-    if (result.failed()) {
-      std::fprintf(stderr, "[rank %d] %s:%d: failure\n%s\n", rank_,
-                   result.file_name() ? result.file_name() : "?", result.line_number(),
-                   result.message());
-    }
-  }
-
- private:
-  int rank_;
-};
-
 // ctest's SKIP_RETURN_CODE for these binaries (tests/executor/cuda_runtime.cmake).
 inline constexpr int kSkipped = 77;
 
@@ -139,18 +125,10 @@ inline int mpi_gpu_test_main(int argc, char** argv, const char* name, bool one_d
     if (rank == 0 && !one_device_per_rank) {
       std::printf("%s: %d ranks share device 0\n", name, env.local_size);
     }
-    if (rank != 0) {
-      ::testing::TestEventListeners& listeners = ::testing::UnitTest::GetInstance()->listeners();
-      delete listeners.Release(listeners.default_result_printer());
-      listeners.Append(new RankFailurePrinter(rank));
-    }
-    int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
-    // Every rank exits with the same code: 1 if any rank failed.
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-    return failed;
+    // A fatal failure on any rank ends the job (mpi_test_main.h): never a hang.
+    return testing_support::run_tests_on_every_rank(rank);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: %s\n", name, e.what());
-    return 2;
+    return testing_support::fail_outside_tests(name, e);
   }
 }
 

@@ -6,7 +6,8 @@
 // that differ only in interleaving, ZeRO stage or recomputation must give bit-identical
 // losses (the kernels are deterministic and every gradient is accumulated in micro-batch
 // order). The multi-rank plans run in cuda_engine_equivalence (several processes sharing
-// the GPU). GTEST_SKIPs without a device.
+// the GPU). GTEST_SKIPs without a device, except the construction checks (CudaEngineConstruction),
+// which build every plan on the CUDA backend without a GPU on any machine.
 #include <cmath>
 #include <iostream>
 #include <string>
@@ -22,6 +23,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "tests/executor/engine_mpi_environment.h"
 #include "tests/executor/engine_test_support.h"
+#include "tests/executor/recorder_replay.h"
 
 namespace strata::testing_support {
 namespace {
@@ -87,20 +89,69 @@ TEST_P(CudaEngineTest, LossesAndNormsMatchTheCpuBackendWithinBf16Tolerance) {
 
 constexpr OffloadPlan kHostOffload{OffloadTier::kCpu, OffloadTier::kCpu, OffloadTier::kCpu};
 
-INSTANTIATE_TEST_SUITE_P(
-    OneGpuMatrix, CudaEngineTest,
-    ::testing::Values(CudaPlan{1, ScheduleKind::kOneFOneB, 0, 2, Recompute::kNone},
-                      CudaPlan{1, ScheduleKind::kGpipe, 1, 2, Recompute::kNone},
-                      CudaPlan{1, ScheduleKind::kOneFOneB, 2, 1, Recompute::kNone},
-                      CudaPlan{1, ScheduleKind::kGpipe, 3, 4, Recompute::kNone},
-                      CudaPlan{2, ScheduleKind::kInterleaved, 0, 2, Recompute::kNone},
-                      CudaPlan{2, ScheduleKind::kInterleaved, 3, 1, Recompute::kNone},
-                      CudaPlan{4, ScheduleKind::kInterleaved, 2, 2, Recompute::kNone},
-                      CudaPlan{1, ScheduleKind::kOneFOneB, 1, 2, Recompute::kFull},
-                      CudaPlan{1, ScheduleKind::kOneFOneB, 0, 8, Recompute::kSelective},
-                      CudaPlan{1, ScheduleKind::kOneFOneB, 3, 2, Recompute::kNone, kHostOffload},
-                      CudaPlan{1, ScheduleKind::kOneFOneB, 1, 2, Recompute::kNone,
-                               OffloadPlan{OffloadTier::kCpu, OffloadTier::kNone, OffloadTier::kNone}}));
+const std::vector<CudaPlan> kOneGpuPlans = {
+    CudaPlan{1, ScheduleKind::kOneFOneB, 0, 2, Recompute::kNone},
+    CudaPlan{1, ScheduleKind::kGpipe, 1, 2, Recompute::kNone},
+    CudaPlan{1, ScheduleKind::kOneFOneB, 2, 1, Recompute::kNone},
+    CudaPlan{1, ScheduleKind::kGpipe, 3, 4, Recompute::kNone},
+    CudaPlan{2, ScheduleKind::kInterleaved, 0, 2, Recompute::kNone},
+    CudaPlan{2, ScheduleKind::kInterleaved, 3, 1, Recompute::kNone},
+    CudaPlan{4, ScheduleKind::kInterleaved, 2, 2, Recompute::kNone},
+    CudaPlan{1, ScheduleKind::kOneFOneB, 1, 2, Recompute::kFull},
+    CudaPlan{1, ScheduleKind::kOneFOneB, 0, 8, Recompute::kSelective},
+    CudaPlan{1, ScheduleKind::kOneFOneB, 3, 2, Recompute::kNone, kHostOffload},
+    CudaPlan{1, ScheduleKind::kOneFOneB, 1, 2, Recompute::kNone,
+             OffloadPlan{OffloadTier::kCpu, OffloadTier::kNone, OffloadTier::kNone}}};
+
+// The determinism test's plans besides the matrix's.
+const std::vector<CudaPlan> kDeterminismPlans = {
+    CudaPlan{2, ScheduleKind::kInterleaved, 1, 2, Recompute::kNone},
+    CudaPlan{1, ScheduleKind::kOneFOneB, 2, 2, Recompute::kFull},
+    CudaPlan{1, ScheduleKind::kGpipe, 3, 2, Recompute::kNone}};
+
+INSTANTIATE_TEST_SUITE_P(OneGpuMatrix, CudaEngineTest, ::testing::ValuesIn(kOneGpuPlans));
+
+// What the GPU tests above construct, on any machine (no skip): the reference model, train
+// spec and every plan, each checked against the model and built and stepped once on the CUDA
+// backend without a GPU (recorder_replay.h: its allocations and the kernels' shape checks).
+// A plan or model that no GPU run could start fails here, in CI, not first on a GPU.
+TEST(CudaEngineConstruction, EveryPlanOfTheGpuTestsBuildsWithoutAGpu) {
+  const ModelSpec model = reference_model();
+  const TrainSpec train = reference_train();
+  std::vector<CudaPlan> plans = kOneGpuPlans;
+  plans.insert(plans.end(), kDeterminismPlans.begin(), kDeterminismPlans.end());
+  for (const CudaPlan& c : plans) {
+    const Plan plan = to_plan(c);
+    SCOPED_TRACE(plan.label());
+    ASSERT_NO_THROW(plan.check_against_model(model, train, "cuda engine test plan"));
+    EXPECT_NO_THROW(replay_every_rank(model, train, plan, 1));
+  }
+}
+
+// The construction check sees the mistake that once kept every GPT entry of the CUDA
+// equivalence matrix from starting on a GPU: the tiny GPT widened to 2 heads of 64 by copying
+// fields, its 4 KV heads left beside them. The replay refuses it as the GPU run did.
+TEST(CudaEngineConstruction, AModelNoGpuRunCouldStartIsRefused) {
+  ModelSpec model = tiny_model();  // 4 heads of 16, kv_heads 4
+  model.hidden = 128;
+  model.heads = 2;
+  model.ffn_hidden = 512;
+  const TrainSpec train = reference_train();
+  const Plan plan = make_plan(1, 1, 1, 1, ScheduleKind::kOneFOneB, 0, 2);
+  try {
+    replay_every_rank(model, train, plan, 1);
+    FAIL() << "a model with 4 KV heads beside 2 query heads was built";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("kv_heads 4 < heads 2"), std::string::npos) << e.what();
+  }
+  // And a head size the attention kernel is not built for (tiny's 16): its shape check.
+  try {
+    replay_every_rank(tiny_model(), train, plan, 1);
+    FAIL() << "head size 16 was built";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("HS = C / NH"), std::string::npos) << e.what();
+  }
+}
 
 class CudaEngineDeterminism : public CudaEngineTest {};
 
@@ -112,13 +163,12 @@ class CudaEngineDeterminism : public CudaEngineTest {};
 TEST_F(CudaEngineDeterminism, ScheduleZeroAndRecomputeDoNotChangeTheBits) {
   const int steps = 4;
   const auto base = cuda_losses(to_plan({1, ScheduleKind::kOneFOneB, 0, 2, Recompute::kNone}), steps);
-  for (const CudaPlan& other : {CudaPlan{2, ScheduleKind::kInterleaved, 1, 2, Recompute::kNone},
-                                CudaPlan{1, ScheduleKind::kOneFOneB, 2, 2, Recompute::kFull}}) {
+  for (const CudaPlan& other : {kDeterminismPlans[0], kDeterminismPlans[1]}) {
     EXPECT_EQ(cuda_losses(to_plan(other), steps), base) << to_plan(other).label();
   }
   // And a rerun of the same plan.
   EXPECT_EQ(cuda_losses(to_plan({1, ScheduleKind::kOneFOneB, 0, 2, Recompute::kNone}), steps), base);
-  const auto gpipe = cuda_losses(to_plan({1, ScheduleKind::kGpipe, 3, 2, Recompute::kNone}), steps);
+  const auto gpipe = cuda_losses(to_plan(kDeterminismPlans[2]), steps);
   for (int s = 0; s < steps; ++s) EXPECT_NEAR(gpipe[s], base[s], 1e-4 * base[s]) << "step " << s;
 }
 

@@ -28,6 +28,7 @@
 #include "executor/engine/engine.h"
 #include "executor/report/run_report.h"
 #include "tests/executor/engine_test_support.h"
+#include "tests/executor/recorder_replay.h"
 
 namespace strata {
 namespace {
@@ -39,26 +40,14 @@ ClusterSpec cuda_cluster() {
   return ClusterSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/clusters/h100-x1.json");
 }
 
-struct Recorded {
-  std::int64_t peak = 0;  // device bytes, set-up and `steps` steps
-  std::vector<TagUsage> tags;
-};
+using Recorded = testing_support::ReplayedRank;
 
-// One rank of `plan` replayed on the recorder: set-up and `steps` steps.
+// One rank of `plan` replayed on the recorder: set-up and `steps` steps. Without the kernels'
+// shape checks: the tiny models' head size of 16 is no GPU's, their memory is what is checked.
 Recorded record(const ModelSpec& model, const TrainSpec& train, const Plan& plan, int world_rank,
                 int steps) {
-  const ParallelDims dims = parallel_dims(plan, model);
-  AccountingAllocator alloc{TierBudgets{}};
-  cuda::PoolRecorder recorder(alloc, dims, world_rank);
-  ProcessGroups groups(recorder.communicators(), dims);
-  const auto corpus = data::generated_corpus(train.seed, 1 << 16);
-  data::BatchSampler sampler(corpus, train.seed, model.seq_len);
-  // The values are never read: no initialisation (GPT-2's would take seconds).
-  const model::UnitInit no_values = [](const UnitLayout&, float*, std::int64_t, std::int64_t) {};
-  engine::Engine engine(recorder, model, train, plan, groups, groups.world(), sampler, {},
-                        no_values);
-  for (int s = 0; s < steps; ++s) engine.step(s);
-  return Recorded{static_cast<std::int64_t>(alloc.peak_bytes().device), alloc.tags()};
+  return testing_support::replay_on_recorder(model, train, plan, world_rank, steps, {},
+                                             cuda::KernelShapeChecks::kOff);
 }
 
 std::string device_tags(const Recorded& r) {
@@ -103,10 +92,10 @@ TEST(CudaPoolPrediction, Gpt2At16MatchesTheRecordedPoolAndTheH200) {
   const Recorded got = record(model, train, plan, 0, 2);
   // The H200 run's accounted pool peak (README beside the profile): the recorder asks for
   // what the GPU run asked for.
-  EXPECT_EQ(got.peak, 8'809'698'304) << device_tags(got);
+  EXPECT_EQ(got.peak_device_bytes, 8'809'698'304) << device_tags(got);
   std::string moment;
   const double predicted = predicted_pool_peak(model, train, plan, 0, &moment);
-  EXPECT_EQ(predicted, static_cast<double>(got.peak)) << "peak at " << moment << "\n" << device_tags(got);
+  EXPECT_EQ(predicted, static_cast<double>(got.peak_device_bytes)) << "peak at " << moment << "\n" << device_tags(got);
   // The workspace rides on top, outside the pool: 32 MiB cuBLASLt + 4 MiB reduction scratch.
   const MemoryEstimate estimate = estimate_memory(model, cuda_cluster(), train, plan);
   EXPECT_EQ(estimate.stages[0].total.device - predicted, 36.0 * 1024 * 1024);
@@ -144,7 +133,7 @@ TEST_P(CudaPoolPredictionTp2Pp2, EveryRankMatchesItsStage) {
     const Recorded got = record(model, train, plan, rank, 2);
     std::string moment;
     const double predicted = predicted_pool_peak(model, train, plan, c.pp, &moment);
-    EXPECT_EQ(predicted, static_cast<double>(got.peak))
+    EXPECT_EQ(predicted, static_cast<double>(got.peak_device_bytes))
         << v.name << " rank " << rank << " (tp " << c.tp << ", pp " << c.pp << "), predicted peak at "
         << moment << "\n" << device_tags(got);
     const MemoryEstimate estimate = estimate_memory(model, cuda_cluster(), train, plan);

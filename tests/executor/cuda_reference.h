@@ -57,10 +57,31 @@ inline ReferenceSteps read_reference() {
 // ln 256 = 5.545 against the reference's 5.537 (1.5e-3 off, inside 5e-3 since issue 25's
 // pair draw moved the reference from 5.492; the loss no longer tells it apart) and a
 // gradient norm of the embedding alone, which only the norm's bound is left to catch (how far
-// that norm lies from the reference's 6.46 has not been measured). Later steps add Adam's normalised updates of the rounded
-// gradients, which let differences grow (measured on an H200 with the former engine: losses
-// within 2e-2 over 8 steps): 1e-2 at steps 1-2, 2e-2 after; norms 5e-2.
+// that norm lies from the reference's 6.46 has not been measured). Later steps add Adam's
+// normalised updates of the rounded gradients, which let differences grow: losses 1e-2 at
+// steps 1-2, 2e-2 after; norms 5e-2, or more where the trajectory itself is ill-conditioned:
+//
+// How much a correct engine's norm moves at step s when its weights are rounded as bf16 rounds
+// them, measured on the CPU (cuda_reference_cpu_test.cc, CudaReference.NormBoundsCover...):
+// the reference run from initial weights each multiplied by (1 + 2^-9 u), u uniform in
+// [-1, 1], 6 seeds, relative to the file's norms. RMS over the seeds (AMD EPYC, AVX-512, GCC
+// 12, OpenBLAS 0.3.21; 2026-11-28):
+//   step      0       1       2       3       4       5       6       7
+//   norm   1.6e-4  3.2e-4  1.1e-3  1.4e-3  1.6e-2  5.7e-3  5.7e-2  1.5e-2
+//   loss   <3e-5   <6e-5   <8e-5   <2e-4   <2e-4   <1.3e-3 <9e-4   <1e-3   (largest)
+// Step 6's norm (2.63, a bump between 2.50 and 2.50) moves by 5.7% RMS, 10.4% at worst, from
+// one such rounding of the initial weights: its neighbours' by 0.6% and 1.5%. A GPU run rounds
+// at least as much (every weight copy and activation, every step), so a correct CUDA engine's
+// step-6 norm may be this far from the file's: the H200 gave 5.1-6.0% below it on four
+// one-GPU plans (GPipe with ZeRO-3, a single micro-batch of 8, two optimizers on the CPU),
+// within one sigma, and every other step of the same runs passed 5e-2. So the bound is the
+// larger of the rounding bound above and 3 sigma of this spread, rounded up: step 6's is
+// 3 x 5.7% = 17% -> 0.2; every other step's 3 sigma is under 5e-2 (step 4: 4.8%). The loss
+// bounds hold at every step with 3 sigma of the loss spread far below them (4e-3 at most).
+// The CPU test reruns the 6 seeds and fails if 3 sigma outgrows a bound.
+inline constexpr double kReferenceNormTolerance[kReferenceSteps] = {2e-2, 5e-2, 5e-2, 5e-2,
+                                                                    5e-2, 5e-2, 0.2,  5e-2};
 inline double reference_loss_tolerance(int step) { return step == 0 ? 5e-3 : step <= 2 ? 1e-2 : 2e-2; }
-inline double reference_norm_tolerance(int step) { return step == 0 ? 2e-2 : 5e-2; }
+inline double reference_norm_tolerance(int step) { return kReferenceNormTolerance[step]; }
 
 }  // namespace strata::testing_support

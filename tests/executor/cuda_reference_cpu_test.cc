@@ -1,9 +1,15 @@
 // Keeps tests/executor/data/cuda_reference_losses.json honest: the CPU engine's losses for
 // the reference setup (cuda_reference.h) on a single rank must equal the file's. The CPU
 // backend gives the same losses for every plan (the equivalence matrix), so one plan
-// stands for all. STRATA_UPDATE_GOLDEN=1 rewrites the file instead of comparing.
+// stands for all. STRATA_UPDATE_GOLDEN=1 rewrites the file instead of comparing. And the
+// CUDA bounds of cuda_reference.h against the spread they are derived from.
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -11,6 +17,7 @@
 #include "engine_mpi_environment.h"
 #include "engine_test_support.h"
 #include "cuda_reference.h"
+#include "executor/model/param_init.h"
 
 namespace strata::testing_support {
 namespace {
@@ -46,6 +53,61 @@ TEST(CudaReference, CpuLossesMatchTheFile) {
   }
   // The setup must train: the loss falls over the reference steps.
   EXPECT_LT(losses.back(), losses.front());
+}
+
+// The reference setup's losses and gradient norms from initial weights each multiplied by
+// (1 + 2^-9 u), u uniform in [-1, 1] from `seed` and the element's unit and index: bf16's
+// rounding of a weight, once, at the start.
+StepValues perturbed_run(std::uint32_t seed) {
+  const ModelSpec model = reference_model();
+  const TrainSpec train = reference_train();
+  const Plan plan = make_plan(1, 1, 1, 1, ScheduleKind::kOneFOneB, 0, 2);
+  auto world = MpiCommunicator::duplicate(MPI_COMM_SELF);
+  const auto corpus = data::generated_corpus(train.seed, data::kGeneratedCorpusBytes);
+  const model::SeededInit drawn{train.seed, {}};
+  const model::UnitInit nudged = [&drawn, seed](const UnitLayout& unit, float* dst,
+                                                std::int64_t begin, std::int64_t end) {
+    drawn(unit, dst, begin, end);
+    std::uint64_t h = std::hash<std::string>{}(unit.name) ^ (std::uint64_t{seed} * 0x9e3779b97f4a7c15ull);
+    for (std::int64_t i = begin; i < end; ++i) {
+      std::uint64_t x = h + static_cast<std::uint64_t>(i) * 0xbf58476d1ce4e5b9ull;  // splitmix64
+      x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+      x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+      x ^= x >> 31;
+      const double u = static_cast<double>(x >> 11) * 0x1p-53 * 2.0 - 1.0;
+      dst[i - begin] = static_cast<float>(dst[i - begin] * (1.0 + u * 0x1p-9));
+    }
+  };
+  return run_steps(model, train, plan, *world, kReferenceSteps, corpus,
+                   engine::cpu_backend_maker(), nudged);
+}
+
+// The spread cuda_reference.h derives the CUDA bounds from: 6 runs from nudged initial
+// weights; at every step 3 sigma (RMS over the seeds) of the relative loss and norm change
+// must lie within the bound, or a correct bf16 engine could fail the GPU test by rounding
+// alone (as the H200's step-6 norms did against a flat 5e-2). ~6 s.
+TEST(CudaReference, NormBoundsCoverTheSpreadOfBf16SizedRoundingOfTheInitialWeights) {
+  constexpr int kSeeds = 6;
+  const ReferenceSteps expected = read_reference();
+  std::vector<double> loss_sq(kReferenceSteps, 0.0), norm_sq(kReferenceSteps, 0.0);
+  for (std::uint32_t seed = 1; seed <= kSeeds; ++seed) {
+    const StepValues got = perturbed_run(seed);
+    for (int s = 0; s < kReferenceSteps; ++s) {
+      const double dl = (got.losses[s] - expected.losses[s]) / expected.losses[s];
+      const double dn = (got.grad_norms[s] - expected.grad_norms[s]) / expected.grad_norms[s];
+      loss_sq[s] += dl * dl / kSeeds;
+      norm_sq[s] += dn * dn / kSeeds;
+    }
+  }
+  for (int s = 0; s < kReferenceSteps; ++s) {
+    const double loss_sigma = std::sqrt(loss_sq[s]), norm_sigma = std::sqrt(norm_sq[s]);
+    std::printf("step %d: loss sigma %.1e (bound %.0e), norm sigma %.1e (bound %.0e)\n", s,
+                loss_sigma, reference_loss_tolerance(s), norm_sigma, reference_norm_tolerance(s));
+    EXPECT_LE(3 * loss_sigma, reference_loss_tolerance(s)) << "step " << s;
+    EXPECT_LE(3 * norm_sigma, reference_norm_tolerance(s)) << "step " << s;
+  }
+  // The nudge is felt: a run that ignored it would show no spread and check nothing.
+  EXPECT_GT(std::sqrt(norm_sq[6]), 1e-3);
 }
 
 }  // namespace

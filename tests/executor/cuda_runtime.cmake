@@ -69,6 +69,16 @@ if(STRATA_HAVE_CUDA)
   target_link_libraries(cuda_engine_equivalence PRIVATE strata_executor_cuda strata_warnings)
   target_compile_definitions(cuda_engine_equivalence PRIVATE
     STRATA_SOURCE_DIR="${PROJECT_SOURCE_DIR}" STRATA_EQUIVALENCE_CUDA=1)
+  # Each entry's construction check (--check: no GPU, no MPI; every machine with the CUDA
+  # toolkit, CI included): what its GPU run builds -- model, plan, every rank's engine on the
+  # CUDA backend without a GPU -- so that an entry no GPU run could start fails here first
+  # (all 22 GPT entries once did: kv_heads 4 beside 2 heads). ~0.1-0.5 s each.
+  function(strata_cuda_equivalence_check name flags)
+    add_test(NAME cuda_engine_equivalence_check_${name}
+      COMMAND cuda_engine_equivalence --check ${flags} ${ARGN})
+    set_tests_properties(cuda_engine_equivalence_check_${name} PROPERTIES
+      TIMEOUT 60 PASS_REGULAR_EXPRESSION "^CHECKED: ")
+  endfunction()
   foreach(entry
       "t2_1_1_1_1f1b_0_2_0" "t1_2_1_2_interleaved_0_1_0" "t1_4_1_2_interleaved_0_2_0"
       "t1_1_2_1_1f1b_1_1_0" "t1_1_2_1_gpipe_2_4_0" "t1_1_2_1_1f1b_3_2_0" "t2_2_1_1_1f1b_0_1_0"
@@ -85,6 +95,7 @@ if(STRATA_HAVE_CUDA)
     string(REPLACE ";" " " args_line "${args}")
     add_test(NAME cuda_engine_equivalence_${entry}
       COMMAND sh -c "\"$<TARGET_FILE:cuda_engine_equivalence>\" --gpu-present && exec \"${MPIEXEC_EXECUTABLE}\" -np ${ranks} --oversubscribe --bind-to none --allow-run-as-root \"$<TARGET_FILE:cuda_engine_equivalence>\" ${args_line}")
+    strata_cuda_equivalence_check("${entry}" "" ${args})
     set_tests_properties(cuda_engine_equivalence_${entry} PROPERTIES
       LABELS "gpu;mpi" PROCESSORS 2 TIMEOUT 300 SKIP_RETURN_CODE 77
       FAIL_REGULAR_EXPRESSION "FAILED|over 1e-4")
@@ -98,6 +109,7 @@ if(STRATA_HAVE_CUDA)
                          t2_1_2_1_gpipe_3_1_0_selective_sp t4_1_1_1_1f1b_0_2_0)
     strata_equivalence_entry("${entry}" args ranks)
     string(REPLACE ";" " " args_line "${args}")
+    strata_cuda_equivalence_check("llama_${entry}" "--model;tiny-llama" ${args})
     add_test(NAME cuda_engine_equivalence_llama_${entry}
       COMMAND sh -c "\"$<TARGET_FILE:cuda_engine_equivalence>\" --gpu-present && exec \"${MPIEXEC_EXECUTABLE}\" -np ${ranks} --oversubscribe --bind-to none --allow-run-as-root \"$<TARGET_FILE:cuda_engine_equivalence>\" --model tiny-llama ${args_line}")
     set_tests_properties(cuda_engine_equivalence_llama_${entry} PROPERTIES
@@ -105,14 +117,16 @@ if(STRATA_HAVE_CUDA)
       FAIL_REGULAR_EXPRESSION "FAILED|over 1e-4")
   endforeach()
   # NCCL's communicators (--nccl: one GPU a rank) on TP, PP, ZeRO-3 over DP, and TP with PP
-  # and SP: skipped (77, with the reason) on a machine with fewer GPUs than the plan's ranks.
+  # and SP: skipped (77, with the reason) on a machine with fewer GPUs than the plan's ranks,
+  # asked before mpirun starts any (--gpu-present RANKS).
   # Unquoted and after the Llama list, which gpu_phases.sh reads first, for the same reason.
   foreach(entry IN ITEMS t2_1_1_1_1f1b_0_2_0 t1_2_1_1_1f1b_0_1_0 t1_1_2_1_1f1b_3_2_0
                          t2_2_1_1_1f1b_0_1_0_full_sp)
     strata_equivalence_entry("${entry}" args ranks)
     string(REPLACE ";" " " args_line "${args}")
+    strata_cuda_equivalence_check("nccl_${entry}" "--nccl" ${args})
     add_test(NAME cuda_engine_equivalence_nccl_${entry}
-      COMMAND sh -c "\"$<TARGET_FILE:cuda_engine_equivalence>\" --gpu-present && exec \"${MPIEXEC_EXECUTABLE}\" -np ${ranks} --oversubscribe --bind-to none --allow-run-as-root \"$<TARGET_FILE:cuda_engine_equivalence>\" --nccl ${args_line}")
+      COMMAND sh -c "\"$<TARGET_FILE:cuda_engine_equivalence>\" --gpu-present ${ranks} && exec \"${MPIEXEC_EXECUTABLE}\" -np ${ranks} --oversubscribe --bind-to none --allow-run-as-root \"$<TARGET_FILE:cuda_engine_equivalence>\" --nccl ${args_line}")
     set_tests_properties(cuda_engine_equivalence_nccl_${entry} PROPERTIES
       LABELS "gpu;mpi" PROCESSORS 2 TIMEOUT 300 SKIP_RETURN_CODE 77
       FAIL_REGULAR_EXPRESSION "FAILED|over 1e-4")

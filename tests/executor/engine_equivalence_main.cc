@@ -12,7 +12,10 @@
 // communicators; with --nccl one GPU a rank, NCCL's communicators, skipped where the machine
 // has fewer GPUs than ranks), against the CPU single-rank reference within bf16 tolerance;
 // exit code 77 (skipped) without a GPU. Its memory check is left to the CPU matrix (the CUDA activation
-// convention differs).
+// convention differs). Its --check mode needs neither a GPU nor MPI: it builds what the GPU
+// run of the entry would (model, plan, every rank's engine on the CUDA backend without a GPU)
+// and exits 2 with the reason where the GPU run would fail before training; ctest runs it for
+// every CUDA entry on every machine (cuda_runtime.cmake).
 #include <mpi.h>
 
 #include <algorithm>
@@ -38,6 +41,7 @@
 #ifdef STRATA_EQUIVALENCE_CUDA
 #include "executor/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
+#include "tests/executor/recorder_replay.h"
 #endif
 
 namespace {
@@ -52,31 +56,37 @@ struct Trace {
 
 #ifdef STRATA_EQUIVALENCE_CUDA
 constexpr bool kCuda = true;
-// The CUDA attention kernel needs a head size of 64 or 128, and t = 2 two heads: the tiny
-// model twice as wide (hidden 128, 2 heads of 64).
-strata::ModelSpec equivalence_model() {
-  strata::ModelSpec model = strata::testing_support::tiny_model();
-  model.hidden = 128;
-  model.heads = 2;
-  model.ffn_hidden = 4 * model.hidden;
-  return model;
-}
 #else
 constexpr bool kCuda = false;
-strata::ModelSpec equivalence_model() { return strata::testing_support::tiny_model(); }
 #endif
 
+// The model with head size 64 (the CUDA attention kernel needs 64 or 128): `heads` heads,
+// hidden and ffn_hidden scaled alike. Rebuilt through ModelSpec::from_json, so that it is
+// validated as a config file is: a multi-head model stays multi-head (kv_heads follows heads;
+// a copy of the fields once left the tiny GPT's 4 KV heads beside 2 query heads, which every
+// GPU run refused), a grouped-query one keeps its KV heads.
+strata::ModelSpec with_head_size_64(const strata::ModelSpec& model, std::int64_t heads) {
+  strata::Json j = model.to_json();
+  const std::int64_t hidden = 64 * heads;
+  j["ffn_hidden"] = model.ffn_hidden * hidden / model.hidden;
+  j["hidden"] = hidden;
+  j["heads"] = heads;
+  if (model.kv_head_count() == model.heads) j.erase("kv_heads");
+  return strata::ModelSpec::from_json(j, model.name + " at head size 64 (engine_equivalence_main.cc)");
+}
+
+// The tiny GPT; on CUDA twice as wide (hidden 128, 2 heads of 64: t = 2 needs two heads).
 // --model NAME: a bundled model config instead (configs/models/NAME.json: tiny-llama for the
-// Llama family's matrix). On CUDA its heads are widened to 64 (hidden and ffn_hidden scaled
-// alike) for the attention kernel, as the tiny GPT above.
+// Llama family's matrix); on CUDA its heads are widened to 64 the same way.
 strata::ModelSpec equivalence_model(const std::string& name) {
-  if (name.empty()) return equivalence_model();
-  strata::ModelSpec model =
+  if (name.empty()) {
+    const strata::ModelSpec tiny = strata::testing_support::tiny_model();
+    return kCuda ? with_head_size_64(tiny, 2) : tiny;
+  }
+  const strata::ModelSpec model =
       strata::ModelSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/models/" + name + ".json");
   if (kCuda && model.head_dim() != 64 && model.head_dim() != 128) {
-    const std::int64_t wider = 64 * model.heads;
-    model.ffn_hidden = model.ffn_hidden * wider / model.hidden;
-    model.hidden = wider;
+    return with_head_size_64(model, model.heads);
   }
   return model;
 }
@@ -102,6 +112,13 @@ strata::TrainSpec equivalence_train(double clip, bool decay_and_schedule) {
   return train;
 }
 
+strata::engine::OffloadOptions equivalence_offload() {
+  strata::engine::OffloadOptions offload;
+  offload.nvme_dir = "/tmp";  // offload to NVMe: the run directory goes there
+  offload.adam_tile_floats = 4096;  // several tiles per unit: the streamed CPU AdamW
+  return offload;
+}
+
 Trace train(const strata::ModelSpec& model, const strata::Plan& plan,
             strata::MpiCommunicator& world, double clip, int steps, Mode mode,
             bool decay_and_schedule) {
@@ -117,11 +134,8 @@ Trace train(const strata::ModelSpec& model, const strata::Plan& plan,
     maker = strata::cuda::cuda_backend_maker(options);
   }
 #endif
-  strata::engine::OffloadOptions offload;
-  offload.nvme_dir = "/tmp";  // offload to NVMe: the run directory goes there
-  offload.adam_tile_floats = 4096;  // several tiles per unit: the streamed CPU AdamW
   strata::engine::RankTraining rank(model, train, plan, world, strata::TierBudgets{}, corpus,
-                                    offload, maker);
+                                    equivalence_offload(), maker);
   Trace t;
   const auto want = strata::testing_support::program_order(rank.engine().program());
   for (int s = 0; s < steps; ++s) {
@@ -175,21 +189,36 @@ int check_memory(const strata::ModelSpec& model, const strata::Plan& plan, const
   return failures;
 }
 
-int run(int argc, char** argv, strata::MpiSession& session) {
+// The command line: flags, then the entry's fields (t p d v schedule zero micro_batch
+// grad_clip [recompute [sp|nosp [offload [first..last stage layers]]]]).
+struct Options {
   // --cuda-semantics: the plan's ranks run the CPU backend's CUDA-semantics mode (queued
   // streams, a reusing pool, the race checker), against the plain CPU single rank, both with
   // weight decay and a warmup + cosine learning rate (equivalence_train).
   Mode mode = kCuda ? Mode::kGpu : Mode::kCpu;
-  std::string model_name;  // --model NAME: configs/models/NAME.json instead of the tiny GPT
+  bool check = false;         // --check: build every rank without a GPU (run_check), no MPI
+  std::string model_name;     // --model NAME: configs/models/NAME.json instead of the tiny GPT
   std::string reference_dir;  // --reference-dir DIR: the single rank's losses kept there
+  strata::ModelSpec model;
+  strata::Plan plan;
+  std::string clip_text;      // as given: part of the reference's key
+  double clip = 0;
+};
+
+// The options, or nullopt after printing the usage.
+std::optional<Options> parse_options(int argc, char** argv) {
+  Options o;
+  const char* program = argv[0];
   while (argc > 1 && std::string(argv[1]).rfind("--", 0) == 0) {
     const std::string flag = argv[1];
     if (flag == "--cuda-semantics") {
-      mode = Mode::kCudaSemantics;
+      o.mode = Mode::kCudaSemantics;
     } else if (flag == "--nccl" && kCuda) {
-      mode = Mode::kGpuNccl;
+      o.mode = Mode::kGpuNccl;
+    } else if (flag == "--check" && kCuda) {
+      o.check = true;
     } else if ((flag == "--model" || flag == "--reference-dir") && argc > 2) {
-      (flag == "--model" ? model_name : reference_dir) = argv[2];
+      (flag == "--model" ? o.model_name : o.reference_dir) = argv[2];
       ++argv;
       --argc;
     } else {
@@ -200,14 +229,15 @@ int run(int argc, char** argv, strata::MpiSession& session) {
   }
   if (argc < 9 || argc > 13) {
     std::fprintf(stderr,
-                 "usage: %s [--cuda-semantics | --nccl] [--model NAME] [--reference-dir DIR] t p d v "
-                 "schedule zero micro_batch "
+                 "usage: %s [--cuda-semantics | --nccl] [--check] [--model NAME] [--reference-dir DIR] "
+                 "t p d v schedule zero micro_batch "
                  "grad_clip [recompute [sp|nosp [offload [first..last stage layers]]]]\n",
-                 argv[0]);
-    return 2;
+                 program);
+    return std::nullopt;
   }
-  const strata::ModelSpec model = equivalence_model(model_name);
-  strata::Plan plan = strata::testing_support::make_plan(
+  o.model = equivalence_model(o.model_name);
+  strata::Plan& plan = o.plan;
+  plan = strata::testing_support::make_plan(
       std::atoll(argv[1]), std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4]),
       strata::schedule_kind_from_string(argv[5]), std::atoi(argv[6]), std::atoll(argv[7]));
   if (argc > 9) plan.recompute = strata::recompute_from_string(argv[9]);
@@ -227,7 +257,39 @@ int run(int argc, char** argv, strata::MpiSession& session) {
     plan.first_stage_layers = std::atoll(split.substr(0, dots).c_str());
     plan.last_stage_layers = std::atoll(split.substr(dots + 2).c_str());
   }
-  const double clip = std::atof(argv[8]);
+  o.clip_text = argv[8];
+  o.clip = std::atof(argv[8]);
+  return o;
+}
+
+#ifdef STRATA_EQUIVALENCE_CUDA
+// --check: what the GPU run of this entry constructs, built on any machine (ctest runs it
+// for every CUDA entry, CI included): the model, train spec and plan as the run makes them,
+// checked against each other, and every rank's engine built and stepped once on the CUDA
+// backend without a GPU (tests/executor/recorder_replay.h: its allocations and the kernels'
+// shape checks, no arithmetic). No MPI: each rank alone. Throws what a GPU run would refuse.
+int run_check(const Options& o) {
+  const bool decay_and_schedule = o.mode == Mode::kCudaSemantics;
+  const strata::TrainSpec train = equivalence_train(o.clip, decay_and_schedule);
+  o.plan.check_against_model(o.model, train, "equivalence plan");
+  strata::testing_support::replay_every_rank(o.model, train, o.plan, 1, equivalence_offload());
+  std::printf("CHECKED: %s, model %s (%s, hidden %lld, %lld heads, %lld KV heads): %lld ranks "
+              "built and stepped on the CUDA backend without a GPU\n",
+              o.plan.label().c_str(), o.model.name.c_str(), o.model.family_name().c_str(),
+              static_cast<long long>(o.model.hidden), static_cast<long long>(o.model.heads),
+              static_cast<long long>(o.model.kv_head_count()),
+              static_cast<long long>(o.plan.world_size()));
+  return 0;
+}
+#endif
+
+int run(const Options& o, strata::MpiSession& session) {
+  const Mode mode = o.mode;
+  const std::string& model_name = o.model_name;
+  const std::string& reference_dir = o.reference_dir;
+  const strata::ModelSpec& model = o.model;
+  const strata::Plan& plan = o.plan;
+  const double clip = o.clip;
   constexpr int kSteps = 5;
   auto world = session.world();
 #ifdef STRATA_EQUIVALENCE_CUDA
@@ -256,7 +318,7 @@ int run(int argc, char** argv, strata::MpiSession& session) {
     // The single rank's losses depend on the model (the CUDA build's widened shapes), the
     // clipping and the decay and schedule, nothing else of the entry.
     const std::string key = (model_name.empty() ? std::string("tiny") : model_name) +
-                            (kCuda ? "_gpu_shapes" : "") + "_clip" + argv[8] +
+                            (kCuda ? "_gpu_shapes" : "") + "_clip" + o.clip_text +
                             (decay_and_schedule ? "_decay" : "_plain");
     const std::string file = strata::testing_support::reference_file(reference_dir, key);
     std::optional<strata::testing_support::StepLossesAndNorms> want =
@@ -314,20 +376,47 @@ int run(int argc, char** argv, strata::MpiSession& session) {
 
 int main(int argc, char** argv) {
 #ifdef STRATA_EQUIVALENCE_CUDA
-  // `--gpu-present`, before MPI: ctest asks this first (cuda_runtime.cmake), so that a machine
-  // without a GPU skips each plan in milliseconds instead of starting its ranks to find out.
-  if (argc == 2 && std::string(argv[1]) == "--gpu-present") {
-    if (strata::kernels::cuda::cuda_device_available()) return 0;
-    std::printf("SKIPPED: %s\n", strata::kernels::cuda::cuda_unavailable_reason().c_str());
+  // `--gpu-present [N]`, before MPI: ctest asks this first (cuda_runtime.cmake), so that a
+  // machine without a GPU (or, for the --nccl entries, with fewer than N) skips each plan in
+  // milliseconds instead of starting its ranks to find out.
+  if ((argc == 2 || argc == 3) && std::string(argv[1]) == "--gpu-present") {
+    if (!strata::kernels::cuda::cuda_device_available()) {
+      std::printf("SKIPPED: %s\n", strata::kernels::cuda::cuda_unavailable_reason().c_str());
+      return 77;
+    }
+    const int needed = argc == 3 ? std::atoi(argv[2]) : 1;
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
+    if (devices >= needed) return 0;
+    std::printf("SKIPPED: --nccl needs a GPU a rank: %d ranks, %d GPU(s)\n", needed, devices);
     return 77;
   }
 #endif
   // Outside the try: a rank's error is printed and aborts the job before MPI is finalised
   // (finalising first would wait for the other ranks, which wait for this one).
+  std::optional<Options> options;
+  try {
+    options = parse_options(argc, argv);
+  } catch (const std::exception& e) {  // before MPI: nothing to abort
+    std::fprintf(stderr, "engine equivalence: %s\n", e.what());
+    return 2;
+  }
+  if (!options) return 2;
+#ifdef STRATA_EQUIVALENCE_CUDA
+  if (options->check) {
+    try {
+      return run_check(*options);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "engine equivalence --check: %s: %s\n", options->plan.label().c_str(),
+                   e.what());
+      return 2;
+    }
+  }
+#endif
   std::optional<strata::MpiSession> session;
   try {
     session.emplace(&argc, &argv);
-    return run(argc, argv, *session);
+    return run(*options, *session);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "engine equivalence: %s\n", e.what());
     MPI_Abort(MPI_COMM_WORLD, 2);

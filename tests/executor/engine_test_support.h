@@ -56,12 +56,15 @@ inline std::vector<double> run_losses(const ModelSpec& model, const TrainSpec& t
 struct StepValues {
   std::vector<double> losses, grad_norms;
 };
+// init: the initial values (empty: drawn from train.seed).
 inline StepValues run_steps(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
                             MpiCommunicator& world, int steps,
                             const std::vector<std::uint8_t>& corpus,
-                            const engine::BackendMaker& backend = engine::cpu_backend_maker()) {
+                            const engine::BackendMaker& backend = engine::cpu_backend_maker(),
+                            const model::UnitInit& init = {}) {
   plan.check_against_model(model, train, "test plan");
-  engine::RankTraining rank(model, train, plan, world, TierBudgets{}, corpus, {}, backend);
+  engine::RankTraining rank(model, train, plan, world, TierBudgets{},
+                            data::TokenView::of_bytes(corpus), {}, backend, init);
   StepValues values;
   for (int s = 0; s < steps; ++s) {
     const auto r = rank.engine().step(s);

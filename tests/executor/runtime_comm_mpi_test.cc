@@ -3,7 +3,7 @@
 // runtime_comm_typed_mpi_test.cc, linked into the same binary). Every rank runs every test;
 // rank 0 prints gtest's usual output, other ranks print only their failures, prefixed with
 // their rank, and the process exit code is the OR over ranks, so a failure on any rank fails
-// the ctest test.
+// the ctest test; a fatal failure on any rank ends the job (mpi_test_main.h).
 // Tests use EXPECT (not ASSERT) before collectives so every rank still joins them.
 //
 // Inputs are small integers, so sums are exact and each expected value is a closed form
@@ -24,6 +24,7 @@
 #include "executor/comm/mpi_check.h"
 #include "executor/comm/mpi_communicator.h"
 #include "executor/comm/process_groups.h"
+#include "tests/executor/mpi_test_main.h"
 
 namespace strata {
 namespace {
@@ -273,41 +274,9 @@ TEST_F(Comm, ProcessGroupsMatchTheCoordinateFunctions) {
   EXPECT_THROW(ProcessGroups(factory, ParallelDims{s + 1, 1, 1}), InfeasiblePlan);
 }
 
-// Ranks other than 0 print only their failures, prefixed with the rank.
-class RankFailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit RankFailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& result) override {
-    if (result.failed()) {
-      std::fprintf(stderr, "[rank %d] %s:%d: failure\n%s\n", rank_,
-                   result.file_name() ? result.file_name() : "?", result.line_number(),
-                   result.message());
-    }
-  }
-
- private:
-  int rank_;
-};
-
 }  // namespace
 }  // namespace strata
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  try {
-    strata::MpiSession session(&argc, &argv);
-    const int rank = session.world_rank();
-    if (rank != 0) {
-      ::testing::TestEventListeners& listeners = ::testing::UnitTest::GetInstance()->listeners();
-      delete listeners.Release(listeners.default_result_printer());
-      listeners.Append(new strata::RankFailurePrinter(rank));
-    }
-    int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
-    // Every rank exits with the same code: 1 if any rank failed.
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-    return failed;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "runtime_comm_mpi_test: %s\n", e.what());
-    return 2;
-  }
+  return strata::testing_support::mpi_test_main(argc, argv, "runtime_comm_mpi_test");
 }

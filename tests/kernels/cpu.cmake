@@ -4,6 +4,7 @@ strata_add_test(kernels_cpu_test
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/grad_check.cc
     ${CMAKE_CURRENT_LIST_DIR}/adamw_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/attention_grad_metric_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/attention_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/cross_entropy_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/elementwise_test.cc

@@ -3,17 +3,22 @@
 // kernels tile by 64 rows (and 64 or 32 streamed keys/queries): T = 70 leaves a partial second
 // tile, T = 1 a single row, T = 64 exactly one full tile, T = 129 one row past two tiles and
 // T = 1024 sixteen full tiles (the fast, unmasked path of the GPT-2 shapes).
-// Also: backward accumulates onto prefilled dqkv, and forward and backward are bit-identical
-// across runs (no atomics).
+// Every case three times: the buffers the kernels write start as NaN, as garbage, and
+// unwritten (for compute-sanitizer's initcheck). Also: backward
+// accumulates onto prefilled dqkv, and forward and backward are bit-identical across runs (no
+// atomics).
 #include "kernels/cuda/attention.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cpu/attention.h"
+#include "tests/kernels/attention_grad_metric.h"
 #include "tests/kernels/cuda_test_util.h"
 #include "tests/kernels/grad_check.h"
 
@@ -21,8 +26,12 @@ namespace strata::kernels::cuda {
 namespace {
 
 using strata::kernels::testing::all_close;
+using strata::kernels::testing::qkv_parts;
+using strata::kernels::testing::worst_part_relative_norm;
 using strata::kernels::testing::random_vector;
 using testing::CudaTest;
+using testing::Prefill;
+using testing::prefilled;
 using testing::from_device;
 using testing::from_device_bf16;
 using testing::rounded_bf16;
@@ -34,34 +43,6 @@ struct Shape {
 };
 
 // lse[b, h, t] = log sum_{t2 <= t} exp(q_t . k_t2 / sqrt(HS)), in double.
-// ||got - want|| / ||want|| over each of q, k and v's gradients and each half of the
-// sequence (token positions [0, T/2) and [T/2, T)), the worst of the six; parts whose
-// reference is all zero are skipped. An absolute bound lets a kernel that writes zero dk for
-// the second half pass (96% of the elements at T = 1024 are below 3e-2); a relative norm
-// per part and half does not (that part's ratio is 1).
-double worst_relative_norm(const std::vector<float>& got, const std::vector<float>& want, int B,
-                           int T, int C) {
-  double worst = 0;
-  for (int part = 0; part < 3; ++part) {
-    for (int half = 0; half < 2; ++half) {
-      const int t0 = half == 0 ? 0 : T / 2, t1 = half == 0 ? T / 2 : T;
-      double diff = 0, ref = 0;
-      for (int b = 0; b < B; ++b) {
-        for (int t = t0; t < t1; ++t) {
-          const std::size_t row = (static_cast<std::size_t>(b) * T + t) * 3 * C + part * C;
-          for (int c = 0; c < C; ++c) {
-            const double d = static_cast<double>(got[row + c]) - want[row + c];
-            diff += d * d;
-            ref += static_cast<double>(want[row + c]) * want[row + c];
-          }
-        }
-      }
-      if (ref > 0) worst = std::max(worst, std::sqrt(diff / ref));
-    }
-  }
-  return worst;
-}
-
 std::vector<float> naive_lse(const std::vector<float>& qkv, int B, int T, int NH, int C) {
   const int HS = C / NH;
   std::vector<float> lse(B * NH * T);
@@ -86,10 +67,16 @@ std::vector<float> naive_lse(const std::vector<float>& qkv, int B, int T, int NH
   return lse;
 }
 
-class CudaAttention : public CudaTest, public ::testing::WithParamInterface<Shape> {};
+class CudaAttention : public CudaTest,
+                      public ::testing::WithParamInterface<std::tuple<Shape, Prefill>> {};
 
+// Every buffer a kernel writes (out, lse, the backward's scratch, dqkv in overwrite mode)
+// starts as NaN, or as garbage: a kernel that reads what it has not written, or leaves an
+// element unwritten, fails. And once unwritten, for compute-sanitizer's initcheck (the GPU
+// check's sanitize phase), which reports a read of memory no one wrote.
 TEST_P(CudaAttention, ForwardAndBackwardMatchCpu) {
-  const auto [HS, B, T, NH] = GetParam();
+  const auto [shape, fill] = GetParam();
+  const auto [HS, B, T, NH] = shape;
   const int C = NH * HS;
   const auto qkv = rounded_bf16(random_vector(B * T * 3 * C, 1));
   const auto dout = rounded_bf16(random_vector(B * T * C, 2));
@@ -103,8 +90,9 @@ TEST_P(CudaAttention, ForwardAndBackwardMatchCpu) {
                           probs.data(), B, T, C, NH);
 
   auto d_qkv = to_device_bf16(qkv), d_dout = to_device_bf16(dout), d_dqkv = to_device_bf16(dqkv0);
-  DeviceBuffer d_out(B * T * C * sizeof(bf16)), d_lse(B * NH * T * sizeof(float)),
-      d_scratch(attention_backward_scratch_floats(B, T, NH) * sizeof(float));
+  DeviceBuffer d_out = prefilled(B * T * C * sizeof(bf16), fill),
+               d_lse = prefilled(B * NH * T * sizeof(float), fill),
+               d_scratch = prefilled(attention_backward_scratch_floats(B, T, NH) * sizeof(float), fill);
   attention_forward(d_out.as<bf16>(), d_lse.as<float>(), d_qkv.as<bf16>(), B, T, C, NH,
                     stream());
   attention_backward(d_dqkv.as<bf16>(), d_scratch.as<float>(), d_dout.as<bf16>(),
@@ -122,26 +110,39 @@ TEST_P(CudaAttention, ForwardAndBackwardMatchCpu) {
   EXPECT_TRUE(all_close("dqkv", from_device_bf16(d_dqkv, B * T * 3 * C), dqkv, 3e-2, 2e-2));
 
   // overwrite: the prefilled values are ignored, every element written (the CPU from zeros;
-  // the buffer is first filled with NaN so a missed element shows).
+  // the buffer starts as NaN or garbage, so a missed element shows).
   std::vector<float> fresh(dqkv.size(), 0.0f);
   cpu::attention_backward(fresh.data(), cpu_scratch.data(), dout.data(), qkv.data(),
                           probs.data(), B, T, C, NH);
-  auto d_fresh = to_device_bf16(std::vector<float>(dqkv.size(), NAN));
+  auto d_fresh = prefilled(dqkv.size() * sizeof(bf16), fill);
   attention_backward(d_fresh.as<bf16>(), d_scratch.as<float>(), d_dout.as<bf16>(),
                      d_qkv.as<bf16>(), d_out.as<bf16>(), d_lse.as<float>(), B, T, C, NH,
                      stream(), /*overwrite=*/true);
   sync();
   const auto overwritten = from_device_bf16(d_fresh, B * T * 3 * C);
   EXPECT_TRUE(all_close("dqkv overwritten", overwritten, fresh, 3e-2, 2e-2));
-  // The same gradients by relative norm per part and half: bf16 operands round each term by
-  // up to 2^-9 (2e-3) with random signs, so a part's error norm is a few 1e-3 of its norm.
-  EXPECT_LE(worst_relative_norm(overwritten, fresh, B, T, C), 1e-2);
+  // The same gradients by relative norm per part and half (attention_grad_metric.h): bf16
+  // operands round each term by up to 2^-9 (2e-3) with random signs, so a part's error norm is
+  // a few 1e-3 of its norm.
+  std::string worst_part;
+  EXPECT_LE(worst_part_relative_norm(overwritten, fresh, B, T, 3 * C,
+                                     qkv_parts(T, C, C, /*by_half=*/true), &worst_part),
+            1e-2) << worst_part;
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
-                         ::testing::Values(Shape{64, 2, 70, 3}, Shape{128, 2, 70, 3},
-                                           Shape{64, 3, 1, 2}, Shape{128, 1, 64, 1},
-                                           Shape{128, 2, 129, 2}, Shape{64, 1, 1024, 2}));
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaAttention,
+    ::testing::Combine(::testing::Values(Shape{64, 2, 70, 3}, Shape{128, 2, 70, 3},
+                                         Shape{64, 3, 1, 2}, Shape{128, 1, 1, 2},
+                                         Shape{128, 1, 64, 1}, Shape{128, 2, 129, 2},
+                                         Shape{64, 1, 1024, 2}),
+                       ::testing::Values(Prefill::kNaN, Prefill::kGarbage, Prefill::kUnwritten)),
+    [](const ::testing::TestParamInfo<std::tuple<Shape, Prefill>>& info) {
+      const Shape& s = std::get<0>(info.param);
+      return "HS" + std::to_string(s.HS) + "_B" + std::to_string(s.B) + "_T" +
+             std::to_string(s.T) + "_NH" + std::to_string(s.NH) + "_" +
+             testing::to_string(std::get<1>(info.param));
+    });
 
 class CudaAttentionRuns : public CudaTest {};
 

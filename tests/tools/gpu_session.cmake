@@ -22,3 +22,8 @@ if(Python3_Interpreter_FOUND)
             ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tools/device/backend_parity.py)
   set_tests_properties(tools.backend_parity PROPERTIES LABELS tools TIMEOUT 30)
 endif()
+# How the check reads a test binary's log (gpu_phases.sh's gtest_counts and gtest_failures) on
+# the H200's logs: failures counted under --gtest_brief=1, one line per failing case (< 1 s).
+add_test(NAME tools.gpu_phases_reads_test_logs
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/tools/gpu_phases_parse_test.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(tools.gpu_phases_reads_test_logs PROPERTIES LABELS tools TIMEOUT 30)

@@ -24,6 +24,13 @@ if(STRATA_SYSTEM_PYTHON)
     COMMAND ${STRATA_SYSTEM_PYTHON} ${PROJECT_SOURCE_DIR}/tools/check_against_pytorch.py --self-test)
   set_tests_properties(tools.check_against_pytorch_self_test PROPERTIES
     LABELS pytorch SKIP_RETURN_CODE 77 TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
+  # The loss comparison the CUDA check prints (tools/loss_comparison.py): plain Python, so it
+  # runs where torch is missing: a finite loss over the bound prints its relative error, a
+  # NaN prints nan, both fail (< 1 s).
+  add_test(NAME tools.loss_comparison_self_test
+    COMMAND ${STRATA_SYSTEM_PYTHON} ${PROJECT_SOURCE_DIR}/tools/loss_comparison.py)
+  set_tests_properties(tools.loss_comparison_self_test PROPERTIES
+    TIMEOUT 30 ENVIRONMENT PYTHONDONTWRITEBYTECODE=1)
   # Without torch: skipped on a developer's machine, failed under CI=true (< 1 s).
   add_test(NAME tools.pytorch_check_fails_in_ci_without_torch
     COMMAND bash ${PROJECT_SOURCE_DIR}/tests/tools/pytorch_skip_policy_test.sh

@@ -4,7 +4,8 @@
 # predicted beside measured, gpt-8b offload, select, the PyTorch comparison, Llama 3.2 1B on
 # both backends and beside PyTorch, compute-sanitizer) in that priority order, each started
 # only when its cap still fits before the deadline and stopped when its cap runs out. Writes
-#   OUT/summary.txt         one line per phase: name, PASS/FAIL/SKIPPED/NOT RUN, seconds, key figure
+#   OUT/summary.txt         one line per phase: name, PASS/FAIL/SKIPPED/NOT RUN, seconds, key
+#                           figure; under it a line per failing test case (name, first assertion)
 #   OUT/logs.tgz            every log, report and JSON, re-packed after each phase, so that a
 #                           run killed midway still brings back what it did
 #   OUT/profile-cuda.json   the calibrated profile, when calibrate ran
@@ -118,13 +119,16 @@ else
 fi
 # strata finds its configs here, whatever directory it runs from.
 export STRATA_CONFIG_DIR=$repo/configs
-# The bundled PMIx finds no compression library on the GPU machine and says so in 12 lines
-# on every launch; PMIx reads this switch (its MCA parameter pcompress_base_silence_warning)
-# from the environment of mpirun and of each rank. Without compression only very large
-# launches slow down.
-export PMIX_MCA_pcompress_base_silence_warning=1
+# PMIx's compression plugin (zlib) is left out: the bundled PMIx (Debian's 4.2) opened the GPU
+# machine's own plugin of another PMIx version under /usr/lib/x86_64-linux-gnu/pmix2 and
+# printed its dlopen error ("pmix_mca_pcompress_zlib ... undefined symbol") three lines a
+# rank. Excluded by name, the plugin is never opened (PMIx filters a framework's components
+# by name before it loads them); without compression only very large launches slow down, and
+# the warning that says so is silenced. mpirun passes both to every rank (-x).
+export PMIX_MCA_pcompress=^zlib PMIX_MCA_pcompress_base_silence_warning=1
 mpirun_path=$(command -v mpirun) || die "no mpirun on PATH (and no bundle with one)"
-mpi=("$mpirun_path" --oversubscribe --bind-to none -x PMIX_MCA_pcompress_base_silence_warning)
+mpi=("$mpirun_path" --oversubscribe --bind-to none -x PMIX_MCA_pcompress
+     -x PMIX_MCA_pcompress_base_silence_warning)
 [[ $(id -u) == 0 ]] && mpi+=(--allow-run-as-root)
 
 # The test binaries read configs/ and tests/ under the source directory they were compiled in,
@@ -200,15 +204,18 @@ stamp() {  # each line prefixed with the seconds since the command began: "[  12
   done
 }
 
-# step [--cpu] [--stdout FILE] LOG CMD...: one command of a phase under what is left of its
-# cap, stamped output in $logs/LOG (with --stdout, its standard output raw into FILE instead).
+# step [--cpu] [--cap S] [--stdout FILE] LOG CMD...: one command of a phase under what is left
+# of its cap (--cap: and at most S seconds, so that one slow command leaves the phase's others
+# their time), stamped output in $logs/LOG (with --stdout, its standard output raw into FILE
+# instead).
 # --cpu: a command that needs no GPU and ends in seconds (predict, plan), which a dry run
 # runs too, so that it proves the command's configs and arguments are accepted.
 # Returns the command's exit code; 124 when the cap stopped it, 125 when the cap had run out
 # before it (not started). A dry run checks that the command resolves and prints it instead.
 step() {
-  local stdout="" on_cpu=0
+  local stdout="" on_cpu=0 step_cap=""
   if [[ $1 == --cpu ]]; then on_cpu=1; shift; fi
+  if [[ $1 == --cap ]]; then step_cap=$2; shift 2; fi
   if [[ $1 == --stdout ]]; then stdout=$2; shift 2; fi
   local log=$logs/$1; shift
   if ((dry && on_cpu)); then
@@ -228,6 +235,7 @@ step() {
     return 0
   fi
   local left=$((phase_end - SECONDS))
+  [[ -n $step_cap ]] && ((step_cap < left)) && left=$step_cap
   echo "\$ $*" >"$log"
   if ((left <= 0)); then echo "not started: the phase's cap ran out" >>"$log"; capped=1; return 125; fi
   local rc
@@ -297,7 +305,7 @@ for phase in "${phases[@]}"; do
     continue
   fi
   ((dry)) && echo "$phase (cap ${cap[$phase]} s):" | tee -a "$logs/dry-run.txt"
-  phase_start=$SECONDS phase_end=$((SECONDS + cap[$phase])) capped=0 STATUS=FAIL FIGURE="" dry_commands=0
+  phase_start=$SECONDS phase_end=$((SECONDS + cap[$phase])) capped=0 STATUS=FAIL FIGURE="" DETAILS="" dry_commands=0
   problems_before=$(wc -l <"$problems")
   "phase_$phase"
   found=$(($(wc -l <"$problems") - problems_before))
@@ -310,6 +318,8 @@ for phase in "${phases[@]}"; do
   ((capped)) && STATUS=FAIL FIGURE="cap of ${cap[$phase]} s reached; $FIGURE"
   [[ $STATUS == FAIL ]] && any_failed=1
   record "$phase" "$STATUS" $((SECONDS - phase_start)) "$FIGURE"
+  # One line per failing test case under the phase's (gpu_phases.sh's DETAILS).
+  [[ -n $DETAILS ]] && printf '%s' "$DETAILS" | sed '/^$/d; s/^/    /' | tee -a "$summary"
   phase=""
   cp "$summary" "$logs/summary.txt"
   pack

@@ -479,6 +479,15 @@ void reexec_with_thread_env(int threads) {
   ::execv("/proc/self/exe", argv.data());  // returns only on failure: go on as we are
 }
 
+// A rank of several that cannot go on: its peers would wait for it forever in a collective,
+// and it cannot unwind alone, so it prints its error once and aborts the whole job (exit
+// code 2, mpirun's too).
+[[noreturn]] void abort_job_from_rank(int rank, const std::exception& e) {
+  std::cerr << fmt::format("strata: rank {}: {}\n", rank, e.what()) << std::flush;
+  MPI_Abort(MPI_COMM_WORLD, 2);
+  std::_Exit(2);  // MPI_Abort does not return
+}
+
 int run_command(const RunOptions& o, std::ostream& out) {
   // Before anything is opened or locked: the exec keeps file descriptors and locks.
   if (!detect_launch_env().under_launcher) reexec_with_thread_env(o.threads);
@@ -566,9 +575,19 @@ int run_command(const RunOptions& o, std::ostream& out) {
   } catch (const InfeasiblePlan&) {
     if (world->rank() == 0) throw;
     return 2;
+  } catch (const std::exception& e) {
+    // Not a verdict every rank shares (a system call failed here): the peers may wait in
+    // the next collective for this rank.
+    if (world->size() == 1) throw;
+    abort_job_from_rank(world->rank(), e);
   }
   std::optional<LivenessBeacon> beacon;  // to the launcher: this rank is alive, then done
-  if (!o.liveness.empty()) beacon.emplace(o.liveness, world->rank(), layout.host_of(world->rank()));
+  try {
+    if (!o.liveness.empty()) beacon.emplace(o.liveness, world->rank(), layout.host_of(world->rank()));
+  } catch (const std::exception& e) {
+    if (world->size() == 1) throw;
+    abort_job_from_rank(world->rank(), e);
+  }
   if (world->size() == 1) {
     const int stop = train_rank(o, v, *world, backend, nvme_dir, out);  // errors reach main
     return stop != 0 ? StopSignals::exit_code(stop) : 0;
@@ -587,14 +606,12 @@ int run_command(const RunOptions& o, std::ostream& out) {
     kill_stopped_peers(watch);  // after the message, which reads their state
     std::_Exit(kExitCommTimeout);
   });
-  // Several ranks: a rank that fails cannot unwind alone (its peers would wait forever in a
-  // collective), so it prints its error once and aborts the whole job with exit code 2.
+  // Several ranks: a rank that fails ends the job (abort_job_from_rank).
   int stop = 0;
   try {
     stop = train_rank(o, v, *world, backend, nvme_dir, out);
   } catch (const std::exception& e) {
-    std::cerr << fmt::format("strata: rank {}: {}\n", world->rank(), e.what()) << std::flush;
-    MPI_Abort(MPI_COMM_WORLD, 2);
+    abort_job_from_rank(world->rank(), e);
   }
   watchdog.reset();
   if (beacon) beacon->finished();

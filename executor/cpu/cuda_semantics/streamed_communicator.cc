@@ -103,13 +103,14 @@ std::unique_ptr<Communicator> StreamedCommunicatorFactory::split(GroupKind kind,
                                                                  int key) {
   std::unique_ptr<Communicator> inner = host_->split(kind, color, key);
   if (!inner) return nullptr;
+  const int link = links_.next(kind);
   SimStream stream = SimStream::kComm;
   switch (group_stream(kind)) {
     case GroupStream::kCompute: stream = SimStream::kCompute; break;
     case GroupStream::kComm: stream = SimStream::kComm; break;
     case GroupStream::kP2p: stream = SimStream::kP2p; break;
-    case GroupStream::kLinkSend: stream = link_stream(GroupStream::kLinkSend, sends_++); break;
-    case GroupStream::kLinkRecv: stream = link_stream(GroupStream::kLinkRecv, recvs_++); break;
+    case GroupStream::kLinkSend: stream = link_stream(GroupStream::kLinkSend, link); break;
+    case GroupStream::kLinkRecv: stream = link_stream(GroupStream::kLinkRecv, link); break;
   }
   return std::make_unique<StreamedCommunicator>(std::move(inner), stream, *scheduler_);
 }

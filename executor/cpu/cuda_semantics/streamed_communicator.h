@@ -11,6 +11,7 @@
 
 #include "executor/comm/communicator.h"
 #include "executor/comm/communicator_factory.h"
+#include "executor/comm/group_streams.h"
 #include "executor/cpu/cuda_semantics/stream_scheduler.h"
 
 namespace strata::cuda_semantics {
@@ -64,7 +65,7 @@ class StreamedCommunicatorFactory final : public CommunicatorFactory {
  private:
   CommunicatorFactory* host_;
   StreamScheduler* scheduler_;
-  int sends_ = 0, recvs_ = 0;  // pipeline links made so far, per direction
+  LinkStreamIndex links_;  // which link stream the next pipeline link gets
 };
 
 }  // namespace strata::cuda_semantics

@@ -22,3 +22,11 @@ if(Python3_Interpreter_FOUND)
             ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tools/device/backend_parity.py)
   set_tests_properties(tools.backend_parity PROPERTIES LABELS tools TIMEOUT 30)
 endif()
+# The offload phase's verdict (tools/device/offload_verdict.py) on made-up comparisons and
+# logs: the first-step, step-time and device-memory bounds, missing and stopped runs (< 1 s).
+if(Python3_Interpreter_FOUND)
+  add_test(NAME tools.offload_verdict
+    COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/tests/tools/offload_verdict_test.py
+            ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tools/device/offload_verdict.py)
+  set_tests_properties(tools.offload_verdict PROPERTIES LABELS tools TIMEOUT 30)
+endif()

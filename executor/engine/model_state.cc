@@ -135,10 +135,16 @@ void ModelState::place(ParamUnit& u, const model::UnitInit& init_values, float* 
   const std::int64_t n = sizes.params.elements;
   if (place_seeded_on_device(u, init_values, lo)) return;
   // Parameters offloaded to the host are drawn where they live (on every thread, into
-  // pinned memory on CUDA): a draw into `init` and a copy was a second pass over them.
+  // pinned memory on CUDA): a draw into `init` and a copy was a second pass over them. So is
+  // a host master that holds the whole unit (the optimizer on the CPU, one DP rank or stage
+  // 0), and the device's copy then reads pinned memory, not pageable (staged) memory.
   if (params_off() && offload_.params == OffloadTier::kCpu) {
     u.host_params = alloc(MemoryTier::kHost, DType::kF32, n, "offload:params", false);
     init = u.host_params.f32();
+  } else if (!params_off() && offload_.optimizer == OffloadTier::kCpu && opt_offset(u) == 0 &&
+             opt_elements(u) == n) {
+    u.host_master = alloc(MemoryTier::kHost, DType::kF32, n, "offload:optimizer", false);
+    init = u.host_master.f32();
   }
   init_values(u.layout, init, lo, lo + n);
   if (!params_off()) {
@@ -247,8 +253,8 @@ void ModelState::place_offloaded(ParamUnit& u, const float* init_part) {
   if (nvme) {
     u.nvme_master = "master." + name;
     links_->store().create_from(u.nvme_master, init_part, opt_n);
-  } else {
-    u.host_master = alloc(MemoryTier::kHost, DType::kF32, opt_n, "offload:optimizer");
+  } else if (u.host_master.empty()) {  // else drawn into it (place())
+    u.host_master = alloc(MemoryTier::kHost, DType::kF32, opt_n, "offload:optimizer", false);
     cpu::copy(u.host_master.f32(), init_part, opt_n);
   }
 }

@@ -12,6 +12,7 @@
 
 #include "cost_model/model_state_bytes.h"
 #include "cost_model/optimizer_schedule.h"
+#include "executor/memory/host_pages.h"
 #include "executor/model/param_init.h"
 #include "executor/offload/cpu_adam_stream.h"
 #include "kernels/cpu/adamw.h"
@@ -76,11 +77,33 @@ ModelState::ModelState(Backend& backend, std::vector<UnitLayout> layouts, const 
     largest = std::max(largest, sizes.params.elements);
     units_.push_back(std::move(u));
   }
-  const std::unique_ptr<float[]> scratch(new float[static_cast<std::size_t>(largest)]);
+  // Page-aligned (the NVMe tier writes straight from it), in huge pages, and faulted in by
+  // the first draw into it, which runs on every thread.
+  const HostPages scratch(std::max<std::int64_t>(largest, 1) * 4, /*huge=*/true);
+  TierBytes placed;
   for (std::size_t i = 0; i < units_.size(); ++i) {
-    place(units_[i], init_values, scratch.get());
+    place(units_[i], init_values, scratch.as<float>());
     index_[units_[i].layout.name] = i;
+    if (options_.on_placed) {
+      const TierBytes unit = placed_bytes(units_[i]);
+      placed.device += unit.device;
+      placed.host += unit.host;
+      placed.nvme += unit.nvme;
+      options_.on_placed(placed);
+    }
   }
+}
+
+TierBytes ModelState::placed_bytes(const ParamUnit& u) const {
+  TierBytes bytes;
+  for (const Tensor* t : {&u.params, &u.master, &u.grads, &u.grad_shard, &u.m, &u.v,
+                          &u.host_params, &u.host_grads, &u.host_master, &u.host_m, &u.host_v}) {
+    (t->tier() == MemoryTier::kDevice ? bytes.device : bytes.host) += static_cast<double>(t->bytes());
+  }
+  for (const std::string* name : {&u.nvme_params, &u.nvme_grads, &u.nvme_master, &u.nvme_m, &u.nvme_v}) {
+    if (!name->empty()) bytes.nvme += static_cast<double>(links_->store().count(*name)) * 4;
+  }
+  return bytes;
 }
 
 std::int64_t ModelState::stored_elements(const ParamUnit& u) const {
@@ -112,11 +135,20 @@ void ModelState::place(ParamUnit& u, const model::UnitInit& init_values, float* 
   const std::int64_t lo = zero_stage_ >= 3 ? dp_rank * u.shard : 0;
   const std::int64_t n = sizes.params.elements;
   if (place_seeded_on_device(u, init_values, lo)) return;
-  init_values(u.layout, init, lo, lo + n);
-  if (params_off()) {
+  // Parameters offloaded to the host are drawn where they live (on every thread, into
+  // pinned memory on CUDA): a draw into `init` and a copy was a second pass over them. So is
+  // a host master that holds the whole unit (the optimizer on the CPU, one DP rank or stage
+  // 0), and the device's copy then reads pinned memory, not pageable (staged) memory.
+  if (params_off() && offload_.params == OffloadTier::kCpu) {
     u.host_params = alloc(MemoryTier::kHost, DType::kF32, n, "offload:params", false);
-    cpu::copy(u.host_params.f32(), init, n);
-  } else {
+    init = u.host_params.f32();
+  } else if (!params_off() && offload_.optimizer == OffloadTier::kCpu && opt_offset(u) == 0 &&
+             opt_elements(u) == n) {
+    u.host_master = alloc(MemoryTier::kHost, DType::kF32, n, "offload:optimizer", false);
+    init = u.host_master.f32();
+  }
+  init_values(u.layout, init, lo, lo + n);
+  if (!params_off()) {
     u.params = alloc(MemoryTier::kDevice, c, n, "params", /*zeroed=*/false);
     if (own_master()) {
       backend_->copy(u.params.data(), init, n * 4, Stream::kCompute);
@@ -193,9 +225,9 @@ void ModelState::place_offloaded(ParamUnit& u, const float* init_part) {
   if (!links_) return;
   const std::string& name = u.layout.name;
   if (params_off() && offload_.params == OffloadTier::kNvme) {
+    // Stage 3: the optimizer's part is the whole shard (opt_offset 0).
     u.nvme_params = "params." + name;
-    links_->store().create_from(u.nvme_params, u.host_params.f32(), u.shard);
-    u.host_params.reset();
+    links_->store().create_from(u.nvme_params, init_part, u.shard);
   }
   if (grads_off()) {
     if (offload_.gradients == OffloadTier::kCpu) {
@@ -222,8 +254,8 @@ void ModelState::place_offloaded(ParamUnit& u, const float* init_part) {
   if (nvme) {
     u.nvme_master = "master." + name;
     links_->store().create_from(u.nvme_master, init_part, opt_n);
-  } else {
-    u.host_master = alloc(MemoryTier::kHost, DType::kF32, opt_n, "offload:optimizer");
+  } else if (u.host_master.empty()) {  // else drawn into it (place())
+    u.host_master = alloc(MemoryTier::kHost, DType::kF32, opt_n, "offload:optimizer", false);
     cpu::copy(u.host_master.f32(), init_part, opt_n);
   }
 }

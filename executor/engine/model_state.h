@@ -168,6 +168,8 @@ class ModelState {
   // nothing, otherwise.
   bool place_seeded_on_device(ParamUnit& u, const model::UnitInit& init_values, std::int64_t lo);
   void place_offloaded(ParamUnit& u, const float* init_part);
+  // The bytes of u's state on each tier (set-up progress: OffloadOptions::on_placed).
+  TierBytes placed_bytes(const ParamUnit& u) const;
   ShardSource shard_source(const ParamUnit& u) const;
   double local_sum_of_squares(const ParamUnit& u, const float* slice, std::int64_t lo,
                               bool on_host) const;

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -41,6 +42,9 @@ struct OffloadOptions {
   // Tile of the streamed CPU AdamW (floats, a multiple of 1024): 3 x 3 tiles of host
   // staging at most, whatever the model size.
   std::int64_t adam_tile_floats = 1 << 16;
+  // Told after each unit of the model state is placed: the bytes this rank has placed so
+  // far on each tier (set-up progress, which `strata run` prints). May be empty.
+  std::function<void(const TierBytes&)> on_placed;
 };
 
 class OffloadLinks {

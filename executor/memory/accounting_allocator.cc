@@ -10,6 +10,7 @@
 
 #include "cost_model/cluster_spec.h"
 #include "cost_model/errors.h"
+#include "executor/memory/host_pages.h"
 #include "kernels/cpu/elementwise.h"
 
 namespace strata {
@@ -201,6 +202,10 @@ Buffer AccountingAllocator::allocate(MemoryTier tier, std::int64_t bytes, const 
     }
   } else if (arena_.options().poison_uninitialized) {
     std::memset(data, 0xFF, static_cast<size_t>(block_bytes));
+  } else if (known_zero) {
+    // A fresh block the caller is about to write whole: faulted in here on every thread,
+    // 2 MiB at a time where huge pages were granted, not page by page by its writes.
+    populate_on_every_thread(data, mapped_bytes(block_bytes));
   }
   return Buffer(data, std::move(reservation), &arena_, block_bytes);
 }

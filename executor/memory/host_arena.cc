@@ -3,13 +3,12 @@
 
 #include <fmt/format.h>
 
-#include <sys/mman.h>
-
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
 #include "cost_model/errors.h"
+#include "executor/memory/host_pages.h"
 
 // Under AddressSanitizer a block in a free list is poisoned, so a Buffer's stale pointer
 // read after its reset() is still reported as it was when blocks went back to free().
@@ -36,15 +35,7 @@ namespace {
 bool mapped(std::int64_t block_bytes) { return block_bytes >= HostArena::kMappedBytes; }
 
 void* system_block(std::int64_t block_bytes) {
-  if (mapped(block_bytes)) {
-    void* block = mmap(nullptr, static_cast<size_t>(block_bytes), PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (block == MAP_FAILED) {
-      throw SystemError(fmt::format("mmap of {} bytes failed at {}:{}: {}", block_bytes,
-                                    __FILE__, __LINE__, std::strerror(errno)));
-    }
-    return block;
-  }
+  if (mapped(block_bytes)) return map_zero_pages(block_bytes, block_bytes >= HostArena::kHugeBytes);
   void* block = std::aligned_alloc(static_cast<size_t>(HostArena::kAlignment),
                                    static_cast<size_t>(block_bytes));
   if (block == nullptr) {
@@ -59,7 +50,7 @@ void* system_block(std::int64_t block_bytes) {
 // noexcept path; the bytes are then lost, not freed twice.
 void free_system_block(void* block, std::int64_t block_bytes) noexcept {
   if (mapped(block_bytes)) {
-    munmap(block, static_cast<size_t>(block_bytes));
+    unmap_pages(block, block_bytes);
   } else {
     std::free(block);
   }

@@ -54,6 +54,12 @@ class HostArena {
   // Blocks this large or larger are mapped (page-aligned, zero until written); smaller ones
   // come from aligned_alloc, whose blocks may be recycled heap memory.
   static constexpr std::int64_t kMappedBytes = std::int64_t{1} << 20;
+  // Mapped blocks this large or larger ask for transparent huge pages (host_pages.h): a
+  // fault maps and clears 2 MiB at once. Set-up's first touch of a large model's state
+  // was its page faults more than its draws (issue 38: 26 of 36 s of CPU for gpt2-1.5b's
+  // offloaded parameters on the 2-core VM, whose 4 KiB faults cost ~10 s a GiB that day,
+  // against ~0.2 s a GiB in huge pages).
+  static constexpr std::int64_t kHugeBytes = std::int64_t{2} << 20;
 
   explicit HostArena(HostArenaOptions options = {}) : options_(options) {}
   HostArena(const HostArena&) = delete;

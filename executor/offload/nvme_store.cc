@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -95,7 +96,16 @@ const NvmeStore::Tensor& NvmeStore::at(const std::string& name) const {
   return const_cast<NvmeStore*>(this)->at(name);
 }
 
-void NvmeStore::create(const std::string& name, std::int64_t count) {
+void NvmeStore::create(const std::string& name, std::int64_t count) { add(name, count, nullptr); }
+
+void NvmeStore::create_from(const std::string& name, const float* src, std::int64_t count) {
+  if (src == nullptr && count > 0) {
+    throw std::invalid_argument(fmt::format("nvme store: create_from of '{}' with no values", name));
+  }
+  add(name, count, src);
+}
+
+void NvmeStore::add(const std::string& name, std::int64_t count, const float* values) {
   if (!valid_name(name)) {
     throw std::invalid_argument(fmt::format(
         "nvme store: tensor name '{}'; expected a plain file name of [A-Za-z0-9._-]", name));
@@ -115,32 +125,28 @@ void NvmeStore::create(const std::string& name, std::int64_t count) {
   }
   const std::filesystem::path path = run_dir_ / (name + ".f32");
   tensor.file = UringFile(path, Create::kNew, options_.open_mode);
+  const bool direct = tensor.file.direct();
+  tensors_.emplace(name, std::move(tensor));
   try {
-    // Zeros through the I/O path (not ftruncate's holes) so a full disk shows here, at
-    // creation, and later tile writes never allocate.
+    // Values written over zeros would write the tensor twice: they reserve their blocks
+    // (fallocate, when asked) or allocate them as they are written.
     const std::int64_t padded = round_up_to_alignment(count * kFloatBytes);
-    std::memset(bounce_.data(), 0, static_cast<std::size_t>(bounce_.bytes()));
-    for (std::int64_t off = 0; off < padded; off += bounce_.bytes()) {
-      engine_.write(tensor.file, bounce_.data(), std::min(bounce_.bytes(), padded - off), off);
+    if (values == nullptr) {
+      preallocate(at(name).file, padded);
+    } else {
+      if (options_.preallocate == Preallocate::kFallocate) reserve_blocks(at(name).file, padded);
+      write(name, values, count);
     }
   } catch (...) {
-    tensor.file.close_noexcept();
+    // The engine drained whatever it had in flight before it threw (io_uring_file.h).
+    Tensor& failed = at(name);
+    failed.file.close_noexcept();
+    tensors_.erase(name);  // its reservation released
     std::error_code ec;
     std::filesystem::remove(path, ec);
     throw;
   }
-  if (!tensor.file.direct()) direct_ = false;
-  tensors_.emplace(name, std::move(tensor));
-}
-
-void NvmeStore::create_from(const std::string& name, const float* src, std::int64_t count) {
-  create(name, count);
-  try {
-    write(name, src, count);
-  } catch (...) {
-    remove(name);
-    throw;
-  }
+  if (!direct) direct_ = false;
 }
 
 void NvmeStore::remove(const std::string& name) {
@@ -156,6 +162,31 @@ void NvmeStore::remove(const std::string& name) {
   }
 }
 
+bool NvmeStore::reserve_blocks(UringFile& file, std::int64_t padded_bytes) {
+  // Not ftruncate's holes: the blocks are reserved here, so a full disk shows at creation
+  // and later tile writes never allocate; reads of reserved, unwritten blocks give zeros.
+  if (padded_bytes == 0) return true;
+  if (::fallocate(file.fd(), 0, 0, static_cast<off_t>(padded_bytes)) == 0) return true;
+  const int err = errno;
+  if (err == EOPNOTSUPP) return false;
+  throw SystemError(fmt::format("fallocate of '{}' ({} bytes) failed: {} (errno {})",
+                                file.path().string(), padded_bytes, std::strerror(err), err));
+}
+
+void NvmeStore::preallocate(UringFile& file, std::int64_t padded_bytes) {
+  if (options_.preallocate == Preallocate::kFallocate && reserve_blocks(file, padded_bytes)) return;
+  write_zeros(file, padded_bytes);
+}
+
+void NvmeStore::write_zeros(UringFile& file, std::int64_t padded_bytes) {
+  // Every write reads the same zeroed bounce buffer, so all of them can be in flight.
+  std::memset(bounce_.data(), 0, static_cast<std::size_t>(bounce_.bytes()));
+  for (std::int64_t off = 0; off < padded_bytes; off += bounce_.bytes()) {
+    engine_.start_write(file, bounce_.data(), std::min(bounce_.bytes(), padded_bytes - off), off);
+  }
+  engine_.wait_all();
+}
+
 std::int64_t NvmeStore::count(const std::string& name) const { return at(name).count; }
 
 UringFile& NvmeStore::file(const std::string& name) { return at(name).file; }
@@ -166,6 +197,14 @@ std::int64_t NvmeStore::stored_bytes() const {
   return total;
 }
 
+namespace {
+
+bool page_aligned(const void* p) {
+  return is_aligned(static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(p)));
+}
+
+}  // namespace
+
 void NvmeStore::write(const std::string& name, const float* src, std::int64_t count) {
   Tensor& tensor = at(name);
   if (count != tensor.count || (src == nullptr && count > 0)) {
@@ -174,14 +213,18 @@ void NvmeStore::write(const std::string& name, const float* src, std::int64_t co
   }
   const std::int64_t bytes = count * kFloatBytes;
   const auto* from = reinterpret_cast<const std::byte*>(src);
-  for (std::int64_t off = 0; off < bytes; off += bounce_.bytes()) {
+  // Straight from an aligned source: its whole pages at once; the bounce below takes the
+  // rest (the last partial page, with the file's zero padding after it).
+  const std::int64_t direct = page_aligned(src) ? bytes / kDirectIoAlignment * kDirectIoAlignment : 0;
+  const IoEngine::Ticket ticket = direct > 0 ? engine_.start_write(tensor.file, src, direct, 0) : 0;
+  for (std::int64_t off = direct; off < bytes; off += bounce_.bytes()) {
     const std::int64_t len = std::min(bounce_.bytes(), bytes - off);
     std::memcpy(bounce_.data(), from + off, static_cast<std::size_t>(len));
-    // The tail past len is zero padding (the file's padding stays zero).
     const std::int64_t padded = round_up_to_alignment(len);
     std::memset(bounce_.bytes_ptr() + len, 0, static_cast<std::size_t>(padded - len));
     engine_.write(tensor.file, bounce_.data(), padded, off);
   }
+  if (ticket != 0) engine_.wait(ticket);
 }
 
 void NvmeStore::read(const std::string& name, float* dst, std::int64_t count) {
@@ -192,11 +235,15 @@ void NvmeStore::read(const std::string& name, float* dst, std::int64_t count) {
   }
   const std::int64_t bytes = count * kFloatBytes;
   auto* to = reinterpret_cast<std::byte*>(dst);
-  for (std::int64_t off = 0; off < bytes; off += bounce_.bytes()) {
+  // Straight into an aligned destination, all its whole pages at once (see write()).
+  const std::int64_t direct = page_aligned(dst) ? bytes / kDirectIoAlignment * kDirectIoAlignment : 0;
+  const IoEngine::Ticket ticket = direct > 0 ? engine_.start_read(tensor.file, dst, direct, 0) : 0;
+  for (std::int64_t off = direct; off < bytes; off += bounce_.bytes()) {
     const std::int64_t len = std::min(bounce_.bytes(), bytes - off);
     engine_.read(tensor.file, bounce_.data(), round_up_to_alignment(len), off);
     std::memcpy(to + off, bounce_.data(), static_cast<std::size_t>(len));
   }
+  if (ticket != 0) engine_.wait(ticket);
 }
 
 }  // namespace strata::offload

@@ -152,6 +152,37 @@ TEST_F(CudaRuntimeTest, PinnedHostBufferIsZeroedAccountedAndCopiesOnTheCopyStrea
   EXPECT_EQ(accounting.usage(MemoryTier::kHost).peak_bytes, 4096);
 }
 
+TEST_F(CudaRuntimeTest, LargePinnedBuffersAreRegisteredZeroedAndCopyBothWays) {
+  // Over kRegisteredBytes: fresh pages faulted in on every thread and cudaHostRegistered
+  // (issue 38), an odd size (8 MiB + 12 bytes: the last page partly used); zero whichever
+  // fill is asked (the kernel's zero pages), and async copies in both directions on the copy
+  // stream see the bytes.
+  AccountingAllocator accounting;
+  DevicePool pool(accounting, streams_.compute());
+  const std::int64_t floats = (std::int64_t{8} << 20) / 4 + 3;
+  const auto bytes = static_cast<std::size_t>(floats * 4);
+  for (Fill fill : {Fill::kZero, Fill::kUninitialized}) {
+    PinnedHostBuffer pinned = PinnedHostBuffer::allocate(accounting, floats * 4, "offload", fill);
+    EXPECT_TRUE(pinned.registered());
+    EXPECT_EQ(accounting.usage(MemoryTier::kHost).current_bytes, floats * 4);
+    float* h = pinned.as<float>();
+    std::int64_t nonzero = 0;
+    for (std::int64_t i = 0; i < floats; ++i) nonzero += h[i] != 0.0f;
+    EXPECT_EQ(nonzero, 0);
+    for (std::int64_t i = 0; i < floats; ++i) h[i] = static_cast<float>(i % 1000);
+    DeviceBlock d = pool.allocate_uninitialized(floats * 4, "dev");
+    CUDA_CHECK(cudaMemcpyAsync(d.data(), h, bytes, cudaMemcpyHostToDevice, streams_.copy()));
+    CUDA_CHECK(cudaMemsetAsync(d.data(), 0x7f, 4, streams_.copy()));  // element 0 changed
+    CUDA_CHECK(cudaMemcpyAsync(h, d.data(), bytes, cudaMemcpyDeviceToHost, streams_.copy()));
+    CUDA_CHECK(cudaStreamSynchronize(streams_.copy()));
+    EXPECT_NE(h[0], 0.0f);
+    for (std::int64_t i = 1; i < floats; ++i) ASSERT_EQ(h[i], static_cast<float>(i % 1000)) << i;
+  }
+  EXPECT_EQ(accounting.usage(MemoryTier::kHost).current_bytes, 0);
+  // Under the threshold: cudaHostAlloc's, not registered.
+  EXPECT_FALSE(PinnedHostBuffer::allocate(accounting, 4096, "stage").registered());
+}
+
 TEST_F(CudaRuntimeTest, OrderMakesTheWaiterSeeTheProducersWrites) {
   AccountingAllocator accounting;
   DevicePool pool(accounting, streams_.compute());

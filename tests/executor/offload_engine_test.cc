@@ -11,9 +11,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <mpi.h>
+#include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -27,8 +30,10 @@
 #include "executor/comm/mpi_communicator.h"
 #include "executor/data/corpus.h"
 #include "executor/engine/rank_training.h"
+#include "executor/model/param_init.h"
 #include "tests/executor/engine_mpi_environment.h"
 #include "tests/executor/engine_test_support.h"
+#include "tests/executor/omp_threads.h"
 
 namespace strata {
 namespace {
@@ -216,6 +221,80 @@ TEST(OffloadEngine, ModelFourTimesTheDeviceBudgetTrainsFromNvme) {
   EXPECT_LT(got.losses.back(), got.losses.front());  // it trains
   std::printf("peak device %.2f MiB (budget 16), host %.2f MiB, nvme %.2f MiB\n",
               got.peak.device / (1 << 20), got.peak.host / (1 << 20), got.peak.nvme / (1 << 20));
+}
+
+using Threads = testing_support::ScopedThreads;
+
+TEST(OffloadEngine, OffloadedStateIsPlacedWithTheSingleThreadBitsAndCountedPerTier) {
+  // Set-up draws the parameters on every thread, straight into host memory or through a
+  // page-aligned buffer written to NVMe without the bounce buffer: in every tier each unit's
+  // fp32 master holds init_unit_range's values drawn by one thread, bit for bit, and its
+  // moments zeros, at 1 and at 2 threads. The wide model's units (3.16 MB a layer) are
+  // over the parallel loops' threshold and whole pages of mapped memory; 2 of its layers.
+  auto self = MpiCommunicator::duplicate(MPI_COMM_SELF);
+  NvmeDir nvme("placed");
+  ModelSpec model = wide_model();
+  model.layers = 2;
+  TrainSpec train = testing_support::tiny_train();
+  train.global_batch = 2;
+  using T = OffloadTier;
+  const Plan z1 = make_plan(1, 1, 1, 1, ScheduleKind::kOneFOneB, 1, 1);
+  const Plan z3 = make_plan(1, 1, 1, 1, ScheduleKind::kOneFOneB, 3, 1);
+  // Bytes per (padded) parameter on each tier {device, host, nvme}, d = 1, fp32:
+  //   z3 o/g/p on a tier: params, gradients, m, v there (4 each) = 16;
+  //   z1 optimizer on a tier: params and full gradients on the device (8), master, m, v on
+  //   the tier (12).
+  struct Case {
+    Plan plan;
+    TierBytes per_param;
+  };
+  const Case cases[] = {
+      {with_offload(z3, T::kCpu, T::kCpu, T::kCpu), {0, 16, 0}},
+      {with_offload(z3, T::kNvme, T::kNvme, T::kNvme), {0, 0, 16}},
+      {with_offload(z1, T::kCpu, T::kNone, T::kNone), {8, 12, 0}},
+      {with_offload(z1, T::kNvme, T::kNone, T::kNone), {8, 0, 12}},
+  };
+  for (const Case& c : cases) {
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(fmt::format("{}, {} threads", c.plan.label(), threads));
+      const Threads t(threads);
+      engine::OffloadOptions options;
+      options.nvme_dir = nvme.path();
+      TierBytes told;
+      int calls = 0;
+      options.on_placed = [&](const TierBytes& placed) {
+        told = placed;
+        ++calls;
+      };
+      const auto corpus = data::generated_corpus(train.seed, 1 << 16);
+      engine::RankTraining rank(model, train, c.plan, *self, {}, corpus, options);
+      engine::ModelState& state = rank.engine().state();
+      double padded = 0;
+      for (std::size_t u = 0; u < state.size(); ++u) {
+        const UnitLayout& layout = state.unit(u).layout;
+        padded += static_cast<double>(state.unit(u).padded);
+        const engine::ModelState::Part part = state.optimizer_part(u);
+        std::vector<float> want(static_cast<std::size_t>(part.end - part.begin));
+        {
+          const Threads one(1);
+          model::init_unit_range(layout, train.seed, want.data(), part.begin, part.end);
+        }
+        const std::vector<float> got = state.read_part(u, engine::ModelState::StateKind::kParams);
+        ASSERT_EQ(got.size(), want.size()) << layout.name;
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0) << layout.name;
+        for (auto kind : {engine::ModelState::StateKind::kAdamM, engine::ModelState::StateKind::kAdamV}) {
+          const std::vector<float> moments = state.read_part(u, kind);
+          EXPECT_TRUE(std::all_of(moments.begin(), moments.end(), [](float x) { return x == 0.0f; }))
+              << layout.name;
+        }
+      }
+      // One call a unit, the last with the totals.
+      EXPECT_EQ(calls, static_cast<int>(state.size()));
+      EXPECT_EQ(told.device, c.per_param.device * padded);
+      EXPECT_EQ(told.host, c.per_param.host * padded);
+      EXPECT_EQ(told.nvme, c.per_param.nvme * padded);
+    }
+  }
 }
 
 TEST(OffloadEngine, NoOffloadMovesNothing) {

@@ -1,4 +1,5 @@
 // NvmeStore (executor/offload/nvme_store.h): odd-sized tensors round-trip, padded files,
+// new tensors read as zeros (reserved or written), aligned and unaligned host pointers,
 // nvme-tier accounting, removal at exit, crash cleanup of a dead process's run directory,
 // a full disk leaving nothing behind; and the bandwidth probe behind `strata calibrate`.
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 
 #include "cost_model/errors.h"
 #include "executor/memory/accounting_allocator.h"
+#include "executor/memory/host_pages.h"
 #include "executor/offload/nvme_bandwidth.h"
 #include "executor/offload/nvme_store.h"
 #include "executor/runtime/file_lock.h"
@@ -60,9 +62,9 @@ TEST(OffloadStore, OddSizedTensorsRoundTripAndFilesArePadded) {
               static_cast<std::uintmax_t>(padded)) << name;
     padded_total += padded;
   }
-  // Written: the zero fill at creation plus the data write, each the padded size; read: the
-  // padded size once.
-  EXPECT_EQ(store.counters().written_bytes, 2 * padded_total);
+  // Written: the values once, padded (create_from writes no zeros first); read: the padded
+  // size once.
+  EXPECT_EQ(store.counters().written_bytes, padded_total);
   EXPECT_EQ(store.counters().read_bytes, padded_total);
   EXPECT_TRUE(store.direct());
 }
@@ -190,35 +192,109 @@ TEST(OffloadStore, UnwritableNvmeDirIsASystemErrorNamingIt) {
   EXPECT_EQ(files_under(scratch.path()).size(), 1u);  // only the blocker file itself
 }
 
-TEST(OffloadStore, FullDiskDuringCreateLeavesNoFileBehind) {
+TEST(OffloadStore, NewTensorsAreZerosWhetherTheirBlocksAreReservedOrWritten) {
+  // 1025 floats (4100 bytes: two pages) and 300001 (1200004 bytes: 293 pages).
+  for (Preallocate how : {Preallocate::kFallocate, Preallocate::kWriteZeros}) {
+    const bool reserved = how == Preallocate::kFallocate;
+    SCOPED_TRACE(reserved ? "fallocate" : "written zeros");
+    ScratchDir scratch;
+    NvmeStoreOptions options = small_options(scratch.path());
+    options.preallocate = how;
+    NvmeStore store(options);
+    std::int64_t padded_total = 0;
+    for (std::int64_t n : {1025, 300001}) {
+      const std::string name = "z" + std::to_string(n);
+      store.create(name, n);
+      std::vector<float> back(static_cast<std::size_t>(n), -1.0f);
+      store.read(name, back.data(), n);
+      EXPECT_TRUE(std::all_of(back.begin(), back.end(), [](float x) { return x == 0.0f; })) << name;
+      const std::int64_t padded = (n * 4 + 4095) / 4096 * 4096;
+      EXPECT_EQ(std::filesystem::file_size(store.run_dir() / (name + ".f32")),
+                static_cast<std::uintmax_t>(padded));
+      padded_total += padded;
+    }
+    // Reserved blocks are not written (this filesystem has fallocate: ext4 or tmpfs here);
+    // written zeros are the padded sizes.
+    EXPECT_EQ(store.counters().written_bytes, reserved ? 0 : padded_total);
+  }
+}
+
+TEST(OffloadStore, AlignedAndUnalignedHostPointersRoundTripEveryTail) {
   ScratchDir scratch;
-  AccountingAllocator allocator;
-  std::filesystem::path run_dir;
-  {
-    NvmeStore store(small_options(scratch.path()), &allocator);
-    run_dir = store.run_dir();
-    store.create("fits", 1024);  // one page: under the cap
-    std::string m;
-    {
-      // Files capped at 64 KiB: a 1 MiB tensor (262144 floats) fails with EFBIG, as a
-      // full disk fails with ENOSPC.
-      testing::ScopedFileSizeLimit limit(64 << 10);
-      try {
-        store.create("big", 262144);
-        ADD_FAILURE() << "expected a SystemError";
-      } catch (const SystemError& e) {
-        m = e.what();
+  NvmeStore store(small_options(scratch.path()));  // 8 KiB blocks, 4 in flight, 8 KiB bounce
+  // Page-aligned memory (as the host tiers' tensors are); +1 float is unaligned.
+  const std::int64_t most = 300001 + 2;  // the shift and the sentinel past the end
+  HostPages src(most * 4, false), dst(most * 4, false);
+  testing::fill_pattern(src.as<std::byte>(), most * 4, 7);
+  for (std::int64_t n : {1, 1023, 1024, 1025, 300001}) {
+    for (int src_shift : {0, 1}) {
+      for (int dst_shift : {0, 1}) {
+        SCOPED_TRACE(::testing::Message() << n << " floats, src +" << src_shift << ", dst +" << dst_shift);
+        const std::string name = "t" + std::to_string(n) + "_" + std::to_string(src_shift) +
+                                 std::to_string(dst_shift);
+        const float* from = src.as<float>() + src_shift;
+        store.create_from(name, from, n);
+        float* to = dst.as<float>() + dst_shift;
+        std::fill(to, to + n, -1.0f);
+        to[n] = 42.0f;  // one past the tensor: a padded tail read into dst would overwrite it
+        store.read(name, to, n);
+        EXPECT_EQ(std::memcmp(to, from, static_cast<std::size_t>(n) * 4), 0);
+        EXPECT_EQ(to[n], 42.0f);
+        store.remove(name);
       }
     }
-    EXPECT_NE(m.find("big.f32"), std::string::npos) << m;
-    EXPECT_NE(m.find("io_uring write"), std::string::npos) << m;
-    EXPECT_NE(m.find("at offset"), std::string::npos) << m;
-    EXPECT_NE(m.find("File too large"), std::string::npos) << m;
-    EXPECT_FALSE(store.contains("big"));
-    EXPECT_FALSE(std::filesystem::exists(run_dir / "big.f32"));
-    EXPECT_EQ(allocator.usage(MemoryTier::kNvme).current_bytes, 1024 * 4);  // "big" released
   }
-  EXPECT_TRUE(files_under(scratch.path()).empty());
+}
+
+TEST(OffloadStore, FullDiskDuringCreateLeavesNoFileBehind) {
+  // A full disk fails at fallocate where the filesystem reserves blocks, or at the first
+  // write of the zeros where it does not; both leave nothing behind.
+  for (Preallocate how : {Preallocate::kFallocate, Preallocate::kWriteZeros}) {
+    const bool reserved = how == Preallocate::kFallocate;
+    SCOPED_TRACE(reserved ? "fallocate" : "written zeros");
+    ScratchDir scratch;
+    AccountingAllocator allocator;
+    std::filesystem::path run_dir;
+    {
+      NvmeStoreOptions options = small_options(scratch.path());
+      options.preallocate = how;
+      NvmeStore store(options, &allocator);
+      run_dir = store.run_dir();
+      store.create("fits", 1024);  // one page: under the cap
+      std::string m;
+      std::string from_values;
+      {
+        // Files capped at 64 KiB: a 1 MiB tensor (262144 floats) fails with EFBIG, as a
+        // full disk fails with ENOSPC; so does one created from values.
+        testing::ScopedFileSizeLimit limit(64 << 10);
+        try {
+          store.create("big", 262144);
+          ADD_FAILURE() << "expected a SystemError";
+        } catch (const SystemError& e) {
+          m = e.what();
+        }
+        const std::vector<float> values(262144, 1.0f);
+        try {
+          store.create_from("big_values", values.data(), 262144);
+          ADD_FAILURE() << "expected a SystemError";
+        } catch (const SystemError& e) {
+          from_values = e.what();
+        }
+      }
+      EXPECT_NE(m.find("big.f32"), std::string::npos) << m;
+      EXPECT_NE(m.find(reserved ? "fallocate" : "io_uring write"), std::string::npos) << m;
+      if (!reserved) EXPECT_NE(m.find("at offset"), std::string::npos) << m;
+      EXPECT_NE(m.find("File too large"), std::string::npos) << m;
+      EXPECT_NE(from_values.find("big_values.f32"), std::string::npos) << from_values;
+      EXPECT_NE(from_values.find("File too large"), std::string::npos) << from_values;
+      for (const char* name : {"big", "big_values"}) {
+        EXPECT_FALSE(store.contains(name)) << name;
+        EXPECT_FALSE(std::filesystem::exists(run_dir / (std::string(name) + ".f32"))) << name;
+      }
+      EXPECT_EQ(allocator.usage(MemoryTier::kNvme).current_bytes, 1024 * 4);  // both released
+    }
+    EXPECT_TRUE(files_under(scratch.path()).empty());
+  }
 }
 
 TEST(OffloadStore, BadNamesAndCountsAreRejected) {

@@ -14,6 +14,7 @@
 #include "cost_model/partition.h"
 #include "executor/model/param_init.h"
 #include "tests/executor/reference_param_init.h"
+#include "tests/executor/omp_threads.h"
 
 namespace strata {
 namespace {
@@ -36,17 +37,7 @@ std::vector<float> init(const UnitLayout& unit, std::int64_t begin, std::int64_t
   return out;
 }
 
-// Restores the OpenMP thread count a test changes.
-class Threads {
- public:
-  explicit Threads(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
-  ~Threads() { omp_set_num_threads(saved_); }
-  Threads(const Threads&) = delete;
-  Threads& operator=(const Threads&) = delete;
-
- private:
-  int saved_;
-};
+using Threads = testing_support::ScopedThreads;
 
 // Every unit of every rank of a t2 p2 plan of tiny-wide (wte shards with padding rows at
 // alignment 128), whole and as ZeRO-3-like slices of a padded buffer that start and end

@@ -55,3 +55,8 @@ endforeach()
 strata_add_test(executor_runtime_arena_test IN executor_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/runtime_arena_test.cc
   LIBS strata_executor)
+
+# Fresh host pages faulted in on every thread (the pinned buffers' and set-up's pages).
+strata_add_test(executor_runtime_host_pages_test IN executor_tests
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/runtime_host_pages_test.cc
+  LIBS strata_executor)

@@ -27,3 +27,11 @@ endif()
 add_test(NAME tools.gpu_phases_reads_test_logs
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/tools/gpu_phases_parse_test.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(tools.gpu_phases_reads_test_logs PROPERTIES LABELS tools TIMEOUT 30)
+# The offload phase's verdict (tools/device/offload_verdict.py) on made-up comparisons and
+# logs: the first-step, step-time and device-memory bounds, missing and stopped runs (< 1 s).
+if(Python3_Interpreter_FOUND)
+  add_test(NAME tools.offload_verdict
+    COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/tests/tools/offload_verdict_test.py
+            ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tools/device/offload_verdict.py)
+  set_tests_properties(tools.offload_verdict PROPERTIES LABELS tools TIMEOUT 30)
+endif()

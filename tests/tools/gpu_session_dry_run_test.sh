@@ -49,7 +49,7 @@ check "the 2-rank CPU job ran one step under the session's mpirun" \
 check "only summary.txt and logs.tgz come back" test "$(ls "$out" | paste -sd' ')" == "logs.tgz summary.txt"
 
 # 2. Three phases under a deadline of 50 s that holds the first one's cap (set to 30 s) and
-# neither of the others' (110 s and 75 s): one ran, two NOT RUN lines, exit code 1 (not
+# neither of the others' (110 s and 150 s): one ran, two NOT RUN lines, exit code 1 (not
 # all ran). Phases without mpirun, so that only run 1 pays for an MPI job.
 bash "$session" "${dry[@]}" --deadline-s 50 --cap calibrate=30 calibrate gpt2 offload \
   --out "$scratch/out2" --work "$scratch/work2" >/dev/null 2>&1

@@ -74,6 +74,33 @@ TEST(SetupProgress, SaysWhatItIsDoingPastASecondThenSumsUp) {
             std::string::npos) << all;
 }
 
+TEST(SetupProgress, SaysTheGibPlacedOnEachTierAndTheRate) {
+  LockedText text;
+  std::ostream out(&text);
+  SetupProgress setup(out, "gpt-8b", 8'269'000'000, true);
+  setup.phase("initialising parameters");
+  setup.counter()(1'000'000'000);
+  // 1.5 GiB on the device, 12.3 GiB on the host, none on NVMe (the last report counts).
+  setup.placement()(TierBytes{0.5 * (1 << 30), 2.0 * (1 << 30), 0});
+  setup.placement()(TierBytes{1.5 * (1 << 30), 12.3 * (1 << 30), 0});
+  wait_for(text, "\n");  // past kQuietS: the summary is printed (the progress line, every
+                         // 10 s, says the same through the same text)
+  setup.finish("");
+  const std::string all = text.text();
+  const auto summary = all.find("strata run: set up in ");
+  ASSERT_NE(summary, std::string::npos) << all;
+  EXPECT_NE(all.find(" s (1000M parameters initialised on rank 0; placed on rank 0: device "
+                     "1.5 GiB, host 12.3 GiB, NVMe 0.0 GiB, ", summary), std::string::npos) << all;
+  // The rate is the bytes over the set-up's seconds: (1.5 + 12.3) GiB = 14.82 GB. Both are
+  // printed to 0.1: rate x seconds is off 14.82 by at most 14.82 x 0.05 / seconds (the
+  // seconds' rounding, seconds >= 1) + 0.05 x seconds (the rate's): 0.8 at 1 to 2 s.
+  const double seconds = std::stod(all.substr(summary + 22));
+  const auto at = all.find("NVMe 0.0 GiB, ", summary);
+  const double rate = std::stod(all.substr(at + 14));
+  EXPECT_NEAR(rate * seconds, 14.82, 0.05 * seconds + 0.75) << all;
+  EXPECT_NE(all.find(" GB/s)\n", summary), std::string::npos) << all;
+}
+
 TEST(SetupProgress, ADisabledOneNeverPrints) {
   std::ostringstream out;
   {

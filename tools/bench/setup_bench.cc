@@ -5,9 +5,12 @@
 // the copies, the Program), and the difference of the two (memory and everything besides
 // the draws). Each figure is wall and CPU seconds (the process's, every thread), the median
 // of --reps, with the load average before and after: on a shared machine the CPU seconds
-// are what other work moves least. `strata run` says the same from the command line
-// ("strata run: set up in ..."); this bench leaves out the command's own start (flags,
-// configs, the fit check, the re-exec for the thread settings).
+// are what other work moves least. --plan takes a one-rank plan file (an offload plan: its
+// state placed on the host or on NVMe under --nvme-dir), and the bytes placed on each tier
+// are printed with the rate, GB of model state placed a second of set-up (issue 38).
+// `strata run` says the same from the command line ("strata run: set up in ..."); this
+// bench leaves out the command's own start (flags, configs, the fit check, the re-exec for
+// the thread settings).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <omp.h>
@@ -20,6 +23,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -78,6 +82,8 @@ ModelSpec load_model(const std::string& name) {
 int main(int argc, char** argv) {
   CLI::App app{"Times a one-rank CPU run's set-up by phase (issue 25)"};
   std::string model_name = "gpt2-350m";
+  std::string plan_path;
+  std::string nvme_dir = "/tmp/strata-nvme";
   int threads = 0;
   int reps = 3;
   app.add_option("--model", model_name, "bundled model name or JSON file (default gpt2-350m)");
@@ -85,6 +91,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1024));
   app.add_option("--reps", reps, "repetitions; the median is printed (default 3)")
       ->check(CLI::Range(1, 100));
+  app.add_option("--plan", plan_path, "a one-rank plan file (default: t1 p1 d1, no offload)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--nvme-dir", nvme_dir, "the NVMe tier's directory (default /tmp/strata-nvme)");
   CLI11_PARSE(app, argc, argv);
   try {
     if (threads > 0) omp_set_num_threads(threads);
@@ -94,6 +103,11 @@ int main(int argc, char** argv) {
         TrainSpec::load(std::string(STRATA_SOURCE_DIR) + "/configs/train/tiny.json");
     Plan plan;  // t1 p1 d1: one rank holds every unit
     plan.micro_batch = 1;
+    if (!plan_path.empty()) plan = Plan::load(plan_path);
+    if (plan.world_size() != 1) {
+      throw std::invalid_argument(fmt::format("--plan {}: {} ranks; this bench runs one",
+                                              plan_path, plan.world_size()));
+    }
     const std::vector<UnitLayout> units = rank_unit_layouts(model, plan, 0, 0, 1);
     std::int64_t largest = 0;
     for (const UnitLayout& u : units) largest = std::max(largest, u.count);
@@ -101,6 +115,10 @@ int main(int argc, char** argv) {
     const auto corpus = data::generated_corpus(train.seed, 1 << 20);
     const std::string load_before = load_average();
     std::vector<Seconds> draws, state;
+    engine::OffloadOptions offload;
+    offload.nvme_dir = nvme_dir;
+    TierBytes placed;
+    offload.on_placed = [&placed](const TierBytes& bytes) { placed = bytes; };
     for (int r = 0; r < reps; ++r) {
       draws.push_back(timed([&] {
         for (const UnitLayout& u : units) model::init_unit_range(u, train.seed, buffer.data(), 0, u.count);
@@ -110,14 +128,19 @@ int main(int argc, char** argv) {
       state.push_back(timed([&] {
         rank = std::make_unique<engine::RankTraining>(
             model, train, plan, *world, TierBudgets{}, data::TokenView::of_bytes(corpus),
-            engine::OffloadOptions{}, engine::cpu_backend_maker());
+            offload, engine::cpu_backend_maker());
       }));
     }
     const Seconds d = median(draws), s = median(state);
-    std::cout << fmt::format("model {} ({:.0f}M parameters), {} threads, median of {} (load "
-                             "average before {}, after {})\n",
+    const double placed_bytes = placed.device + placed.host + placed.nvme;
+    std::cout << fmt::format("model {} ({:.0f}M parameters), plan {}, {} threads, median of {} "
+                             "(load average before {}, after {})\n",
                              model.name, static_cast<double>(model.total_params()) / 1e6,
-                             omp_get_max_threads(), reps, load_before, load_average())
+                             plan.label(), omp_get_max_threads(), reps, load_before, load_average())
+              << fmt::format("placed: device {:.2f} GiB, host {:.2f} GiB, nvme {:.2f} GiB; "
+                             "{:.2f} GB/s of set-up (wall)\n",
+                             placed.device / (1 << 30), placed.host / (1 << 30),
+                             placed.nvme / (1 << 30), placed_bytes / s.wall / 1e9)
               << fmt::format("{:<44} {:>8} {:>8}\n", "phase", "wall s", "cpu s")
               << fmt::format("{:<44} {:>8.2f} {:>8.2f}\n", "parameter draws alone", d.wall, d.cpu)
               << fmt::format("{:<44} {:>8.2f} {:>8.2f}\n",

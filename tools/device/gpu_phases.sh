@@ -26,13 +26,14 @@ gpu_phases=(tests equivalence calibrate gpt2 offload select pytorch llama saniti
 # before training): 26 entries that train at ~4 s each (mpirun, CUDA set-up, 5 steps; the
 # CPU reference trained once, --reference-dir) and 4 that skip -> 150. From the session of
 # issue 25: calibrate 91 s -> 110; GPT-2 1.5B's set-up up to 70 s before its fix -> gpt2
-# 110. offload reached its 90 s on the H200 (gpt-8b's parameters drawn on the host); the
-# offload work sizes its own. llama's from estimates (phase_llama), not yet from a run.
+# 110. offload reached its 90 s on the H200 (gpt-8b's parameters drawn on the host); now two
+# models at ~65 s each (phase_offload) -> 150. llama's from estimates (phase_llama), not yet
+# from a run.
 # The deadline (540 s) holds tests, equivalence, calibrate and gpt2 at their caps (550 s less
 # what they leave unused); the phases after them run in what the earlier ones leave, or alone
 # (`gpu_session.sh llama`).
 declare -A gpu_phase_cap=([tests]=140 [equivalence]=150 [calibrate]=110 [gpt2]=110
-                          [offload]=90 [select]=60 [pytorch]=75 [llama]=180 [sanitize]=150)
+                          [offload]=150 [select]=60 [pytorch]=75 [llama]=180 [sanitize]=150)
 
 # What issue 25 asks of the calibrated cost model on one GPU: step time within 10% and the
 # worst rank's peak device memory within 5% of the measurement.
@@ -235,40 +236,72 @@ PY
   ((${#profile[@]})) || FIGURE="$FIGURE (no calibrated profile)"
 }
 
-# gpt-8b, whose model states are over 1.5x the GPU's memory: the planner's best plan for its
-# train config (on an H100: the optimizer on the CPU, micro-batch 4), trained for 3 steps of
-# 16 sequences (its config's 64 take ~14 s a step by the prediction: too long for the cap);
-# how soon the first step came.
+# gpt-8b and Llama 3 8B, whose model states (16 bytes a parameter: ~130 GB) are over 1.5x an
+# H100's memory, each trained with the planner's best plan for one GPU (the optimizer on the
+# CPU, or more of the state: ZeRO-Offload) for offload_steps steps: `strata plan` and
+# `strata predict --json` of the plan (on the CPU, so a dry run runs them too), `strata run`,
+# `strata compare --json`; tools/device/offload_verdict.py gives each model's first step
+# (seconds since the command; issue 38 asks for 30), tokens/s, MFU, and step time and memory
+# per tier predicted beside measured. h100-x1's host memory is the whole machine's 128 GiB:
+# the plan for it pins 123.2 GiB for gpt-8b, more than such a machine has free, so the plan
+# is made for the host memory free here less offload_host_headroom_gib (the process, the
+# CUDA context, the initial-value buffer of the largest unit: 2.1 GB for Llama's embedding)
+# and for the disk free under the work directory less 4 GB; a dry run plans for h100-x1 as
+# it is. Batches: gpt-8b 16 sequences of 2048 (the config's 64 predict ~15 s a step), Llama 3
+# 8B 4 of 8192. Cap: a model's set-up ~30 s (the target; 2.1 s for GPT-2 1.5B), 3 steps of
+# ~4.4-5.5 s predicted (the CPU optimizer is priced from cache-resident rates, issue 38
+# item 6: allow ~9 s), unpinning ~100 GB ~5 s, the command's start ~3 s: ~65 s each, 150 s
+# for both.
+readonly offload_steps=3 offload_host_headroom_gib=8
 phase_offload() {
-  local dir=$work/run-gpt-8b rc
-  mkdir -p "$dir" "$work/nvme"
-  step --cpu plan-gpt-8b.log "$(bin strata)" plan --model "$(cfg models gpt-8b)" \
-    --cluster "$(cfg clusters h100-x1)" --train "$(cfg train gpt-8b)" --top 1 --out "$dir/plan.json"
-  rc=$?
-  python3 - "$(cfg train gpt-8b)" "$dir/train.json" <<'PY'
-import json, sys
-t = json.load(open(sys.argv[1])); t["global_batch"] = 16; t["steps"] = 3
-json.dump(t, open(sys.argv[2], "w"))
+  local spec model batch dir rc broken=0 runs=()
+  # shellcheck disable=SC2207
+  local profile=($(profile_args))
+  mkdir -p "$work/nvme"
+  for spec in gpt-8b:16 llama3-8b:4; do
+    IFS=: read -r model batch <<<"$spec"
+    dir=$work/offload-$model
+    mkdir -p "$dir"
+    python3 - "$(cfg train gpt-8b)" "$(cfg clusters h100-x1)" "$dir" "$batch" "$offload_steps" \
+      "$dry" "$offload_host_headroom_gib" "$work/nvme" <<'PY'
+import json, math, os, sys
+train_in, cluster_in, out, batch, steps, dry, headroom, nvme = sys.argv[1:]
+t = json.load(open(train_in)); t["global_batch"] = int(batch); t["steps"] = int(steps)
+json.dump(t, open(f"{out}/train.json", "w"))
+c = json.load(open(cluster_in))
+if dry == "0":
+    with open("/proc/meminfo") as f:
+        free_kib = next(int(l.split()[1]) for l in f if l.startswith("MemAvailable:"))
+    host_gib = math.floor(free_kib / 2**20 - float(headroom))
+    disk = os.statvfs(nvme)
+    disk_gb = math.floor(disk.f_bavail * disk.f_frsize / 1e9 - 4)
+    c["host"]["memory_gib"] = max(1, min(c["host"]["memory_gib"], host_gib))
+    c["nvme"]["capacity_gb"] = max(1, min(c["nvme"]["capacity_gb"], disk_gb))
+    c["name"] += "-free-here"
+    c["host"]["source"] = f"{c['host']['memory_gib']} GiB: this machine's free memory less {headroom} GiB"
+json.dump(c, open(f"{out}/cluster.json", "w"))
 PY
-  if ((rc == 0)); then
-    step run-gpt-8b.log "$(bin strata)" run --backend cuda --plan "$(input "$dir/plan.json")" \
-      --model "$(cfg models gpt-8b)" --train "$(input "$dir/train.json")" \
-      --cluster "$(cfg clusters h100-x1)" --nvme-dir "$work/nvme" --out "$dir"
-    rc=$?
-  fi
+    local common=(--model "$(cfg models "$model")" --cluster "$(input "$dir/cluster.json")"
+                  --train "$(input "$dir/train.json")" "${profile[@]}")
+    step --cpu "plan-$model.log" "$(bin strata)" plan "${common[@]}" --top 3 --out "$dir/plan.json" ||
+      broken=1
+    step --cpu --stdout "$dir/predicted.json" "predict-$model.log" "$(bin strata)" predict \
+      "${common[@]}" --plan "$(input "$dir/plan.json")" --json || broken=1
+    step "run-$model.log" "$(bin strata)" run --backend cuda "${common[@]}" --plan "$dir/plan.json" \
+      --nvme-dir "$work/nvme" --out "$dir" || broken=1
+    step --stdout "$dir/compare.json" "compare-$model.log" "$(bin strata)" compare \
+      --predicted "$dir/predicted.json" --measured "$dir/report.json" --json || broken=1
+    cp "$dir/plan.json" "$logs/offload-$model.plan.json" 2>/dev/null
+    runs+=("$model=$dir/compare.json:$logs/run-$model.log")
+  done
   rm -rf "$work/nvme"
-  STATUS=FAIL
-  ((rc == 0)) && [[ $(cat "$dir/metrics.jsonl" 2>/dev/null | wc -l) == 3 ]] && STATUS=PASS
-  FIGURE="plan $(grep -Eo '"(optimizer|gradients|params)": *"[a-z]+"' "$dir/plan.json" 2>/dev/null |
-                 tr -d ' "' | tr '\n' ' ')$(first_step_figure "$logs/run-gpt-8b.log")"
-}
-
-# first_step_figure LOG: when the first step ended, in seconds since the command started
-# (the log's stamps): issue 25 asks for it within 60 s.
-first_step_figure() {
-  local first
-  first=$(grep -m1 -E '\] step +1/' "$1" 2>/dev/null | grep -Eo '^\[ *[0-9.]+' | tr -d '[ ')
-  echo "; first step at ${first:-none} s"
+  FIGURE=$("$(host_command python3)" "$(input tools/device/offload_verdict.py)" \
+             --max-step-error "$max_step_error" --max-memory-error "$max_memory_error" \
+             --max-first-step-s 30 "${runs[@]}")
+  rc=$?
+  STATUS=PASS
+  ((rc == 0 && broken == 0)) || STATUS=FAIL
+  ((${#profile[@]})) || FIGURE="$FIGURE (no calibrated profile)"
 }
 
 # `strata select` of gpt2-grid on the one GPU, its steps cut to SELECT_STEPS (default 2) to

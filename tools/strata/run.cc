@@ -224,6 +224,7 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
   engine::OffloadOptions offload;
   offload.nvme_dir = nvme_dir;
   offload.prefetch_depth = o.prefetch_depth;
+  offload.on_placed = setup.placement();
   const engine::BackendMaker make_backend =
       backend == Backend::kCuda ? cuda_backend_maker(o)
       : o.cuda_semantics        ? cuda_semantics::cuda_semantics_backend_maker()

@@ -161,6 +161,8 @@ StepTimeParts TimeModelCosts::transfer(const RankProgram&, ProgramOpKind, std::i
 }
 
 StepTimeParts TimeModelCosts::optimizer_step(const ProgramUnit& unit) const {
+  // Linear in the unit's parameters, with no cost per launch: the engine runs the device steps
+  // of consecutive units as one fused launch (engine.cc, run_tail), whose time is their sum.
   const Plan& plan = *ctx_.plan;
   StepTimeParts t;
   // The optimizer's share: 1/d of the unit under ZeRO >= 1.

@@ -30,12 +30,19 @@ double CpuBackend::sum_of_squares(const float* data, std::int64_t n) {
   return cpu::sum_of_squares(data, n);
 }
 
-void CpuBackend::adamw(float* master, void* copy, float* grad, float* m, float* v,
-                       std::int64_t n, const engine::AdamWStep& hp, float grad_scale) {
-  if (grad_scale != 1.0f) cpu::scale(grad, n, grad_scale);
-  cpu::adamw_update(master, grad, m, v, n,
-                    cpu::AdamWParams{hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay}, hp.step);
-  if (copy != nullptr && copy != master) cpu::copy(static_cast<float*>(copy), master, n);
+void CpuBackend::adamw(const std::vector<engine::AdamWSpan>& tensors,
+                       const engine::AdamWStep& hp, float grad_scale) {
+  for (const engine::AdamWSpan& t : tensors) {
+    if (t.n == 0) continue;
+    if (grad_scale != 1.0f) cpu::scale(t.grad, t.n, grad_scale);
+    cpu::adamw_update(t.master, t.grad, t.m, t.v, t.n,
+                      cpu::AdamWParams{hp.lr, hp.beta1, hp.beta2, hp.eps,
+                                       t.decayed ? hp.weight_decay : 0.0f},
+                      hp.step);
+    if (t.copy != nullptr && t.copy != t.master) {
+      cpu::copy(static_cast<float*>(t.copy), t.master, t.n);
+    }
+  }
 }
 
 bool CpuBackend::init_seeded(float* dst, const UnitLayout& unit, std::uint64_t seed,

@@ -35,8 +35,8 @@ class CpuBackend : public engine::Backend {
   void zero(void* data, DType dtype, std::int64_t n, Stream) override;
   void fill(float* data, float value, std::int64_t n) override;
   double sum_of_squares(const float* data, std::int64_t n) override;
-  void adamw(float* master, void* copy, float* grad, float* m, float* v, std::int64_t n,
-             const engine::AdamWStep& hp, float grad_scale) override;
+  void adamw(const std::vector<engine::AdamWSpan>& tensors, const engine::AdamWStep& hp,
+             float grad_scale) override;
   void to_compute(void* dst, const float* src, std::int64_t n, Stream stream = Stream::kCompute) override;
   // Draws on the OpenMP team straight into dst (model::init_unit_range): the parameters'
   // values without a host buffer and a copy of them. Always true.

@@ -189,10 +189,14 @@ double CudaBackend::sum_of_squares(const float* data, std::int64_t n) {
   return result;
 }
 
-void CudaBackend::adamw(float* master, void* copy, float* grad, float* m, float* v,
-                        std::int64_t n, const engine::AdamWStep& hp, float grad_scale) {
-  const kc::AdamWTensor tensor{master, grad, m, v, static_cast<kc::bf16*>(copy), n};
-  kc::adamw_update({tensor}, kc::AdamWParams{hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay},
+void CudaBackend::adamw(const std::vector<engine::AdamWSpan>& tensors,
+                        const engine::AdamWStep& hp, float grad_scale) {
+  std::vector<kc::AdamWTensor> list;
+  list.reserve(tensors.size());
+  for (const engine::AdamWSpan& t : tensors) {
+    list.push_back({t.master, t.grad, t.m, t.v, static_cast<kc::bf16*>(t.copy), t.n, t.decayed});
+  }
+  kc::adamw_update(list, kc::AdamWParams{hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay},
                    hp.step, grad_scale, compute_.get());
 }
 

@@ -60,8 +60,8 @@ class CudaBackend final : public engine::Backend {
   void zero(void* data, DType dtype, std::int64_t n, Stream stream) override;
   void fill(float* data, float value, std::int64_t n) override;
   double sum_of_squares(const float* data, std::int64_t n) override;
-  void adamw(float* master, void* copy, float* grad, float* m, float* v, std::int64_t n,
-             const engine::AdamWStep& hp, float grad_scale) override;
+  void adamw(const std::vector<engine::AdamWSpan>& tensors, const engine::AdamWStep& hp,
+             float grad_scale) override;
   void to_compute(void* dst, const float* src, std::int64_t n, Stream stream = Stream::kCompute) override;
   bool init_seeded(float* dst, const UnitLayout& unit, std::uint64_t seed, std::int64_t begin,
                    std::int64_t end) override;  // on the GPU (seeded_init.h)

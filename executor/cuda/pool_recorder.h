@@ -71,8 +71,7 @@ class PoolRecorder final : public engine::Backend {
   void zero(void*, DType, std::int64_t, Stream) override {}
   void fill(float*, float, std::int64_t) override {}
   double sum_of_squares(const float*, std::int64_t) override { return 0; }
-  void adamw(float*, void*, float*, float*, float*, std::int64_t, const engine::AdamWStep&,
-             float) override {}
+  void adamw(const std::vector<engine::AdamWSpan>&, const engine::AdamWStep&, float) override {}
   void to_compute(void*, const float*, std::int64_t, Stream) override {}
   void copy(void*, const void*, std::int64_t, Stream) override {}
   void copy_async(void*, const void*, std::int64_t, Stream) override {}

@@ -24,6 +24,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cost_model/param_layout.h"
 #include "cost_model/program.h"
@@ -52,6 +53,18 @@ inline HostTouch host_writes(const void* data, std::int64_t bytes) { return {dat
 struct AdamWStep {
   float lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
   int step = 1;
+};
+
+// One tensor of an AdamW step (Backend::adamw): n fp32 master parameters with their
+// gradients and moments.
+struct AdamWSpan {
+  float* master = nullptr;
+  void* copy = nullptr;  // receives the updated parameters in the compute dtype; null: none
+  float* grad = nullptr;
+  float* m = nullptr;
+  float* v = nullptr;
+  std::int64_t n = 0;
+  bool decayed = true;  // AdamWStep::weight_decay applies; else none (biases, norms' weights)
 };
 
 class Backend {
@@ -85,11 +98,14 @@ class Backend {
   // The sum of squares of n fp32 (a fixed-order reduction: the same bits on every run).
   // Waits for the compute stream.
   virtual double sum_of_squares(const float* data, std::int64_t n) = 0;
-  // AdamW on n fp32 master parameters with their gradients (times grad_scale: the clip
-  // factor) and moments; when `copy` is not null it receives the updated parameters in the
-  // compute dtype (in the same pass). The gradients may be scaled in place.
-  virtual void adamw(float* master, void* copy, float* grad, float* m, float* v, std::int64_t n,
-                     const AdamWStep& hp, float grad_scale) = 0;
+  // AdamW on every tensor of `tensors` (their gradients times grad_scale: the clip factor),
+  // each one's compute copy written in the same pass, on the compute stream. The engine hands
+  // over all the tensors of a step it can at once: CUDA updates them in one fused launch (a
+  // few for hundreds of tensors). A launch per tensor, with the norm's host wait per tensor,
+  // measured 5.5 ms of GPT-2 124M's step on an H200 (1.2 ms predicted). The gradients may be
+  // scaled in place.
+  virtual void adamw(const std::vector<AdamWSpan>& tensors, const AdamWStep& hp,
+                     float grad_scale) = 0;
   // dst (compute dtype) = src (fp32), on `stream`. A copy when the compute dtype is fp32.
   virtual void to_compute(void* dst, const float* src, std::int64_t n,
                           Stream stream = Stream::kCompute) = 0;

@@ -207,7 +207,7 @@ void Engine::state_move(const ProgramOp& op, std::int64_t step, StepResult& resu
     case Kind::kTiedEmbeddingSum: state_.tied_embedding_sum(u); return;
     case Kind::kGradNorm: result.grad_norm = state_.grad_norm(train_.optimizer); return;
     case Kind::kOptimizerStep:
-      state_.optimizer_step(u, train_.optimizer, static_cast<int>(step + 1), result.lr);
+      state_.optimizer_step({u}, train_.optimizer, static_cast<int>(step + 1), result.lr);
       return;
     case Kind::kGatherParams: state_.gather_params(u); return;
     default: break;
@@ -450,16 +450,56 @@ void Engine::run_tail(std::int64_t step, std::vector<OpRecord>& records) {
     floor.push_back({stream, backend_->record(stream)});
   }
   MarkList done;
-  for (std::size_t i = static_cast<std::size_t>(program_.tail_begin); i < program_.ops.size(); ++i) {
+  for (std::size_t i = static_cast<std::size_t>(program_.tail_begin); i < program_.ops.size();) {
     const ProgramOp& op = program_.ops[i];
     // `after` indexes the whole step list; the tail's own entries start at tail_begin.
     ProgramOp local = op;
     for (auto& a : local.after) a = a >= program_.tail_begin ? a - program_.tail_begin : -1;
     const std::size_t record = records.size();
-    done.push_back(issue(local, done, floor, records, false, -1, -1,
-                         [&] { state_move(op, step, *result_); }));
+    const std::size_t fused = fused_optimizer_steps(i);
+    if (fused == 1) {
+      done.push_back(issue(local, done, floor, records, false, -1, -1,
+                           [&] { state_move(op, step, *result_); }));
+      records[record].op = static_cast<std::int32_t>(i);
+      ++i;
+      continue;
+    }
+    // Optimizer steps one after another, each after the same ops on the compute stream: issued
+    // as one call, which runs them as the Program orders them (nothing can run between them
+    // on that stream) in one fused launch. The first op's record times the call; each further
+    // op is done when it is (a mark at its end, length 0), so every op of the Program keeps
+    // its one trace event.
+    std::vector<std::size_t> units;
+    for (std::size_t k = i; k < i + fused; ++k) {
+      units.push_back(static_cast<std::size_t>(program_.ops[k].unit));
+    }
+    const Marks marks = issue(local, done, floor, records, false, -1, -1, [&] {
+      state_.optimizer_step(units, train_.optimizer, static_cast<int>(step + 1), result_->lr);
+    });
     records[record].op = static_cast<std::int32_t>(i);
+    for (std::size_t k = i; k < i + fused; ++k) {
+      done.push_back(marks);
+      if (k == i) continue;
+      OpRecord rec = records[record];
+      rec.op = static_cast<std::int32_t>(k);
+      rec.unit = program_.units[units[k - i]].name;
+      rec.start = rec.end;
+      rec.fused_into = static_cast<std::int32_t>(i);
+      records.push_back(rec);
+    }
+    i += fused;
   }
+}
+
+std::size_t Engine::fused_optimizer_steps(std::size_t i) const {
+  const ProgramOp& first = program_.ops[i];
+  if (first.kind != Kind::kOptimizerStep || first.stream != Stream::kCompute) return 1;
+  std::size_t end = i + 1;
+  while (end < program_.ops.size() && program_.ops[end].kind == Kind::kOptimizerStep &&
+         program_.ops[end].stream == first.stream && program_.ops[end].after == first.after) {
+    ++end;
+  }
+  return end - i;
 }
 
 double Engine::global_loss() {
@@ -587,6 +627,7 @@ StepResult Engine::step(std::int64_t step) {
     if (!r.unit.empty()) event.args["unit"] = r.unit;
     event.args["op"] = r.op;  // the op's place in the Program (cost_model/path_trace.h)
     if (r.body_op >= 0) event.args["body_op"] = r.body_op;
+    if (r.fused_into >= 0) event.args["fused_into"] = r.fused_into;  // timed with that op
     result.events.push_back(std::move(event));
   }
   // Passes: their own duration minus what ran inside them and is counted elsewhere.

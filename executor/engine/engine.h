@@ -101,6 +101,7 @@ class Engine {
     int start = -1, end = -1;  // Backend timestamps
     std::int32_t micro_batch = -1, chunk = -1;
     std::int32_t op = -1, body_op = -1;  // its place in the Program (the trace's args)
+    std::int32_t fused_into = -1;        // run in the call of that op, which carries the time
     std::string unit;
     bool in_pass = false;
     double tp_s = 0;           // TP collectives inside (host-timed)
@@ -114,6 +115,9 @@ class Engine {
   void run_pipeline(std::int64_t step, std::vector<OpRecord>& records);
   void finish_sends(std::vector<OpRecord>& records);
   void run_tail(std::int64_t step, std::vector<OpRecord>& records);
+  // How many tail ops from op i on are optimizer steps on the compute stream after the same
+  // ops, which run_tail issues as one call (1: op i alone).
+  std::size_t fused_optimizer_steps(std::size_t i) const;
   // Issues one op on its stream after `floor` and the ops its `after` names (in `done`),
   // runs it and times it; returns what waiting for it means.
   Marks issue(const ProgramOp& op, const MarkList& done, const Marks& floor,

@@ -527,21 +527,27 @@ std::vector<ModelState::DecayRun> ModelState::decay_runs(const ParamUnit& u,
   return runs;
 }
 
-void ModelState::optimizer_step(std::size_t u, const OptimizerSpec& opt, int step, double lr) {
+void ModelState::optimizer_step(const std::vector<std::size_t>& units, const OptimizerSpec& opt,
+                                int step, double lr) {
   const AdamWStep hp{static_cast<float>(lr), static_cast<float>(opt.beta1),
                      static_cast<float>(opt.beta2), static_cast<float>(opt.eps),
                      static_cast<float>(opt.weight_decay), step};
-  const std::vector<DecayRun> runs = decay_runs(units_.at(u), opt);
   land_pending_down();
-  if (optimizer_off()) {
-    update_on_cpu(units_.at(u), hp, runs);
-  } else {
-    update_on_device(units_.at(u), hp, runs);
+  std::vector<AdamWSpan> batch;
+  for (std::size_t u : units) {
+    const std::vector<DecayRun> runs = decay_runs(units_.at(u), opt);
+    if (optimizer_off()) {
+      update_on_cpu(units_.at(u), hp, runs);
+    } else {
+      update_on_device(units_.at(u), hp, runs, batch);
+    }
   }
+  if (!batch.empty()) backend_->adamw(batch, hp, clip_);
 }
 
 void ModelState::update_on_device(ParamUnit& u, const AdamWStep& hp,
-                                  const std::vector<DecayRun>& runs) {
+                                  const std::vector<DecayRun>& runs,
+                                  std::vector<AdamWSpan>& batch) {
   const std::int64_t n = opt_elements(u);
   const std::int64_t off = opt_offset(u);
   // The gradient part on the device (offloaded gradients come up first).
@@ -585,14 +591,17 @@ void ModelState::update_on_device(ParamUnit& u, const AdamWStep& hp,
     master = u.master.f32();
     copy = u.params.at(off);
   }
-  // One call per run of equal weight decay (AdamW is element-wise: the same bits as one).
+  // One tensor per run of equal weight decay (AdamW is element-wise: the same bits as one).
   const std::int64_t cb = element_bytes(backend_->compute_dtype());
   for (const DecayRun& r : runs) {
-    AdamWStep run_hp = hp;
-    if (!r.decayed) run_hp.weight_decay = 0.0f;
     void* run_copy = copy == nullptr ? nullptr : static_cast<char*>(copy) + r.begin * cb;
-    backend_->adamw(master + r.begin, run_copy, g + r.begin, u.m.f32() + r.begin,
-                    u.v.f32() + r.begin, r.end - r.begin, run_hp, clip_);
+    batch.push_back({master + r.begin, run_copy, g + r.begin, u.m.f32() + r.begin,
+                     u.v.f32() + r.begin, r.end - r.begin, r.decayed});
+  }
+  // Fetched state is written back (or freed) below: its update must be issued first.
+  if (grads_off() || params_off()) {
+    backend_->adamw(batch, hp, clip_);
+    batch.clear();
   }
   if (params_off()) {
     timed(up_s, [&] {

@@ -117,9 +117,12 @@ class ModelState {
   void tied_embedding_sum(std::size_t u);
   // The global gradient norm (before clipping); keeps the clip factor for optimizer_step.
   double grad_norm(const OptimizerSpec& opt);
-  // AdamW step `step` (1-based) of unit u at learning rate lr (optimizer_schedule.h), weight
-  // decay on the tensors decays() names.
-  void optimizer_step(std::size_t u, const OptimizerSpec& opt, int step, double lr);
+  // AdamW step `step` (1-based) of the given units at learning rate lr (optimizer_schedule.h),
+  // weight decay on the tensors decays() names. The units whose optimizer state and
+  // gradients stay on the device go to the backend as one list (one fused launch on CUDA);
+  // the others are updated one by one, each with its own transfers.
+  void optimizer_step(const std::vector<std::size_t>& units, const OptimizerSpec& opt, int step,
+                      double lr);
   void gather_params(std::size_t u);
 
   // Bytes moved between tiers since reset_transfers() (empty without offload), and the
@@ -184,7 +187,10 @@ class ModelState {
     bool decayed = true;
   };
   std::vector<DecayRun> decay_runs(const ParamUnit& u, const OptimizerSpec& opt) const;
-  void update_on_device(ParamUnit& u, const AdamWStep& hp, const std::vector<DecayRun>& runs);
+  // Adds u's tensors to `batch`, and launches the batch when u's state has to move after
+  // the update (offloaded parameters); optimizer_step launches what is left.
+  void update_on_device(ParamUnit& u, const AdamWStep& hp, const std::vector<DecayRun>& runs,
+                        std::vector<AdamWSpan>& batch);
   void update_on_cpu(ParamUnit& u, const AdamWStep& hp, const std::vector<DecayRun>& runs);
 
   Backend* backend_;

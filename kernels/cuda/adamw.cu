@@ -1,7 +1,9 @@
-// Multi-tensor AdamW and sum of squares (see adamw.h). The tensor list travels in one
-// __grid_constant__ kernel parameter; element indices run over the tensors' concatenation
-// and a binary search over the prefix offsets finds each element's tensor. Every element's
-// update depends on that element alone, so results do not depend on the launch shape.
+// Multi-tensor AdamW and sum of squares (see adamw.h). A launch's tensor list travels in one
+// __grid_constant__ kernel parameter; each block updates one tile of one tensor
+// (adamw_tiles.h), its loads for kAdamWPerThread elements of each array issued before any
+// arithmetic so that enough bytes are in flight to run at the memory's bandwidth. Every
+// element's update depends on that element alone, so results do not depend on the launch
+// shape.
 #include "kernels/cuda/adamw.h"
 
 #include <algorithm>
@@ -14,7 +16,6 @@ namespace strata::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kMaxBlocks = 4096;  // grid-stride beyond this
 constexpr int kMaxTensors = kAdamWTensorsPerLaunch;
 
 struct TensorList {
@@ -23,42 +24,70 @@ struct TensorList {
   float* m[kMaxTensors];
   float* v[kMaxTensors];
   bf16* param_bf16[kMaxTensors];
-  std::int64_t offset[kMaxTensors + 1];  // offset[k] = elements before tensor k
+  std::int64_t n[kMaxTensors];
+  std::int64_t tile_begin[kMaxTensors];  // tiles before tensor k in this launch
+  float weight_decay[kMaxTensors];
   int count;
 };
-static_assert(sizeof(TensorList) < 4000, "kernel parameters must stay under 4 KiB");
 
 struct StepConstants {
-  float lr, beta1, beta2, eps, weight_decay, bias_correction1, bias_correction2, grad_scale;
+  float lr, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, bias_correction1,
+      bias_correction2, grad_scale;
 };
+// Volta and later take up to 32,764 bytes of kernel parameters (CUDA 12.1 and later).
+static_assert(sizeof(TensorList) + sizeof(StepConstants) <= 32764,
+              "adamw_kernel's parameters must stay under 32,764 bytes");
+static_assert(kAdamWThreads == kThreads, "adamw_tiles.h's block size is the kernel's");
 
 // ---------------------------------------------------------------------------------------
 // Kernels
 
+// One element's AdamW step, each operation rounded once in the CPU twin's order (the
+// intrinsics are never contracted into FMAs; division and square root are IEEE's).
+__device__ __forceinline__ void adamw_step_element(float& p, float& m, float& v, float grad,
+                                                   float weight_decay,
+                                                   const StepConstants& k) {
+  const float g = __fmul_rn(grad, k.grad_scale);
+  m = __fadd_rn(__fmul_rn(k.beta1, m), __fmul_rn(k.one_minus_beta1, g));
+  v = __fadd_rn(__fmul_rn(k.beta2, v), __fmul_rn(__fmul_rn(k.one_minus_beta2, g), g));
+  const float mhat = __fdiv_rn(m, k.bias_correction1);
+  const float vhat = __fdiv_rn(v, k.bias_correction2);
+  const float update = __fadd_rn(__fdiv_rn(mhat, __fadd_rn(__fsqrt_rn(vhat), k.eps)),
+                                 __fmul_rn(weight_decay, p));
+  p = __fsub_rn(p, __fmul_rn(k.lr, update));
+}
+
 __global__ void __launch_bounds__(kThreads)
-    adamw_kernel(const __grid_constant__ TensorList list, StepConstants k) {
-  const std::int64_t total = list.offset[list.count];
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       idx < total; idx += stride) {
-    // Largest t with offset[t] <= idx (empty tensors have equal offsets and are skipped).
-    int lo = 0, hi = list.count - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (list.offset[mid] <= idx) lo = mid; else hi = mid - 1;
+    adamw_kernel(const __grid_constant__ TensorList list, const StepConstants k) {
+  const std::int64_t tile = blockIdx.x;
+  const int t = adamw_tile_tensor(list.tile_begin, list.count, tile);
+  const std::int64_t n = list.n[t];
+  float* __restrict__ param = list.param[t];
+  const float* __restrict__ grad = list.grad[t];
+  float* __restrict__ m = list.m[t];
+  float* __restrict__ v = list.v[t];
+  bf16* __restrict__ param_bf16 = list.param_bf16[t];
+  const float weight_decay = list.weight_decay[t];
+  std::int64_t at[kAdamWPerThread];
+  float p[kAdamWPerThread], g[kAdamWPerThread], mi[kAdamWPerThread], vi[kAdamWPerThread];
+#pragma unroll
+  for (int r = 0; r < kAdamWPerThread; ++r) {
+    at[r] = adamw_tile_element(list.tile_begin, t, tile, static_cast<int>(threadIdx.x), r);
+    if (at[r] < n) {
+      p[r] = param[at[r]];
+      g[r] = grad[at[r]];
+      mi[r] = m[at[r]];
+      vi[r] = v[at[r]];
     }
-    const std::int64_t i = idx - list.offset[lo];
-    const float g = list.grad[lo][i] * k.grad_scale;
-    const float mi = k.beta1 * list.m[lo][i] + (1.0f - k.beta1) * g;
-    const float vi = k.beta2 * list.v[lo][i] + (1.0f - k.beta2) * g * g;
-    const float mhat = mi / k.bias_correction1;
-    const float vhat = vi / k.bias_correction2;
-    list.m[lo][i] = mi;
-    list.v[lo][i] = vi;
-    float p = list.param[lo][i];
-    p -= k.lr * (mhat / (sqrtf(vhat) + k.eps) + k.weight_decay * p);
-    list.param[lo][i] = p;
-    if (list.param_bf16[lo] != nullptr) list.param_bf16[lo][i] = device::to_bf16(p);
+  }
+#pragma unroll
+  for (int r = 0; r < kAdamWPerThread; ++r) {
+    if (at[r] >= n) continue;
+    adamw_step_element(p[r], mi[r], vi[r], g[r], weight_decay, k);
+    param[at[r]] = p[r];
+    m[at[r]] = mi[r];
+    v[at[r]] = vi[r];
+    if (param_bf16 != nullptr) param_bf16[at[r]] = device::to_bf16(p[r]);
   }
 }
 
@@ -108,7 +137,27 @@ void check_hyper(const char* kernel, const AdamWParams& hp, int step) {
   }
 }
 
+void check_tensors(const char* kernel, const std::vector<AdamWTensor>& tensors) {
+  for (std::size_t t = 0; t < tensors.size(); ++t) {
+    const AdamWTensor& x = tensors[t];
+    if (x.n < 0) {
+      throw KernelError(fmt::format("{}: tensors[{}].n = {}; expected >= 0", kernel, t, x.n));
+    }
+    if (x.n > 0 && (x.param == nullptr || x.grad == nullptr || x.m == nullptr ||
+                    x.v == nullptr)) {
+      throw KernelError(fmt::format("{}: tensors[{}] has a null param, grad, m or v; expected "
+                                    "buffers of n = {} floats", kernel, t, x.n));
+    }
+  }
+}
+
 }  // namespace
+
+int adamw_launches(const std::vector<AdamWTensor>& tensors) {
+  const auto filled = std::count_if(tensors.begin(), tensors.end(),
+                                    [](const AdamWTensor& x) { return x.n > 0; });
+  return static_cast<int>((filled + kMaxTensors - 1) / kMaxTensors);
+}
 
 void adamw_update(const std::vector<AdamWTensor>& tensors, const AdamWParams& hp, int step,
                   float grad_scale, cudaStream_t stream) {
@@ -118,46 +167,46 @@ void adamw_update(const std::vector<AdamWTensor>& tensors, const AdamWParams& hp
     throw KernelError(fmt::format("{}: grad_scale = {}; expected finite and > 0", kName,
                                   grad_scale));
   }
-  for (std::size_t t = 0; t < tensors.size(); ++t) {
-    const AdamWTensor& x = tensors[t];
-    if (x.n < 0) {
-      throw KernelError(fmt::format("{}: tensors[{}].n = {}; expected >= 0", kName, t, x.n));
-    }
-    if (x.n > 0 && (x.param == nullptr || x.grad == nullptr || x.m == nullptr ||
-                    x.v == nullptr)) {
-      throw KernelError(fmt::format("{}: tensors[{}] has a null param, grad, m or v; expected "
-                                    "buffers of n = {} floats", kName, t, x.n));
-    }
-  }
+  check_tensors(kName, tensors);
   // Same per-step constants as the CPU twin (pow in double, rounded once).
   const StepConstants k{hp.lr,
                         hp.beta1,
+                        1.0f - hp.beta1,
                         hp.beta2,
+                        1.0f - hp.beta2,
                         hp.eps,
-                        hp.weight_decay,
                         1.0f - static_cast<float>(std::pow(static_cast<double>(hp.beta1), step)),
                         1.0f - static_cast<float>(std::pow(static_cast<double>(hp.beta2), step)),
                         grad_scale};
-  for (std::size_t first = 0; first < tensors.size(); first += kMaxTensors) {
-    TensorList list{};
-    list.count = static_cast<int>(std::min<std::size_t>(kMaxTensors, tensors.size() - first));
-    list.offset[0] = 0;
-    for (int j = 0; j < list.count; ++j) {
-      const AdamWTensor& x = tensors[first + j];
-      list.param[j] = x.param;
-      list.grad[j] = x.grad;
-      list.m[j] = x.m;
-      list.v[j] = x.v;
-      list.param_bf16[j] = x.param_bf16;
-      list.offset[j + 1] = list.offset[j] + x.n;
+  // The non-empty tensors, kMaxTensors a launch (empty ones would give a tile-less entry).
+  TensorList list{};
+  std::int64_t tiles = 0;
+  const auto launch = [&] {
+    if (list.count == 0) return;
+    if (tiles > std::int64_t{0x7fffffff}) {
+      throw KernelError(fmt::format("{}: {} tiles of {} elements in one launch; expected at "
+                                    "most 2^31 - 1 blocks", kName, tiles, kAdamWTile));
     }
-    const std::int64_t total = list.offset[list.count];
-    if (total == 0) continue;
-    const int blocks = static_cast<int>(std::min<std::int64_t>(
-        device::ceil_div(total, kThreads), kMaxBlocks));
-    adamw_kernel<<<blocks, kThreads, 0, stream>>>(list, k);
+    adamw_kernel<<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(list, k);
     CUDA_CHECK_LAUNCH();
+    list = TensorList{};
+    tiles = 0;
+  };
+  for (const AdamWTensor& x : tensors) {
+    if (x.n == 0) continue;
+    const int j = list.count++;
+    list.param[j] = x.param;
+    list.grad[j] = x.grad;
+    list.m[j] = x.m;
+    list.v[j] = x.v;
+    list.param_bf16[j] = x.param_bf16;
+    list.n[j] = x.n;
+    list.tile_begin[j] = tiles;
+    list.weight_decay[j] = x.decayed ? hp.weight_decay : 0.0f;
+    tiles += adamw_tiles(x.n);
+    if (list.count == kMaxTensors) launch();
   }
+  launch();
 }
 
 void sum_of_squares(double* result, double* scratch, const float* x, std::int64_t n,

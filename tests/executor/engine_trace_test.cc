@@ -79,5 +79,54 @@ INSTANTIATE_TEST_SUITE_P(
         with(make_plan(1, 1, 1, 1, ScheduleKind::kOneFOneB, 2, 4),
              {OffloadTier::kNvme, OffloadTier::kNvme, OffloadTier::kNone}, Recompute::kSelective)));
 
+// The device optimizer's steps (the compute stream's, one after another, each after the norm)
+// run as one call, so that the CUDA backend updates every unit in one fused launch: the first
+// op's event carries the call's time and every further one names it ("fused_into") with length
+// 0. Where the Program puts other ops between them (ZeRO-1: each unit's parameter gather) or
+// runs them on the host (optimizer offloaded), each is a call of its own.
+struct FusionCase {
+  Plan plan;
+  bool fused;
+};
+
+class EngineOptimizerFusion : public ::testing::TestWithParam<FusionCase> {};
+
+TEST_P(EngineOptimizerFusion, DeviceOptimizerStepsRunAsOneCall) {
+  const auto& [plan, fused] = GetParam();
+  const ModelSpec model = tiny_model();
+  const TrainSpec train = tiny_train();
+  const auto corpus = data::generated_corpus(train.seed, 1 << 16);
+  auto world = MpiCommunicator::duplicate(MPI_COMM_SELF);
+  engine::OffloadOptions options;
+  options.nvme_dir = ::testing::TempDir();
+  engine::RankTraining rank(model, train, plan, *world, TierBudgets{}, corpus, options);
+  const engine::StepResult result = rank.engine().step(0);
+  std::vector<const TraceEvent*> steps;
+  for (const TraceEvent& e : result.events) {
+    if (e.name == "optimizer_step") steps.push_back(&e);
+  }
+  ASSERT_EQ(steps.size(), rank.engine().program().units.size()) << plan.label();
+  EXPECT_FALSE(steps.front()->args.contains("fused_into")) << plan.label();
+  for (std::size_t k = 1; k < steps.size(); ++k) {
+    const TraceEvent& e = *steps[k];
+    EXPECT_EQ(e.args.contains("fused_into"), fused) << plan.label() << " unit " << k;
+    if (!fused) continue;
+    EXPECT_EQ(e.args["fused_into"], steps.front()->args["op"]) << plan.label() << " unit " << k;
+    EXPECT_EQ(e.duration_s, 0.0) << plan.label() << " unit " << k;
+    EXPECT_NEAR(e.start_s, steps.front()->start_s + steps.front()->duration_s, 1e-9)
+        << plan.label();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    OneRank, EngineOptimizerFusion,
+    ::testing::Values(
+        FusionCase{make_plan(1, 1, 1, 1, ScheduleKind::kOneFOneB, 0, 4), true},
+        FusionCase{make_plan(1, 1, 1, 1, ScheduleKind::kGpipe, 3, 2), true},
+        FusionCase{make_plan(1, 1, 1, 1, ScheduleKind::kOneFOneB, 1, 2), false},
+        FusionCase{with(make_plan(1, 1, 1, 1, ScheduleKind::kOneFOneB, 0, 2),
+                        {OffloadTier::kCpu, OffloadTier::kNone, OffloadTier::kNone}),
+                   false}));
+
 }  // namespace
 }  // namespace strata::testing_support

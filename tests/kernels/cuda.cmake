@@ -5,6 +5,7 @@
 if(STRATA_HAVE_CUDA)
   strata_add_test(cuda_args_test
     SOURCES
+      ${CMAKE_CURRENT_LIST_DIR}/cuda_adamw_plan_test.cc
       ${CMAKE_CURRENT_LIST_DIR}/cuda_args_test.cc
       ${CMAKE_CURRENT_LIST_DIR}/cuda_llama_args_test.cc
     LIBS strata_kernels_cuda

@@ -2,7 +2,9 @@
 // twins (kernels/cpu/cross_entropy.h, kernels/cpu/adamw.h).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/adamw.h"
@@ -155,14 +157,32 @@ TEST_F(CudaCrossEntropy, ForwardBackwardInOnePassMatchesCpu) {
 
 class CudaAdamW : public CudaTest {};
 
-// Sizes include an empty tensor (skipped by the offsets search) and a list longer than one
-// launch's kAdamWTensorsPerLaunch = 48.
-TEST_F(CudaAdamW, MultiTensorUpdateMatchesCpuAndWritesBf16Copies) {
-  std::vector<std::int64_t> sizes = {1000, 0, 777};
-  for (int i = 0; i < 50; ++i) sizes.push_back(1 + 13 * i);
+// Index of the first element whose bits differ (-1: none), so a failure names it.
+std::int64_t first_bit_difference(const std::vector<float>& got, const std::vector<float>& want) {
+  if (got.size() != want.size()) return 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) return static_cast<std::int64_t>(i);
+  }
+  return -1;
+}
+
+// The fused launch against its CPU twin composed as the CPU backend runs a step
+// (executor/cpu/cpu_backend.cc): the gradient times the clip scale, kernels/cpu/adamw.h's
+// update with the tensor's weight decay (0 when not decayed), the copy rounded to bf16.
+// Expected bits, not a tolerance: the kernel rounds each operation once in the twin's order
+// (no FMA contraction; IEEE division and square root, as the CPU's), from the same per-step
+// constants, so p, m and v are the twin's fp32 bits, and the copy is round-to-nearest-even
+// of p (round_bf16). Sizes: one element, a tile less one, a tile (kAdamWTile = 1024) and one
+// more, several tiles and a bit, an empty tensor (no tiles: the tile lookup must skip it),
+// then enough small tensors to need a second launch (kAdamWTensorsPerLaunch = 320); decay
+// and the bf16 copy alternate. The bf16 outputs start as NaN, so an element left unwritten
+// fails.
+TEST_F(CudaAdamW, FusedUpdateGivesTheCpuTwinsBitsAndTheirBf16Rounding) {
+  std::vector<std::int64_t> sizes = {1, 1023, 1024, 1025, 3 * 1024 + 5, 0, 70001};
+  for (int i = 0; i < kAdamWTensorsPerLaunch; ++i) sizes.push_back(1 + 7 * i);
   const AdamWParams hp{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
   const int step = 3;
-  const float grad_scale = 0.5f;
+  const float grad_scale = 0.37f;  // a clip factor whose products round
 
   struct HostTensor {
     std::vector<float> p, g, m, v;
@@ -171,37 +191,42 @@ TEST_F(CudaAdamW, MultiTensorUpdateMatchesCpuAndWritesBf16Copies) {
   std::vector<DeviceBuffer> bufs;  // p, g, m, v, p16 per tensor
   std::vector<AdamWTensor> list;
   std::uint32_t seed = 100;
-  for (std::int64_t n : sizes) {
+  for (std::size_t t = 0; t < sizes.size(); ++t) {
+    const std::int64_t n = sizes[t];
+    const bool decayed = t % 2 == 0;
+    const bool copy = t % 3 != 1;
     HostTensor h{random_vector(n, seed++), random_vector(n, seed++),
                  random_vector(n, seed++, -0.01f, 0.01f), random_vector(n, seed++, 0.0f, 0.01f)};
     bufs.push_back(to_device(h.p));
     bufs.push_back(to_device(h.g));
     bufs.push_back(to_device(h.m));
     bufs.push_back(to_device(h.v));
-    bufs.emplace_back(static_cast<std::size_t>(n) * sizeof(bf16));
+    bufs.push_back(to_device_bf16(std::vector<float>(n, std::nanf(""))));
     const std::size_t k = bufs.size() - 5;
     list.push_back({bufs[k].as<float>(), bufs[k + 1].as<float>(), bufs[k + 2].as<float>(),
-                    bufs[k + 3].as<float>(), bufs[k + 4].as<bf16>(), n});
-    // The CPU reference applies the same scale to its gradient first.
+                    bufs[k + 3].as<float>(), copy ? bufs[k + 4].as<bf16>() : nullptr, n,
+                    decayed});
     for (float& g : h.g) g *= grad_scale;
+    AdamWParams tensor_hp = hp;
+    if (!decayed) tensor_hp.weight_decay = 0.0f;
     // (An empty std::vector's data() is null, which the CPU kernel rightly rejects.)
-    if (n > 0) cpu::adamw_update(h.p.data(), h.g.data(), h.m.data(), h.v.data(), n, hp, step);
+    if (n > 0) cpu::adamw_update(h.p.data(), h.g.data(), h.m.data(), h.v.data(), n, tensor_hp, step);
     host.push_back(std::move(h));
   }
+  EXPECT_EQ(adamw_launches(list), 2);  // 6 + 320 non-empty tensors, 320 a launch
   adamw_update(list, hp, step, grad_scale, stream());
   sync();
   for (std::size_t t = 0; t < sizes.size(); ++t) {
     const std::size_t n = static_cast<std::size_t>(sizes[t]);
     SCOPED_TRACE(::testing::Message() << "tensor " << t << " of " << n << " elements");
-    // Same fp32 formula and per-step constants; the GPU may contract to FMAs: a few ulp.
     const auto p = from_device<float>(bufs[5 * t], n);
-    EXPECT_TRUE(all_close("param", p, host[t].p, 1e-7, 1e-6));
-    EXPECT_TRUE(all_close("m", from_device<float>(bufs[5 * t + 2], n), host[t].m, 1e-9, 1e-6));
-    EXPECT_TRUE(all_close("v", from_device<float>(bufs[5 * t + 3], n), host[t].v, 1e-12, 1e-6));
-    // The bf16 copy is exactly the device's fp32 result rounded to nearest even.
-    auto p16_expected = p;
-    for (float& x : p16_expected) x = round_bf16(x);
-    EXPECT_EQ(from_device_bf16(bufs[5 * t + 4], n), p16_expected);
+    EXPECT_EQ(first_bit_difference(p, host[t].p), -1) << "param";
+    EXPECT_EQ(first_bit_difference(from_device<float>(bufs[5 * t + 2], n), host[t].m), -1) << "m";
+    EXPECT_EQ(first_bit_difference(from_device<float>(bufs[5 * t + 3], n), host[t].v), -1) << "v";
+    if (list[t].param_bf16 != nullptr) {
+      EXPECT_EQ(first_bit_difference(from_device_bf16(bufs[5 * t + 4], n),
+                                     rounded_bf16(host[t].p)), -1) << "bf16 copy";
+    }
   }
 }
 

@@ -180,15 +180,21 @@ double CudaSemanticsBackend::sum_of_squares(const float* data, std::int64_t n) {
   return result;
 }
 
-void CudaSemanticsBackend::adamw(float* master, void* copy, float* grad, float* m, float* v,
-                                 std::int64_t n, const engine::AdamWStep& hp, float grad_scale) {
-  std::vector<Access> accesses{reads(master, n * 4), reads(grad, n * 4),  reads(m, n * 4),
-                               reads(v, n * 4),      writes(master, n * 4), writes(grad, n * 4),
-                               writes(m, n * 4),     writes(v, n * 4)};
-  if (copy != nullptr && copy != master) accesses.push_back(writes(copy, n * 4));
-  scheduler_.enqueue(SimStream::kCompute, "adamw", accesses, [=, this] {
-    cpu_.adamw(master, copy, grad, m, v, n, hp, grad_scale);
-  });
+void CudaSemanticsBackend::adamw(const std::vector<engine::AdamWSpan>& tensors,
+                                 const engine::AdamWStep& hp, float grad_scale) {
+  std::vector<Access> accesses;
+  for (const engine::AdamWSpan& t : tensors) {
+    const std::int64_t bytes = t.n * 4;
+    for (const void* p : {static_cast<const void*>(t.master), static_cast<const void*>(t.grad),
+                          static_cast<const void*>(t.m), static_cast<const void*>(t.v)}) {
+      accesses.push_back(reads(p, bytes));
+      accesses.push_back(writes(p, bytes));
+    }
+    if (t.copy != nullptr && t.copy != t.master) accesses.push_back(writes(t.copy, bytes));
+  }
+  // One kernel, as the CUDA backend's fused launch.
+  scheduler_.enqueue(SimStream::kCompute, "adamw", accesses,
+                     [=, this] { cpu_.adamw(tensors, hp, grad_scale); });
 }
 
 void CudaSemanticsBackend::to_compute(void* dst, const float* src, std::int64_t n,

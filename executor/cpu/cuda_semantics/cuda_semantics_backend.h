@@ -67,8 +67,8 @@ class CudaSemanticsBackend : public engine::Backend {
   void zero(void* data, DType dtype, std::int64_t n, Stream stream) override;
   void fill(float* data, float value, std::int64_t n) override;
   double sum_of_squares(const float* data, std::int64_t n) override;
-  void adamw(float* master, void* copy, float* grad, float* m, float* v, std::int64_t n,
-             const engine::AdamWStep& hp, float grad_scale) override;
+  void adamw(const std::vector<engine::AdamWSpan>& tensors, const engine::AdamWStep& hp,
+             float grad_scale) override;
   void to_compute(void* dst, const float* src, std::int64_t n, Stream stream = Stream::kCompute) override;
   void copy(void* dst, const void* src, std::int64_t bytes, Stream stream) override;
   void copy_async(void* dst, const void* src, std::int64_t bytes, Stream stream) override;

@@ -178,11 +178,18 @@ void CudaBackend::fill(float* data, float value, std::int64_t n) {
 }
 
 double CudaBackend::sum_of_squares(const float* data, std::int64_t n) {
+  return sum_of_squares_over({{data, n}});
+}
+
+double CudaBackend::sum_of_squares_over(const std::vector<engine::FloatSpan>& spans) {
   double result = 0;
   as_system_error([&] {
+    // The device adds each span's total into *sum in order from 0: the host's sum's bits.
     double* sum = norm_.as<double>();
     CUDA_CHECK(cudaMemsetAsync(sum, 0, sizeof(double), compute_.get()));
-    kc::sum_of_squares(sum, sum + 1, data, n, compute_.get());
+    for (const engine::FloatSpan& s : spans) {
+      kc::sum_of_squares(sum, sum + 1, s.data, s.n, compute_.get());
+    }
     CUDA_CHECK(cudaMemcpyAsync(&result, sum, sizeof(double), cudaMemcpyDeviceToHost, compute_.get()));
     CUDA_CHECK(cudaStreamSynchronize(compute_.get()));
   });

@@ -60,6 +60,7 @@ class CudaBackend final : public engine::Backend {
   void zero(void* data, DType dtype, std::int64_t n, Stream stream) override;
   void fill(float* data, float value, std::int64_t n) override;
   double sum_of_squares(const float* data, std::int64_t n) override;
+  double sum_of_squares_over(const std::vector<engine::FloatSpan>& spans) override;
   void adamw(const std::vector<engine::AdamWSpan>& tensors, const engine::AdamWStep& hp,
              float grad_scale) override;
   void to_compute(void* dst, const float* src, std::int64_t n, Stream stream = Stream::kCompute) override;

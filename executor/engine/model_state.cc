@@ -458,20 +458,21 @@ double ModelState::local_sum_of_squares(const ParamUnit& u, const float* slice, 
   const std::int64_t tp_rank = groups_->coords().tp;
   const std::int64_t hi = lo + u.shard;
   double sum = 0;
+  std::vector<FloatSpan> on_device;  // summed with one wait for the device below
   for (const auto& s : u.layout.segments) {
     if (!s.counted_on(tp_rank)) continue;
     const std::int64_t a = std::max(lo, s.offset);
     const std::int64_t b = std::min(hi, s.offset + s.count());
     if (a >= b) continue;
     if (!on_host) {
-      sum += backend_->sum_of_squares(slice + (a - lo), b - a);
+      on_device.push_back({slice + (a - lo), b - a});
       continue;
     }
     backend_->on_host("sum of squares of " + u.layout.name + "'s gradients",
                       {host_reads(slice + (a - lo), (b - a) * 4)},
                       [&] { sum += cpu::sum_of_squares(slice + (a - lo), b - a); });
   }
-  return sum;
+  return on_host ? sum : backend_->sum_of_squares_over(on_device);
 }
 
 double ModelState::grad_norm(const OptimizerSpec& opt) {

@@ -27,6 +27,7 @@ if(STRATA_HAVE_CUDA)
       ${CMAKE_CURRENT_LIST_DIR}/cuda_gemm_test.cc
       ${CMAKE_CURRENT_LIST_DIR}/cuda_gqa_attention_test.cc
       ${CMAKE_CURRENT_LIST_DIR}/cuda_layernorm_test.cc
+      ${CMAKE_CURRENT_LIST_DIR}/cuda_llama_ops_test.cc
       ${CMAKE_CURRENT_LIST_DIR}/cuda_loss_optim_test.cc
       ${CMAKE_CURRENT_LIST_DIR}/cuda_rmsnorm_test.cc
       ${CMAKE_CURRENT_LIST_DIR}/cuda_rope_test.cc

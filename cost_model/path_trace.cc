@@ -26,6 +26,7 @@ std::vector<MeasuredOp> measured_ops(const ChromeTrace& trace, const std::string
   std::map<OpKey, MeasuredOp> latest;
   for (std::size_t i = 0; i < trace.events.size(); ++i) {
     const TraceEvent& e = trace.events[i];
+    if (e.category == "kernel") continue;  // a layer op inside an op (strata run --kernel-trace)
     if (!has_op(e) || !e.args.at("op").is_number_integer()) {
       throw ConfigError(fmt::format(
           "{}: event {} ({} on process {}) has no integer args.op: the trace names no Program "

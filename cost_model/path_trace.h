@@ -19,6 +19,7 @@ namespace strata {
 // replicas (DP and TP peers) of one pipeline rank, the event that ends last (the pipeline
 // rank's op is done when all of its replicas are). A pass is its start (length 0: its body
 // ops carry its time). ConfigError naming `source` and the event when an event has no "op".
+// Kernel spans (category "kernel", `strata run --kernel-trace`) lie inside ops: skipped.
 std::vector<MeasuredOp> measured_ops(const ChromeTrace& trace, const std::string& source);
 
 // Marks every event of `trace` that is an op of `path` (with `process`, a measured path's,

@@ -53,7 +53,7 @@ CudaBackend::CudaBackend(AccountingAllocator& alloc, const MpiCommunicator& worl
                          int local_rank, const CudaBackendOptions& options)
     : alloc_(&alloc), mpi_host_(std::make_unique<MpiCommunicatorFactory>(world)),
       host_(mpi_host_.get()) {
-  set_up_device(local_rank);
+  set_up_device(local_rank, options);
   if (options.ranks_per_gpu > 1) {
     comms_ = std::make_unique<HostStagedCommunicatorFactory>(*host_, group_streams());
   } else {
@@ -67,11 +67,11 @@ CudaBackend::CudaBackend(AccountingAllocator& alloc, const MpiCommunicator& worl
 
 CudaBackend::CudaBackend(AccountingAllocator& alloc, CommunicatorFactory& host, int device)
     : alloc_(&alloc), host_(&host) {
-  set_up_device(device);
+  set_up_device(device, CudaBackendOptions{});
   comms_ = std::make_unique<HostStagedCommunicatorFactory>(*host_, group_streams());
 }
 
-void CudaBackend::set_up_device(int device_index) {
+void CudaBackend::set_up_device(int device_index, const CudaBackendOptions& options) {
   as_system_error([&] {
     int devices = 0;
     CUDA_CHECK(cudaGetDeviceCount(&devices));
@@ -87,6 +87,7 @@ void CudaBackend::set_up_device(int device_index) {
   });
   pool_ = std::make_unique<DevicePool>(*alloc_, compute_.get());
   ops_ = std::make_unique<CudaLayerOps>(*pool_, compute_.get());
+  if (options.kernel_trace) ops_->trace_kernels([this] { return timestamp(Stream::kCompute); });
 }
 
 void CudaBackend::bind_to_calling_thread() {

@@ -31,6 +31,9 @@ namespace strata::cuda {
 struct CudaBackendOptions {
   // Processes that share one GPU (host-staged communicators instead of NCCL when > 1).
   int ranks_per_gpu = 1;
+  // Every layer op timed on its own (two events around it): the step's trace gets a span per
+  // op (timed_kernels), at the price of the events between the ops.
+  bool kernel_trace = false;
 };
 
 class CudaBackend final : public engine::Backend {
@@ -79,7 +82,11 @@ class CudaBackend final : public engine::Backend {
 
   int timestamp(Stream stream) override { return record(stream); }
   double seconds_between(int origin, int mark) override;
-  void clear_timestamps() override { next_event_ = 0; }
+  void clear_timestamps() override {
+    next_event_ = 0;
+    ops_->clear_spans();
+  }
+  std::vector<engine::TimedKernel> timed_kernels() const override { return ops_->spans(); }
 
   int device() const { return device_; }
   DevicePoolStats pool_stats() const { return pool_->stats(); }
@@ -88,7 +95,7 @@ class CudaBackend final : public engine::Backend {
   cudaStream_t stream_of(Stream s) const;
   cudaEvent_t event(int mark) const;
   // The device, streams, pool and layer ops: everything but the communicators.
-  void set_up_device(int device_index);
+  void set_up_device(int device_index, const CudaBackendOptions& options);
   GroupStreams group_streams() const;
 
   AccountingAllocator* alloc_;

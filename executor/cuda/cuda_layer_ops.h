@@ -9,10 +9,14 @@
 // Deliberately not here: the optimizer, copies between tiers (cuda_backend.h).
 #pragma once
 
+#include <functional>
+#include <vector>
+
 #include <cuda_runtime.h>
 
 #include "executor/cuda/cuda_op_allocations.h"
 #include "executor/cuda/device_pool.h"
+#include "executor/engine/backend.h"
 #include "kernels/cuda/cuda_resources.h"
 
 namespace strata::cuda {
@@ -68,6 +72,13 @@ class CudaLayerOps final : public CudaShapedLayerOps {
   void embedding_backward(float* dwte, float* dwpe, const void* dout, const std::int32_t* tokens,
                           int B, int T, int C, int v0, int v1) override;
 
+  // Kernel tracing (CudaBackendOptions::kernel_trace): from now on every op is a span between
+  // two marks of `stamp` (the backend's compute-stream timestamps), listed by spans() until
+  // clear_spans(). An op called inside another is part of the outer one's span.
+  void trace_kernels(std::function<int()> stamp);
+  const std::vector<engine::TimedKernel>& spans() const { return spans_; }
+  void clear_spans() { spans_.clear(); }
+
  protected:
   Tensor block(std::int64_t bytes, DType dtype, const std::string& tag) override;
   void layernorm_backward_with(void* dinp, float* dw, float* db, const void* dout, const void* inp,
@@ -84,9 +95,15 @@ class CudaLayerOps final : public CudaShapedLayerOps {
                           model::TpContext& tp, float* stats) override;
 
  private:
+  template <class Body>
+  void timed(const char* name, Body&& body);  // runs body, a span of its own when tracing
+
   DevicePool* pool_;
   cudaStream_t stream_;
   kernels::cuda::CublasLtHandle lt_;
+  std::function<int()> stamp_;  // set: kernel tracing on
+  std::vector<engine::TimedKernel> spans_;
+  int depth_ = 0;               // ops under way (timed() nests)
 };
 
 }  // namespace strata::cuda

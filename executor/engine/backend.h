@@ -61,6 +61,13 @@ struct FloatSpan {
   std::int64_t n = 0;
 };
 
+// One layer op of a step as the backend timed it (Backend::timed_kernels): its name and its
+// start and end marks (timestamps).
+struct TimedKernel {
+  const char* name = "";
+  int start = -1, end = -1;
+};
+
 // One tensor of an AdamW step (Backend::adamw): n fp32 master parameters with their
 // gradients and moments.
 struct AdamWSpan {
@@ -174,6 +181,10 @@ class Backend {
   virtual int timestamp(Stream stream) = 0;
   virtual double seconds_between(int origin, int mark) = 0;
   virtual void clear_timestamps() = 0;
+  // The layer ops issued since clear_timestamps(), one span each, when the backend times them
+  // one by one (CUDA with CudaBackendOptions::kernel_trace: `strata run --kernel-trace`);
+  // empty otherwise. Read after synchronize(), like every timestamp.
+  virtual std::vector<TimedKernel> timed_kernels() const { return {}; }
 };
 
 class Backend;

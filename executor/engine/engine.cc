@@ -630,6 +630,18 @@ StepResult Engine::step(std::int64_t step) {
     if (r.fused_into >= 0) event.args["fused_into"] = r.fused_into;  // timed with that op
     result.events.push_back(std::move(event));
   }
+  // The layer ops inside the compute ops, when the backend timed them one by one: on the
+  // compute stream's track, where they nest inside the ops that issued them.
+  for (const TimedKernel& k : backend_->timed_kernels()) {
+    TraceEvent event;
+    event.name = k.name;
+    event.category = "kernel";
+    event.tid = stream_tid(pp_rank, Stream::kCompute);
+    event.start_s = backend_->seconds_between(origin, k.start);
+    event.duration_s = backend_->seconds_between(k.start, k.end);
+    event.args = Json::object();
+    result.events.push_back(std::move(event));
+  }
   // Passes: their own duration minus what ran inside them and is counted elsewhere.
   for (std::size_t i = 0; i < records.size(); ++i) {
     const OpRecord& r = records[i];

@@ -35,3 +35,11 @@ if(Python3_Interpreter_FOUND)
             ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tools/device/offload_verdict.py)
   set_tests_properties(tools.offload_verdict PROPERTIES LABELS tools TIMEOUT 30)
 endif()
+# The speed phase's verdict and table (tools/device/speed_table.py) on made-up runs: the ratio,
+# targets and MFU floors, missing sides, the side-by-side top ops (< 1 s).
+if(Python3_Interpreter_FOUND)
+  add_test(NAME tools.speed_table
+    COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/tests/tools/speed_table_test.py
+            ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tools/device/speed_table.py)
+  set_tests_properties(tools.speed_table PROPERTIES LABELS tools TIMEOUT 30)
+endif()

@@ -15,8 +15,9 @@ failures=0
 check() {  # check WHAT COMMAND...: one assertion
   if "${@:2}"; then echo "ok: $1"; else echo "FAIL: $1"; failures=$((failures + 1)); fi
 }
-# The phases in the priority order issue 25 gives them, with issue 26's llama after pytorch.
-expected_phases="tests equivalence calibrate gpt2 offload select pytorch llama sanitize"
+# The phases in the priority order issue 25 gives them, with issue 26's llama after pytorch
+# and issue 41's speed after gpt2.
+expected_phases="tests equivalence calibrate gpt2 speed offload select pytorch llama sanitize"
 dry=(--dry-run --build-dir "$build")
 ((require_cuda)) && dry+=(--require-cuda-binaries)
 

@@ -228,6 +228,13 @@ def train(args, spec, build_model):
     step_s = lower_median(times)
     global_batch = B * K
     peak_flops = args.peak_tflops * 1e12
+    profiled = {}
+    if args.profile_top > 0 and on_gpu:  # after the timing: the profiler slows its step
+        totals, busy_ms = profile_kernels(step)
+        top = sorted(totals.items(), key=lambda kv: -kv[1][0])[: args.profile_top]
+        profiled = {"profiled_gpu_ms": busy_ms,
+                    "top_kernels": [{"name": name, "ms": ms, "calls": calls}
+                                    for name, (ms, calls) in top]}
     return {
         "framework": "pytorch",
         "model": spec["name"],
@@ -249,6 +256,7 @@ def train(args, spec, build_model):
         "final_loss": losses[-1].item(),
         "gpu": torch.cuda.get_device_name(device) if on_gpu else None,
         "torch": torch.__version__,
+        **profiled,
     }
 
 
@@ -282,6 +290,9 @@ def parse_args(argv, doc=__doc__):
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--json", action="store_true",
                    help="print the result as one JSON line on stdout (progress goes to stderr)")
+    p.add_argument("--profile-top", type=int, default=0, metavar="N",
+                   help="after the timed steps, one more under torch.profiler: its N kernels "
+                        "with the most GPU time go into the result (top_kernels); 0: none")
     args = p.parse_args(argv)
     for name in ("micro_batch", "grad_accum", "steps"):
         if getattr(args, name) < 1:
@@ -290,7 +301,30 @@ def parse_args(argv, doc=__doc__):
         p.error(f"--warmup: value {args.warmup}, expected >= 0")
     if args.peak_tflops <= 0:
         p.error(f"--peak-tflops: value {args.peak_tflops}, expected > 0")
+    if args.profile_top < 0:
+        p.error(f"--profile-top: value {args.profile_top}, expected >= 0")
     return args
+
+
+def profile_kernels(step):
+    """Runs step() once under torch.profiler; returns ({kernel name: (GPU ms, calls)}, the GPU
+    busy ms of the step: the sum over kernels). Kernels carry their own GPU time; the CPU-side
+    ops above them carry none of their own, so only kernels are counted."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    totals = {}
+    for row in prof.key_averages():
+        us = getattr(row, "self_device_time_total", None)
+        if us is None:
+            us = row.self_cuda_time_total
+        if us > 0:
+            totals[row.key] = (us / 1e3, row.count)
+    return totals, sum(ms for ms, _ in totals.values())
 
 
 def result_line(result):

@@ -36,7 +36,6 @@ def main(argv=None):
     args = p.parse_args(argv)
 
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
     spec = pytorch_gpt2.load_model_spec(args.model)
     device = torch.device("cuda")
@@ -58,24 +57,11 @@ def main(argv=None):
 
     for _ in range(args.warmup):
         step()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        step()
-        torch.cuda.synchronize()
-
-    totals = {}
-    for row in prof.key_averages():
-        # Kernels carry their own GPU time; the CPU-side ops above them carry none of their own.
-        us = getattr(row, "self_device_time_total", None)
-        if us is None:
-            us = row.self_cuda_time_total
-        if us > 0:
-            totals[row.key] = (us, row.count)
-    step_us = sum(t for t, _ in totals.values())
-    print(f"{spec['name']}: {B} x {K} sequences of {T}; GPU busy {step_us / 1e3:.2f} ms in one step")
+    totals, step_ms = pytorch_gpt2.profile_kernels(step)
+    print(f"{spec['name']}: {B} x {K} sequences of {T}; GPU busy {step_ms:.2f} ms in one step")
     print(f"{'total ms':>9} {'calls':>6} {'share':>6}  kernel")
-    for name, (us, calls) in sorted(totals.items(), key=lambda kv: -kv[1][0])[: args.top]:
-        print(f"{us / 1e3:9.3f} {calls:6d} {100 * us / step_us:5.1f}%  {short_name(name)}")
+    for name, (ms, calls) in sorted(totals.items(), key=lambda kv: -kv[1][0])[: args.top]:
+        print(f"{ms:9.3f} {calls:6d} {100 * ms / step_ms:5.1f}%  {short_name(name)}")
     return 0
 
 

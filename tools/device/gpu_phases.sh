@@ -434,3 +434,65 @@ phase_sanitize() {
   ((broken == 0)) || STATUS=FAIL
   FIGURE="$errors errors: memcheck (kernels, NaN-prefilled attention), racecheck and initcheck (attention, T <= 129), memcheck (engine determinism)"
 }
+
+# Issue 41's speed phase: strata against compiled PyTorch (tools/bench/pytorch_gpt2.py,
+# pytorch_llama.py: torch.compile, SDPA, fused AdamW) at the same shapes, and where one step's
+# GPU time goes on each side. Per model: `strata run --backend cuda` timed (the report's
+# median step), a 3-step `strata run --kernel-trace` (each layer op a span in trace.json: the
+# events between ops would slow the timed run), and PyTorch with --profile-top 15 (one more
+# step under torch.profiler after its timed ones). tools/device/speed_table.py gives the
+# summary's figure (ratios against issue 41's targets) and the top 15 ops of each side, side by
+# side, in summary.txt under the phase's line (DETAILS). What it costs, from
+# the H200 session of 2026-11-28: strata's set-up 2-3 s and steps of 0.15 s (124M), 0.72 s
+# (1.5B), 0.04 s (Llama) ~35 s in all; PyTorch ~50 s (124M), ~70 s (1.5B), ~90 s (Llama, the
+# llama phase's estimate) with torch.compile in their warm-up: ~250 s, cap 300 s.
+# model:micro-batch:accumulation:target ratio (strata 1.5B's MFU floor is speed_min_mfu).
+readonly speed_models=(gpt2-124m:16:4:1.15 llama3.2-1b:1:1:1.10 gpt2-1.5b:8:4:1.10)
+readonly speed_min_mfu=gpt2-1.5b=0.5
+phase_speed() {
+  local spec model b k target dir script runs=() targets=() broken=0 rc
+  for spec in "${speed_models[@]}"; do
+    IFS=: read -r model b k target <<<"$spec"
+    dir=$work/speed-$model
+    mkdir -p "$dir"
+    python3 - "$(cfg models "$model")" "$(cfg train gpt2)" "$dir" "$b" "$k" <<'PY'
+import json, sys
+model, train, out, b, k = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+m = json.load(open(model)); m["seq_len"] = 1024  # Llama 3.2's 8192 cut to GPT-2's
+t = json.load(open(train)); t["global_batch"] = b * k
+plan = {"tp": 1, "pp": 1, "dp": 1, "virtual_stages": 1, "micro_batch": b, "schedule": "1f1b",
+        "zero_stage": 0, "offload": {"optimizer": "none", "gradients": "none", "params": "none"},
+        "recompute": "none", "sequence_parallel": False}
+for name, value in (("model", m), ("train", t), ("plan", plan)):
+    json.dump(value, open(f"{out}/{name}.json", "w"))
+PY
+    local files=(--model "$(input "$dir/model.json")" --train "$(input "$dir/train.json")"
+                 --plan "$(input "$dir/plan.json")" --cluster "$(cfg clusters h100-x1)")
+    step "speed-$model-strata.log" "$(bin strata)" run --backend cuda "${files[@]}" --steps 10 \
+      --out "$dir/timed" || broken=1
+    step "speed-$model-trace.log" "$(bin strata)" run --backend cuda "${files[@]}" --steps 3 \
+      --kernel-trace --out "$dir/traced" || broken=1
+    script=tools/bench/pytorch_gpt2.py
+    [[ $model == llama* ]] && script=tools/bench/pytorch_llama.py
+    step --stdout "$dir/pytorch.json" "speed-$model-pytorch.log" "$(host_command python3)" \
+      "$(input "$script")" --model "$dir/model.json" --micro-batch "$b" --grad-accum "$k" \
+      --warmup 3 --steps 8 --json --profile-top 15 || broken=1
+    runs+=("$model=$dir/timed/report.json:$dir/traced/trace.json:$dir/pytorch.json")
+    targets+=(--target "$model=$target")
+    cp "$dir/timed/report.json" "$logs/speed-$model.report.json" 2>/dev/null
+    cp "$dir/traced/trace.json" "$logs/speed-$model.trace.json" 2>/dev/null
+    cp "$dir/pytorch.json" "$logs/speed-$model.pytorch.json" 2>/dev/null
+  done
+  FIGURE=$("$(host_command python3)" "$(input tools/device/speed_table.py)" --table "$work/speed.txt" \
+             --top 15 "${targets[@]}" --min-mfu "$speed_min_mfu" "${runs[@]}")
+  rc=$?
+  ((dry)) || DETAILS+="$(cat "$work/speed.txt" 2>/dev/null)"$'\n'
+  cp "$work/speed.txt" "$logs/speed.txt" 2>/dev/null
+  STATUS=PASS
+  ((rc == 0 && broken == 0)) || STATUS=FAIL
+}
+# After gpt2: in what the phases before it leave, or alone (`gpu_session.sh tests speed`: 440 s).
+for i in "${!gpu_phases[@]}"; do
+  [[ ${gpu_phases[i]} == gpt2 ]] && gpu_phases=("${gpu_phases[@]:0:i+1}" speed "${gpu_phases[@]:i+1}") && break
+done
+gpu_phase_cap[speed]=300

@@ -519,6 +519,10 @@ int run_command(const RunOptions& o, std::ostream& out) {
       backend = Backend::kCpu;
     }
   }
+  if (o.kernel_trace && backend != Backend::kCuda) {
+    throw ConfigError("--kernel-trace: times the CUDA backend's layer ops, but this run uses the "
+                      "cpu backend; drop --kernel-trace or run on a GPU with --backend cuda");
+  }
   const LaunchEnv launch = detect_launch_env();
   if (launch.under_launcher && launch.world_size != v.plan.world_size()) {
     // Before MPI starts: the launcher's count against the plan, said once (rank 0).
@@ -692,6 +696,10 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   command->add_option("--ranks-per-gpu", options->ranks_per_gpu,
                       "CUDA: processes that may share one GPU (host-staged communicators; "
                       "default 1: one GPU per rank, NCCL)");
+  command->add_flag("--kernel-trace", options->kernel_trace,
+                    "CUDA: time every layer op on its own and put each in trace.json as a span "
+                    "(category \"kernel\") inside the op that ran it; the events between the "
+                    "ops slow the steps a little, so time speed without it");
   command->add_option("--comm-timeout-s", options->comm_timeout_s,
                       "a rank blocked this long in one MPI call (a hung or stopped peer) ends "
                       "the job naming the call and the peer, exit 4 (default 300)");

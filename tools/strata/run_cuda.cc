@@ -70,6 +70,7 @@ void check_cuda_run(const RunOptions& o, const Validated& v) {
 engine::BackendMaker cuda_backend_maker(const RunOptions& o) {
   cuda::CudaBackendOptions options;
   options.ranks_per_gpu = o.ranks_per_gpu;
+  options.kernel_trace = o.kernel_trace;
   return cuda::cuda_backend_maker(options);
 }
 

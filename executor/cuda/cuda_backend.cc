@@ -86,7 +86,7 @@ void CudaBackend::set_up_device(int device_index, const CudaBackendOptions& opti
     norm_ = kc::DeviceBuffer((1 + kc::kSumOfSquaresScratchDoubles) * sizeof(double));
   });
   pool_ = std::make_unique<DevicePool>(*alloc_, compute_.get());
-  ops_ = std::make_unique<CudaLayerOps>(*pool_, compute_.get());
+  ops_ = std::make_unique<CudaLayerOps>(*pool_, compute_.get(), options.attention);
   if (options.kernel_trace) ops_->trace_kernels([this] { return timestamp(Stream::kCompute); });
 }
 

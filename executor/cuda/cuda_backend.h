@@ -34,6 +34,9 @@ struct CudaBackendOptions {
   // Every layer op timed on its own (two events around it): the step's trace gets a span per
   // op (timed_kernels), at the price of the events between the ops.
   bool kernel_trace = false;
+  // Attention through cuDNN's fused SDPA where it is found and agrees with strata's kernels
+  // (auto), always (cudnn), or never (kernels): kernels/cuda/attention_launcher.h.
+  kernels::cuda::AttentionMode attention = kernels::cuda::AttentionMode::kAuto;
 };
 
 class CudaBackend final : public engine::Backend {
@@ -87,6 +90,7 @@ class CudaBackend final : public engine::Backend {
     ops_->clear_spans();
   }
   std::vector<engine::TimedKernel> timed_kernels() const override { return ops_->spans(); }
+  std::vector<std::string> notes() const override { return ops_->attention_notes(); }
 
   int device() const { return device_; }
   DevicePoolStats pool_stats() const { return pool_->stats(); }

@@ -42,8 +42,11 @@ Tensor tensor_of(DeviceBlock block, DType dtype) {
   return Tensor(data, n, dtype, MemoryTier::kDevice, std::make_unique<BlockStorage>(std::move(block)));
 }
 
-CudaLayerOps::CudaLayerOps(DevicePool& pool, cudaStream_t stream)
-    : pool_(&pool), stream_(stream), lt_(as_system_error([] { return kc::CublasLtHandle::create(); })) {}
+CudaLayerOps::CudaLayerOps(DevicePool& pool, cudaStream_t stream, kc::AttentionMode attention)
+    : pool_(&pool),
+      stream_(stream),
+      lt_(as_system_error([] { return kc::CublasLtHandle::create(); })),
+      attention_(as_system_error([attention] { return kc::AttentionLauncher(attention); })) {}
 
 void CudaLayerOps::trace_kernels(std::function<int()> stamp) { stamp_ = std::move(stamp); }
 
@@ -209,7 +212,7 @@ void CudaLayerOps::matmul_gelu_backward(void* dinp, float* dw, float* db, const 
 void CudaLayerOps::attention_forward(void* out, float* stats, const void* qkv, int B, int T,
                                      int C, int NH, int KVH) {
   timed("attention_forward", [&] {
-    kc::attention_forward(h(out), stats, h(qkv), B, T, C, NH, KVH, stream_);
+    attention_.forward(h(out), stats, h(qkv), B, T, C, NH, KVH, stream_);
   });
 }
 
@@ -217,8 +220,8 @@ void CudaLayerOps::attention_backward_with(void* dqkv, const void* dout, const v
                                            const void* out, const float* stats, int B, int T,
                                            int C, int NH, int KVH, float* scratch) {
   timed("attention_backward", [&] {
-    kc::attention_backward(h(dqkv), scratch, h(dout), h(qkv), h(out), stats, B, T, C, NH, KVH,
-                           stream_, /*overwrite=*/true);
+    attention_.backward(h(dqkv), scratch, h(dout), h(qkv), h(out), stats, B, T, C, NH, KVH,
+                        stream_);
   });
 }
 

@@ -17,6 +17,7 @@
 #include "executor/cuda/cuda_op_allocations.h"
 #include "executor/cuda/device_pool.h"
 #include "executor/engine/backend.h"
+#include "kernels/cuda/attention_launcher.h"
 #include "kernels/cuda/cuda_resources.h"
 
 namespace strata::cuda {
@@ -29,7 +30,9 @@ Tensor tensor_of(DeviceBlock block, DType dtype);
 class CudaLayerOps final : public CudaShapedLayerOps {
  public:
   // pool and stream must outlive the ops. Throws SystemError when cuBLASLt cannot start.
-  CudaLayerOps(DevicePool& pool, cudaStream_t stream);
+  // attention: cuDNN's fused attention or strata's kernels (attention_launcher.h).
+  CudaLayerOps(DevicePool& pool, cudaStream_t stream,
+               kernels::cuda::AttentionMode attention = kernels::cuda::AttentionMode::kAuto);
 
   void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const void* w,
                          const void* b, int rows, int C) override;
@@ -78,6 +81,8 @@ class CudaLayerOps final : public CudaShapedLayerOps {
   void trace_kernels(std::function<int()> stamp);
   const std::vector<engine::TimedKernel>& spans() const { return spans_; }
   void clear_spans() { spans_.clear(); }
+  // Which attention ran, per shape and direction, and why (AttentionLauncher::notes).
+  std::vector<std::string> attention_notes() const { return attention_.notes(); }
 
  protected:
   Tensor block(std::int64_t bytes, DType dtype, const std::string& tag) override;
@@ -101,6 +106,7 @@ class CudaLayerOps final : public CudaShapedLayerOps {
   DevicePool* pool_;
   cudaStream_t stream_;
   kernels::cuda::CublasLtHandle lt_;
+  kernels::cuda::AttentionLauncher attention_;
   std::function<int()> stamp_;  // set: kernel tracing on
   std::vector<engine::TimedKernel> spans_;
   int depth_ = 0;               // ops under way (timed() nests)

@@ -185,6 +185,9 @@ class Backend {
   // one by one (CUDA with CudaBackendOptions::kernel_trace: `strata run --kernel-trace`);
   // empty otherwise. Read after synchronize(), like every timestamp.
   virtual std::vector<TimedKernel> timed_kernels() const { return {}; }
+  // What the backend chose while running that a run should say, one line each (on CUDA:
+  // which attention ran for each shape, cuDNN's or strata's kernels, and why).
+  virtual std::vector<std::string> notes() const { return {}; }
 };
 
 class Backend;

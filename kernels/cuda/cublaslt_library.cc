@@ -3,13 +3,12 @@
 
 #include <dlfcn.h>
 
-#include <filesystem>
 #include <string>
 
-#include <cuda_runtime.h>
 #include <fmt/format.h>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/library_paths.h"
 
 namespace strata::kernels::cuda {
 namespace {
@@ -18,20 +17,10 @@ namespace {
 #define STRATA_STRINGIFY(x) STRATA_STRINGIFY_VALUE(x)
 constexpr const char* kLibraryName = "libcublasLt.so." STRATA_STRINGIFY(CUBLAS_VER_MAJOR);
 
-// The directory of the loaded CUDA runtime, or "" when it cannot be told.
-std::string runtime_directory() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<const void*>(&cudaGetErrorString), &info) == 0 ||
-      info.dli_fname == nullptr) {
-    return "";
-  }
-  return std::filesystem::path(info.dli_fname).parent_path().string();
-}
-
 void* open_library() {
   if (void* handle = dlopen(kLibraryName, RTLD_NOW | RTLD_LOCAL)) return handle;
   const std::string first_error = dlerror();
-  const std::string dir = runtime_directory();
+  const std::string dir = cuda_runtime_directory();
   if (!dir.empty()) {
     const std::string beside_runtime = dir + "/" + kLibraryName;
     if (void* handle = dlopen(beside_runtime.c_str(), RTLD_NOW | RTLD_LOCAL)) return handle;

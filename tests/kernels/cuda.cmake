@@ -7,6 +7,7 @@ if(STRATA_HAVE_CUDA)
     SOURCES
       ${CMAKE_CURRENT_LIST_DIR}/cuda_adamw_plan_test.cc
       ${CMAKE_CURRENT_LIST_DIR}/cuda_args_test.cc
+      ${CMAKE_CURRENT_LIST_DIR}/cuda_attention_choice_test.cc
       ${CMAKE_CURRENT_LIST_DIR}/cuda_llama_args_test.cc
     LIBS strata_kernels_cuda
     LABELS kernels)
@@ -23,6 +24,7 @@ if(STRATA_HAVE_CUDA)
     SOURCES
       ${CMAKE_CURRENT_LIST_DIR}/grad_check.cc
       ${CMAKE_CURRENT_LIST_DIR}/cuda_attention_test.cc
+      ${CMAKE_CURRENT_LIST_DIR}/cuda_cudnn_attention_test.cc
       ${CMAKE_CURRENT_LIST_DIR}/cuda_elementwise_test.cc
       ${CMAKE_CURRENT_LIST_DIR}/cuda_gemm_test.cc
       ${CMAKE_CURRENT_LIST_DIR}/cuda_gqa_attention_test.cc

@@ -18,12 +18,14 @@
 #include "kernels/cuda/attention.h"
 #include "tests/kernels/attention_grad_metric.h"
 #include "tests/kernels/cuda_test_util.h"
+#include "tests/kernels/gqa_shape.h"
 #include "tests/kernels/grad_check.h"
 
 namespace strata::kernels::cuda {
 namespace {
 
 using strata::kernels::testing::all_close;
+using strata::kernels::testing::GqaShape;
 using strata::kernels::testing::qkv_parts;
 using strata::kernels::testing::worst_part_relative_norm;
 using strata::kernels::testing::random_vector;
@@ -34,14 +36,6 @@ using testing::from_device;
 using testing::from_device_bf16;
 using testing::rounded_bf16;
 using testing::to_device_bf16;
-
-struct GqaShape {
-  int HS, B, T, NH, KVH;
-  int C() const { return NH * HS; }
-  std::size_t qkv_size() const { return std::size_t(B) * T * (NH + 2 * KVH) * HS; }
-  std::size_t out_size() const { return std::size_t(B) * T * C(); }
-  std::size_t lse_size() const { return std::size_t(B) * NH * T; }
-};
 
 class CudaGqaAttention : public CudaTest,
                          public ::testing::WithParamInterface<std::tuple<GqaShape, Prefill>> {};

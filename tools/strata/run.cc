@@ -307,6 +307,9 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
     if (valid && o.eval.evaluates_after(s + 1, v.train.steps)) {
       eval_loss = engine::validation_loss(rank.engine(), *valid, o.eval.eval_batches);
     }
+    if (printer && s == v.start_step) {
+      for (const std::string& note : rank.backend().notes()) out << note << "\n";
+    }
     if (printer) {
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double eta = elapsed / static_cast<double>(s + 1 - v.start_step) *
@@ -523,6 +526,11 @@ int run_command(const RunOptions& o, std::ostream& out) {
     throw ConfigError("--kernel-trace: times the CUDA backend's layer ops, but this run uses the "
                       "cpu backend; drop --kernel-trace or run on a GPU with --backend cuda");
   }
+  if (o.attention != "auto" && backend != Backend::kCuda) {
+    throw ConfigError(fmt::format("--attention {}: chooses the CUDA backend's attention, but this "
+                                  "run uses the cpu backend; drop it or run with --backend cuda",
+                                  o.attention));
+  }
   const LaunchEnv launch = detect_launch_env();
   if (launch.under_launcher && launch.world_size != v.plan.world_size()) {
     // Before MPI starts: the launcher's count against the plan, said once (rank 0).
@@ -696,6 +704,11 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   command->add_option("--ranks-per-gpu", options->ranks_per_gpu,
                       "CUDA: processes that may share one GPU (host-staged communicators; "
                       "default 1: one GPU per rank, NCCL)");
+  command->add_option("--attention", options->attention,
+                      "CUDA: auto (cuDNN's fused attention where cuDNN 9 is found, takes the shape "
+                      "and agrees with strata's kernels on its first call; else the kernels, "
+                      "saying why), cudnn (cuDNN or an error) or kernels (default auto)")
+      ->check(CLI::IsMember({"auto", "cudnn", "kernels"}));
   command->add_flag("--kernel-trace", options->kernel_trace,
                     "CUDA: time every layer op on its own and put each in trace.json as a span "
                     "(category \"kernel\") inside the op that ran it; the events between the "

@@ -76,7 +76,9 @@ TEST(AdamW, TiledUpdateIsBitIdenticalToFull) {
 // The AVX-512 and baseline versions run the same float operations per element (adamw.cc
 // has no FMA contraction; division and square root are correctly rounded): the same bits.
 TEST(AdamW, AvxAndBaselineVersionsGiveTheSameBits) {
-  if (!cpu_has_avx512()) GTEST_SKIP() << "this CPU has no avx512f";
+  if (cpu_isa_level() < IsaLevel::kAvx512) {
+    GTEST_SKIP() << "this CPU has no AVX-512 (x86-64-v4)";
+  }
   const std::int64_t n = 70001;  // several blocks and a remainder past the 16-lane vectors
   auto p1 = random_vector(n, 211), g = random_vector(n, 212);
   auto m1 = random_vector(n, 213, -0.1f, 0.1f), v1 = random_vector(n, 214, 0.0f, 0.1f);
@@ -110,7 +112,7 @@ TEST(SumOfSquares, MatchesDoubleLoopAndIgnoresThreadCount) {
   omp_set_num_threads(saved);
   EXPECT_NEAR(one, ref, 1e-9 * ref);  // both in double; only the order differs
   EXPECT_EQ(one, two);                // fixed blocks: bit-identical
-  if (cpu_has_avx512()) {
+  if (cpu_isa_level() >= IsaLevel::kAvx512) {
     EXPECT_EQ(sum_of_squares(x.data(), n, Isa::kAvx512),
               sum_of_squares(x.data(), n, Isa::kBaseline));  // fixed lanes: the same bits
   }

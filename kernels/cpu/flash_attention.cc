@@ -38,13 +38,13 @@
 #include "kernels/cpu/tile_gemm.h"
 
 // A row loop's three versions: name##_avx512, name##_avx2 and name##_baseline, each the
-// always-inline body name##_body compiled under its target (x86-64-v4, x86-64-v3, baseline), for
-// version_for (isa.h) to pick. Their bits differ: the simd reductions (the row sums and
+// always-inline body name##_body compiled under its target (x86-64-v4, x86-64-v3,
+// baseline), for version_for (isa.h) to pick. Their bits differ: the simd reductions (the row sums and
 // dots) add 16, 8 or 4 lanes, and x86-64-v3 and v4 fuse multiply-adds.
 #if defined(__x86_64__) && defined(__GNUC__)
-#define STRATA_ROW_LOOP(name, params, args)                                            \
-  __attribute__((target("arch=x86-64-v4"))) void name##_avx512 params { name##_body args; } \
-  __attribute__((target("arch=x86-64-v3"))) void name##_avx2 params { name##_body args; }   \
+#define STRATA_ROW_LOOP(name, params, args)                                \
+  STRATA_TARGET_X86_64_V4 void name##_avx512 params { name##_body args; } \
+  STRATA_TARGET_X86_64_V3 void name##_avx2 params { name##_body args; }   \
   void name##_baseline params { name##_body args; }
 #else
 #define STRATA_ROW_LOOP(name, params, args)        \

@@ -31,6 +31,10 @@ enum class Isa {
 
 #define STRATA_TARGET_AVX512 __attribute__((target("avx512f")))
 #define STRATA_TARGET_AVX2 __attribute__((target("avx2,fma")))
+// The whole levels (IsaLevel's kAvx512 and kAvx2 are these): with AVX-512 BW and VL, GCC
+// vectorizes 16-bit stores (a bf16 copy) at full width, which avx512f alone does by halves.
+#define STRATA_TARGET_X86_64_V4 __attribute__((target("arch=x86-64-v4")))
+#define STRATA_TARGET_X86_64_V3 __attribute__((target("arch=x86-64-v3")))
 
 // "baseline", "avx2", "avx512": STRATA_CPU_ISA's spelling.
 const char* isa_name(IsaLevel level);

@@ -64,6 +64,7 @@ inline constexpr double kSeconds = 1e6;           // latencies, overheads
 inline constexpr double kScale = 1e6;             // fed-back factors
 inline constexpr std::int64_t kGemmDim = std::int64_t{1} << 24;
 inline constexpr std::int64_t kRanks = std::int64_t{1} << 26;
+inline constexpr std::int64_t kProfileBytes = std::int64_t{1} << 50;  // sizes timed at: 1 PiB
 
 // Flags of `strata run` and `strata select`.
 inline constexpr double kBudgetMib = double{1 << 30};   // 1 PiB

@@ -31,6 +31,7 @@ constexpr RateField kRates[] = {
     {"nvme_write_bytes_per_s", &Profile::nvme_write_bytes_per_s},
     {"cpu_adam_params_per_s", &Profile::cpu_adam_params_per_s},
     {"device_adam_params_per_s", &Profile::device_adam_params_per_s},
+    {"host_memory_bytes_per_s", &Profile::host_memory_bytes_per_s},
     {"op_overhead_s", &Profile::op_overhead_s},
 };
 
@@ -60,6 +61,22 @@ void require_rate(const JsonObjectReader& r, const std::string& key, double rate
                                                      limits::kMinRatePerS));
   }
   r.require_at_most(key, rate, limits::kRatePerS);
+}
+
+// The CPU AdamW rate the measured host memory can carry (kCpuAdamBytesPerParam). Only that
+// rate: calibrate times it alternated with the bandwidth on the same arrays, so noise hits
+// both alike; device_adam_params_per_s (the CPU backend's at one rank's threads) is timed
+// apart on those arrays, and at one thread against a two-thread bandwidth on a busy 2-core
+// VM it came out 1.22x that bandwidth's 28-byte share in a quick (in-cache) run.
+void require_adam_within_memory(const JsonObjectReader& r, const Profile& p) {
+  if (p.host_memory_bytes_per_s <= 0) return;
+  const double most = kAdamOverMemoryTolerance * p.host_memory_bytes_per_s / kCpuAdamBytesPerParam;
+  if (p.cpu_adam_params_per_s <= most) return;
+  r.fail("cpu_adam_params_per_s", fmt::format("{:.4g}", p.cpu_adam_params_per_s),
+         fmt::format("at most {:.4g} parameters per second ({} x host_memory_bytes_per_s {:.4g} "
+                     "/ {} bytes a parameter); a faster rate was timed on arrays the cache "
+                     "held: calibrate again", most, kAdamOverMemoryTolerance,
+                     p.host_memory_bytes_per_s, kCpuAdamBytesPerParam));
 }
 
 GemmSample gemm_from_json(JsonObjectReader r) {
@@ -116,6 +133,14 @@ Profile Profile::from_json(const Json& json, const std::string& source) {
       require_rate(r, f.key, p.*f.field);
     }
   }
+  require_adam_within_memory(r, p);
+  for (auto [key, field] :
+       {std::pair{"memory_working_set_bytes", &Profile::memory_working_set_bytes},
+        std::pair{"last_level_cache_bytes", &Profile::last_level_cache_bytes}}) {
+    p.*field = r.get_int_or(key, 0);
+    r.require_non_negative(key, static_cast<double>(p.*field));
+    r.require_at_most(key, static_cast<double>(p.*field), limits::kProfileBytes);
+  }
   p.threads_per_rank = r.get_int_or("threads_per_rank", 0);
   r.require_non_negative("threads_per_rank", static_cast<double>(p.threads_per_rank));
   r.require_at_most("threads_per_rank", static_cast<double>(p.threads_per_rank), limits::kCpuCores);
@@ -161,6 +186,8 @@ Json Profile::to_json() const {
   }
   j["gemm"] = g;
   for (const RateField& f : kRates) j[f.key] = this->*f.field;
+  j["memory_working_set_bytes"] = memory_working_set_bytes;
+  j["last_level_cache_bytes"] = last_level_cache_bytes;
   j["threads_per_rank"] = threads_per_rank;
   j["busy_cores"] = busy_cores;
   for (const FeedbackField& f : kFeedback) {

@@ -31,6 +31,15 @@ struct CollectiveFit {
   double bus_bandwidth_bytes_per_s = 0;
 };
 
+// CPU AdamW's memory traffic a parameter: the fp32 parameter, gradient and two moments read
+// (16 bytes), the parameter and moments written (12). The host must carry it: a profile
+// whose cpu_adam_params_per_s times this exceeds kAdamOverMemoryTolerance times its measured
+// host_memory_bytes_per_s was timed on arrays the cache held, and is refused on load
+// (profile.cc says why the check is on that rate only).
+inline constexpr double kCpuAdamBytesPerParam = 28;
+// The two rates are timed apart on a machine others share: 20% for the noise between them.
+inline constexpr double kAdamOverMemoryTolerance = 1.2;
+
 struct Profile {
   std::string machine;                     // free text: hostname, CPU/GPU model
   std::string backend;                     // "cpu" | "cuda"
@@ -48,6 +57,12 @@ struct Profile {
   double nvme_write_bytes_per_s = 0;
   double cpu_adam_params_per_s = 0;        // CPU AdamW update rate (all cores)
   double device_adam_params_per_s = 0;     // AdamW on the device
+  // The host's streaming memory bandwidth, all cores, on arrays out of the cache (0: not
+  // measured), and the sizes the host-memory rates (it, CPU AdamW, the CPU backend's
+  // copies) were timed at: their arrays' bytes and the last-level cache they exceed.
+  double host_memory_bytes_per_s = 0;
+  std::int64_t memory_working_set_bytes = 0;
+  std::int64_t last_level_cache_bytes = 0;
   std::vector<CollectiveFit> collectives;
   // Per-op fixed overhead (kernel launch / framework dispatch), set by hand; nothing measures
   // it (runs fold into the factors below instead).

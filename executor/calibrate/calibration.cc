@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -19,22 +20,33 @@
 #include "cost_model/errors.h"
 #include "executor/calibrate/compute_bench.h"
 #include "executor/calibrate/compute_profile.h"
+#include "executor/calibrate/last_level_cache.h"
+#include "executor/calibrate/memory_bench.h"
 #include "kernels/cpu/gemm.h"
 
 namespace strata::calibrate {
 
+void set_memory_working_set(ComputeCalibrationOptions& options, std::int64_t bytes) {
+  options.memory_working_set_bytes = bytes;
+  options.adam_params = bytes / 16;  // parameter, gradient, two moments: 16 bytes read each
+  options.copy_bytes = bytes / 4;    // one of the four arrays into another
+}
+
 ComputeCalibrationOptions compute_options(std::vector<ModelSpec> models, bool quick) {
   ComputeCalibrationOptions o;
   o.models = std::move(models);
+  const LastLevelCache llc = last_level_cache();
+  o.last_level_cache_bytes = llc.bytes;
+  const std::int64_t out_of_cache = kOutOfCacheFactor * llc.bytes;
   if (quick) {
     o.backward = false;
     o.timing = {3, 0.005};
     o.large_timing = {1, 0.0};
-    o.adam_params = std::int64_t{1} << 20;
-    o.copy_bytes = std::int64_t{1} << 25;
+    set_memory_working_set(o, std::min(out_of_cache, kQuickMemoryBytes));
   } else {
     o.timing = {5, 0.02};
     o.large_timing = {2, 0.0};
+    set_memory_working_set(o, out_of_cache);
   }
   return o;
 }
@@ -82,9 +94,10 @@ class ScopedThreads {
 
 }  // namespace
 
-double measure_cpu_adamw_params_per_s(std::int64_t n, int threads, const TimingOptions& timing) {
-  ScopedThreads scope(threads);
-  return measure_adamw_params_per_s(n, timing);
+HostMemoryRates measure_cpu_host_memory(const ComputeCalibrationOptions& options) {
+  ScopedThreads scope(options.adam_threads);
+  HostArrays arrays(options.memory_working_set_bytes);
+  return measure_host_memory(arrays, options.timing);
 }
 
 double expected_s(double call_s, const TimingOptions& timing) {
@@ -228,26 +241,36 @@ Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progre
                          options.micro_batch, largest.seq_len, largest.hidden / options.tp,
                          largest.heads / options.tp, options.timing);
                    }});
-  steps.push_back({fmt::format("adamw ({} params)", options.adam_params),
-                   2 * expected_s(28.0 * options.adam_params / kGuessBytesPerS, options.timing),
+  // Host memory out of cache: one set of arrays for the bandwidth, both AdamW rates and the
+  // copies (first-touching them is most of these steps' time on a VM).
+  std::optional<HostArrays> arrays;
+  const double memory_bytes = static_cast<double>(options.memory_working_set_bytes);
+  steps.push_back({fmt::format("host memory and adamw ({} MiB, {} threads)",
+                               options.memory_working_set_bytes >> 20, options.adam_threads),
+                   2 * memory_bytes / kGuessBytesPerS +
+                       expected_s(5 * memory_bytes / kGuessBytesPerS, options.timing),
                    [&] {
-                     {
-                       ScopedThreads threads(options.kernel_threads);
-                       measured.device_adam_params_per_s =
-                           measure_adamw_params_per_s(options.adam_params, options.timing);
-                     }
+                     ScopedThreads threads(options.adam_threads);
+                     arrays.emplace(options.memory_working_set_bytes);
+                     const HostMemoryRates rates = measure_host_memory(*arrays, options.timing);
+                     measured.host_memory_bytes_per_s = rates.bandwidth.best();
+                     measured.cpu_adam_params_per_s = rates.adam_params_per_s;
+                   }});
+  steps.push_back({fmt::format("adamw ({} params, {} threads)", options.adam_params,
+                               options.kernel_threads),
+                   expected_s(memory_bytes * 28 / 16 / kGuessBytesPerS, options.timing), [&] {
                      if (options.adam_threads == options.kernel_threads) {
-                       measured.cpu_adam_params_per_s = measured.device_adam_params_per_s;
-                     } else {
-                       ScopedThreads threads(options.adam_threads);
-                       measured.cpu_adam_params_per_s =
-                           measure_adamw_params_per_s(options.adam_params, options.timing);
+                       measured.device_adam_params_per_s = measured.cpu_adam_params_per_s;
+                       return;
                      }
+                     ScopedThreads threads(options.kernel_threads);
+                     measured.device_adam_params_per_s =
+                         measure_adamw_params_per_s(*arrays, options.timing);
                    }});
   steps.push_back({fmt::format("copy ({} MiB)", options.copy_bytes >> 20),
-                   expected_s(2.0 * options.copy_bytes / kGuessBytesPerS, options.timing), [&] {
+                   expected_s(memory_bytes / 2 / kGuessBytesPerS, options.timing), [&] {
                      ScopedThreads threads(options.kernel_threads);
-                     const double rate = measure_copy_bytes_per_s(options.copy_bytes, options.timing);
+                     const double rate = measure_copy_bytes_per_s(*arrays, options.timing);
                      measured.host_to_device_bytes_per_s = rate;
                      measured.device_to_host_bytes_per_s = rate;
                    }});
@@ -261,6 +284,8 @@ Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progre
   at.tp = options.tp;
   at.kernels = layer_kernels(executor_conventions(Backend::kCpu));
   at.element_bytes = 4.0;
+  measured.memory_working_set_bytes = options.memory_working_set_bytes;
+  measured.last_level_cache_bytes = options.last_level_cache_bytes;
   Profile profile = compute_profile(measured, at);
   profile.machine = describe_machine();
   if (options.kernel_threads > 0) {

@@ -31,6 +31,7 @@
 #include "cost_model/model_spec.h"
 #include "cost_model/profile.h"
 #include "executor/calibrate/compute_bench.h"
+#include "executor/calibrate/memory_bench.h"
 #include "executor/calibrate/timing.h"
 
 namespace strata::calibrate {
@@ -48,8 +49,15 @@ struct ComputeCalibrationOptions {
   bool backward = true;           // also the two backward GEMMs of each layer
   TimingOptions timing;
   TimingOptions large_timing;     // for GEMMs over kLargeGemmFlops (fewer repeats)
+  // The host-memory rates (its bandwidth, CPU AdamW, the CPU backend's copies) are timed on
+  // one set of arrays of this many bytes (memory_bench.h), at least kOutOfCacheFactor x the
+  // last-level cache in a full calibration; the CUDA backend's device AdamW runs on
+  // adam_params = memory_working_set_bytes / 16 parameters and its pinned copies move
+  // copy_bytes = memory_working_set_bytes / 4 each way.
+  std::int64_t memory_working_set_bytes = std::int64_t{1} << 26;
+  std::int64_t last_level_cache_bytes = 0;  // recorded in the profile
   std::int64_t adam_params = std::int64_t{1} << 22;
-  std::int64_t copy_bytes = std::int64_t{1} << 28;
+  std::int64_t copy_bytes = std::int64_t{1} << 24;
   int kernel_threads = 0;  // OpenMP and OpenBLAS threads for the kernels (0: leave as set)
   int adam_threads = 0;    // threads for cpu_adam_params_per_s (0: leave as set)
   int busy_cores = 0;      // cores for busy_cores_slowdown (< 2: not measured)
@@ -59,9 +67,16 @@ struct ComputeCalibrationOptions {
 // takes a second or more on two cores; it gets large_timing.
 inline constexpr double kLargeGemmFlops = 1e10;
 
-// Defaults for a full run (5 repeats, 256 MiB copies, 4 Mi AdamW params) or a quick one
-// (3 repeats of >= 5 ms, 32 MiB, 1 Mi params, forward GEMMs only).
+// Defaults for a full run (5 repeats; host memory out of cache: kOutOfCacheFactor x the
+// last-level cache) or a quick one (3 repeats of >= 5 ms, forward GEMMs only, host memory
+// on at most kQuickMemoryBytes: first-touching 4x a 512 MiB cache took ~20 s on the 2-core
+// VM, and quick runs are CI's; the profile records the size, so a quick AdamW rate from a
+// larger cache is known for what it is).
+inline constexpr std::int64_t kQuickMemoryBytes = std::int64_t{64} << 20;
 ComputeCalibrationOptions compute_options(std::vector<ModelSpec> models, bool quick);
+
+// Sets memory_working_set_bytes and the sizes derived from it (adam_params, copy_bytes).
+void set_memory_working_set(ComputeCalibrationOptions& options, std::int64_t bytes);
 
 // fraction in [0, 1] of the work done, and the step about to run (or "done").
 using Progress = std::function<void(double fraction, const std::string& step)>;
@@ -106,10 +121,11 @@ double expected_s(double call_s, const TimingOptions& timing);
 // models is empty or a shape is invalid (options.tp not dividing).
 Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progress& progress);
 
-// AdamW parameters per second on the CPU at `threads` OpenMP/BLAS threads (0: as set),
-// restored afterwards: measure_adamw_params_per_s under calibrate_compute's thread scope,
-// for a GPU calibration's cpu_adam_params_per_s (the offloaded optimizer's rate).
-double measure_cpu_adamw_params_per_s(std::int64_t n, int threads, const TimingOptions& timing);
+// The host's memory bandwidth and CPU AdamW rate (measure_host_memory) on arrays of
+// options.memory_working_set_bytes at options.adam_threads OpenMP/BLAS threads (0: as
+// set), restored afterwards: a GPU calibration's cpu_adam_params_per_s (the offloaded
+// optimizer's rate) and host_memory_bytes_per_s.
+HostMemoryRates measure_cpu_host_memory(const ComputeCalibrationOptions& options);
 
 // "<hostname>: <CPU model name>, <n> hardware threads" (from gethostname and
 // /proc/cpuinfo; "unknown" for what cannot be read).

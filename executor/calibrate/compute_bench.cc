@@ -338,25 +338,4 @@ double measure_busy_cores_slowdown(const LinearShape& layer, int busy_cores,
   return median(ratios);
 }
 
-double measure_adamw_params_per_s(std::int64_t n, const TimingOptions& timing) {
-  std::vector<float> p = filled(n, 10), g = filled(n, 11), m(static_cast<std::size_t>(n)),
-                     v(static_cast<std::size_t>(n));
-  kc::AdamWParams hp;
-  hp.lr = 1e-4f;
-  hp.weight_decay = 0.01f;
-  int step = 0;
-  // Step grows with each call as in training (bias correction differs per step, the work not).
-  const double s = median_call_seconds(
-      [&] { kc::adamw_update(p.data(), g.data(), m.data(), v.data(), n, hp, ++step); }, timing);
-  return static_cast<double>(n) / s;
-}
-
-double measure_copy_bytes_per_s(std::int64_t bytes, const TimingOptions& timing) {
-  const std::int64_t n = bytes / static_cast<std::int64_t>(sizeof(float));
-  const std::vector<float> src = filled(n, 12);
-  std::vector<float> dst(static_cast<std::size_t>(n));
-  const double s = median_call_seconds([&] { kc::copy(dst.data(), src.data(), n); }, timing);
-  return static_cast<double>(n) * sizeof(float) / s;
-}
-
 }  // namespace strata::calibrate

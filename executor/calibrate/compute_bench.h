@@ -1,7 +1,8 @@
 // Compute microbenchmarks of the CPU backend, run through the project's own kernels
 // (kernels/cpu/*): the GEMMs of a model's linear layers (forward and both backward GEMMs),
-// the memory-bound kernels (LayerNorm, GeLU, residual add), causal attention, AdamW and a
-// plain copy. Each returns a rate in the Profile's units (cost_model/profile.h).
+// the memory-bound kernels (LayerNorm, GeLU, residual add) and causal attention. Each returns
+// a rate in the Profile's units (cost_model/profile.h). AdamW, copies and the memory
+// bandwidth, which must be timed out of cache: memory_bench.h.
 //
 // GEMM shapes follow the time model's convention C(m,n) = A(m,k) B(k,n): a linear layer
 // inp (BT, C) -> out (BT, OC) is, per pass,
@@ -114,12 +115,5 @@ double measure_layer_elementwise_backward_s(std::int64_t BT, std::int64_t C, std
 // std::system_error when fork or mmap fails (the children are stopped and reaped first).
 double measure_busy_cores_slowdown(const LinearShape& layer, int busy_cores,
                                    const TimingOptions& timing);
-
-// AdamW parameters updated per second (adamw_update over n fp32 parameters, all cores).
-double measure_adamw_params_per_s(std::int64_t n, const TimingOptions& timing);
-
-// Bytes copied per second by kernels::cpu::copy over `bytes` (the CPU backend's "device to
-// host" and "host to device": both tiers are DRAM, so a copy between budgets is a memcpy).
-double measure_copy_bytes_per_s(std::int64_t bytes, const TimingOptions& timing);
 
 }  // namespace strata::calibrate

@@ -50,6 +50,9 @@ Profile compute_profile(const ComputeMeasurements& measured, const MeasuredAt& a
   p.cpu_adam_params_per_s = measured.cpu_adam_params_per_s;
   p.host_to_device_bytes_per_s = measured.host_to_device_bytes_per_s;
   p.device_to_host_bytes_per_s = measured.device_to_host_bytes_per_s;
+  p.host_memory_bytes_per_s = measured.host_memory_bytes_per_s;
+  p.memory_working_set_bytes = measured.memory_working_set_bytes;
+  p.last_level_cache_bytes = measured.last_level_cache_bytes;
   return p;
 }
 

@@ -43,6 +43,9 @@ struct ComputeMeasurements {
   double cpu_adam_params_per_s = 0;
   double host_to_device_bytes_per_s = 0;
   double device_to_host_bytes_per_s = 0;
+  double host_memory_bytes_per_s = 0;          // memory_bench.h: out of cache, all cores
+  std::int64_t memory_working_set_bytes = 0;   // what the host-memory rates ran on
+  std::int64_t last_level_cache_bytes = 0;
 };
 
 // Where the elementwise and attention timings ran and with which kernels: the layer's

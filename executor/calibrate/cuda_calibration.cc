@@ -104,11 +104,15 @@ Profile calibrate_cuda_compute(const ComputeCalibrationOptions& options,
                        measured.device_adam_params_per_s =
                            bench.adamw_params_per_s(options.adam_params, options.timing);
                      }});
-    steps.push_back({fmt::format("cpu adamw ({} params, {} threads)", options.adam_params,
-                                 options.adam_threads),
-                     expected_s(28.0 * options.adam_params / 1e10, options.timing), [&] {
-                       measured.cpu_adam_params_per_s = measure_cpu_adamw_params_per_s(
-                           options.adam_params, options.adam_threads, options.timing);
+    steps.push_back({fmt::format("host memory and cpu adamw ({} MiB, {} threads)",
+                                 options.memory_working_set_bytes >> 20, options.adam_threads),
+                     expected_s(7.0 * options.memory_working_set_bytes / 1e10, options.timing),
+                     [&] {
+                       const HostMemoryRates rates = measure_cpu_host_memory(options);
+                       measured.cpu_adam_params_per_s = rates.adam_params_per_s;
+                       measured.host_memory_bytes_per_s = rates.bandwidth.best();
+                       measured.memory_working_set_bytes = options.memory_working_set_bytes;
+                       measured.last_level_cache_bytes = options.last_level_cache_bytes;
                      }});
     steps.push_back({fmt::format("pinned copies each way ({} MiB)", options.copy_bytes >> 20),
                      2 * expected_s(options.copy_bytes / kGuessCopyBytesPerS, options.timing), [&] {

@@ -55,22 +55,28 @@ CpuAdamStream::CpuAdamStream(AdamState state, std::int64_t tile_floats, NvmeStor
 }
 
 StreamIo CpuAdamStream::step(const float* grad, const kernels::cpu::AdamWParams& hp, int step,
-                             const TileDone& on_tile, const Ranges& no_decay) {
+                             const TileDone& on_tile, const Ranges& no_decay,
+                             Bf16Bits* param_bf16) {
   // The kernel over local elements [lo, hi) of arrays whose element 0 is global element
   // `origin`, split where weight decay turns off (element-wise: the same bits as one call).
   const auto update = [&](float* p, const float* g, float* m, float* v, std::int64_t lo,
                           std::int64_t hi, std::int64_t origin) {
     kernels::cpu::AdamWParams off = hp;
     off.weight_decay = 0.0f;
+    Bf16Bits* copy = param_bf16 == nullptr ? nullptr : param_bf16 + origin;
+    const auto run = [&](std::int64_t b, std::int64_t e, const kernels::cpu::AdamWParams& h) {
+      kernels::cpu::adamw_update_range(p, g, m, v, b, e, h, step, kernels::cpu::Isa::kBest,
+                                       copy);
+    };
     std::int64_t at = lo;
     for (const auto& [b, e] : no_decay) {
       const std::int64_t nb = std::max(b - origin, at), ne = std::min(e - origin, hi);
       if (nb >= ne) continue;
-      if (at < nb) kernels::cpu::adamw_update_range(p, g, m, v, at, nb, hp, step);
-      kernels::cpu::adamw_update_range(p, g, m, v, nb, ne, off, step);
+      if (at < nb) run(at, nb, hp);
+      run(nb, ne, off);
       at = ne;
     }
-    if (at < hi) kernels::cpu::adamw_update_range(p, g, m, v, at, hi, hp, step);
+    if (at < hi) run(at, hi, hp);
   };
   if (grad == nullptr && state_.n > 0) {
     throw std::invalid_argument("cpu adam stream: grad is null");

@@ -10,8 +10,9 @@
 // element-wise and the kernel computes its per-step constants the same way for any range).
 //
 // Deliberately not here: gradient clipping and the gradient all-reduce (the caller scales
-// grad first), fp16/bf16 parameter copies, GPU transfers. After each tile, an optional
-// callback sees the updated master params of that tile (to copy them to the device).
+// grad first), GPU transfers. A bf16 copy of the updated parameters (the device's compute
+// copy) is written in the same pass when asked. After each tile, an optional callback sees
+// the updated master params of that tile (to copy them to the device).
 #pragma once
 
 #include <cstdint>
@@ -62,10 +63,13 @@ class CpuAdamStream {
   // norms, cost_model/optimizer_schedule.h); elsewhere hp.weight_decay applies.
   using Ranges = std::vector<std::pair<std::int64_t, std::int64_t>>;
 
-  // One AdamW step (1-based step) with grad: (n) in host memory. Throws SystemError on an
-  // I/O failure (the state on NVMe may then be partly updated: a failed step is fatal).
+  // One AdamW step (1-based step) with grad: (n) in host memory. param_bf16 (null: none):
+  // n elements of host memory that receive the updated parameters rounded to bf16
+  // (kernels/bf16.h), each tile's before on_tile sees it. Throws SystemError on an I/O
+  // failure (the state on NVMe may then be partly updated: a failed step is fatal).
   StreamIo step(const float* grad, const kernels::cpu::AdamWParams& hp, int step,
-                const TileDone& on_tile = {}, const Ranges& no_decay = {});
+                const TileDone& on_tile = {}, const Ranges& no_decay = {},
+                Bf16Bits* param_bf16 = nullptr);
 
   std::int64_t staging_bytes() const { return staging_.bytes(); }
   std::int64_t tiles() const { return (state_.n + tile_floats_ - 1) / tile_floats_; }

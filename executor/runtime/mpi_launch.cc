@@ -144,6 +144,13 @@ std::vector<std::string> mpirun_command(const RelaunchOptions& options, const st
     command.push_back("-x");
     command.push_back(name);
   }
+  // The kernel path the user chose (kernels/cpu/kernel_path.h), where chosen: every rank, on
+  // every node, must compute the bits this process would.
+  for (const char* name : {"STRATA_CPU_ISA", "OPENBLAS_CORETYPE"}) {
+    if (std::getenv(name) == nullptr) continue;
+    command.push_back("-x");
+    command.push_back(name);
+  }
   command.insert(command.end(), options.extra_args.begin(), options.extra_args.end());
   command.push_back(binary);
   command.insert(command.end(), args.begin(), args.end());

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/bf16.h"
 #include "kernels/cpu/arg_checks.h"
 #include "kernels/cpu/parallel.h"
 
@@ -26,15 +27,19 @@ void check_hyper(const char* kernel, const AdamWParams& hp, int step) {
   }
 }
 
-// The per-element update, compiled for baseline x86-64 and AVX-512 (isa.h); adamw.cc is
-// compiled without FMA contraction, so both give the same bits (the division and square root
-// are correctly rounded in either).
+// The per-element update, compiled for baseline x86-64, x86-64-v3 and -v4 (isa.h); adamw.cc
+// is compiled without FMA contraction, so all three give the same bits (the division and
+// square root are correctly rounded in each, and nothing else differs lane by lane). With
+// `copy`, the updated parameter is also written rounded to bf16 by kernels/bf16.h's
+// float_to_bf16, in the same pass: the parameter is still in a register, and a second pass
+// would read the parameters from memory again (4 bytes a parameter more than the 30).
 struct StepConstants {
   float b1, b2, bc1, bc2, lr, eps, wd;
 };
-[[gnu::always_inline]] inline void update_span(float* param, const float* grad, float* m,
-                                               float* v, std::int64_t n,
-                                               const StepConstants& k) {
+template <bool kCopy>
+[[gnu::always_inline]] inline void update_span_body(float* param, const float* grad, float* m,
+                                                    float* v, Bf16Bits* copy, std::int64_t n,
+                                                    const StepConstants& k) {
 #pragma omp simd
   for (std::int64_t i = 0; i < n; ++i) {
     const float g = grad[i];
@@ -44,21 +49,38 @@ struct StepConstants {
     const float vhat = vi / k.bc2;
     m[i] = mi;
     v[i] = vi;
-    param[i] -= k.lr * (mhat / (std::sqrt(vhat) + k.eps) + k.wd * param[i]);
+    const float p = param[i] - k.lr * (mhat / (std::sqrt(vhat) + k.eps) + k.wd * param[i]);
+    param[i] = p;
+    if constexpr (kCopy) copy[i] = float_to_bf16(p);
   }
 }
-STRATA_TARGET_AVX512 void update_avx512(float* param, const float* grad, float* m, float* v,
-                                        std::int64_t n, const StepConstants& k) {
-  update_span(param, grad, m, v, n, k);
+[[gnu::always_inline]] inline void update_span(float* param, const float* grad, float* m,
+                                               float* v, Bf16Bits* copy, std::int64_t n,
+                                               const StepConstants& k) {
+  if (copy == nullptr) {
+    update_span_body<false>(param, grad, m, v, copy, n, k);
+  } else {
+    update_span_body<true>(param, grad, m, v, copy, n, k);
+  }
 }
-void update_baseline(float* param, const float* grad, float* m, float* v, std::int64_t n,
-                     const StepConstants& k) {
-  update_span(param, grad, m, v, n, k);
+STRATA_TARGET_X86_64_V4 void update_avx512(float* param, const float* grad, float* m,
+                                           float* v, Bf16Bits* copy, std::int64_t n,
+                                           const StepConstants& k) {
+  update_span(param, grad, m, v, copy, n, k);
+}
+STRATA_TARGET_X86_64_V3 void update_avx2(float* param, const float* grad, float* m,
+                                         float* v, Bf16Bits* copy, std::int64_t n,
+                                         const StepConstants& k) {
+  update_span(param, grad, m, v, copy, n, k);
+}
+void update_baseline(float* param, const float* grad, float* m, float* v, Bf16Bits* copy,
+                     std::int64_t n, const StepConstants& k) {
+  update_span(param, grad, m, v, copy, n, k);
 }
 
 // One block's sum of squares in kLanes double lanes (element i into lane i mod kLanes, each
-// lane in order), the lanes then added in order: a fixed order that vectorizes on both
-// ISAs, so they give the same bits.
+// lane in order), the lanes then added in order: a fixed order that vectorizes on every
+// ISA, so they give the same bits.
 constexpr std::int64_t kSquaresBlock = 4096;
 constexpr int kLanes = 8;
 [[gnu::always_inline]] inline double squares_body(const float* x, std::int64_t n) {
@@ -82,13 +104,16 @@ constexpr int kLanes = 8;
 STRATA_TARGET_AVX512 double squares_avx512(const float* x, std::int64_t n) {
   return squares_body(x, n);
 }
+STRATA_TARGET_AVX2 double squares_avx2(const float* x, std::int64_t n) {
+  return squares_body(x, n);
+}
 double squares_baseline(const float* x, std::int64_t n) { return squares_body(x, n); }
 
 }  // namespace
 
 void adamw_update_range(float* param, const float* grad, float* m, float* v,
                         std::int64_t begin, std::int64_t end, const AdamWParams& hp,
-                        int step, Isa isa) {
+                        int step, Isa isa, Bf16Bits* param_bf16) {
   constexpr const char* kName = "adamw_update";
   detail::require_tensor(kName, "param", param);
   detail::require_tensor(kName, "grad", grad);
@@ -108,10 +133,12 @@ void adamw_update_range(float* param, const float* grad, float* m, float* v,
   k.lr = hp.lr;
   k.eps = hp.eps;
   k.wd = hp.weight_decay;
-  const auto update = use_avx512(isa, kName) ? update_avx512 : update_baseline;
+  const auto update =
+      version_for(isa_level_for(isa, kName), update_avx512, update_avx2, update_baseline);
   parallel_spans(end - begin, [&](std::int64_t i, std::int64_t n) {
     const std::int64_t at = begin + i;
-    update(param + at, grad + at, m + at, v + at, n, k);
+    update(param + at, grad + at, m + at, v + at,
+           param_bf16 == nullptr ? nullptr : param_bf16 + at, n, k);
   });
 }
 
@@ -133,7 +160,8 @@ double sum_of_squares(const float* x, std::int64_t n, Isa isa) {
   // depends only on n, never on the thread count, the schedule or the ISA.
   const std::int64_t blocks = (n + kSquaresBlock - 1) / kSquaresBlock;
   std::vector<double> partial(static_cast<std::size_t>(blocks), 0.0);
-  const auto block = use_avx512(isa, "sum_of_squares") ? squares_avx512 : squares_baseline;
+  const auto block = version_for(isa_level_for(isa, "sum_of_squares"), squares_avx512,
+                                 squares_avx2, squares_baseline);
 #pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
   for (std::int64_t b = 0; b < blocks; ++b) {
     const std::int64_t i0 = b * kSquaresBlock;

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/isa.h"
+#include "kernels/dtype.h"
 
 namespace strata::kernels::cpu {
 
@@ -32,10 +33,12 @@ void adamw_update(float* param, const float* grad, float* m, float* v, std::int6
 // The same update on the elements [begin, end) of arrays whose pointers address element 0
 // (the offload path streams optimizer state through in tiles). Applying it over tiles that
 // cover [0, n) gives bit-identical results to adamw_update over [0, n). isa: which compiled
-// version runs (isa.h); both give the same bits.
+// version runs (isa.h: baseline, AVX2, AVX-512); all give the same bits. param_bf16 (null:
+// none), also addressing element 0: the updated parameters rounded to bf16 (float_to_bf16,
+// kernels/bf16.h), written in the same pass (the device's compute copy).
 void adamw_update_range(float* param, const float* grad, float* m, float* v,
                         std::int64_t begin, std::int64_t end, const AdamWParams& hp, int step,
-                        Isa isa = Isa::kBest);
+                        Isa isa = Isa::kBest, Bf16Bits* param_bf16 = nullptr);
 
 // Sum of x[i]^2 over (n), accumulated in double in fixed-size blocks of fixed lanes added in
 // a fixed order: deterministic for any thread count, and the same bits from either compiled

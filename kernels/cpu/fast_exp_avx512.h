@@ -2,7 +2,7 @@
 // rows, where the exp was a sixth of the time at T = 256. The same Cephes reduction and
 // polynomial; 2^n is applied by vscalefps, which rounds once and produces denormal, zero and
 // infinite results itself, so the clamps and selects that the portable version needs for
-// them (a third of its instructions) go away. Callers check cpu_has_avx512() (isa.h).
+// them (a third of its instructions) go away. Callers run it at IsaLevel::kAvx512 only (isa.h).
 //
 // Accuracy as fast_expf (tests/kernels/fast_exp_avx512_test.cc sweeps the same points): max
 // relative error 1.5e-7 tested over the normal-result range; below -104 the result is 0,

@@ -17,9 +17,11 @@
 // call (K = 64), a fifth of the time.
 //
 // The row loops (max, exp, rescale) are `omp simd` over fast_expf; the file is compiled with
-// -fno-trapping-math so GCC if-converts fast_expf's selects, and the tile functions are cloned
-// for AVX-512, AVX2 and the baseline (ifunc dispatch once per process) because the build
-// targets baseline x86-64.
+// -fno-trapping-math so GCC if-converts fast_expf's selects, and the row loops are compiled
+// for x86-64-v4 (AVX-512), x86-64-v3 (AVX2, FMA) and the baseline, because the build targets
+// baseline x86-64. The versions give different bits (see STRATA_ROW_LOOP), so the one that
+// runs is the call's IsaLevel (isa.h: the CPU's, or STRATA_CPU_ISA's cap), resolved once per
+// call before the parallel region, never an ifunc's choice that nothing can override.
 #include "kernels/cpu/flash_attention.h"
 
 #include <omp.h>
@@ -35,11 +37,20 @@
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/tile_gemm.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define STRATA_TILE_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+// A row loop's three versions: name##_avx512, name##_avx2 and name##_baseline, each the
+// always-inline body name##_body compiled under its target (x86-64-v4, x86-64-v3,
+// baseline), for version_for (isa.h) to pick. Their bits differ: the simd reductions (the row sums and
+// dots) add 16, 8 or 4 lanes, and x86-64-v3 and v4 fuse multiply-adds.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define STRATA_ROW_LOOP(name, params, args)                                \
+  STRATA_TARGET_X86_64_V4 void name##_avx512 params { name##_body args; } \
+  STRATA_TARGET_X86_64_V3 void name##_avx2 params { name##_body args; }   \
+  void name##_baseline params { name##_body args; }
 #else
-#define STRATA_TILE_CLONES
+#define STRATA_ROW_LOOP(name, params, args)        \
+  void name##_avx512 params { name##_body args; } \
+  void name##_avx2 params { name##_body args; }   \
+  void name##_baseline params { name##_body args; }
 #endif
 
 namespace strata::kernels::cpu {
@@ -97,8 +108,8 @@ inline int visible(int ahead, int r, int cols) { return std::min(cols, ahead + r
 // One key block's online-softmax step for a query block. s: (rows, cols; stride kTileLd) scores
 // in, exp(s - m_new) out (0 where masked); m, l: running row max and sum of exp, updated;
 // alpha[r] = exp(m_old - m_new), by which the caller rescales the row's output so far.
-STRATA_TILE_CLONES void online_softmax_tile(float* s, int rows, int cols, int ahead,
-                                            float* m, float* l, float* alpha) {
+[[gnu::always_inline]] inline void online_softmax_rows_body(float* s, int rows, int cols, int ahead,
+                                                       float* m, float* l, float* alpha) {
   for (int r = 0; r < rows; ++r) {
     float* row = s + static_cast<std::int64_t>(r) * kTileLd;
     const int n = visible(ahead, r, cols);
@@ -118,10 +129,13 @@ STRATA_TILE_CLONES void online_softmax_tile(float* s, int rows, int cols, int ah
     m[r] = mx;
   }
 }
+STRATA_ROW_LOOP(online_softmax_rows,
+                (float* s, int rows, int cols, int ahead, float* m, float* l, float* alpha),
+                (s, rows, cols, ahead, m, l, alpha))
 
 // rows x len strided rows (stride ld) each multiplied by its factor.
-STRATA_TILE_CLONES void scale_rows(float* x, std::int64_t ld, int rows, int len,
-                                   const float* factor) {
+[[gnu::always_inline]] inline void scale_rows_body(float* x, std::int64_t ld, int rows, int len,
+                                                   const float* factor) {
   for (int r = 0; r < rows; ++r) {
     float* row = x + r * ld;
     const float a = factor[r];
@@ -129,12 +143,15 @@ STRATA_TILE_CLONES void scale_rows(float* x, std::int64_t ld, int rows, int len,
     for (int i = 0; i < len; ++i) row[i] *= a;
   }
 }
+STRATA_ROW_LOOP(scale_rows,
+                (float* x, std::int64_t ld, int rows, int len, const float* factor),
+                (x, ld, rows, len, factor))
 
 // The backward's probabilities: s (rows, cols) scaled scores in, exp(s - lse) out, 0 where
 // masked. Bit-identical to the forward's exp of the same scores up to the forward's running
 // max (the forward divided by l at the end instead).
-STRATA_TILE_CLONES void probs_tile(float* s, int rows, int cols, int ahead,
-                                   const float* lse) {
+[[gnu::always_inline]] inline void probs_rows_body(float* s, int rows, int cols, int ahead,
+                                              const float* lse) {
   for (int r = 0; r < rows; ++r) {
     float* row = s + static_cast<std::int64_t>(r) * kTileLd;
     const int n = visible(ahead, r, cols);
@@ -144,6 +161,8 @@ STRATA_TILE_CLONES void probs_tile(float* s, int rows, int cols, int ahead,
     for (int c = n; c < cols; ++c) row[c] = 0.0f;
   }
 }
+STRATA_ROW_LOOP(probs_rows, (float* s, int rows, int cols, int ahead, const float* lse),
+                (s, rows, cols, ahead, lse))
 
 #ifdef STRATA_HAVE_FAST_EXP_AVX512
 // online_softmax_tile and probs_tile over fast_exp16, for CPUs with AVX-512 (the exp was a
@@ -173,7 +192,7 @@ STRATA_ROW_AVX512 inline float lanes_sum(__m512 v) {
   return s;
 }
 
-STRATA_ROW_AVX512 void online_softmax_tile_avx512(float* s, int rows, int cols, int ahead,
+STRATA_ROW_AVX512 void online_softmax_exp16(float* s, int rows, int cols, int ahead,
                                                   float* m, float* l, float* alpha) {
   for (int r = 0; r < rows; ++r) {
     float* row = s + static_cast<std::int64_t>(r) * kTileLd;
@@ -201,7 +220,7 @@ STRATA_ROW_AVX512 void online_softmax_tile_avx512(float* s, int rows, int cols, 
   }
 }
 
-STRATA_ROW_AVX512 void probs_tile_avx512(float* s, int rows, int cols, int ahead,
+STRATA_ROW_AVX512 void probs_exp16(float* s, int rows, int cols, int ahead,
                                          const float* lse) {
   for (int r = 0; r < rows; ++r) {
     float* row = s + static_cast<std::int64_t>(r) * kTileLd;
@@ -217,32 +236,41 @@ STRATA_ROW_AVX512 void probs_tile_avx512(float* s, int rows, int cols, int ahead
 }
 #endif
 
-// The row loops above, AVX-512 where the CPU has it.
-void softmax_step(float* s, int rows, int cols, int ahead, float* m, float* l, float* alpha) {
+// The row loops above for `level`; at AVX-512 the fast_exp16 ones.
+void softmax_step(IsaLevel level, float* s, int rows, int cols, int ahead, float* m, float* l,
+                  float* alpha) {
 #ifdef STRATA_HAVE_FAST_EXP_AVX512
-  if (cpu_has_avx512()) {
-    online_softmax_tile_avx512(s, rows, cols, ahead, m, l, alpha);
+  if (level == IsaLevel::kAvx512) {
+    online_softmax_exp16(s, rows, cols, ahead, m, l, alpha);
     return;
   }
 #endif
-  online_softmax_tile(s, rows, cols, ahead, m, l, alpha);
+  version_for(level, online_softmax_rows_avx512, online_softmax_rows_avx2,
+              online_softmax_rows_baseline)(s, rows, cols, ahead, m, l, alpha);
 }
 
-void probs(float* s, int rows, int cols, int ahead, const float* lse) {
+void probs(IsaLevel level, float* s, int rows, int cols, int ahead, const float* lse) {
 #ifdef STRATA_HAVE_FAST_EXP_AVX512
-  if (cpu_has_avx512()) {
-    probs_tile_avx512(s, rows, cols, ahead, lse);
+  if (level == IsaLevel::kAvx512) {
+    probs_exp16(s, rows, cols, ahead, lse);
     return;
   }
 #endif
-  probs_tile(s, rows, cols, ahead, lse);
+  version_for(level, probs_rows_avx512, probs_rows_avx2, probs_rows_baseline)(s, rows, cols,
+                                                                              ahead, lse);
+}
+
+void scale_rows(IsaLevel level, float* x, std::int64_t ld, int rows, int len,
+                const float* factor) {
+  version_for(level, scale_rows_avx512, scale_rows_avx2, scale_rows_baseline)(x, ld, rows, len,
+                                                                              factor);
 }
 
 // Softmax backward on a tile, scale folded in: dp (rows, cols) = dout V^T in,
 // dS = scale * p (dp - D) out, where D[r] = dout_r . out_r = sum_c p dp over the full row;
 // 0 where masked (dp is not computed there: tile_gemm's causal limit).
-STRATA_TILE_CLONES void dscores_tile(float* dp, const float* p, int rows, int cols, int ahead,
-                                     const float* D, float scale) {
+[[gnu::always_inline]] inline void dscores_rows_body(float* dp, const float* p, int rows, int cols,
+                                                int ahead, const float* D, float scale) {
   for (int r = 0; r < rows; ++r) {
     float* row = dp + static_cast<std::int64_t>(r) * kTileLd;
     const float* pr = p + static_cast<std::int64_t>(r) * kTileLd;
@@ -253,10 +281,14 @@ STRATA_TILE_CLONES void dscores_tile(float* dp, const float* p, int rows, int co
     for (int c = n; c < cols; ++c) row[c] = 0.0f;
   }
 }
+STRATA_ROW_LOOP(dscores_rows,
+                (float* dp, const float* p, int rows, int cols, int ahead, const float* D,
+                 float scale),
+                (dp, p, rows, cols, ahead, D, scale))
 
 // D[t] = dout_t . out_t for the T rows of one head (strided by C).
-STRATA_TILE_CLONES void row_dots(float* D, const float* dout, const float* out, int T, int HS,
-                                 std::int64_t ld) {
+[[gnu::always_inline]] inline void row_dots_body(float* D, const float* dout, const float* out,
+                                                 int T, int HS, std::int64_t ld) {
   for (int t = 0; t < T; ++t) {
     const float* a = dout + t * ld;
     const float* b = out + t * ld;
@@ -266,6 +298,20 @@ STRATA_TILE_CLONES void row_dots(float* D, const float* dout, const float* out, 
     D[t] = dot;
   }
 }
+STRATA_ROW_LOOP(row_dots,
+                (float* D, const float* dout, const float* out, int T, int HS, std::int64_t ld),
+                (D, dout, out, T, HS, ld))
+
+void dscores(IsaLevel level, float* dp, const float* p, int rows, int cols, int ahead,
+             const float* D, float scale) {
+  version_for(level, dscores_rows_avx512, dscores_rows_avx2, dscores_rows_baseline)(
+      dp, p, rows, cols, ahead, D, scale);
+}
+
+void row_dots(IsaLevel level, float* D, const float* dout, const float* out, int T, int HS,
+              std::int64_t ld) {
+  version_for(level, row_dots_avx512, row_dots_avx2, row_dots_baseline)(D, dout, out, T, HS, ld);
+}
 
 struct Shape {
   int B, T, C, NH, HS;
@@ -274,12 +320,13 @@ struct Shape {
   std::int64_t C3;   // qkv's row stride, C + 2 KVC (3 C without grouping)
   float scale;
   int blocks;  // query blocks per sequence
+  IsaLevel level;  // every loop's version, resolved once before the parallel region
 
-  Shape(int B_, int T_, int C_, int NH_, int KVH_)
+  Shape(int B_, int T_, int C_, int NH_, int KVH_, IsaLevel level_)
       : B(B_), T(T_), C(C_), NH(NH_), HS(C_ / NH_), KVH(KVH_),
         KVC(static_cast<std::int64_t>(KVH_) * (C_ / NH_)), C3(C_ + 2 * KVC),
         scale(1.0f / std::sqrt(static_cast<float>(C_ / NH_))),
-        blocks((T_ + kQueryBlock - 1) / kQueryBlock) {}
+        blocks((T_ + kQueryBlock - 1) / kQueryBlock), level(level_) {}
   int kv_head(int h) const { return h / (NH / KVH); }
   // Rows [t0, t0 + kQueryBlock) clipped to T.
   int rows_from(int t0) const { return std::min(kQueryBlock, T - t0); }
@@ -350,19 +397,19 @@ void score_tile(float* s, const float* q, std::int64_t ldq, const float* packed,
   t.b_chunk = static_cast<std::int64_t>(TileGemm::kChunk) * g.HS;
   t.alpha = alpha;
   t.n_hi = ahead;
-  tile_gemm(t);
+  tile_gemm(t, isa_of(g.level));
 }
 
 // c (m, HS) (+)= a b with b's rows (HS floats, stride ldb) read in place; a's element (i, k)
 // at a[i * a_row + k * a_k]; k_lo, k_hi as TileGemm's causal limits.
 void head_rows_gemm(float* c, std::int64_t ldc, int m, int k, const float* a,
                     std::int64_t a_row, std::int64_t a_k, const float* b, std::int64_t ldb,
-                    bool accumulate, int k_lo, int k_hi, int HS) {
+                    bool accumulate, int k_lo, int k_hi, const Shape& g) {
   TileGemm t;
   t.c = c;
   t.ldc = ldc;
   t.M = m;
-  t.N = HS;
+  t.N = g.HS;
   t.K = k;
   t.a = a;
   t.a_row = a_row;
@@ -372,7 +419,7 @@ void head_rows_gemm(float* c, std::int64_t ldc, int m, int k, const float* a,
   t.accumulate = accumulate;
   t.k_lo = k_lo;
   t.k_hi = k_hi;
-  tile_gemm(t);
+  tile_gemm(t, isa_of(g.level));
 }
 
 void forward_block(float* out, float* lse, const float* qkv, const Shape& g, int b, int h,
@@ -386,7 +433,8 @@ void forward_block(float* out, float* lse, const float* qkv, const Shape& g, int
   const int kvh = g.kv_head(h);
   const std::int64_t bkv = static_cast<std::int64_t>(b) * g.KVH + kvh;
   if (w.head_of != bkv) {  // the thread's previous task read another KV head
-    pack_transposed_chunks(w.kt.data(), qkv + g.k_at(b, 0, kvh), g.C3, g.T, g.HS);
+    pack_transposed_chunks(w.kt.data(), qkv + g.k_at(b, 0, kvh), g.C3, g.T, g.HS,
+                           isa_of(g.level));
     copy_head(w.v.data(), qkv + g.v_at(b, 0, kvh), g.C3, g.T, g.HS);
     w.head_of = bkv;
   }
@@ -398,19 +446,19 @@ void forward_block(float* out, float* lse, const float* qkv, const Shape& g, int
     const float* v = w.v.data() + static_cast<std::int64_t>(j0) * g.HS;
     // s = scale q k^T: (rows, cols)
     score_tile(s, q, g.C3, w.kt.data(), g, rows, cols, j0, ahead, g.scale);
-    softmax_step(s, rows, cols, ahead, w.m, w.l, w.alpha);
+    softmax_step(g.level, s, rows, cols, ahead, w.m, w.l, w.alpha);
     // o = alpha o + p v: the first block overwrites (o may hold anything); row r's
     // probabilities past its diagonal are 0, so its sum stops there.
-    if (j0 > 0) scale_rows(o, g.C, rows, g.HS, w.alpha);
+    if (j0 > 0) scale_rows(g.level, o, g.C, rows, g.HS, w.alpha);
     head_rows_gemm(o, g.C, rows, cols, s, kTileLd, 1, v, g.HS, j0 > 0, TileGemm::kNoLimit, ahead,
-                   g.HS);
+                   g);
   }
   float* lse_rows = lse + (static_cast<std::int64_t>(b) * g.NH + h) * g.T + i0;
   for (int r = 0; r < rows; ++r) {
     w.alpha[r] = 1.0f / w.l[r];
     lse_rows[r] = w.m[r] + std::log(w.l[r]);
   }
-  scale_rows(o, g.C, rows, g.HS, w.alpha);
+  scale_rows(g.level, o, g.C, rows, g.HS, w.alpha);
 }
 
 // FlashAttention-2's backward for one (b, h), tile by tile: query blocks outer, key blocks
@@ -422,7 +470,7 @@ void backward_head(float* dqkv, float* D, const float* dout, const float* qkv, c
   const std::int64_t ld = g.C3;
   const std::int64_t bh = static_cast<std::int64_t>(b) * g.NH + h;
   const int kvh = g.kv_head(h);
-  row_dots(D, dout + g.act_at(b, 0, h), out + g.act_at(b, 0, h), g.T, g.HS, g.C);
+  row_dots(g.level, D, dout + g.act_at(b, 0, h), out + g.act_at(b, 0, h), g.T, g.HS, g.C);
   copy_head(w.q.data(), qkv + g.qkv_at(b, 0, h), ld, g.T, g.HS);
   copy_head(w.dout.data(), dout + g.act_at(b, 0, h), g.C, g.T, g.HS);
   const std::int64_t hs = g.HS;
@@ -445,15 +493,15 @@ void backward_head(float* dqkv, float* D, const float* dout, const float* qkv, c
       constexpr int kAll = TileGemm::kNoLimit;
       // p = exp(scale q k^T - lse): (rows, cols), the forward's probabilities again.
       score_tile(p, q, hs, w.kt.data(), g, rows, cols, j0, ahead, g.scale);
-      probs(p, rows, cols, ahead, lse_rows);
+      probs(g.level, p, rows, cols, ahead, lse_rows);
       // dv += p^T dout: (cols, HS); key c meets queries r >= c - ahead only.
-      head_rows_gemm(dv, ld, cols, rows, p, 1, kTileLd, dO, hs, true, ahead, kAll, g.HS);
+      head_rows_gemm(dv, ld, cols, rows, p, 1, kTileLd, dO, hs, true, ahead, kAll, g);
       // dp = dout v^T: (rows, cols); then ds = scale p (dp - D)
       score_tile(ds, dO, hs, w.vt.data(), g, rows, cols, j0, ahead, 1.0f);
-      dscores_tile(ds, p, rows, cols, ahead, D + i0, g.scale);
+      dscores(g.level, ds, p, rows, cols, ahead, D + i0, g.scale);
       // dq += ds k: (rows, HS); dk += ds^T q: (cols, HS)
-      head_rows_gemm(dq, ld, rows, cols, ds, kTileLd, 1, k, hs, true, kAll, ahead, g.HS);
-      head_rows_gemm(dk, ld, cols, rows, ds, 1, kTileLd, q, hs, true, ahead, kAll, g.HS);
+      head_rows_gemm(dq, ld, rows, cols, ds, kTileLd, 1, k, hs, true, kAll, ahead, g);
+      head_rows_gemm(dk, ld, cols, rows, ds, 1, kTileLd, q, hs, true, ahead, kAll, g);
     }
   }
 }
@@ -463,8 +511,9 @@ void backward_head(float* dqkv, float* D, const float* dout, const float* qkv, c
 void backward_kv_head(float* dqkv, float* scratch, const float* dout, const float* qkv,
                       const float* out, const float* lse, const Shape& g, int b, int kvh,
                       Tiles& w) {
-  pack_transposed_chunks(w.kt.data(), qkv + g.k_at(b, 0, kvh), g.C3, g.T, g.HS);
-  pack_transposed_chunks(w.vt.data(), qkv + g.v_at(b, 0, kvh), g.C3, g.T, g.HS);
+  const Isa isa = isa_of(g.level);
+  pack_transposed_chunks(w.kt.data(), qkv + g.k_at(b, 0, kvh), g.C3, g.T, g.HS, isa);
+  pack_transposed_chunks(w.vt.data(), qkv + g.v_at(b, 0, kvh), g.C3, g.T, g.HS, isa);
   copy_head(w.k.data(), qkv + g.k_at(b, 0, kvh), g.C3, g.T, g.HS);
   const int group = g.NH / g.KVH;
   for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
@@ -481,13 +530,13 @@ void flash_attention_forward(float* out, float* lse, const float* qkv, int B, in
 }
 
 void flash_attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C,
-                             int NH, int KVH) {
+                             int NH, int KVH, Isa isa) {
   constexpr const char* kName = "flash_attention_forward";
   detail::require_tensor(kName, "out", out);
   detail::require_tensor(kName, "lse", lse);
   detail::require_tensor(kName, "qkv", qkv);
   check_shapes(kName, B, T, C, NH, KVH);
-  const Shape g(B, T, C, NH, KVH);
+  const Shape g(B, T, C, NH, KVH, isa_level_for(isa, kName));
   const std::int64_t tasks = static_cast<std::int64_t>(B) * NH * g.blocks;
   const double flops = 2.0 * B * NH * static_cast<double>(T) * T * g.HS;  // causal forward
   const int threads = threads_for(flops, tasks);
@@ -517,7 +566,7 @@ void flash_attention_backward(float* dqkv, float* scratch, const float* dout, co
 
 void flash_attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
                               const float* out, const float* lse, int B, int T, int C, int NH,
-                              int KVH) {
+                              int KVH, Isa isa) {
   constexpr const char* kName = "flash_attention_backward";
   detail::require_tensor(kName, "dqkv", dqkv);
   detail::require_tensor(kName, "scratch", scratch);
@@ -526,7 +575,7 @@ void flash_attention_backward(float* dqkv, float* scratch, const float* dout, co
   detail::require_tensor(kName, "out", out);
   detail::require_tensor(kName, "lse", lse);
   check_shapes(kName, B, T, C, NH, KVH);
-  const Shape g(B, T, C, NH, KVH);
+  const Shape g(B, T, C, NH, KVH, isa_level_for(isa, kName));
   // A task is a (b, KV head): it owns that head's dk and dv, so a group's query heads never
   // add into them from two threads.
   const int tasks = B * KVH;

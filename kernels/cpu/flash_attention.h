@@ -11,10 +11,14 @@
 //
 // Deterministic: every output element is owned by one task whose arithmetic order is fixed
 // (tiles in a fixed order, tile GEMMs of fixed shapes), so the bits do not depend on the
-// run or on the thread count. One OpenMP region per call; no BLAS calls inside it.
+// run or on the thread count; they do depend on the ISA version that runs (isa.h: the row
+// sums' lane counts, fused multiply-adds and, at AVX-512, a 16-lane exp), chosen once per
+// call. One OpenMP region per call; no BLAS calls inside it.
 #pragma once
 
 #include <cstdint>
+
+#include "kernels/cpu/isa.h"
 
 namespace strata::kernels::cpu {
 
@@ -39,11 +43,11 @@ void flash_attention_backward(float* dqkv, float* scratch, const float* dout, co
 // KVC = KVH * HS; out, dout: (B, T, C); lse: (B, NH, T); scratch as above. dk and dv of a KV
 // head are the sums over its group's query heads, added in head order. KVH == NH is the
 // layout and the bits of the overloads above (which call these).
-// Throws KernelError unless KVH > 0 divides NH.
+// Throws KernelError unless KVH > 0 divides NH. isa: which compiled version runs (isa.h).
 void flash_attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C,
-                             int NH, int KVH);
+                             int NH, int KVH, Isa isa = Isa::kBest);
 void flash_attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
                               const float* out, const float* lse, int B, int T, int C, int NH,
-                              int KVH);
+                              int KVH, Isa isa = Isa::kBest);
 
 }  // namespace strata::kernels::cpu

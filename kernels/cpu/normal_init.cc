@@ -8,6 +8,7 @@
 #include "kernels/counter_normal.h"
 #include "kernels/check.h"
 #include "kernels/cpu/arg_checks.h"
+#include "kernels/cpu/isa.h"
 
 namespace strata::kernels::cpu {
 namespace {
@@ -76,15 +77,11 @@ void fill_baseline(float* dst, std::uint64_t key, std::int64_t first, std::int64
   fill_blocks(dst, key, first, n, scale);
 }
 
-__attribute__((target("avx2,fma"))) void fill_avx2(float* dst, std::uint64_t key,
-                                                   std::int64_t first, std::int64_t n,
-                                                   double scale) {
+STRATA_TARGET_AVX2 void fill_avx2(float* dst, std::uint64_t key, std::int64_t first,
+                                  std::int64_t n, double scale) {
   fill_blocks(dst, key, first, n, scale);
 }
 
-bool cpu_has_avx2_fma() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
 
 }  // namespace
 
@@ -104,7 +101,7 @@ void normal_fill(float* dst, std::uint64_t key, std::int64_t first, std::int64_t
   detail::require_non_negative("normal_fill", "first", first);  // a global index: pairs from 0
   if (n == 0) return;
   detail::require_tensor("normal_fill", "dst", dst);
-  if (path == NormalFillPath::kBest && cpu_has_avx2_fma()) {
+  if (path == NormalFillPath::kBest && active_isa_level() >= IsaLevel::kAvx2) {
     fill_avx2(dst, key, first, n, scale);
   } else {
     fill_baseline(dst, key, first, n, scale);

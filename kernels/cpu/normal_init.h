@@ -13,8 +13,8 @@ namespace strata::kernels::cpu {
 // is held to.
 double normal_exact(std::uint64_t key, std::int64_t index);
 
-// Which compiled loop normal_fill runs: kBest picks AVX2 + FMA where the CPU has them (the
-// bits do not depend on it; tests run both).
+// Which compiled loop normal_fill runs: kBest picks AVX2 + FMA where active_isa_level() is
+// avx2 or above (isa.h; the bits do not depend on it; tests run both).
 enum class NormalFillPath { kBest, kBaseline };
 
 // dst[j] = float(scale * normal_exact(key, first + j)) for j in [0, n), bit for bit, on the

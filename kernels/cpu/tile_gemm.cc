@@ -158,7 +158,6 @@ STRATA_AVX512 void avx512_gemm(const TileGemm& g) {
   }
 }
 
-#define STRATA_AVX2_FMA __attribute__((target("avx2,fma")))
 
 constexpr int kLanes8 = 8;
 constexpr int kBlockCols = 2 * kLanes8;  // columns of C one AVX2 micro-kernel call covers
@@ -166,7 +165,7 @@ constexpr int kBlockCols = 2 * kLanes8;  // columns of C one AVX2 micro-kernel c
 // C block (MR, 8 NV) at c, as micro() above; the last vector's lanes limited by `tail` (a lane
 // is kept where its 32 bits are all ones).
 template <int MR, int NV>
-STRATA_AVX2_FMA inline __attribute__((always_inline)) void micro_avx2(const TileGemm& g, float* c,
+STRATA_TARGET_AVX2 inline __attribute__((always_inline)) void micro_avx2(const TileGemm& g, float* c,
                                                                     const float* a, const float* b,
                                                                     int k0, int k1, __m256i tail) {
   const std::int64_t ldb = g.ldb, a_k = g.a_k, a_row = g.a_row, ldc = g.ldc;
@@ -205,7 +204,7 @@ STRATA_AVX2_FMA inline __attribute__((always_inline)) void micro_avx2(const Tile
 }
 
 template <int MR>
-STRATA_AVX2_FMA inline __attribute__((always_inline)) void micro_avx2_cols(
+STRATA_TARGET_AVX2 inline __attribute__((always_inline)) void micro_avx2_cols(
     const TileGemm& g, int nv, float* c, const float* a, const float* b, int k0, int k1,
     __m256i tail) {
   if (nv == 2) {
@@ -217,7 +216,7 @@ STRATA_AVX2_FMA inline __attribute__((always_inline)) void micro_avx2_cols(
 
 // Columns [j0, j0 + 16) of a group of rows (fewer where the group's columns end); j0 is a
 // multiple of 16, so the block lies inside one 64-column chunk of B.
-STRATA_AVX2_FMA void avx2_block(const TileGemm& g, const Group& r, int j0) {
+STRATA_TARGET_AVX2 void avx2_block(const TileGemm& g, const Group& r, int j0) {
   const float* a = g.a + r.i0 * g.a_row;
   float* c = g.c + r.i0 * g.ldc + j0;
   const int cols = std::min(kBlockCols, r.n - j0);
@@ -237,7 +236,7 @@ STRATA_AVX2_FMA void avx2_block(const TileGemm& g, const Group& r, int j0) {
 }
 
 // The AVX-512 kernel's order: chunks outer, row groups inner, then the chunk's 16-column blocks.
-STRATA_AVX2_FMA void avx2_gemm(const TileGemm& g) {
+STRATA_TARGET_AVX2 void avx2_gemm(const TileGemm& g) {
   for (int j0 = 0; j0 < g.N; j0 += TileGemm::kChunk) {
     for (int i0 = 0; i0 < g.M; i0 += kRows) {
       const Group r = group_at(g, i0);
@@ -251,39 +250,18 @@ STRATA_AVX2_FMA void avx2_gemm(const TileGemm& g) {
 
 }  // namespace
 
-bool tile_gemm_has_avx2() {
+void tile_gemm(const TileGemm& g, Isa isa) {
+  const IsaLevel level = isa_level_for(isa, "tile_gemm");
 #ifdef STRATA_TILE_GEMM_AVX512
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-  return false;
-#endif
-}
-
-void tile_gemm(const TileGemm& g) {
-#ifdef STRATA_TILE_GEMM_AVX512
-  if (cpu_has_avx512()) {
+  if (level == IsaLevel::kAvx512) {
     avx512_gemm(g);
     return;
   }
-  if (tile_gemm_has_avx2()) {
+  if (level == IsaLevel::kAvx2) {
     avx2_gemm(g);
     return;
   }
 #endif
-  tile_gemm_portable(g);
-}
-
-void tile_gemm_avx2(const TileGemm& g) {
-#ifdef STRATA_TILE_GEMM_AVX512
-  if (tile_gemm_has_avx2()) {
-    avx2_gemm(g);
-    return;
-  }
-#endif
-  throw KernelError("tile_gemm_avx2: this CPU has no AVX2 with FMA");
-}
-
-void tile_gemm_portable(const TileGemm& g) {
   for (int i0 = 0; i0 < g.M; i0 += kRows) portable_group(g, group_at(g, i0));
 }
 
@@ -327,14 +305,16 @@ STRATA_AVX512 int transpose_rows16(float* chunk, const float* x, std::int64_t ld
 
 }  // namespace
 
-void pack_transposed_chunks(float* out, const float* x, std::int64_t ldx, int n, int cols) {
+void pack_transposed_chunks(float* out, const float* x, std::int64_t ldx, int n, int cols,
+                            Isa isa) {
   constexpr int kC = TileGemm::kChunk;
+  [[maybe_unused]] const bool gather = use_avx512(isa, "pack_transposed_chunks");
   for (int j0 = 0; j0 < n; j0 += kC) {
     float* chunk = out + static_cast<std::int64_t>(j0 / kC) * kC * cols;
     const int rows = std::min(kC, n - j0);
     int done = 0;
 #ifdef STRATA_TILE_GEMM_AVX512
-    if (cpu_has_avx512()) done = transpose_rows16(chunk, x, ldx, j0, rows, cols);
+    if (gather) done = transpose_rows16(chunk, x, ldx, j0, rows, cols);
 #endif
     transpose_rows(chunk, x, ldx, j0, rows, cols, done);
     for (int j = rows; j < kC; ++j) {

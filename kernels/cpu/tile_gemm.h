@@ -16,6 +16,8 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/isa.h"
+
 namespace strata::kernels::cpu {
 
 struct TileGemm {
@@ -37,22 +39,19 @@ struct TileGemm {
   int k_lo = kNoLimit, k_hi = kNoLimit, n_hi = kNoLimit;
 };
 
-// Requires M, N, K >= 0 and non-null pointers where M * N > 0 (the caller's tiles). Runs the
-// AVX-512 micro-kernel where the CPU has it, else the AVX2 one where it has AVX2 and FMA (the
-// same bits), tile_gemm_portable otherwise.
-void tile_gemm(const TileGemm& g);
-// The AVX2 micro-kernel (for tests on AVX-512 machines too); throws KernelError on a CPU without
-// AVX2 and FMA, which tile_gemm_has_avx2 tells.
-void tile_gemm_avx2(const TileGemm& g);
-bool tile_gemm_has_avx2();
-// The same sums as plain loops, without fused multiply-adds (named so that tests reach it on
-// AVX-512 machines too).
-void tile_gemm_portable(const TileGemm& g);
+// Requires M, N, K >= 0 and non-null pointers where M * N > 0 (the caller's tiles). The
+// version for isa (isa.h): the AVX-512 micro-kernel, the AVX2 one (the same bits: one fused
+// multiply-add chain per element), or plain loops over the same sums without fused
+// multiply-adds (other bits). Throws KernelError as isa_level_for does: a caller inside an
+// OpenMP region resolves kBest first (flash_attention.cc) and passes the level it got.
+void tile_gemm(const TileGemm& g, Isa isa = Isa::kBest);
 
 // Packs the transpose of x (n rows of `cols` floats, row stride ldx) as B operand chunks: out[(j /
 // 64) * 64 * cols + k * 64 + j % 64] = x (j, k), rows j in [n, round_up(n, 64)) zero. out holds
 // packed_transposed_floats(n, cols) floats.
 std::int64_t packed_transposed_floats(int n, int cols);
-void pack_transposed_chunks(float* out, const float* x, std::int64_t ldx, int n, int cols);
+// isa: the AVX-512 version gathers 16 rows at once (the same values).
+void pack_transposed_chunks(float* out, const float* x, std::int64_t ldx, int n, int cols,
+                            Isa isa = Isa::kBest);
 
 }  // namespace strata::kernels::cpu

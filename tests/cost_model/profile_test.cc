@@ -21,6 +21,8 @@ Json profile_json() {
     "host_to_device_bytes_per_s": 5e9, "device_to_host_bytes_per_s": 5e9,
     "nvme_read_bytes_per_s": 1e9, "nvme_write_bytes_per_s": 5e8,
     "cpu_adam_params_per_s": 2e8, "device_adam_params_per_s": 2e8,
+    "host_memory_bytes_per_s": 2e10, "memory_working_set_bytes": 2147483648,
+    "last_level_cache_bytes": 536870912,
     "op_overhead_s": 2e-6, "threads_per_rank": 1,
     "busy_cores_slowdown": 1.25, "busy_cores": 2, "busy_cores_slowdown_asks": [1.25],
     "time_sliced_sync_s": 2e-05, "time_sliced_sync_asks": [1e-05, 3e-05],
@@ -108,6 +110,31 @@ TEST(Profile, ErrorPaths) {
     fragments.push_back("p.json");
     expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); }, fragments);
   }
+}
+
+// AdamW moves 28 bytes a parameter: with host_memory_bytes_per_s = 2e10 measured, the most
+// a CPU AdamW rate may claim is 1.2 x 2e10 / 28 = 8.571e8 parameters per second. Above it,
+// the file, the key, the value and that bound are named (the rate was timed in cache).
+TEST(Profile, AnAdamWRateTheMeasuredMemoryCannotCarryIsRefused) {
+  Json j = profile_json();
+  j["cpu_adam_params_per_s"] = 8.5e8;  // 8.5e8 x 28 = 2.38e10 <= 2.4e10
+  EXPECT_NO_THROW(Profile::from_json(j, "p.json"));
+  j["cpu_adam_params_per_s"] = 7.2e9;  // issue 38's cache-resident rate: ~200 GB/s
+  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
+                            {"p.json", "cpu_adam_params_per_s", "7.2e+09",
+                             "at most 8.571e+08", "host_memory_bytes_per_s"});
+  j["backend"] = "cuda";  // the offloaded optimizer of a GPU profile alike
+  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
+                            {"p.json", "cpu_adam_params_per_s", "at most 8.571e+08"});
+  // No measured memory (every profile before it was recorded): nothing to hold the rate to.
+  j = profile_json();
+  j["host_memory_bytes_per_s"] = 0;
+  j["cpu_adam_params_per_s"] = 7.2e9;
+  EXPECT_NO_THROW(Profile::from_json(j, "p.json"));
+  j = profile_json();
+  j["memory_working_set_bytes"] = -1;
+  expect_error<ConfigError>([&] { Profile::from_json(j, "p.json"); },
+                            {"p.json", "memory_working_set_bytes", ">= 0"});
 }
 
 TEST(Profile, ConventionsAndHeadroomRoundTripAndAreOptional) {

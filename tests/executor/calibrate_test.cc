@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include "cost_model/errors.h"
 #include "cost_model/model_spec.h"
 #include "executor/calibrate/calibration.h"
+#include "executor/calibrate/last_level_cache.h"
 #include "executor/calibrate/collective_bench.h"
 #include "executor/calibrate/compute_bench.h"
 #include "executor/calibrate/compute_profile.h"
@@ -137,8 +139,7 @@ TEST(MeasureLinear, PassShapesFollowTheTimeModelsConvention) {
 
 TEST(CalibrateCompute, QuickTinyProfileHasPositiveRatesAndRoundTrips) {
   ComputeCalibrationOptions options = compute_options({bundled_model("tiny")}, /*quick=*/true);
-  options.copy_bytes = 1 << 22;  // keep the test short
-  options.adam_params = 1 << 16;
+  set_memory_working_set(options, 1 << 22);  // keep the test short
   options.kernel_threads = 1;  // one rank's share; AdamW "all cores" at 2
   options.adam_threads = 2;
   omp_set_num_threads(3);  // the caller's setting, restored afterwards
@@ -158,6 +159,9 @@ TEST(CalibrateCompute, QuickTinyProfileHasPositiveRatesAndRoundTrips) {
   EXPECT_EQ(omp_get_max_threads(), 3);
   EXPECT_NE(p.machine.find("kernels timed at 1 thread(s) per rank"), std::string::npos);
   EXPECT_GT(p.host_to_device_bytes_per_s, 0.0);
+  EXPECT_GT(p.host_memory_bytes_per_s, 0.0);
+  EXPECT_EQ(p.memory_working_set_bytes, 1 << 22);  // the sizes recorded
+  EXPECT_EQ(p.last_level_cache_bytes, last_level_cache().bytes);
   EXPECT_TRUE(p.collectives.empty());
   EXPECT_EQ(p.nvme_read_bytes_per_s, 0.0);  // not measured here
   // Progress: non-decreasing, from 0 to exactly 1.
@@ -168,6 +172,22 @@ TEST(CalibrateCompute, QuickTinyProfileHasPositiveRatesAndRoundTrips) {
   // The written form loads back to the same rates.
   const Profile back = Profile::from_json(p.to_json(), "<round trip>");
   EXPECT_EQ(back.to_json(), p.to_json());
+}
+
+// The host-memory rates run on arrays kOutOfCacheFactor (4) x the last-level cache in a
+// full calibration, at most kQuickMemoryBytes in a quick one; AdamW's parameters are the
+// arrays' bytes / 16 (parameter, gradient, two moments) and the copies a quarter.
+TEST(CalibrateCompute, HostMemoryIsTimedOnArraysOutOfTheCache) {
+  const LastLevelCache llc = last_level_cache();
+  EXPECT_GT(llc.bytes, 0);
+  EXPECT_FALSE(llc.source.empty());
+  const ComputeCalibrationOptions full = compute_options({bundled_model("tiny")}, false);
+  EXPECT_EQ(full.memory_working_set_bytes, 4 * llc.bytes);
+  EXPECT_EQ(full.last_level_cache_bytes, llc.bytes);
+  EXPECT_EQ(full.adam_params, full.memory_working_set_bytes / 16);
+  EXPECT_EQ(full.copy_bytes, full.memory_working_set_bytes / 4);
+  const ComputeCalibrationOptions quick = compute_options({bundled_model("tiny")}, true);
+  EXPECT_EQ(quick.memory_working_set_bytes, std::min(4 * llc.bytes, kQuickMemoryBytes));
 }
 
 // A small model with round numbers: h = 64, 4 heads (head size 16), s = 32, f = 256.

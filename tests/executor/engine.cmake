@@ -207,6 +207,8 @@ strata_add_test(executor_engine_arena_test IN executor_engine_tests
 strata_add_test(executor_initial_state_test IN executor_engine_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/initial_state_test.cc
   LIBS strata_executor)
+# Both pin bits per kernel path: each path CI forces, besides this machine's own.
+strata_add_kernel_path_tests(executor_engine_tests "InitialState.*:CudaReference.*")
 
 # Offload plans under the CUDA-semantics mode on one rank: the plain CPU backend's bits, and
 # the planted faults behind the H200's offload NaN named by the checker.

@@ -10,6 +10,7 @@
 #include "cost_model/errors.h"
 #include "executor/memory/accounting_allocator.h"
 #include "executor/offload/cpu_adam_stream.h"
+#include "kernels/bf16.h"
 #include "kernels/cpu/adamw.h"
 #include "tests/executor/offload_test_util.h"
 
@@ -144,6 +145,52 @@ TEST(OffloadAdamStream, MixedPlacementAndTileCallbackCoverTheState) {
   store.read("v", v.data(), kN);
   expect_bitwise_equal(m, ref.m, "m", 3);
   expect_bitwise_equal(v, ref.v, "v", 3);
+}
+
+// The bf16 copy written in the same pass: every element, on every tile, in host memory and
+// streamed from NVMe, with weight decay off over a range that crosses a tile, equals
+// kernels/bf16.h's cast of the reference's updated parameters; and the fp32 state is the
+// reference's as without a copy.
+TEST(OffloadAdamStream, Bf16CopyIsTheCastOfTheUpdatedParameters) {
+  const CpuAdamStream::Ranges no_decay = {{1000, 3000}};  // crosses the tile at 2048
+  for (bool on_nvme : {false, true}) {
+    SCOPED_TRACE(on_nvme ? "state on NVMe" : "state in host memory");
+    ScratchDir scratch;
+    NvmeStore store(options(scratch.path()));
+    Arrays ref = initial_state();
+    Arrays host = initial_state();
+    AdamState state{kN, StateArray::in_host(host.p.data()), StateArray::in_host(host.m.data()),
+                    StateArray::in_host(host.v.data())};
+    if (on_nvme) {
+      store.create_from("p", ref.p.data(), kN);
+      store.create_from("m", ref.m.data(), kN);
+      store.create_from("v", ref.v.data(), kN);
+      state = AdamState{kN, StateArray::in_nvme("p"), StateArray::in_nvme("m"),
+                        StateArray::in_nvme("v")};
+    }
+    CpuAdamStream stream(state, kTile, on_nvme ? &store : nullptr);
+    std::vector<Bf16Bits> copy(kN, Bf16Bits{0x1234});
+    for (int step = 1; step <= 2; ++step) {
+      const auto g = grad_for_step(step);
+      kernels::cpu::AdamWParams off = hyper();
+      off.weight_decay = 0.0f;
+      const auto ref_range = [&](std::int64_t b, std::int64_t e,
+                                 const kernels::cpu::AdamWParams& h) {
+        kernels::cpu::adamw_update_range(ref.p.data(), g.data(), ref.m.data(), ref.v.data(), b,
+                                         e, h, step);
+      };
+      ref_range(0, 1000, hyper());
+      ref_range(1000, 3000, off);
+      ref_range(3000, kN, hyper());
+      stream.step(g.data(), hyper(), step, {}, no_decay, copy.data());
+      std::vector<float> p = host.p;
+      if (on_nvme) store.read("p", p.data(), kN);
+      expect_bitwise_equal(p, ref.p, "param", step);
+      for (std::int64_t i = 0; i < kN; ++i) {
+        ASSERT_EQ(copy[i].bits, float_to_bf16(ref.p[i]).bits) << "element " << i;
+      }
+    }
+  }
 }
 
 TEST(OffloadAdamStream, AllInHostMovesNoBytes) {

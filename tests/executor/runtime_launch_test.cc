@@ -50,6 +50,9 @@ const char* const kLauncherVars[] = {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RA
                                      "SLURM_TASKS_PER_NODE", "SLURM_STEP_ID", "SLURM_STEPID"};
 
 TEST(MpiLaunch, CommandLine) {
+  ScopedEnv env;  // no kernel path chosen (see below)
+  env.set("STRATA_CPU_ISA", nullptr);
+  env.set("OPENBLAS_CORETYPE", nullptr);
   RelaunchOptions options;
   options.ranks = 4;
   const std::vector<std::string> expected = {
@@ -72,6 +75,28 @@ TEST(MpiLaunch, CommandLine) {
   const std::vector<std::string> loud = mpirun_command(options, "/bin/strata", {}, false);
   EXPECT_EQ(loud[1], "-np");
   EXPECT_EQ(std::count(loud.begin(), loud.end(), "-q"), 0);
+}
+
+// A kernel path chosen by STRATA_CPU_ISA and OPENBLAS_CORETYPE reaches every rank (-x: on
+// other nodes too); unset, mpirun is not asked to export it.
+TEST(MpiLaunch, AChosenKernelPathIsExportedToEveryRank) {
+  ScopedEnv env;
+  env.set("STRATA_CPU_ISA", "avx2");
+  env.set("OPENBLAS_CORETYPE", nullptr);
+  RelaunchOptions options;
+  std::vector<std::string> c = mpirun_command(options, "/bin/strata", {}, false);
+  const auto exported = [&](const char* name) {
+    for (std::size_t i = 0; i + 1 < c.size(); ++i) {
+      if (c[i] == "-x" && c[i + 1] == name) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(exported("STRATA_CPU_ISA"));
+  EXPECT_FALSE(exported("OPENBLAS_CORETYPE"));
+  env.set("OPENBLAS_CORETYPE", "Haswell");
+  c = mpirun_command(options, "/bin/strata", {}, false);
+  EXPECT_TRUE(exported("OPENBLAS_CORETYPE"));
+  EXPECT_EQ(c.back(), "/bin/strata");
 }
 
 TEST(MpiLaunch, ThreadsPerRank) {

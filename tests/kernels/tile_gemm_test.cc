@@ -119,11 +119,17 @@ void run_case(Kernel kernel, const GemmCase& cs, bool transposed_a, bool packed_
   }
 }
 
-// tile_gemm (the AVX-512 or AVX2 micro-kernel, whichever the CPU has), the AVX2 one where the CPU
-// has it, and the portable loops.
+// Every version this CPU runs (isa.h): the portable loops, the AVX2 micro-kernel, the
+// AVX-512 one, and kBest (whichever STRATA_CPU_ISA leaves).
 std::vector<Kernel> kernels() {
-  std::vector<Kernel> all = {&tile_gemm, &tile_gemm_portable};
-  if (tile_gemm_has_avx2()) all.push_back(&tile_gemm_avx2);
+  std::vector<Kernel> all = {[](const TileGemm& g) { tile_gemm(g); },
+                             [](const TileGemm& g) { tile_gemm(g, Isa::kBaseline); }};
+  if (cpu_isa_level() >= IsaLevel::kAvx2) {
+    all.push_back([](const TileGemm& g) { tile_gemm(g, Isa::kAvx2); });
+  }
+  if (cpu_isa_level() >= IsaLevel::kAvx512) {
+    all.push_back([](const TileGemm& g) { tile_gemm(g, Isa::kAvx512); });
+  }
   return all;
 }
 
@@ -192,9 +198,13 @@ TEST(TileGemm, CausalLimitsKeepEveryPromisedElement) {
 // gives the same bits as a GPU-less CI machine's. Every operand layout, and sizes around the
 // 8-lane and 16-lane vectors and the 6-row groups.
 TEST(TileGemm, VectorKernelsAreOneFusedChainInKOrderBitForBit) {
-  if (!tile_gemm_has_avx2()) GTEST_SKIP() << "this CPU has no AVX2 with FMA";
+  if (cpu_isa_level() < IsaLevel::kAvx2) GTEST_SKIP() << "this CPU has no AVX2 with FMA";
   const GemmCase cases[] = {{1, 1, 1}, {7, 9, 5}, {6, 24, 64}, {13, 130, 77}, {20, 48, 0}};
-  for (Kernel kernel : {&tile_gemm, &tile_gemm_avx2}) {
+  std::vector<Kernel> vector_kernels = {[](const TileGemm& g) { tile_gemm(g, Isa::kAvx2); }};
+  if (cpu_isa_level() >= IsaLevel::kAvx512) {
+    vector_kernels.push_back([](const TileGemm& g) { tile_gemm(g, Isa::kAvx512); });
+  }
+  for (Kernel kernel : vector_kernels) {
     for (const GemmCase& cs : cases) {
       for (bool packed_b : {false, true}) {
         for (bool accumulate : {false, true}) {
@@ -243,19 +253,21 @@ TEST(TileGemm, VectorKernelsAreOneFusedChainInKOrderBitForBit) {
 }
 
 TEST(TileGemm, PackedChunksHoldTheTransposeAndZeroPadding) {
-  for (int n : {1, 15, 16, 63, 64, 65, 130}) {
-    for (int cols : {1, 3, 64}) {
-      SCOPED_TRACE("n " + std::to_string(n) + " cols " + std::to_string(cols));
-      const std::int64_t ldx = cols + 9;
-      const auto x = random_vector(std::size_t(n) * ldx, 31);
-      const int chunks = (n + 63) / 64;
-      ASSERT_EQ(packed_transposed_floats(n, cols), std::int64_t{chunks} * 64 * cols);
-      std::vector<float> out(std::size_t(packed_transposed_floats(n, cols)), NAN);
-      pack_transposed_chunks(out.data(), x.data(), ldx, n, cols);
-      for (int j = 0; j < chunks * 64; ++j) {
-        for (int k = 0; k < cols; ++k) {
-          const float got = out[(j / 64) * 64 * cols + k * 64 + j % 64];
-          EXPECT_EQ(got, j < n ? x[j * ldx + k] : 0.0f) << j << "," << k;
+  for (Isa isa : {Isa::kBest, Isa::kBaseline}) {  // the AVX-512 gather, the scalar loop
+    for (int n : {1, 15, 16, 63, 64, 65, 130}) {
+      for (int cols : {1, 3, 64}) {
+        SCOPED_TRACE("n " + std::to_string(n) + " cols " + std::to_string(cols));
+        const std::int64_t ldx = cols + 9;
+        const auto x = random_vector(std::size_t(n) * ldx, 31);
+        const int chunks = (n + 63) / 64;
+        ASSERT_EQ(packed_transposed_floats(n, cols), std::int64_t{chunks} * 64 * cols);
+        std::vector<float> out(std::size_t(packed_transposed_floats(n, cols)), NAN);
+        pack_transposed_chunks(out.data(), x.data(), ldx, n, cols, isa);
+        for (int j = 0; j < chunks * 64; ++j) {
+          for (int k = 0; k < cols; ++k) {
+            const float got = out[(j / 64) * 64 * cols + k * 64 + j % 64];
+            EXPECT_EQ(got, j < n ? x[j * ldx + k] : 0.0f) << j << "," << k;
+          }
         }
       }
     }

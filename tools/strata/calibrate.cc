@@ -167,6 +167,21 @@ void print_summary(std::ostream& out, const Profile& p, const std::string& path)
                        p.busy_cores_slowdown);
   }
   out << fmt::format("adamw: {}\n", rate(p.cpu_adam_params_per_s, 1e6, "Mparams/s"));
+  if (p.host_memory_bytes_per_s > 0) {
+    out << fmt::format("host memory: {}; adamw moves {} ({:.0f}%) at {} bytes a parameter\n",
+                       rate(p.host_memory_bytes_per_s, 1e9, "GB/s"),
+                       rate(p.cpu_adam_params_per_s * kCpuAdamBytesPerParam, 1e9, "GB/s"),
+                       100 * p.cpu_adam_params_per_s * kCpuAdamBytesPerParam /
+                           p.host_memory_bytes_per_s,
+                       kCpuAdamBytesPerParam);
+    out << fmt::format("host memory timed on {} MiB of arrays ({:.1f}x the {} MiB last-level "
+                       "cache)\n", p.memory_working_set_bytes >> 20,
+                       p.last_level_cache_bytes > 0
+                           ? static_cast<double>(p.memory_working_set_bytes) /
+                                 static_cast<double>(p.last_level_cache_bytes)
+                           : 0.0,
+                       p.last_level_cache_bytes >> 20);
+  }
   if (p.backend == "cuda") {
     out << fmt::format("device adamw: {}\n", rate(p.device_adam_params_per_s, 1e6, "Mparams/s"));
     out << fmt::format("copy: host->device {}, device->host {}\n",
@@ -319,14 +334,23 @@ int run_calibrate(const CalibrateOptions& options, std::ostream& out) {
     bar.update(0.0, fmt::format("nvme read/write in {}", options.nvme_dir));
     // 1 MiB blocks, 8 in flight: the offload path's own request size and depth.
     const std::int64_t block = std::int64_t{1} << 20;
-    const offload::NvmeBandwidth bw = offload::measure_nvme_bandwidth(
-        options.nvme_dir, (options.quick ? 64 : 512) * block, block, 8);
+    // At least the host-memory arrays' size in a full run: where the filesystem refuses
+    // O_DIRECT the page cache serves it, and a file it holds would time the cache.
+    const std::int64_t file_bytes =
+        options.quick ? 64 * block
+                      : std::max<std::int64_t>(512 * block, (compute.memory_working_set_bytes +
+                                                             block - 1) / block * block);
+    const offload::NvmeBandwidth bw =
+        offload::measure_nvme_bandwidth(options.nvme_dir, file_bytes, block, 8);
     profile.nvme_read_bytes_per_s = bw.read_bytes_per_s;
     profile.nvme_write_bytes_per_s = bw.write_bytes_per_s;
   }
   bar.set_range(0.0, 1.0);
   bar.update(1.0, "done");
   bar.finish();
+  // What a load would refuse (an AdamW rate the measured memory cannot carry) is refused
+  // here, before anything is written.
+  (void)Profile::from_json(profile.to_json(), options.out);
   write_json_file(options.out, profile.to_json());
   print_summary(out, profile, options.out);
   // Also the machine's newest in the cache, which the pricing commands use by default; a

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cost_model/errors.h"
+#include "kernels/cpu/isa.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/suggest.h"
 
@@ -40,6 +41,8 @@ int main(int argc, char** argv) {
         !unknown.empty()) {
       throw strata::ConfigError(unknown);
     }
+    // A bad STRATA_CPU_ISA is one clear message before any work, not a kernel's mid-run.
+    strata::kernels::cpu::check_isa_environment();
     app.parse(argc, argv);
     return context.exit_code;
   } catch (const CLI::ParseError& e) {

@@ -17,7 +17,7 @@
 // than the AVX2 path, and OpenBLAS's SkylakeX kernels (Intel's AVX-512 machines) block the
 // GEMMs otherwise than its Haswell ones. The other paths' values below are this test's
 // output on an AVX-512 EPYC (family 26) under STRATA_CPU_ISA and OPENBLAS_CORETYPE
-// (2026-12, OpenBLAS 0.3.21); the AVX2 path's equal the former pins.
+// (2026-11-28, OpenBLAS 0.3.21); the AVX2 path's equal the former pins.
 //
 // One OpenMP and one OpenBLAS thread (pinned_path.h). Here the whole engine (allocation,
 // drawing, copies) sits between the seed and the numbers.

@@ -16,7 +16,7 @@
 namespace strata::testing_support {
 
 // OpenBLAS kernel families that gave the same bits in every pinned run (OpenBLAS 0.3.21 under
-// each OPENBLAS_CORETYPE on one AVX-512 EPYC, 2026-12): "haswell" for the Haswell and Zen
+// each OPENBLAS_CORETYPE on one AVX-512 EPYC, 2026-11-28): "haswell" for the Haswell and Zen
 // kernels (the default on every AVX2 machine and on AMD's AVX-512 ones, which 0.3.21 does
 // not know), "skylakex" for the SkylakeX and Cooperlake ones (Intel's AVX-512 machines).
 // Empty for another version or core: no pins there.

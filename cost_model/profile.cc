@@ -186,8 +186,11 @@ Json Profile::to_json() const {
   }
   j["gemm"] = g;
   for (const RateField& f : kRates) j[f.key] = this->*f.field;
-  j["memory_working_set_bytes"] = memory_working_set_bytes;
-  j["last_level_cache_bytes"] = last_level_cache_bytes;
+  // Measured by calibrate since the out-of-cache rates; profiles recorded before carry none
+  // of the three and must read back as written, so unmeasured (0) is left out.
+  if (host_memory_bytes_per_s == 0) j.erase("host_memory_bytes_per_s");
+  if (memory_working_set_bytes != 0) j["memory_working_set_bytes"] = memory_working_set_bytes;
+  if (last_level_cache_bytes != 0) j["last_level_cache_bytes"] = last_level_cache_bytes;
   j["threads_per_rank"] = threads_per_rank;
   j["busy_cores"] = busy_cores;
   for (const FeedbackField& f : kFeedback) {

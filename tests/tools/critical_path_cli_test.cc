@@ -1,7 +1,7 @@
 // `strata compare --critical-path` through the binary, on a one-step run of the bundled
 // tiny-3d plan (tp 2, pp 2, dp 2, interleaved: eight ranks): the measured path sums to the
-// measured step time within 5%, both paths are in compare's JSON, and the merged trace marks
-// each path's ops as a chain whose lengths sum to what compare prints.
+// measured step time less its closing all-reduce, both paths are in compare's JSON, and the
+// merged trace marks each path's ops as a chain whose lengths sum to what compare prints.
 #include <unistd.h>
 
 #include <algorithm>
@@ -76,12 +76,16 @@ TEST_F(CriticalPathCli, MeasuredPathSumsToTheMeasuredStepTime) {
   // (its rank busy outside the Program, a late peer) is waiting, counted too; so the path's
   // lengths and waits tile the time from the step's origin (every rank's clock starts after
   // the same barrier) to the end of the step's last op, the slowest rank's step less its
-  // closing loss sum (one scalar all-reduce: well under 5% of a step that trains).
+  // closing loss sum (one scalar all-reduce). So the path never ends after the step (1% for
+  // the ranks' clocks, started after one barrier), and falls short of it by that all-reduce:
+  // a few percent, but eight ranks time-sliced on CI's two cores wait for their slices in it
+  // (5.4% of a 0.41 s step in one CI run), so the lower bound is loose.
   const Json& measured = path("measured");
   const double sum = measured.at("sum_s").get<double>();
   EXPECT_NEAR(measured.at("durations_s").get<double>() + measured.at("waiting_s").get<double>(),
               sum, 1e-9 * sum);
-  EXPECT_NEAR(sum, measured_step_s(), 0.05 * measured_step_s());
+  EXPECT_LE(sum, 1.01 * measured_step_s());
+  EXPECT_GE(sum, 0.85 * measured_step_s());
   EXPECT_GT(measured.at("ops").get<int>(), 0);
   // The predicted path ends at the predicted step and waits for nothing (every op starts
   // when the op it waited for ends).

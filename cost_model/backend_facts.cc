@@ -13,49 +13,55 @@ namespace {
 
 // BackendFacts::default_host_headroom's figures.
 HostHeadroom measured_host_headroom() {
-  return HostHeadroom{
-      .reserved_fraction = 0.019,
-      .per_rank_bytes = 32 * units::kMiB,
-      .source = "strata's default for a cluster file without \"host_headroom\": measured on a "
-                "24 GiB VM (2026-11-28): the kernel and firmware keep 1.9% (MemTotal 24,683,620 "
-                "kB), a CPU-backend rank 32 MiB beside its tensors (peak resident 34,252 kB "
-                "with 8.6 MiB of them); a CUDA rank's host runtime is not measured yet"};
+  HostHeadroom h;
+  h.reserved_fraction = 0.019;
+  h.per_rank_bytes = 32 * units::kMiB;
+  h.source = "strata's default for a cluster file without \"host_headroom\": measured on a 24 GiB "
+             "VM (2026-11-28): the kernel and firmware keep 1.9% (MemTotal 24,683,620 kB), a "
+             "CPU-backend rank 32 MiB beside its tensors (peak resident 34,252 kB with 8.6 MiB "
+             "of them); a CUDA rank's host runtime is not measured yet";
+  return h;
+}
+
+BackendFacts cpu_facts() {
+  BackendFacts f;
+  f.backend = Backend::kCpu;
+  f.name = "CPU";
+  f.compute_dtype = DType::kF32;
+  f.vocab_row_alignment = 1;
+  f.tp_width_multiple = 1;
+  f.workspace_bytes = 0;
+  f.default_host_headroom = measured_host_headroom();
+  return f;
+}
+
+BackendFacts cuda_facts() {
+  BackendFacts f;
+  f.backend = Backend::kCuda;
+  f.name = "CUDA";
+  f.compute_dtype = DType::kBF16;
+  f.vocab_row_alignment = 128;
+  f.head_sizes = {64, 128};
+  f.tp_width_multiple = 8;
+  f.precisions = {Precision::kBf16};
+  f.workspace_bytes = (32 + 4) * units::kMiB;
+  f.default_headroom.context_bytes = 532.8125 * units::kMiB;
+  f.default_headroom.communicator_bytes = 576 * units::kMiB;
+  f.default_headroom.fragmentation_fraction = 0;
+  f.default_headroom.source =
+      "strata's default for a CUDA cluster file without \"device_headroom\": what `strata "
+      "calibrate --backend cuda` measured on an NVIDIA H200 "
+      "(configs/profiles/h200-calibrated-2026-11-26.json): 533 MiB of CUDA context with "
+      "cuBLASLt, 576 MiB per NCCL communicator, no caching allocator";
+  f.default_host_headroom = measured_host_headroom();
+  return f;
 }
 
 }  // namespace
 
 const BackendFacts& backend_facts(Backend backend) {
-  static const BackendFacts kCpu{.backend = Backend::kCpu,
-                                 .name = "CPU",
-                                 .compute_dtype = DType::kF32,
-                                 .gradient_dtype = kGradientDType,
-                                 .vocab_row_alignment = 1,
-                                 .head_sizes = {},
-                                 .tp_width_multiple = 1,
-                                 .precisions = {},
-                                 .workspace_bytes = 0,
-                                 .default_headroom = {},
-                                 .default_host_headroom = measured_host_headroom()};
-  static const BackendFacts kCuda{.backend = Backend::kCuda,
-                                  .name = "CUDA",
-                                  .compute_dtype = DType::kBF16,
-                                  .gradient_dtype = kGradientDType,
-                                  .vocab_row_alignment = 128,
-                                  .head_sizes = {64, 128},
-                                  .tp_width_multiple = 8,
-                                  .precisions = {Precision::kBf16},
-                                  .workspace_bytes = (32 + 4) * units::kMiB,
-                                  .default_headroom = {
-                                      .context_bytes = 532.8125 * units::kMiB,
-                                      .communicator_bytes = 576 * units::kMiB,
-                                      .fragmentation_fraction = 0,
-                                      .source = "strata's default for a CUDA cluster file without "
-                                                "\"device_headroom\": what `strata calibrate "
-                                                "--backend cuda` measured on an NVIDIA H200 "
-                                                "(configs/profiles/h200-calibrated-2026-11-26.json): "
-                                                "533 MiB of CUDA context with cuBLASLt, 576 MiB per "
-                                                "NCCL communicator, no caching allocator"},
-                                  .default_host_headroom = measured_host_headroom()};
+  static const BackendFacts kCpu = cpu_facts();
+  static const BackendFacts kCuda = cuda_facts();
   return backend == Backend::kCuda ? kCuda : kCpu;
 }
 

@@ -112,6 +112,9 @@ void fill_time(const StepSimulation& sim, Prediction& p) {
   p.step_time_s = sim.step_s;
   p.parts = sim.parts;
   p.bubble_fraction = sim.parts.bubble_s / sim.step_s;
+  if (sim.busy_s.size() > 1) {
+    p.pipeline_idle = PipelineIdle::split(sim.busy_s, sim.critical_rank, sim.parts.bubble_s);
+  }
 }
 
 Prediction predict_with(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,

@@ -19,6 +19,7 @@
 #include "cost_model/errors.h"
 #include "cost_model/json_reader.h"
 #include "cost_model/units.h"
+#include "planner/levers.h"
 #include "planner/planner.h"
 #include "planner/sizing.h"
 #include "tools/strata/commands.h"
@@ -214,6 +215,11 @@ int report_search(const PlanSearchResult& result, const PlanOptions& options, co
       print_infeasible(out, result, inputs);
     } else {
       print_table(out, result);
+      const ScoredPlan& best = result.top.front();
+      out << "#1 " << lever_line(plan_levers(inputs.model, inputs.cluster, inputs.train, best.plan,
+                                             inputs.profile_ptr(), CostModelOptions{}),
+                                 best.prediction.tokens_per_s)
+          << "\n";
       if (!options.out.empty()) out << fmt::format("wrote {}\n", options.out);
     }
     out << inputs.profile.line() << "\n";

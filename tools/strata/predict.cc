@@ -13,11 +13,13 @@
 #include "cost_model/cost_model.h"
 #include "cost_model/json_reader.h"
 #include "cost_model/limits.h"
+#include "planner/levers.h"
 #include "planner/planner.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/critical_path_print.h"
 #include "tools/strata/inputs.h"
 #include "tools/strata/memory_advice.h"
+#include "tools/strata/pipeline_idle_print.h"
 
 namespace strata::cli {
 namespace {
@@ -70,7 +72,7 @@ void print_memory(std::ostream& out, const Prediction& r, const ClusterSpec& clu
 }
 
 void print_prediction(std::ostream& out, const Prediction& r, const Inputs& inputs,
-                      const Plan& plan, const MemoryOvershoot& over) {
+                      const Plan& plan, const CostModelOptions& cost, const MemoryOvershoot& over) {
   out << fmt::format("plan {} (model {}, cluster {}, {})\n", plan.label(), inputs.model.name,
                      inputs.cluster.name, plural(plan.world_size(), "GPU"));
   const StepTimeParts& t = r.parts;
@@ -93,7 +95,12 @@ void print_prediction(std::ostream& out, const Prediction& r, const Inputs& inpu
                      r.model_tflops_per_gpu);
   out << fmt::format("MFU              {:>10}\n", percent(r.mfu));
   out << fmt::format("bubble           {:>10} of the step\n", percent(r.bubble_fraction));
+  if (r.pipeline_idle) print_pipeline_idle(out, *r.pipeline_idle, r.step_time_s, true);
   print_memory(out, r, inputs.cluster);
+  out << lever_line(plan_levers(inputs.model, inputs.cluster, inputs.train, plan,
+                                inputs.profile_ptr(), cost),
+                    r.tokens_per_s)
+      << "\n";
   if (over.fits()) {
     out << "fits: yes\n";
   } else {
@@ -123,7 +130,7 @@ int run_predict(const PredictOptions& options, std::ostream& out) {
     json["profile"] = inputs.profile.name;
     out << json.dump(2) << "\n";
   } else {
-    print_prediction(out, prediction, inputs, plan, over);
+    print_prediction(out, prediction, inputs, plan, cost, over);
     out << inputs.profile.line() << "\n";
   }
   if (options.critical_path) {

@@ -41,11 +41,13 @@ Dims dims_of(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
   if (const std::string why = tensor_parallel_violation(model, tp); !why.empty()) {
     throw InfeasiblePlan(fmt::format("memory model: {}", why));
   }
-  if (sequence_parallel && model.seq_len % tp != 0) {
-    throw InfeasiblePlan(fmt::format(
-        "memory model: sequence parallel needs seq_len % tp == 0, got {} % {}", model.seq_len, tp));
+  const bool sp = sequence_parallel_on(sequence_parallel, tp);
+  if (sp) {
+    if (const std::string why = sequence_parallel_violation(model, tp); !why.empty()) {
+      throw InfeasiblePlan(fmt::format("memory model: {}", why));
+    }
   }
-  const std::int64_t S = sequence_parallel ? model.seq_len / tp : model.seq_len;
+  const std::int64_t S = sp ? model.seq_len / tp : model.seq_len;
   return Dims{model.seq_len, micro_batch, model.hidden, model.ffn_hidden, model.heads, tp, S};
 }
 
@@ -241,7 +243,7 @@ std::vector<ActivationTensor> head_working_tensors(const ModelSpec& model,
       tensor("logits", logits, kFp32Bytes),
       tensor("head_stats", 4 * d.s * d.b, kFp32Bytes),  // row max, sum, target, lse
       tensor("dlogits", logits, kFp32Bytes)};
-  if (sequence_parallel && d.t > 1) {
+  if (sequence_parallel_on(sequence_parallel, d.t)) {
     list.push_back(tensor("lnf_dout_full", d.s * d.b * d.h, c));  // before its reduce-scatter
   }
   return list;
@@ -252,7 +254,7 @@ double layer_backward_peak_bytes(const ModelSpec& model, std::int64_t micro_batc
                                  ActivationConvention convention, int compute_bytes) {
   const Dims d = dims_of(model, micro_batch, tp, sequence_parallel);
   check_compute_bytes(compute_bytes);
-  const bool sp = sequence_parallel && d.t > 1;
+  const bool sp = sequence_parallel_on(sequence_parallel, d.t);
   const double c = compute_bytes;
   const double n = static_cast<double>(d.s * d.b * d.h) * c;   // a full (B T, C) tensor
   const double nl = static_cast<double>(d.S * d.b * d.h) * c;  // this rank's rows of it
@@ -312,7 +314,7 @@ double layer_forward_extra_bytes(const ModelSpec& model, std::int64_t micro_batc
                                  int compute_bytes, Recompute recompute) {
   const Dims d = dims_of(model, micro_batch, tp, sequence_parallel);
   check_compute_bytes(compute_bytes);
-  const bool sp = sequence_parallel && d.t > 1;
+  const bool sp = sequence_parallel_on(sequence_parallel, d.t);
   const double c = compute_bytes;
   const double n = static_cast<double>(d.s * d.b * d.h) * c;   // a full (B T, C) tensor
   const double nl = static_cast<double>(d.S * d.b * d.h) * c;  // this rank's rows of it
@@ -346,7 +348,7 @@ double layer_forward_extra_bytes(const ModelSpec& model, std::int64_t micro_batc
 double cuda_head_working_bytes(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
                                bool sequence_parallel) {
   const Dims d = dims_of(model, micro_batch, tp, sequence_parallel);
-  const bool sp = sequence_parallel && d.t > 1;
+  const bool sp = sequence_parallel_on(sequence_parallel, d.t);
   const double c = backend_compute_bytes(Backend::kCuda);
   const double n = static_cast<double>(d.s * d.b * d.h) * c;
   const double nl = static_cast<double>(d.S * d.b * d.h) * c;

@@ -57,7 +57,7 @@ class Problems {
   // The keys of `r`'s object that nothing read.
   void unread(const JsonObjectReader& r) {
     for (const std::string& key : r.unread_keys()) {
-      add(fmt::format("{}: {}: unknown key", source_, quote_cut(r.key_path(key))));
+      add(r.unknown_key_message(key));
     }
   }
 
@@ -273,6 +273,9 @@ ClusterSpec ClusterSpec::from_json(const Json& json, const std::string& source) 
   read_block(r, "intra_node", c.gpus_per_node > 1, problems, c.intra_node, link_from_json);
   // A one-node cluster never crosses the network (collectives.cc: group_link).
   read_block(r, "inter_node", c.nodes > 1, problems, c.inter_node, link_from_json);
+  if (r.has("host_headroom")) {
+    problems.check([&] { c.host_headroom = host_headroom_from_json(r.get_object("host_headroom")); });
+  }
   if (r.has("device_headroom")) {
     problems.check([&] { c.headroom = device_headroom_from_json(r.get_object("device_headroom")); });
   }
@@ -296,6 +299,9 @@ Json ClusterSpec::to_json() const {
   if (has_nvme() || !nvme.source.empty()) json["nvme"] = block_json(nvme);
   if (has_inter_node()) json["inter_node"] = block_json(inter_node);
   if (headroom.any() || !headroom.source.empty()) json["device_headroom"] = strata::to_json(headroom);
+  if (host_headroom.any() || !host_headroom.source.empty()) {
+    json["host_headroom"] = strata::to_json(host_headroom);
+  }
   return json;
 }
 

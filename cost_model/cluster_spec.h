@@ -3,7 +3,8 @@
 // block may have a "source" string saying where the figures come from (optional, but the
 // bundled files all cite theirs). Optional blocks: "nvme" (absent: the nodes have no NVMe
 // tier and no plan may offload to one), "intra_node" (required when gpus_per_node > 1),
-// "inter_node" (required when nodes > 1) and "device_headroom" (device_headroom.h): a one-GPU
+// "inter_node" (required when nodes > 1), "device_headroom" and "host_headroom"
+// (device_headroom.h; without them the backend's defaults, backend_facts.h): a one-GPU
 // machine needs only "device" and "host". A file with problems is refused
 // with one ConfigError naming every missing or wrong key at once.
 #pragma once
@@ -62,6 +63,7 @@ struct ClusterSpec {
   LinkSpec inter_node;   // each GPU's share of the node's network (8 x 200 Gb/s HDR / 8 GPUs
                          // = 25 GB/s); all zero when a one-node file has no "inter_node" block
   DeviceHeadroom headroom;  // reserved on every device until a profile measures it
+  HostHeadroom host_headroom;  // JSON "host_headroom" (optional): see host_headroom_for
 
   static ClusterSpec from_json(const Json& json, const std::string& source);
   static ClusterSpec load(const std::string& path);

@@ -59,13 +59,11 @@ CollectiveTime collective_time(CollectiveOp op, double bytes, std::int64_t ranks
   return time;
 }
 
-LinkClass group_link(const ClusterSpec& cluster, std::int64_t ranks, std::int64_t stride) {
-  if (ranks <= 1) return LinkClass::kIntraNode;
-  // Ranks r, r+stride, ... r+stride*(n-1) share a node iff the span fits in one node; with
-  // node-aligned groups (t and d powers of two dividing the node or multiples of it) the
-  // group starts at a multiple of its span, so span <= gpus_per_node is the whole test.
-  const std::int64_t span = stride * (ranks - 1) + 1;
-  return span <= cluster.gpus_per_node ? LinkClass::kIntraNode : LinkClass::kInterNode;
+LinkClass group_link(const ClusterSpec& cluster, std::int64_t ranks, std::int64_t stride,
+                     std::int64_t world_size) {
+  if (ranks <= 1 || world_size <= cluster.gpus_per_node) return LinkClass::kIntraNode;
+  return cluster.gpus_per_node % (ranks * stride) == 0 ? LinkClass::kIntraNode
+                                                       : LinkClass::kInterNode;
 }
 
 LinkRate link_rate(const ClusterSpec& cluster, LinkClass link, CollectiveOp op,
@@ -101,8 +99,8 @@ LinkRate link_rate(const ClusterSpec& cluster, LinkClass link, CollectiveOp op,
 
 CollectiveTime group_collective_time(const ClusterSpec& cluster, const Profile* profile,
                                      CollectiveOp op, double bytes, std::int64_t ranks,
-                                     std::int64_t stride) {
-  const LinkClass link = group_link(cluster, ranks, stride);
+                                     std::int64_t stride, std::int64_t world_size) {
+  const LinkClass link = group_link(cluster, ranks, stride, world_size);
   return collective_time(op, bytes, ranks, link_rate(cluster, link, op, ranks, profile));
 }
 

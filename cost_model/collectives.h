@@ -63,11 +63,16 @@ std::int64_t ring_steps(CollectiveOp op, std::int64_t ranks);
 CollectiveTime collective_time(CollectiveOp op, double bytes, std::int64_t ranks,
                                const LinkRate& rate);
 
-// Link class of a group of `ranks` members spaced `stride` global ranks apart (Megatron order:
-// tensor fastest, then data, then pipeline: a TP group has stride 1, a DP group stride t, a
-// pipeline pair stride t*d). The group is inside a node iff its span stride*(ranks-1)+1 fits
-// in one node (gpus_per_node a multiple of the span's alignment, as for power-of-two shapes).
-LinkClass group_link(const ClusterSpec& cluster, std::int64_t ranks, std::int64_t stride);
+// Link class of the groups of `ranks` members spaced `stride` global ranks apart in a job of
+// `world_size` ranks that fill nodes of gpus_per_node in order (backend_facts.h; Megatron
+// order: tensor fastest, then data, then pipeline: a TP group has stride 1, a DP group stride
+// t, a pipeline pair stride t*d). Each such group lies in an aligned block of ranks * stride
+// ranks (a TP group in its t, a DP group in its pipeline stage's t*d), so every one of them
+// is inside a node iff the job fits one node or gpus_per_node is a multiple of the block; a
+// block that straddles a node boundary has a group on both sides (its members are spread
+// over the whole block), and such a collective is paced by the inter-node link.
+LinkClass group_link(const ClusterSpec& cluster, std::int64_t ranks, std::int64_t stride,
+                     std::int64_t world_size);
 
 // The rate of `op` on `link`: the cluster's figures, or the Profile's fit for that op and link
 // (the fit with the closest rank count) when a profile is given and has one.
@@ -77,6 +82,6 @@ LinkRate link_rate(const ClusterSpec& cluster, LinkClass link, CollectiveOp op,
 // Convenience: the time of `op` on a group (ranks, stride) of the cluster.
 CollectiveTime group_collective_time(const ClusterSpec& cluster, const Profile* profile,
                                      CollectiveOp op, double bytes, std::int64_t ranks,
-                                     std::int64_t stride);
+                                     std::int64_t stride, std::int64_t world_size);
 
 }  // namespace strata

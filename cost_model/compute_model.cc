@@ -466,6 +466,7 @@ LayerKernels layer_kernels(const KernelConventions& conventions) {
   k.dropout = conventions.dropout;
   k.separate_bias = conventions.separate_bias;
   k.recompute_skips_output = conventions.recompute == RecomputeScope::kToGeluOutput;
+  k.fp32_gradient_reductions = conventions.fp32_gradient_reductions;
   return k;
 }
 

@@ -166,6 +166,9 @@ struct LayerKernels {
   // result being the next layer's saved input (strata's CPU executor). Megatron's
   // checkpointing and strata's CUDA engine rerun the whole layer.
   bool recompute_skips_output = false;
+  // Gradients reduced in fp32 rather than in the compute dtype
+  // (KernelConventions::fp32_gradient_reductions): the bytes each gradient reduction moves.
+  bool fp32_gradient_reductions = true;
 };
 // The layer's kernels under a set of conventions (conventions.h).
 LayerKernels layer_kernels(const KernelConventions& conventions);

@@ -26,6 +26,7 @@ KernelConventions megatron_lm_2021_conventions() {
   c.recompute_regathers = true;
   c.activations = ActivationAccounting::kPublished;
   c.zero3_module_gathers = true;
+  c.fp32_gradient_reductions = false;
   return c;
 }
 
@@ -44,6 +45,8 @@ KernelConventions KernelConventions::from_json(JsonObjectReader r) {
                       ? ActivationAccounting::kPublished
                       : ActivationAccounting::kExecutor;
   c.zero3_module_gathers = r.get_enum("zero3_gather", {"layer", "module"}) == "module";
+  c.fp32_gradient_reductions =
+      r.get_enum("gradient_reduction", {"fp32", "compute_dtype"}) == "fp32";
   r.finish();
   return c;
 }
@@ -55,7 +58,8 @@ Json KernelConventions::to_json() const {
               {"recompute", recompute == RecomputeScope::kWholeLayer ? "whole_layer" : "to_gelu_output"},
               {"zero3_recompute_regathers", recompute_regathers},
               {"activation_memory", activations == ActivationAccounting::kPublished ? "published" : "executor"},
-              {"zero3_gather", zero3_module_gathers ? "module" : "layer"}};
+              {"zero3_gather", zero3_module_gathers ? "module" : "layer"},
+              {"gradient_reduction", fp32_gradient_reductions ? "fp32" : "compute_dtype"}};
 }
 
 }  // namespace strata

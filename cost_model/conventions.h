@@ -53,11 +53,15 @@ struct KernelConventions {
   // or one module of it (DeepSpeed: a hook per submodule gathers its own parameters), which
   // decides the gathered parameters live on the device (memory_model.h).
   bool zero3_module_gathers = false;
+  // Gradients reduced (DP, the tied embedding, the SP norm and KV sums) in fp32 (strata's
+  // engine: backend_facts.h's gradient_dtype) or in the compute dtype (Megatron-LM and
+  // DeepSpeed of 2021 by default: the gradients live in the parameters' fp16/bf16).
+  bool fp32_gradient_reductions = true;
 
   // JSON: {"attention": "materialized"|"flash", "dropout": bool, "bias": "fused"|"separate",
   // "recompute": "whole_layer"|"to_gelu_output", "zero3_recompute_regathers": bool,
-  // "activation_memory": "published"|"executor", "zero3_gather": "layer"|"module"}, every
-  // key required.
+  // "activation_memory": "published"|"executor", "zero3_gather": "layer"|"module",
+  // "gradient_reduction": "fp32"|"compute_dtype"}, every key required.
   static KernelConventions from_json(JsonObjectReader r);
   Json to_json() const;
   bool operator==(const KernelConventions&) const = default;

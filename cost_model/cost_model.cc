@@ -15,6 +15,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "cost_model/inter_node_share.h"
 #include "cost_model/memory_floor.h"
 #include "cost_model/memory_model.h"
@@ -29,13 +31,14 @@
 namespace strata {
 namespace {
 
-MemoryModelOptions memory_options(const KernelConventions& conventions, const ClusterSpec& cluster,
-                                  const Profile* profile) {
+MemoryModelOptions memory_options(const ClusterSpec& cluster, const Profile* profile,
+                                  const CostModelOptions& options) {
+  const KernelConventions conventions = conventions_for(cluster, profile, options);
   MemoryModelOptions memory;
+  memory.program = predicted_program_options(cluster, profile, options);
   memory.published_activations = conventions.activations == ActivationAccounting::kPublished;
   memory.zero3_module_gathers = conventions.zero3_module_gathers;
-  // A profile's measured headroom, else the cluster file's documented estimate (device_headroom.h).
-  memory.headroom = profile != nullptr && profile->headroom.any() ? profile->headroom : cluster.headroom;
+  memory.headroom = device_headroom_for(cluster, profile).headroom;
   return memory;
 }
 
@@ -83,7 +86,7 @@ StepSimulation simulate_cached(const ModelSpec& model, const ClusterSpec& cluste
                         options.node_ranks);
   const TimeModelCosts costs(ctx);
   const SimulationMode mode = simulation_mode(cluster.backend);
-  const RankClasses& classes = cache.rank_classes(model, train, plan, program_options(conventions_for(cluster, profile, options)));
+  const RankClasses& classes = cache.rank_classes(model, train, plan, predicted_program_options(cluster, profile, options));
   std::vector<PricedRank> priced;
   priced.reserve(classes.programs.size());
   for (const RankProgram& rank : classes.programs) priced.push_back(price_rank(rank, costs, mode));
@@ -109,6 +112,9 @@ void fill_time(const StepSimulation& sim, Prediction& p) {
   p.step_time_s = sim.step_s;
   p.parts = sim.parts;
   p.bubble_fraction = sim.parts.bubble_s / sim.step_s;
+  if (sim.busy_s.size() > 1) {
+    p.pipeline_idle = PipelineIdle::split(sim.busy_s, sim.critical_rank, sim.parts.bubble_s);
+  }
 }
 
 Prediction predict_with(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
@@ -125,7 +131,7 @@ Prediction predict_with(const ModelSpec& model, const ClusterSpec& cluster, cons
                         options.node_ranks);
     const TimeModelCosts costs(ctx);
     const SimulationMode mode = simulation_mode(cluster.backend);
-    const Program program = make_program(model, train, plan, program_options(conventions_for(cluster, profile, options)));
+    const Program program = make_program(model, train, plan, predicted_program_options(cluster, profile, options));
     check_deadlock_free(program);
     const PipelineSkeleton skeleton = pipeline_skeleton(program);
     std::vector<PricedRank> priced;
@@ -151,10 +157,25 @@ KernelConventions conventions_for(const ClusterSpec& cluster, const Profile* pro
   return executor_conventions(cluster.backend);
 }
 
-ProgramOptions program_options(const KernelConventions& conventions) {
-  ProgramOptions program;
-  program.recompute_regathers = conventions.recompute_regathers;
-  return program;
+HeadroomChoice device_headroom_for(const ClusterSpec& cluster, const Profile* profile) {
+  if (profile != nullptr && profile->headroom.any()) return {profile->headroom, "the profile's"};
+  // A file's block is read whole, "source" required (device_headroom.h): one that reserves
+  // nothing on purpose says so there.
+  if (cluster.headroom.any() || !cluster.headroom.source.empty()) {
+    return {cluster.headroom, "the cluster file's"};
+  }
+  const BackendFacts& backend = backend_facts(cluster.backend);
+  return {backend.default_headroom, fmt::format("the {} backend's default", backend.name)};
+}
+
+bool predicts_strata_executor(const Profile* profile, const CostModelOptions& options) {
+  return !options.conventions && (profile == nullptr || !profile->conventions);
+}
+
+ProgramOptions predicted_program_options(const ClusterSpec& cluster, const Profile* profile,
+                                         const CostModelOptions& options) {
+  return program_options(backend_facts(cluster.backend), conventions_for(cluster, profile, options),
+                         options.prefetch_depth);
 }
 
 const PipelineSkeleton& PredictionCache::skeleton(ScheduleKind kind, std::int64_t pp,
@@ -186,6 +207,7 @@ const RankClasses& PredictionCache::rank_classes(const ModelSpec& model, const T
       static_cast<std::int64_t>(plan.offload.gradients),
       static_cast<std::int64_t>(plan.offload.params), static_cast<std::int64_t>(plan.recompute),
       plan.sequence_parallel ? 1 : 0, options.prefetch_distance, options.recompute_regathers ? 1 : 0,
+      options.vocab_row_alignment, static_cast<std::int64_t>(options.message_dtype),
       plan.first_stage_layers, plan.last_stage_layers,
       // The family: unit sizes and the untied output unit.
       model.kv_head_count(), model.tied_output ? 1 : 0, model.biases ? 1 : 0,
@@ -257,7 +279,7 @@ Prediction predict_memory(const ModelSpec& model, const ClusterSpec& cluster,
     }
   }
   MemoryModelOptions memory =
-      memory_options(conventions_for(cluster, profile, options), cluster, profile);
+      memory_options(cluster, profile, options);
   memory.every_rank = ranks == MemoryRanks::kEvery;
   memory.programs = programs;
   const MemoryEstimate estimate = estimate_memory(model, cluster, train, plan, memory);
@@ -270,7 +292,7 @@ double predict_device_memory_floor(const ModelSpec& model, const ClusterSpec& cl
                                    const TrainSpec& train, const Plan& plan,
                                    const Profile* profile, const CostModelOptions& options) {
   return device_memory_floor(model, cluster, train, plan,
-                             memory_options(conventions_for(cluster, profile, options), cluster, profile));
+                             memory_options(cluster, profile, options));
 }
 
 double predict_step_time(const ModelSpec& model, const ClusterSpec& cluster,
@@ -331,7 +353,7 @@ void price_program(const ModelSpec& model, const ClusterSpec& cluster, const Tra
                         options.node_ranks);
   const TimeModelCosts costs(ctx);
   out.mode = simulation_mode(cluster.backend);
-  out.program = make_program(model, train, plan, program_options(conventions_for(cluster, profile, options)));
+  out.program = make_program(model, train, plan, predicted_program_options(cluster, profile, options));
   check_deadlock_free(out.program);
   for (const RankProgram& rank : out.program.ranks) {
     out.class_of.push_back(static_cast<std::int32_t>(out.priced.size()));
@@ -376,7 +398,7 @@ StageOpTimes stage_op_times(const ModelSpec& model, const ClusterSpec& cluster,
   const TimeModelCosts costs(ctx);
   StageOpTimes times;
   times.mode = simulation_mode(cluster.backend);
-  times.program = make_program(model, train, plan, program_options(conventions_for(cluster, profile, options)));
+  times.program = make_program(model, train, plan, predicted_program_options(cluster, profile, options));
   times.timeline = simulate_program(times.program, costs, times.mode);
   return times;
 }

@@ -50,11 +50,30 @@ struct CostModelOptions {
   // Ranks busy on a node at once when other work shares it (strata select prices a job on
   // one device while the other devices run other jobs); 0: the plan's own ranks.
   std::int64_t node_ranks = 0;
+  // `strata run --prefetch-depth`: how far ahead offloaded ZeRO-3 parameters are fetched.
+  int prefetch_depth = kDefaultPrefetchDepth;
 };
 // The conventions a prediction follows (see CostModelOptions::conventions).
 KernelConventions conventions_for(const ClusterSpec& cluster, const Profile* profile,
                                   const CostModelOptions& options);
-ProgramOptions program_options(const KernelConventions& conventions);
+// The device headroom a prediction reserves on every rank (memory_model.h), and whose it is: a
+// profile's measured one, else the cluster file's "device_headroom", else the backend's
+// measured default (backend_facts.h), so that a plan ranked as fitting leaves the room a run
+// takes outside its tensors even on a cluster file that names none.
+struct HeadroomChoice {
+  DeviceHeadroom headroom;
+  std::string whose;  // "the profile's", "the cluster file's", "the CUDA backend's default"
+};
+HeadroomChoice device_headroom_for(const ClusterSpec& cluster, const Profile* profile);
+
+// Whether a prediction is of strata's own executor: no framework's conventions given by the
+// options or the profile (a published run priced as Megatron-LM ran it is not). Then a plan
+// is one for `strata run`, and the planner offers only what it accepts (backend_facts.h).
+bool predicts_strata_executor(const Profile* profile, const CostModelOptions& options);
+// The options of the Program a prediction replays and walks (program.h: program_options):
+// the cluster's backend, conventions_for's conventions, the options' prefetch depth.
+ProgramOptions predicted_program_options(const ClusterSpec& cluster, const Profile* profile,
+                                         const CostModelOptions& options);
 
 // The distinct ranks of a plan's Program (see cost_model.cc): the Programs of the first, a
 // middle and the last rank, and which of them each pipeline rank is.

@@ -11,7 +11,7 @@ std::optional<double> inter_node_comm_s(const StepTimeParts& parts, const Plan& 
   // Megatron order (partition.h): a TP group is t consecutive ranks, a DP group d ranks t
   // apart, and the pipeline spans the whole job.
   const auto inter = [&](std::int64_t ranks, std::int64_t stride) {
-    return group_link(cluster, ranks, stride) == LinkClass::kInterNode;
+    return group_link(cluster, ranks, stride, plan.world_size()) == LinkClass::kInterNode;
   };
   double seconds = 0;
   if (inter(plan.tp, 1)) seconds += parts.tp_comm_s;

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cost_model/errors.h"
+#include "cost_model/nearest_word.h"
 
 namespace strata {
 
@@ -246,12 +247,16 @@ void JsonObjectReader::fail(const std::string& key, const std::string& value_tex
   throw ConfigError(config_message(source_, key_path(key), value_text, expected));
 }
 
-bool JsonObjectReader::has(const std::string& key) const { return object_.contains(key); }
+bool JsonObjectReader::has(const std::string& key) const {
+  asked_.insert(key);
+  return object_.contains(key);
+}
 
 void JsonObjectReader::allow(const std::string& key) { used_.insert(key); }
 
 const Json& JsonObjectReader::lookup(const std::string& key, const char* expected) {
   used_.insert(key);
+  asked_.insert(key);
   auto it = object_.find(key);
   if (it == object_.end()) {
     throw ConfigError(fmt::format("{}: {}: missing key, expected {}", source_, key_path(key),
@@ -346,11 +351,19 @@ std::vector<std::string> JsonObjectReader::unread_keys() const {
   return keys;
 }
 
+std::string JsonObjectReader::unknown_key_message(const std::string& key) const {
+  std::vector<std::string> absent;
+  for (const std::string& k : asked_) {
+    if (!object_.contains(k)) absent.push_back(k);
+  }
+  const std::string guess = nearest_word(key, absent);
+  return fmt::format("{}: {}: unknown key{}", source_, quote_cut(key_path(key)),
+                     guess.empty() ? "" : fmt::format("; did you mean '{}'?", guess));
+}
+
 void JsonObjectReader::finish() const {
   const std::vector<std::string> unread = unread_keys();
-  if (!unread.empty()) {
-    throw ConfigError(fmt::format("{}: {}: unknown key", source_, quote_cut(key_path(unread.front()))));
-  }
+  if (!unread.empty()) throw ConfigError(unknown_key_message(unread.front()));
 }
 
 void JsonObjectReader::require_positive(const std::string& key, double value) const {

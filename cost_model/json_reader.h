@@ -82,6 +82,9 @@ class JsonObjectReader {
   void finish() const;
   // Every key never read, in the object's order (for readers that report all problems at once).
   std::vector<std::string> unread_keys() const;
+  // "file: key: unknown key", with "; did you mean 'k'?" when a key this reader was asked
+  // for and the object lacks is within two edits of it (nearest_word.h).
+  std::string unknown_key_message(const std::string& key) const;
 
   // Validation helpers that name this object's file and key path.
   [[noreturn]] void fail(const std::string& key, const std::string& value_text,
@@ -102,6 +105,8 @@ class JsonObjectReader {
   std::string source_;
   std::string path_;
   std::set<std::string> used_;
+  // Every key asked for, read or only tested with has(): what a mistyped key may have meant.
+  mutable std::set<std::string> asked_;
 };
 
 // "file: key: value <v> is not <expected>" in one place so every message reads alike.

@@ -21,7 +21,7 @@ double device_memory_floor(const ModelSpec& model, const ClusterSpec& cluster,
   const bool cuda = convention == ActivationConvention::kCudaExecutor;
   // The byte sizes as memory_model.cc's executor_terms computes them.
   const int cb = cuda ? backend_compute_bytes(Backend::kCuda) : train.compute_bytes();
-  const bool sp = plan.sequence_parallel && plan.tp > 1;
+  const bool sp = sequence_parallel_on(plan.sequence_parallel, plan.tp);
   const std::int64_t m = plan.micro_batches(train);
   const std::int64_t p = plan.pp;
   const std::int64_t v = plan.virtual_stages;

@@ -63,16 +63,12 @@ std::int64_t pipeline_messages(ScheduleKind kind, std::int64_t pp, std::int64_t 
   return (pp_rank == 0 || pp_rank == pp - 1) ? 2 : 4;
 }
 
-// cuBLAS workspace NVIDIA recommends for Hopper (CUBLAS_WORKSPACE_CONFIG docs: 32 MiB), plus
-// the 4 MiB scratch of the bias-gradient reduction (kernels/cuda/cuda_resources.h).
-constexpr double kCudaWorkspaceBytes = (32 + 4) * units::kMiB;
-
 // ---- the executor's peak: its Program walked op by op (program_memory.h) ----------------
 // The byte sizes of what strata's executor allocates on pipeline rank r (executor/engine,
 // executor/model), for the walk. Units: the flat buffers of rank_unit_layouts, padded to a
 // multiple of d; each kind of state's elements, width and tier from model_state_bytes.h,
 // which the engine allocates by. The CPU backend computes in the train spec's width (the
-// CPU predictions are pinned to it); CUDA in bf16 (backend_compute_bytes), with its own
+// CPU predictions are pinned to it); CUDA in bf16 (backend_facts.h), with its own
 // allocation pattern (cuda_op_allocations.h): LayerNorm backward scratch, bf16 logits over
 // the aligned wte shard, each unit's fp32 staging at set-up, the forward's transients.
 // The terms of the activations, the same on every rank of a plan (a layer's, the head's, a
@@ -82,7 +78,7 @@ ExecutorMemoryTerms executor_activation_terms(const ModelSpec& model, const Plan
                                               ActivationConvention convention, int cb) {
   const double c = cb;
   const bool cuda = convention == ActivationConvention::kCudaExecutor;
-  const bool sp = plan.sequence_parallel && plan.tp > 1;
+  const bool sp = sequence_parallel_on(plan.sequence_parallel, plan.tp);
   ExecutorMemoryTerms t;
   const std::int64_t rows = (sp ? model.seq_len / plan.tp : model.seq_len) * plan.micro_batch;
   const double tokens = static_cast<double>(model.seq_len * plan.micro_batch);
@@ -390,8 +386,8 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluste
                   stage.buffers;
     if (executor_peak) {
       // Replaces the conservative sum's device terms by the walk's peak.
-      ProgramOptions program_options;
-      program_options.vocab_row_alignment = vocab_row_alignment(cluster.backend);
+      const ProgramOptions program_options =
+          options.program ? *options.program : executor_program_options(cluster.backend);
       // The walk of a shorter steady phase, the same peak (steady_cut.h); the terms (the
       // losses) from the real micro-batch count.
       const SteadyCut cut = options.walk_cuts_steady_phase
@@ -445,7 +441,7 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluste
 
 double device_workspace_bytes(const MemoryModelOptions& options, Backend backend) {
   if (options.workspace_bytes >= 0) return options.workspace_bytes;
-  return backend == Backend::kCuda ? kCudaWorkspaceBytes : 0.0;
+  return backend_facts(backend).workspace_bytes;
 }
 
 double device_headroom_bytes(double device_bytes, const Plan& plan,

@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,7 @@
 #include "cost_model/model_state_bytes.h"
 #include "cost_model/param_layout.h"
 #include "cost_model/plan.h"
+#include "cost_model/program.h"
 #include "cost_model/profile.h"
 #include "cost_model/step_report.h"
 #include "cost_model/train_spec.h"
@@ -242,8 +244,7 @@ struct MemoryModelOptions {
   // Gradient reduction bucket (all-reduce for ZeRO 0/1, reduce-scatter for 2/3), in
   // elements of the gradient type; PyTorch DDP's default 25 MB bucket in bf16 elements.
   std::int64_t grad_bucket_elements = 12'500'000;
-  // GEMM workspace per GPU: 32 MiB on CUDA (the cuBLAS workspace NVIDIA recommends for
-  // Hopper), none on the CPU backend. Negative = that backend default.
+  // GEMM workspace per GPU; negative: the backend's (backend_facts.h: workspace_bytes).
   double workspace_bytes = -1;
   // Use the published (Korthikanti) activation convention instead of the backend's
   // executor convention: for checking the model against published figures.
@@ -276,6 +277,9 @@ struct MemoryModelOptions {
   // Where the walked ranks' Programs come from: made for this estimate (nullptr), or the
   // planner's cache, reused across the candidates that make the same Program.
   RankProgramCache* programs = nullptr;
+  // The walked Programs' options (program.h: program_options); unset: strata's executor on
+  // the cluster's backend with the default prefetch depth (executor_program_options).
+  std::optional<ProgramOptions> program;
 };
 
 struct StageMemory {

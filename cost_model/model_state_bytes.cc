@@ -7,7 +7,9 @@
 
 namespace strata {
 
-int backend_compute_bytes(Backend backend) { return backend == Backend::kCuda ? 2 : 4; }
+int backend_compute_bytes(Backend backend) {
+  return static_cast<int>(dtype_bytes(backend_facts(backend).compute_dtype));
+}
 
 double UnitState::bytes_on(OffloadTier tier) const {
   double total = 0;

@@ -21,13 +21,14 @@
 
 #include <cstdint>
 
+#include "cost_model/backend_facts.h"
 #include "cost_model/cluster_spec.h"
 #include "cost_model/plan.h"
 
 namespace strata {
 
 inline constexpr int kMasterBytes = 4;    // fp32
-inline constexpr int kGradientBytes = 4;  // fp32 in the engine
+inline constexpr int kGradientBytes = dtype_bytes(kGradientDType);  // backend_facts.h
 inline constexpr int kMomentBytes = 4;    // fp32, each of m and v
 inline constexpr int kMoments = 2;        // AdamW: m and v
 

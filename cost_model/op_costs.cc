@@ -59,7 +59,7 @@ TimeModelCosts::TimeModelCosts(const TimeContext& ctx) : ctx_(ctx) {
 
 double TimeModelCosts::dp_collective_s(CollectiveOp op, double bytes) const {
   const Plan& plan = *ctx_.plan;
-  return group_collective_time(*ctx_.cluster, ctx_.profile, op, bytes, plan.dp, plan.tp).total_s();
+  return group_collective_time(*ctx_.cluster, ctx_.profile, op, bytes, plan.dp, plan.tp, plan.world_size()).total_s();
 }
 
 StepTimeParts TimeModelCosts::compute(const RankProgram&, Part part, std::int32_t,
@@ -110,25 +110,32 @@ TransferBytes TimeModelCosts::offload_bytes(const RankProgram& rank, ProgramOpKi
   return b.optimizer;
 }
 
+double TimeModelCosts::gradient_bytes() const {
+  return ctx_.kernels.fp32_gradient_reductions ? static_cast<double>(dtype_bytes(kGradientDType))
+                                               : ctx_.rates.element_bytes;
+}
+
 StepTimeParts TimeModelCosts::state_move(const RankProgram& rank, ProgramOpKind kind,
                                          std::int32_t unit) const {
   StepTimeParts t;
-  const double c = ctx_.rates.element_bytes;
+  const double g = gradient_bytes();
   const ProgramUnit& u = unit_of(rank, unit);
-  const double bytes = static_cast<double>(u.params) * c;
+  const double params = static_cast<double>(u.params);
   switch (kind) {
-    case Kind::kGather: t.dp_comm_s = dp_collective_s(CollectiveOp::kAllGather, bytes); break;
+    case Kind::kGather:
+      t.dp_comm_s = dp_collective_s(CollectiveOp::kAllGather, params * ctx_.rates.element_bytes);
+      break;
     case Kind::kReduceGrads:
       t.dp_comm_s = dp_collective_s(ctx_.plan->zero_stage >= 2 ? CollectiveOp::kReduceScatter
                                                                : CollectiveOp::kAllReduce,
-                                    bytes);
+                                    params * g);
       break;
     case Kind::kSumNormGrads: {
       // The norms' gains (and LayerNorm biases): two norms in a layer, one in the final norm.
       const double elements = static_cast<double>(
           u.kind == UnitKind::kLayer ? layer_norm_params(*ctx_.model) : final_norm_params(*ctx_.model));
       t.tp_comm_s = group_collective_time(*ctx_.cluster, ctx_.profile, CollectiveOp::kAllReduce,
-                                          elements * c, ctx_.plan->tp, 1)
+                                          elements * g, ctx_.plan->tp, 1, ctx_.plan->world_size())
                         .total_s();
       break;
     }
@@ -138,8 +145,9 @@ StepTimeParts TimeModelCosts::state_move(const RankProgram& rank, ProgramOpKind 
       const double elements =
           static_cast<double>(replicated_kv_params_per_tp_rank(*ctx_.model, ctx_.plan->tp));
       t.tp_comm_s = group_collective_time(*ctx_.cluster, ctx_.profile, CollectiveOp::kAllReduce,
-                                          elements * c,
-                                          kv_head_copies(*ctx_.model, ctx_.plan->tp), 1)
+                                          elements * g,
+                                          kv_head_copies(*ctx_.model, ctx_.plan->tp), 1,
+                                          ctx_.plan->world_size())
                         .total_s();
       break;
     }
@@ -189,15 +197,16 @@ StepTimeParts TimeModelCosts::tail(const RankProgram& rank, const ProgramOp& op)
   switch (op.kind) {
     case Kind::kTiedEmbeddingSum: {
       const double bytes = static_cast<double>(tied_copy_params_per_tp_rank(*ctx_.model, plan.tp)) *
-                           ctx_.rates.element_bytes;
+                           gradient_bytes();
       t.dp_comm_s = group_collective_time(*ctx_.cluster, ctx_.profile, CollectiveOp::kAllReduce,
-                                          bytes, 2, plan.tp * plan.dp * (plan.pp - 1))
+                                          bytes, 2, plan.tp * plan.dp * (plan.pp - 1),
+                                          plan.world_size())
                         .total_s();
       return t;
     }
     case Kind::kGradNorm:
       t.dp_comm_s = group_collective_time(*ctx_.cluster, ctx_.profile, CollectiveOp::kAllReduce,
-                                          4.0, plan.world_size(), 1)
+                                          4.0, plan.world_size(), 1, plan.world_size())
                         .total_s();
       return t;
     case Kind::kOptimizerStep: return optimizer_step(unit_of(rank, op.unit));

@@ -4,8 +4,10 @@
 // decided here but emerges from replaying the Program's streams.
 //
 // Per op, for one micro-batch on one TP rank (b sequences of s tokens, hidden h, c bytes
-// per element in the compute precision, n a unit's parameters on one TP rank, the DP group
-// d ranks t apart):
+// per element in the compute precision, g bytes per gradient element in its reductions: 4,
+// fp32, in strata's engine (backend_facts.h), c under published conventions that reduce in
+// the parameters' dtype (LayerKernels::fp32_gradient_reductions), n a unit's parameters on
+// one TP rank, the DP group d ranks t apart):
 //   compute, a layer       forward: layer_forward + 12 kernel overheads (a Profile's
 //                          op_overhead_s); TP: 2 all-reduces of s b h c over t (Megatron's f
 //                          and g; with SP an all-gather and a reduce-scatter each, the same
@@ -23,17 +25,17 @@
 //                          gradient; backward (the final LayerNorm's backward, whose bytes
 //                          head_backward_s already counts): 0.
 //   gather                 all-gather of n c over the DP group               dp_comm_s
-//   reduce_grads           all-reduce (ZeRO 0/1) or reduce-scatter (2/3) of n c
+//   reduce_grads           all-reduce (ZeRO 0/1) or reduce-scatter (2/3) of n g
 //                          over the DP group                                  dp_comm_s
 //   sum_norm_grads         all-reduce over TP of the unit's LayerNorm gradients (4h a
-//                          layer, 2h the final norm), c bytes each           tp_comm_s
-//   sum_kv_grads           all-reduce of a layer's K|V weight (and bias) shard, c bytes an
+//                          layer, 2h the final norm), g bytes each           tp_comm_s
+//   sum_kv_grads           all-reduce of a layer's K|V weight (and bias) shard, g bytes an
 //                          element, over the t / kv_heads TP ranks sharing it  tp_comm_s
 //   fetch, offload_grads   unit_offload_bytes' fetch and grads_down over the
 //                          offload links                                      offload_s
 //   release                0 (a free)
 //   send                   p2p_transfer                                       pp_comm_s
-//   tied_embedding_sum     all-reduce of the wte shard (ceil(V/t) h c) over the first and
+//   tied_embedding_sum     all-reduce of the wte shard (ceil(V/t) h g) over the first and
 //                          last stage (2 ranks, t d (p-1) apart)              dp_comm_s
 //   grad_norm              all-reduce of one fp32 sum of squares over the world (t p d
 //                          ranks, stride 1): latency only                     dp_comm_s
@@ -80,6 +82,8 @@ class TimeModelCosts final : public OpCosts {
 
  private:
   double dp_collective_s(CollectiveOp op, double bytes) const;
+  // A gradient element's bytes in its reductions (LayerKernels::fp32_gradient_reductions).
+  double gradient_bytes() const;
   StepTimeParts optimizer_step(const ProgramUnit& unit) const;
 
   const TimeContext& ctx_;

@@ -1,6 +1,8 @@
 // The plan's cut of the model over ranks (see partition.h).
 #include "cost_model/partition.h"
 
+#include "cost_model/backend_facts.h"
+
 #include <optional>
 
 #include <fmt/format.h>
@@ -93,6 +95,12 @@ std::string sequence_parallel_violation(const ModelSpec& model, std::int64_t tp)
                        model.seq_len, tp, model.seq_len % tp);
   }
   return {};
+}
+
+std::string interleaved_violation(std::int64_t pp, std::int64_t micro_batches) {
+  if (micro_batches % pp == 0) return {};
+  return fmt::format("the interleaved schedule needs micro-batches m % pp == 0, but {} % {} = {}",
+                     micro_batches, pp, micro_batches % pp);
 }
 
 std::string pipeline_violation(const ModelSpec& model, std::int64_t pp, std::int64_t v) {
@@ -224,7 +232,7 @@ std::vector<UnitLayout> rank_unit_layouts(const ModelSpec& model, const Plan& pl
   return out;
 }
 
-std::int64_t vocab_row_alignment(Backend backend) { return backend == Backend::kCuda ? 128 : 1; }
+std::int64_t vocab_row_alignment(Backend backend) { return backend_facts(backend).vocab_row_alignment; }
 
 std::int64_t unit_chunk(const ModelSpec& model, const Plan& plan, std::int64_t pp_rank,
                         const UnitLayout& unit) {

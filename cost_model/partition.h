@@ -32,9 +32,15 @@ namespace strata {
 // heads, hidden and ffn_hidden; KV heads split too (kv_heads % t == 0) or, past kv_heads,
 // are replicated (t % kv_heads == 0). The one place for these rules.
 std::string tensor_parallel_violation(const ModelSpec& model, std::int64_t tp);
-// Sequence parallelism splits each sequence's tokens over the t ranks: seq_len % t == 0
-// (then every micro-batch's B * T token rows split evenly too).
+// Sequence parallelism splits each sequence's tokens over the t ranks: t > 1 and
+// seq_len % t == 0 (then every micro-batch's B * T token rows split evenly too).
 std::string sequence_parallel_violation(const ModelSpec& model, std::int64_t tp);
+// Whether a layer of `tp` ranks runs sequence-parallel: asked for, and over more than one
+// rank (a plan cannot ask for it with t = 1; the layer functions that take any t say so
+// here, the one place).
+inline bool sequence_parallel_on(bool requested, std::int64_t tp) { return requested && tp > 1; }
+// The interleaved schedule runs its micro-batches in groups of p (Megatron's): m % p == 0.
+std::string interleaved_violation(std::int64_t pp, std::int64_t micro_batches);
 // Every model chunk holds the same number of layers: layers % (p v) == 0.
 std::string pipeline_violation(const ModelSpec& model, std::int64_t pp, std::int64_t v);
 // The plan's split: even as above, or uneven stages (Plan::first_stage_layers,
@@ -102,9 +108,7 @@ std::vector<UnitLayout> rank_unit_layouts(const ModelSpec& model, const Plan& pl
                                           std::int64_t vocab_row_alignment = 1,
                                           UnitSegments segments = UnitSegments::kIncluded);
 
-// The wte shard's row alignment a backend trains with: 1 on the CPU; 128 on CUDA, where the
-// logits GEMMs over unaligned rows measured 7x slower on an H100 (99 vs 782 TFLOP/s,
-// tools/bench/gpt_ops_bench.cc). The padding rows stay zero and are never trained.
+// The wte shard's row alignment a backend trains with (backend_facts.h).
 std::int64_t vocab_row_alignment(Backend backend);
 // The local chunk whose passes use the unit: a layer's own chunk, chunk 0 for the embedding
 // on rank 0, the last chunk for the tied copy and the final LayerNorm on rank p - 1.

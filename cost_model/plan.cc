@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cost_model/backend_facts.h"
 #include "cost_model/cluster_spec.h"
 #include "cost_model/errors.h"
 #include "cost_model/limits.h"
@@ -188,10 +189,11 @@ void Plan::check_against_model(const ModelSpec& model, const TrainSpec& train,
     fail(fmt::format("virtual_stages = {} > 1 needs schedule \"interleaved\", got \"{}\"",
                      virtual_stages, to_string(schedule)));
   }
-  if (schedule == ScheduleKind::kInterleaved && m % pp != 0) {
-    fail(fmt::format("interleaved schedule needs micro-batches m % pp == 0, but m = "
-                     "global_batch/(dp*micro_batch) = {}/({}*{}) = {} and {} % {} = {}",
-                     train.global_batch, dp, micro_batch, m, m, pp, m % pp));
+  if (schedule == ScheduleKind::kInterleaved) {
+    if (const std::string why = interleaved_violation(pp, m); !why.empty()) {
+      fail(fmt::format("{} (m = global_batch/(dp*micro_batch) = {}/({}*{}) = {})", why,
+                       train.global_batch, dp, micro_batch, m));
+    }
   }
   if (zero_stage < 0 || zero_stage > 3) {
     fail(fmt::format("zero_stage = {}, expected 0, 1, 2 or 3", zero_stage));
@@ -241,6 +243,9 @@ void Plan::check(const ModelSpec& model, const ClusterSpec& cluster, const Train
     fail(fmt::format("tp*pp*dp = {} spans nodes but is not a multiple of gpus_per_node = {} "
                      "(a plan spanning nodes uses whole nodes)",
                      world, cluster.gpus_per_node));
+  }
+  if (const std::string why = placement_violation(*this, cluster.gpus_per_node); !why.empty()) {
+    fail(fmt::format("cluster {}: {}", cluster.name, why));
   }
 }
 

@@ -62,7 +62,8 @@ struct Plan {
   // of cost_model/partition.h, global_batch % (dp*b), interleaved needs m % pp == 0,
   // non-interleaved needs v == 1,
   // tp*pp*dp <= the cluster's GPUs (a plan may use part of a cluster: the published runs use
-  // 32..3072 GPUs of Selene), a plan spanning nodes uses whole nodes, tp <= gpus_per_node,
+  // 32..3072 GPUs of Selene), a plan spanning nodes uses whole nodes, tp <= gpus_per_node
+  // and its TP groups inside nodes (backend_facts.h: placement_violation),
   // ZeRO stage 0..3, offload rules (params offload needs ZeRO-3, gradient offload needs
   // ZeRO >= 2; see plan.cc).
   void check(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,

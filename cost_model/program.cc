@@ -476,7 +476,19 @@ std::int64_t pipeline_message_tag(std::int64_t pp, std::int64_t virtual_stages,
   return (micro_batch * pp * virtual_stages + receiver_vstage) * 2 + (forward ? 0 : 1);
 }
 
-DType message_dtype(Backend backend) { return backend == Backend::kCuda ? DType::kBF16 : DType::kF32; }
+ProgramOptions program_options(const BackendFacts& backend, const KernelConventions& conventions,
+                               int prefetch_depth) {
+  ProgramOptions options;
+  options.prefetch_distance = prefetch_depth;
+  options.recompute_regathers = conventions.recompute_regathers;
+  options.vocab_row_alignment = backend.vocab_row_alignment;
+  options.message_dtype = backend.compute_dtype;
+  return options;
+}
+
+ProgramOptions executor_program_options(Backend backend, int prefetch_depth) {
+  return program_options(backend_facts(backend), executor_conventions(backend), prefetch_depth);
+}
 
 std::int64_t message_elements(const ProgramOp& op, std::int64_t micro_batch) {
   return micro_batch * op.message_rows * op.message_width;

@@ -89,7 +89,9 @@
 #include <string>
 #include <vector>
 
+#include "cost_model/backend_facts.h"
 #include "cost_model/cluster_spec.h"
+#include "cost_model/conventions.h"
 #include "cost_model/model_spec.h"
 #include "cost_model/param_layout.h"
 #include "cost_model/plan.h"
@@ -203,11 +205,14 @@ struct RankProgram {
   std::int32_t unit_index(const std::string& name) const;  // -1 when absent
 };
 
+// `strata run --prefetch-depth`'s default (and predict's): what the engine fetches ahead.
+inline constexpr int kDefaultPrefetchDepth = 2;
+
 struct ProgramOptions {
   // Offloaded ZeRO-3 parameters: a unit's shard is fetched this many compute steps before
   // the step that uses it (`strata run --prefetch-depth`); 1 fetches right before the
   // gather (no prefetch). >= 1.
-  int prefetch_distance = 2;
+  int prefetch_distance = kDefaultPrefetchDepth;
   // Published conventions (Megatron with DeepSpeed ZeRO-3): the recomputed forward is a
   // pass of its own, so under ZeRO-3 with full recomputation a layer is gathered twice in
   // backward: once prefetched a step ahead, once on demand right before its compute (issued
@@ -221,9 +226,15 @@ struct ProgramOptions {
   DType message_dtype = DType::kBF16;
 };
 
-// The dtype a backend's pipeline messages move in, its compute dtype (executor/engine/
-// backend.h: Backend::compute_dtype): bf16 on CUDA, fp32 on the CPU.
-DType message_dtype(Backend backend);
+// The one maker of a Program's options, for the engine that replays it, `strata run`'s
+// deadlock check, predict and the memory walk alike: from the backend that runs it (its
+// facts: the wte padding, the dtype messages move in), the kernel conventions it is priced
+// with (strata's executor: executor_conventions(backend); a published framework's:
+// recompute_regathers) and the run's --prefetch-depth.
+ProgramOptions program_options(const BackendFacts& backend, const KernelConventions& conventions,
+                               int prefetch_depth = kDefaultPrefetchDepth);
+// strata's executor on `backend`: what the engine replays.
+ProgramOptions executor_program_options(Backend backend, int prefetch_depth = kDefaultPrefetchDepth);
 
 struct Program {
   Plan plan;

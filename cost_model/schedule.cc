@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cost_model/errors.h"
+#include "cost_model/partition.h"
 
 namespace strata {
 namespace {
@@ -119,10 +120,10 @@ void check_schedule(ScheduleKind kind, std::int64_t pp, std::int64_t virtual_sta
     throw InfeasiblePlan(
         fmt::format("{}: v = {} > 1 needs the interleaved schedule", what(), virtual_stages));
   }
-  if (kind == ScheduleKind::kInterleaved && micro_batches % pp != 0) {
-    throw InfeasiblePlan(fmt::format(
-        "{}: the interleaved schedule needs m % pp == 0, but {} % {} = {}", what(),
-        micro_batches, pp, micro_batches % pp));
+  if (kind == ScheduleKind::kInterleaved) {
+    if (const std::string why = interleaved_violation(pp, micro_batches); !why.empty()) {
+      throw InfeasiblePlan(fmt::format("{}: {}", what(), why));
+    }
   }
 }
 

@@ -4,6 +4,9 @@
 // the cost model fills a Prediction, the executor a RunReport.
 #include "cost_model/step_report.h"
 
+#include <algorithm>
+#include <utility>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -233,8 +236,45 @@ StepReport StepReport::from_json(const Json& json, const std::string& source) {
     s.inter_node_comm_s = r.get_number("inter_node_comm_s");
     r.require_non_negative("inter_node_comm_s", *s.inter_node_comm_s);
   }
+  if (r.has("pipeline_idle")) {
+    JsonObjectReader p = r.get_object("pipeline_idle");
+    PipelineIdle idle;
+    for (const Json& busy : p.get_array("stage_busy_s")) {
+      if (!busy.is_number() || !(busy.get<double>() >= 0)) {
+        p.fail("stage_busy_s", busy.dump(), "non-negative numbers");
+      }
+      idle.stage_busy_s.push_back(busy.get<double>());
+    }
+    idle.critical_rank = p.get_int("critical_rank");
+    idle.busiest_rank = p.get_int("busiest_rank");
+    const auto stages = static_cast<std::int64_t>(idle.stage_busy_s.size());
+    for (const auto& [key, rank] : {std::pair{"critical_rank", idle.critical_rank},
+                                    std::pair{"busiest_rank", idle.busiest_rank}}) {
+      if (rank < 0 || rank >= stages) {
+        p.fail(key, std::to_string(rank), fmt::format("a pipeline rank in 0..{}", stages - 1));
+      }
+    }
+    idle.fill_drain_s = non_negative(p, "fill_drain_s");
+    idle.imbalance_s = non_negative(p, "imbalance_s");
+    p.finish();
+    s.pipeline_idle = idle;
+  }
   r.finish();
   return s;
+}
+
+PipelineIdle PipelineIdle::split(std::vector<double> stage_busy_s, std::int64_t critical_rank,
+                                 double bubble_s) {
+  PipelineIdle idle;
+  idle.stage_busy_s = std::move(stage_busy_s);
+  idle.critical_rank = critical_rank;
+  const auto& busy = idle.stage_busy_s;
+  idle.busiest_rank = std::max_element(busy.begin(), busy.end()) - busy.begin();
+  const double behind = busy[static_cast<std::size_t>(idle.busiest_rank)] -
+                        busy[static_cast<std::size_t>(critical_rank)];
+  idle.imbalance_s = std::clamp(behind, 0.0, std::max(bubble_s, 0.0));
+  idle.fill_drain_s = std::max(bubble_s, 0.0) - idle.imbalance_s;
+  return idle;
 }
 
 StepReport StepReport::load(const std::string& path) {
@@ -271,6 +311,13 @@ Json StepReport::to_json() const {
   if (!transfers.empty()) j["transfers"] = transfers_to_json(transfers);
   if (!stopped_by.empty()) j["stopped_by"] = stopped_by;
   if (inter_node_comm_s) j["inter_node_comm_s"] = *inter_node_comm_s;
+  if (pipeline_idle) {
+    j["pipeline_idle"] = Json{{"stage_busy_s", pipeline_idle->stage_busy_s},
+                              {"critical_rank", pipeline_idle->critical_rank},
+                              {"busiest_rank", pipeline_idle->busiest_rank},
+                              {"fill_drain_s", pipeline_idle->fill_drain_s},
+                              {"imbalance_s", pipeline_idle->imbalance_s}};
+  }
   return j;
 }
 

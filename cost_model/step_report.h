@@ -79,6 +79,24 @@ struct RankMemory {
   std::int64_t in_flight = 0;
 };
 
+// A pipeline's idle time, split (prediction only, p > 1). The critical rank is the one whose
+// step ends last: the parts (StepTimeParts) are its time, bubble_s its idle. Of that idle,
+// imbalance_s is what it waits for the busiest stage's extra work (that stage's busy time
+// minus its own: what a better split of the layers could regain), and fill_drain_s the rest,
+// the schedule's fill and drain at this many micro-batches (what more micro-batches or
+// interleaving shrink).
+struct PipelineIdle {
+  std::vector<double> stage_busy_s;  // [pp_rank] compute-stream time in the pipeline
+  std::int64_t critical_rank = 0;
+  std::int64_t busiest_rank = 0;     // the most busy time (the lowest on ties)
+  double fill_drain_s = 0;
+  double imbalance_s = 0;
+  // From the critical rank's bubble and the stages' busy times, as above.
+  static PipelineIdle split(std::vector<double> stage_busy_s, std::int64_t critical_rank,
+                            double bubble_s);
+  bool operator==(const PipelineIdle&) const = default;
+};
+
 // The rank with the most device bytes among `ranks` (the first on ties); nullptr if none.
 const RankMemory* worst_device_rank(const std::vector<RankMemory>& ranks);
 
@@ -111,6 +129,8 @@ struct StepReport {
   // tp/pp/dp comm above whose groups span nodes, the inter-node link's share
   // (inter_node_share.h).
   std::optional<double> inter_node_comm_s;
+  // Predictions of pipelines only (JSON "pipeline_idle", written when set).
+  std::optional<PipelineIdle> pipeline_idle;
 
   static StepReport from_json(const Json& json, const std::string& source);
   static StepReport load(const std::string& path);

@@ -100,12 +100,12 @@ TpLayerComm tp_layer_comm(const TimeContext& ctx) {
   if (plan.sequence_parallel) {
     // All-gather (n-1)/n + reduce-scatter (n-1)/n = one all-reduce's bus bytes.
     one_s = group_collective_time(*ctx.cluster, ctx.profile, CollectiveOp::kAllGather, bytes,
-                                  plan.tp, 1).total_s() +
+                                  plan.tp, 1, plan.world_size()).total_s() +
             group_collective_time(*ctx.cluster, ctx.profile, CollectiveOp::kReduceScatter, bytes,
-                                  plan.tp, 1).total_s();
+                                  plan.tp, 1, plan.world_size()).total_s();
   } else {
     one_s = group_collective_time(*ctx.cluster, ctx.profile, CollectiveOp::kAllReduce, bytes,
-                                  plan.tp, 1).total_s();
+                                  plan.tp, 1, plan.world_size()).total_s();
   }
   // Two per block direction: after attention and after the MLP (forward), before each in
   // backward; full recomputation replays the forward's two, or only the attention's when it

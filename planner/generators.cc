@@ -2,6 +2,9 @@
 // dimension at a time, in increasing order.
 #include "planner/generators.h"
 
+#include <fmt/format.h>
+
+#include "cost_model/backend_facts.h"
 #include "cost_model/partition.h"
 #include "planner/planner.h"
 
@@ -20,23 +23,34 @@ std::vector<std::int64_t> divisors(std::int64_t n) {
 
 std::vector<ParallelDegrees> parallel_degrees(const ModelSpec& model, const ClusterSpec& cluster,
                                               const TrainSpec& train, std::int64_t gpus,
-                                              bool allow_tp_across_nodes,
+                                              const DegreeRules& rules,
                                               std::map<std::string, std::int64_t>& dropped) {
   std::vector<ParallelDegrees> out;
   for (std::int64_t t : divisors(gpus)) {
     for (std::int64_t p : divisors(gpus / t)) {
       const std::int64_t d = gpus / (t * p);
-      const char* reason = nullptr;
+      Plan plan;
+      plan.tp = t;
+      plan.pp = p;
+      plan.dp = d;
+      std::string reason;
       if (!tensor_parallel_violation(model, t).empty()) {
         reason = drop_reason::kTpDividesHeads;
-      } else if (!allow_tp_across_nodes && t > cluster.gpus_per_node) {
+      } else if (!rules.allow_tp_across_nodes &&
+                 !placement_violation(plan, cluster.gpus_per_node).empty()) {
         reason = drop_reason::kTpWithinNode;
+      } else if (const std::string why = rules.executor == nullptr
+                                             ? std::string()
+                                             : backend_violation(*rules.executor, model, train, t);
+                 !why.empty()) {
+        reason = fmt::format("{}{} backend: {}", drop_reason::kBackendPrefix,
+                             rules.executor->name, why);
       } else if (!pipeline_violation(model, p, 1).empty()) {
         reason = drop_reason::kPpDividesLayers;
       } else if (train.global_batch % d != 0) {
         reason = drop_reason::kDpDividesBatch;
       }
-      if (reason != nullptr) {
+      if (!reason.empty()) {
         ++dropped[reason];
         continue;
       }
@@ -68,7 +82,7 @@ std::vector<std::int64_t> micro_batch_options(const TrainSpec& train, std::int64
 std::vector<ScheduleKind> schedule_options(std::int64_t pp, std::int64_t v, std::int64_t m) {
   if (pp == 1) return {ScheduleKind::kOneFOneB};
   if (v == 1) return {ScheduleKind::kGpipe, ScheduleKind::kOneFOneB};
-  if (m % pp == 0) return {ScheduleKind::kInterleaved};
+  if (interleaved_violation(pp, m).empty()) return {ScheduleKind::kInterleaved};
   return {};
 }
 
@@ -99,11 +113,10 @@ std::vector<Recompute> recompute_options() {
 }
 
 void for_each_base_plan(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
-                        std::int64_t gpus, bool allow_tp_across_nodes, std::int64_t max_v,
+                        std::int64_t gpus, const DegreeRules& rules, std::int64_t max_v,
                         std::int64_t max_b, std::map<std::string, std::int64_t>& dropped,
                         const std::function<void(const Plan&)>& visit) {
-  for (const ParallelDegrees& deg :
-       parallel_degrees(model, cluster, train, gpus, allow_tp_across_nodes, dropped)) {
+  for (const ParallelDegrees& deg : parallel_degrees(model, cluster, train, gpus, rules, dropped)) {
     for (std::int64_t v : virtual_stage_options(model, deg.pp, max_v)) {
       for (std::int64_t b : micro_batch_options(train, deg.dp, max_b)) {
         const std::int64_t m = train.global_batch / (deg.dp * b);

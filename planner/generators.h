@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cost_model/backend_facts.h"
 #include "cost_model/cluster_spec.h"
 #include "cost_model/model_spec.h"
 #include "cost_model/plan.h"
@@ -27,18 +28,29 @@ struct ParallelDegrees {
   bool operator==(const ParallelDegrees&) const = default;
 };
 
+// The rules of (t, p, d) beyond the model's and the batch's divisibility.
+struct DegreeRules {
+  bool allow_tp_across_nodes = false;  // skip the placement rule (Plan::check still has it)
+  // The executor the plans are for (backend_facts.h): what it does not train is dropped.
+  // Null: the plans price a published framework (conventions from a profile or the
+  // options: cost_model.h, predicts_strata_executor), whose limits are not strata's.
+  const BackendFacts* executor = nullptr;
+};
+
 // Divisors of n in increasing order (n >= 1).
 std::vector<std::int64_t> divisors(std::int64_t n);
 
 // Every factorisation gpus = t * p * d (t ascending, then p ascending) that satisfies the
 // model and the cluster: tensor_parallel_violation is empty (t divides heads, hidden and
-// ffn_hidden, and splits or replicates the KV heads: partition.h), t <= gpus_per_node (unless
-// allow_tp_across_nodes), layers % p == 0, global_batch % d == 0. Each factorisation that
-// breaks a rule is counted once in `dropped` under the first rule it breaks
-// (drop_reason::* in planner.h).
+// ffn_hidden, and splits or replicates the KV heads: partition.h), the TP groups stay inside
+// nodes (backend_facts.h: placement_violation; unless rules.allow_tp_across_nodes), the
+// rules' executor trains the model at t (backend_facts.h: backend_violation), layers % p ==
+// 0, global_batch % d == 0: what `strata run` accepts of the degrees. Each factorisation
+// that breaks a rule is counted once in `dropped` under the first rule it breaks
+// (drop_reason::* in planner.h; an executor's reason after kBackendPrefix).
 std::vector<ParallelDegrees> parallel_degrees(const ModelSpec& model, const ClusterSpec& cluster,
                                               const TrainSpec& train, std::int64_t gpus,
-                                              bool allow_tp_across_nodes,
+                                              const DegreeRules& rules,
                                               std::map<std::string, std::int64_t>& dropped);
 
 // v such that layers % (p * v) == 0 and v <= max_v: {1} when p == 1 (no pipeline, nothing
@@ -76,7 +88,7 @@ std::vector<Recompute> recompute_options();
 // memory variants of a base plan are offload_options(zero) x recompute_options().
 // (t, p, d) triples that break a rule are counted in `dropped` (see parallel_degrees).
 void for_each_base_plan(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
-                        std::int64_t gpus, bool allow_tp_across_nodes, std::int64_t max_v,
+                        std::int64_t gpus, const DegreeRules& rules, std::int64_t max_v,
                         std::int64_t max_b, std::map<std::string, std::int64_t>& dropped,
                         const std::function<void(const Plan&)>& visit);
 

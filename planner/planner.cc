@@ -325,6 +325,15 @@ void score_in_threads(const ModelSpec& model, const ClusterSpec& cluster, const 
 
 }  // namespace
 
+DegreeRules degree_rules(const PlannerOptions& options, const ClusterSpec& cluster) {
+  DegreeRules rules;
+  rules.allow_tp_across_nodes = options.allow_tp_across_nodes;
+  if (predicts_strata_executor(options.profile, options.cost)) {
+    rules.executor = &backend_facts(cluster.backend);
+  }
+  return rules;
+}
+
 double MemoryOvershoot::total() const {
   return std::max(device_bytes, 0.0) + std::max(host_bytes, 0.0) + std::max(nvme_bytes, 0.0);
 }
@@ -332,11 +341,14 @@ double MemoryOvershoot::total() const {
 MemoryOvershoot memory_overshoot(const Prediction& prediction, const ClusterSpec& cluster,
                                  std::int64_t world_size) {
   // Host and NVMe bytes are per GPU (memory_model.h); a node holds up to gpus_per_node ranks.
-  const double ranks_per_node =
-      static_cast<double>(std::min(world_size, cluster.gpus_per_node));
+  // The device's headroom is in the prediction's device bytes (memory_model.h); the host's is
+  // taken off what the node has (host_headroom_for).
+  const std::int64_t node_ranks = std::min(world_size, cluster.gpus_per_node);
+  const double ranks_per_node = static_cast<double>(node_ranks);
   MemoryOvershoot over;
   over.device_bytes = prediction.memory_bytes.device - cluster.device.memory_bytes;
-  over.host_bytes = prediction.memory_bytes.host * ranks_per_node - cluster.host.memory_bytes;
+  over.host_bytes = prediction.memory_bytes.host * ranks_per_node -
+                    usable_host_bytes(cluster.host.memory_bytes, node_ranks, host_headroom_for(cluster));
   over.nvme_bytes = prediction.memory_bytes.nvme * ranks_per_node - cluster.nvme.capacity_bytes;
   return over;
 }
@@ -372,7 +384,7 @@ PlanSearchResult search_plans(const ModelSpec& model, const ClusterSpec& cluster
   Search search(model, cluster, train, options, result);
 
   std::vector<Plan> bases;
-  for_each_base_plan(model, cluster, train, result.gpus, options.allow_tp_across_nodes,
+  for_each_base_plan(model, cluster, train, result.gpus, degree_rules(options, cluster),
                      options.max_virtual_stages, options.max_micro_batch, result.dropped,
                      [&](const Plan& plan) { bases.push_back(plan); });
   const std::size_t threads = std::min(search_threads(options), std::max<std::size_t>(bases.size(), 1));

@@ -20,6 +20,7 @@
 #include "cost_model/profile.h"
 #include "cost_model/step_report.h"
 #include "cost_model/train_spec.h"
+#include "planner/generators.h"
 
 namespace strata {
 
@@ -60,7 +61,7 @@ struct ScoredPlan {
 // How much a plan overshoots the memory it was given, per tier (bytes over; 0 when it fits).
 struct MemoryOvershoot {
   double device_bytes = 0;  // worst rank's device bytes - device memory
-  double host_bytes = 0;    // host bytes of the fullest node - host memory per node
+  double host_bytes = 0;    // host bytes of the fullest node - its usable host memory
   double nvme_bytes = 0;    // NVMe bytes of the fullest node - NVMe capacity per node
   bool fits() const { return device_bytes <= 0 && host_bytes <= 0 && nvme_bytes <= 0; }
   // The single figure "closest plan" is judged by: the sum of the positive overshoots.
@@ -70,7 +71,9 @@ struct MemoryOvershoot {
 // Reason keys used in PlanSearchResult::dropped (rules first, then memory tiers).
 namespace drop_reason {
 inline constexpr const char* kTpDividesHeads = "t does not divide heads or ffn_hidden";
-inline constexpr const char* kTpWithinNode = "t exceeds GPUs per node";
+inline constexpr const char* kTpWithinNode = "a TP group would span nodes";
+// Followed by the backend's name and its reason (backend_facts.h: backend_violation).
+inline constexpr const char* kBackendPrefix = "the executor does not run it on the ";
 inline constexpr const char* kPpDividesLayers = "layers not divisible by p";
 inline constexpr const char* kDpDividesBatch = "global batch not divisible by d";
 inline constexpr const char* kPlanCheck = "rejected by Plan::check";
@@ -104,13 +107,20 @@ struct PlanSearchResult {
   bool no_legal_factorisation() const { return candidates == 0; }
 };
 
+// The (t, p, d) rules of a search with `options` on `cluster`: strata's executor on the
+// cluster's backend, unless the options or the profile price a published framework
+// (predicts_strata_executor).
+DegreeRules degree_rules(const PlannerOptions& options, const ClusterSpec& cluster);
+
 // Everything above, for `gpus` (0: the cluster's) GPUs. Throws ConfigError when the request
 // itself is impossible (gpus < 1, more GPUs than the cluster has, global batch < 1).
 PlanSearchResult search_plans(const ModelSpec& model, const ClusterSpec& cluster,
                               const TrainSpec& train, const PlannerOptions& options = {});
 
 // Memory overshoot of a prediction on a cluster when the plan uses `world_size` GPUs
-// (ranks fill nodes in order, so a node holds min(world_size, gpus_per_node) ranks).
+// (ranks fill nodes in order, so a node holds min(world_size, gpus_per_node) ranks), against
+// the usable memory: the device's headroom is in the prediction, the host's
+// (host_headroom_for) comes off each node's.
 MemoryOvershoot memory_overshoot(const Prediction& prediction, const ClusterSpec& cluster,
                                  std::int64_t world_size);
 

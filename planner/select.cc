@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cost_model/backend_facts.h"
 #include "cost_model/cost_model.h"
 #include "cost_model/errors.h"
 #include "planner/generators.h"
@@ -39,6 +40,9 @@ std::optional<JobWay> spilled_way(const Job& job, const ClusterSpec& cluster,
       } catch (const InfeasiblePlan&) {
         continue;
       }
+      // What `strata run` would refuse is not a way (the search's plans are filtered alike:
+      // generators.h).
+      if (!runnable_violation(job.model, job.train, plan, cluster).empty()) continue;
       const Prediction p = predict(job.model, cluster, job.train, plan, options.profile, cost);
       if (!memory_overshoot(p, cluster, 1).fits()) continue;
       if (best && best->step_s <= p.step_time_s) continue;
@@ -408,6 +412,13 @@ std::vector<JobWays> job_ways(const std::vector<Job>& jobs, const ClusterSpec& c
     std::stable_sort(jw.ways.begin(), jw.ways.end(),
                      [](const JobWay& a, const JobWay& b) { return a.duration_s < b.duration_s; });
     if (jw.ways.empty()) {
+      // Not memory, when strata's executor does not train the job on this backend at all.
+      if (const std::string why = runnable_violation(job.model, job.train, Plan{}, budgeted);
+          !why.empty()) {
+        throw InfeasiblePlan(fmt::format("job '{}' has no way on cluster {}: strata's executor "
+                                         "does not train it there: {}",
+                                         job.name, cluster.name, why));
+      }
       throw InfeasiblePlan(fmt::format("job '{}' fits no way on {} device(s) of {} with {:.4g} "
                                        "MiB of device memory each (not spilled to host memory, "
                                        "nor on 1..{} devices)", job.name, options.devices,

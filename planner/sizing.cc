@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -26,9 +27,9 @@ std::map<std::string, std::int64_t> rule_drops_if_illegal(const ModelSpec& model
                                                           const ClusterSpec& cluster,
                                                           const TrainSpec& train,
                                                           std::int64_t gpus,
-                                                          bool allow_tp_across_nodes) {
+                                                          const DegreeRules& rules) {
   std::map<std::string, std::int64_t> dropped;
-  if (!parallel_degrees(model, cluster, train, gpus, allow_tp_across_nodes, dropped).empty()) {
+  if (!parallel_degrees(model, cluster, train, gpus, rules, dropped).empty()) {
     return {};
   }
   return dropped;
@@ -43,9 +44,9 @@ bool on_grid(std::int64_t gpus, const ClusterSpec& cluster) {
 }
 
 bool legal(const ModelSpec& model, const ClusterSpec& cluster, const TrainSpec& train,
-           std::int64_t gpus, bool allow_tp_across_nodes) {
+           std::int64_t gpus, const DegreeRules& rules) {
   std::map<std::string, std::int64_t> dropped;
-  return !parallel_degrees(model, cluster, train, gpus, allow_tp_across_nodes, dropped).empty();
+  return !parallel_degrees(model, cluster, train, gpus, rules, dropped).empty();
 }
 
 }  // namespace
@@ -55,16 +56,16 @@ std::pair<std::int64_t, std::int64_t> nearest_legal_counts(const ModelSpec& mode
                                                            const TrainSpec& train,
                                                            std::int64_t gpus,
                                                            std::int64_t max_gpus,
-                                                           bool allow_tp_across_nodes) {
+                                                           const DegreeRules& rules) {
   std::pair<std::int64_t, std::int64_t> nearest{0, 0};
   for (std::int64_t g = gpus - 1; g >= 1; --g) {
-    if (on_grid(g, cluster) && legal(model, cluster, train, g, allow_tp_across_nodes)) {
+    if (on_grid(g, cluster) && legal(model, cluster, train, g, rules)) {
       nearest.first = g;
       break;
     }
   }
   for (std::int64_t g = gpus + 1; g <= max_gpus; ++g) {
-    if (on_grid(g, cluster) && legal(model, cluster, train, g, allow_tp_across_nodes)) {
+    if (on_grid(g, cluster) && legal(model, cluster, train, g, rules)) {
       nearest.second = g;
       break;
     }
@@ -83,12 +84,16 @@ class Sizing {
     options_.cache = options.cache != nullptr ? options.cache : &cache_;
   }
 
-  // Tries `gpus` (a count of the grid) and returns its index in result_.tries.
+  // Tries `gpus` (a count of the grid) and returns its index in result_.tries; a count tried
+  // before is not tried again.
   std::size_t attempt(std::int64_t gpus) {
+    for (std::size_t i = 0; i < result_.tries.size(); ++i) {
+      if (result_.tries[i].gpus == gpus) return i;
+    }
     SizingTry t;
     t.gpus = gpus;
     t.rule_drops = rule_drops_if_illegal(model_, cluster_, train_, gpus,
-                                         options_.allow_tp_across_nodes);
+                                         degree_rules(options_, cluster_));
     t.legal = t.rule_drops.empty();
     if (t.legal) {
       PlannerOptions one = options_;
@@ -97,7 +102,7 @@ class Sizing {
       t.meets = t.fits() && t.train_seconds(request_.tokens) <= request_.deadline_s;
     } else {
       std::tie(t.nearest_legal_below, t.nearest_legal_above) = nearest_legal_counts(
-          model_, cluster_, train_, gpus, result_.max_gpus, options_.allow_tp_across_nodes);
+          model_, cluster_, train_, gpus, result_.max_gpus, degree_rules(options_, cluster_));
     }
     result_.tries.push_back(std::move(t));
     return result_.tries.size() - 1;
@@ -155,19 +160,37 @@ SizingResult size_for_deadline(const ModelSpec& model, const ClusterSpec& cluste
         std::ceil(result.required_tokens_per_s * flops_per_token / peak));
   }
   Sizing sizing(model, cluster, train, options, request, result);
+  const std::int64_t floor_nodes_gpus =
+      round_up_to_node(static_cast<double>(result.peak_floor_gpus), cluster);
+  // When no count meets: at least the floor, and at least what the largest searched count's
+  // rate per GPU would need (index `top`, or none).
+  const auto missed = [&](std::optional<std::size_t> top) {
+    result.needed_gpus = result.peak_floor_gpus > 0 ? floor_nodes_gpus : 0;
+    if (top && sizing.tokens_per_s(*top) > 0) {
+      const double per_gpu =
+          sizing.tokens_per_s(*top) / static_cast<double>(result.tries[*top].gpus);
+      const std::int64_t by_rate = round_up_to_node(result.required_tokens_per_s / per_gpu, cluster);
+      if (by_rate > result.needed_gpus) {
+        result.needed_gpus = by_rate;
+        result.needed_from = *top;
+      }
+    }
+    return result;
+  };
+  // Below the floor every count misses: nothing to search.
+  if (result.peak_floor_gpus > result.max_gpus) return missed(std::nullopt);
 
   // The largest count first: when it misses, every count does (the assumption above).
   std::size_t top = sizing.attempt(result.max_gpus);
   if (!result.tries[top].legal) {
     const std::int64_t below = result.tries[top].nearest_legal_below;
-    if (below == 0) return result;
+    if (below == 0 || below < result.peak_floor_gpus) return missed(std::nullopt);
     top = sizing.attempt(below);
   }
-  if (!result.tries[top].meets) return result;
+  if (!result.tries[top].meets) return missed(top);
   std::size_t hi = top;  // the smallest count known to meet
   // The largest count known to miss: the peak floor's count just below it, or none (0).
-  std::int64_t lo_gpus = std::max<std::int64_t>(0, round_up_to_node(
-      static_cast<double>(result.peak_floor_gpus), cluster) - per_node);
+  std::int64_t lo_gpus = std::max<std::int64_t>(0, floor_nodes_gpus - per_node);
   double lo_rate = 0;  // unknown below any search: the line then starts at the origin
   for (;;) {
     const std::int64_t hi_gpus = result.tries[hi].gpus;

@@ -8,9 +8,11 @@
 // straight line through their throughputs reaches the rate the deadline needs (rounded up to
 // whole nodes), until no count with a legal factorisation lies between them. Two facts
 // decide without a search: a count below what the peak FLOP/s allows at 100% MFU misses (the
-// cost model's MFU never exceeds 1), and a count with no legal t x p x d misses. What is
-// assumed: among legal counts the best plan's throughput does not fall as the count grows;
-// every count tried is returned so that the reader sees the evidence.
+// cost model's MFU never exceeds 1), so no such count is searched, the largest neither; and
+// a count with no legal t x p x d misses. Each count is tried once. What is assumed: among
+// legal counts the best plan's throughput does not fall as the count grows; every count
+// tried is returned so that the reader sees the evidence. When none meets the deadline, the
+// count that would is estimated (SizingResult::needed_gpus).
 //
 // Deterministic; no printing, no files (the CLI prints: tools/strata/sizing_print.cc).
 #pragma once
@@ -50,12 +52,19 @@ struct SizingTry {
 };
 
 struct SizingResult {
-  std::vector<SizingTry> tries;            // in the order tried
+  std::vector<SizingTry> tries;            // in the order tried, each count once
   std::optional<std::size_t> smallest;     // index in tries of the smallest count that meets
   std::int64_t max_gpus = 0;               // the largest count of the grid
   // Counts below this miss the deadline even at 100% MFU (0: no such floor, the CPU backend).
   std::int64_t peak_floor_gpus = 0;
   double required_tokens_per_s = 0;        // tokens / deadline
+  // When no count meets the deadline: the whole nodes' GPUs it needs at least, the larger of
+  // the peak floor and the rate needed over the largest searched count's best tokens/s per
+  // GPU (as if throughput grew in proportion to GPUs, which it rarely does beyond: more may
+  // be needed); 0 when a count meets it or nothing was searched and there is no floor.
+  std::int64_t needed_gpus = 0;
+  // The try whose rate per GPU set needed_gpus; none when the floor did.
+  std::optional<std::size_t> needed_from;
 };
 
 // ConfigError when the request is impossible: tokens or deadline not > 0, max_gpus below one
@@ -69,7 +78,7 @@ std::map<std::string, std::int64_t> rule_drops_if_illegal(const ModelSpec& model
                                                           const ClusterSpec& cluster,
                                                           const TrainSpec& train,
                                                           std::int64_t gpus,
-                                                          bool allow_tp_across_nodes);
+                                                          const DegreeRules& rules);
 
 // The nearest counts below and above `gpus` (multiples of gpus_per_node, or any count up to
 // one node, within 1..max_gpus) that have a legal factorisation; 0 where there is none.
@@ -78,6 +87,6 @@ std::pair<std::int64_t, std::int64_t> nearest_legal_counts(const ModelSpec& mode
                                                            const TrainSpec& train,
                                                            std::int64_t gpus,
                                                            std::int64_t max_gpus,
-                                                           bool allow_tp_across_nodes);
+                                                           const DegreeRules& rules);
 
 }  // namespace strata

@@ -22,8 +22,7 @@ class CpuBackend : public engine::Backend {
       : alloc_(&alloc), comms_(&comms), ops_(alloc) {}
 
   std::string_view name() const override { return "cpu"; }
-  DType compute_dtype() const override { return DType::kF32; }
-  std::int64_t vocab_row_alignment() const override { return 1; }
+  strata::Backend kind() const override { return strata::Backend::kCpu; }
   AccountingAllocator& accounting() override { return *alloc_; }
 
   engine::Tensor allocate(MemoryTier tier, DType dtype, std::int64_t n, const std::string& tag,

@@ -125,7 +125,6 @@ CudaBackend::~CudaBackend() {
   cudaDeviceSynchronize();
 }
 
-std::int64_t CudaBackend::vocab_row_alignment() const { return strata::vocab_row_alignment(strata::Backend::kCuda); }
 
 cudaStream_t CudaBackend::stream_of(Stream s) const {
   switch (s) {

@@ -53,8 +53,7 @@ class CudaBackend final : public engine::Backend {
   ~CudaBackend() override;
 
   std::string_view name() const override { return "cuda"; }
-  DType compute_dtype() const override { return DType::kBF16; }
-  std::int64_t vocab_row_alignment() const override;
+  strata::Backend kind() const override { return strata::Backend::kCuda; }
   AccountingAllocator& accounting() override { return *alloc_; }
 
   engine::Tensor allocate(MemoryTier tier, DType dtype, std::int64_t n, const std::string& tag,

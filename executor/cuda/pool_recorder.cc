@@ -163,10 +163,6 @@ PoolRecorder::PoolRecorder(AccountingAllocator& alloc, const ParallelDims& dims,
 
 PoolRecorder::~PoolRecorder() { munmap(no_access_page_, 4096); }
 
-std::int64_t PoolRecorder::vocab_row_alignment() const {
-  return strata::vocab_row_alignment(strata::Backend::kCuda);
-}
-
 model::LayerOps& PoolRecorder::layer_ops() { return *ops_; }
 
 engine::Tensor PoolRecorder::device_block(std::int64_t bytes, DType dtype, const std::string& tag) {

@@ -26,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cost_model/backend_facts.h"
 #include "cost_model/param_layout.h"
 #include "cost_model/program.h"
 #include "executor/comm/communicator_factory.h"
@@ -85,14 +86,18 @@ class Backend {
   virtual ~Backend() = default;
 
   virtual std::string_view name() const = 0;  // "cpu" | "cuda"
+  // Whose facts (cost_model/backend_facts.h) this backend trains by: the CUDA-semantics
+  // mode checks CUDA's stream order but computes as the CPU backend does.
+  virtual strata::Backend kind() const = 0;
+  const BackendFacts& facts() const { return backend_facts(kind()); }
   // Activations and the compute copy of the weights: fp32 on the CPU, bf16 on CUDA. When it
   // is fp32 the parameters are their own fp32 master; otherwise a master copy is kept.
-  virtual DType compute_dtype() const = 0;
+  DType compute_dtype() const { return facts().compute_dtype; }
   // Whether the weights the layer ops read are a compute copy kept apart from the fp32
   // master and refreshed by to_compute(): on CUDA (a bf16 copy), and in the CPU backend's
   // CUDA-semantics mode, which runs the same buffers and casts in fp32.
   virtual bool separate_compute_copy() const { return compute_dtype() != DType::kF32; }
-  virtual std::int64_t vocab_row_alignment() const = 0;  // partition.h
+  std::int64_t vocab_row_alignment() const { return facts().vocab_row_alignment; }
   virtual AccountingAllocator& accounting() = 0;
 
   // n elements on `tier` (device: the budgeted device memory; host: host memory, pinned on

@@ -6,25 +6,12 @@
 
 #include <fmt/format.h>
 
+#include "cost_model/backend_facts.h"
 #include "cost_model/errors.h"
 #include "cost_model/layer_tensors.h"
 #include "cost_model/partition.h"
 
 namespace strata::model {
-
-std::string executor_family_violation(const ModelSpec& model, std::int64_t tp) {
-  (void)tp;  // every TP degree the cost model prices is run (KV heads split or replicated)
-  const std::int64_t kv = model.kv_head_count();
-  if (kv != model.heads && model.biases) {
-    return fmt::format(
-        "kv_heads {} < heads {} with biases: grouped-query attention with biases is not run "
-        "yet", kv, model.heads);
-  }
-  if (model.norm == NormKind::kLayerNorm && !model.biases) {
-    return "a LayerNorm without biases is not run yet";
-  }
-  return "";
-}
 
 Dims make_dims(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
                std::int64_t tp_rank, bool sequence_parallel,
@@ -46,7 +33,7 @@ Dims make_dims(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp
   d.v0 = real_rows * d.tp_rank;
   d.Vvalid = std::clamp(d.V - d.v0, 0, real_rows);
   d.HS = d.C / d.NH;
-  if (const std::string why = executor_family_violation(model, tp); !why.empty()) {
+  if (const std::string why = executor_family_violation(model); !why.empty()) {
     throw InfeasiblePlan(why);
   }
   d.KVH = static_cast<int>(model.kv_head_count());
@@ -65,7 +52,7 @@ Dims make_dims(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp
     d.rope.original_max_positions =
         static_cast<double>(model.rope_scaling->original_max_position_embeddings);
   }
-  d.sp = sequence_parallel && tp > 1;
+  d.sp = sequence_parallel_on(sequence_parallel, tp);
   if (d.sp) {
     if (const std::string why = sequence_parallel_violation(model, tp); !why.empty()) {
       throw InfeasiblePlan(why);

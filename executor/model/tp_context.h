@@ -56,15 +56,8 @@ struct Dims {
   int fc1_width() const { return mlp == MlpKind::kSwiglu ? 2 * Fl : Fl; }
 };
 
-// What of a family the cost model prices the executor's layers do not run yet, at TP degree
-// tp: "" or the reason (grouped-query attention with biases, whose q bias sits between Q and
-// K|V; a LayerNorm without its bias). KV heads replicated over TP (t > kv_heads) are run:
-// each rank holds its query heads' KV head, the copies' gradients summed (kSumKvGrads).
-// `strata run` refuses such a model before any rank starts; make_dims throws on it.
-std::string executor_family_violation(const ModelSpec& model, std::int64_t tp);
-
 // sequence_parallel: the rule of cost_model/partition.h (InfeasiblePlan otherwise).
-// executor_family_violation: InfeasiblePlan with its reason.
+// cost_model/backend_facts.h's executor_family_violation: InfeasiblePlan with its reason.
 // vocab_row_alignment: the backend's wte shard padding (partition.h): Vshard = the padded
 // rows, Vvalid the real ones.
 Dims make_dims(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,

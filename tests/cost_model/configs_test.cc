@@ -16,6 +16,7 @@
 #include "cost_model/profile.h"
 #include "cost_model/step_report.h"
 #include "cost_model/train_spec.h"
+#include "tests/cost_model/bundled_configs.h"
 
 namespace strata {
 namespace {
@@ -24,16 +25,7 @@ namespace fs = std::filesystem;
 
 const fs::path kConfigs = fs::path(STRATA_SOURCE_DIR) / "configs";
 
-// Sorted so failures list in a stable order.
-std::vector<fs::path> json_files(const fs::path& dir) {
-  std::vector<fs::path> out;
-  if (!fs::exists(dir)) return out;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    if (entry.is_regular_file() && entry.path().extension() == ".json") out.push_back(entry.path());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
+using testing::json_files;
 
 // Loads with `from_json` and checks the JSON written back equals the file's.
 template <typename Spec>

@@ -182,13 +182,13 @@ TEST(CpuComm, EveryCollectiveIsExposedOncePerUnitAndStep) {
   plan.zero_stage = 2;
   ASSERT_EQ(simulation_mode(cpu.backend), SimulationMode::kSerial);
   const auto both = [&](double params) {
-    return group_collective_time(cpu, nullptr, CollectiveOp::kReduceScatter, 4.0 * params, 2, 1)
+    return group_collective_time(cpu, nullptr, CollectiveOp::kReduceScatter, 4.0 * params, 2, 1, 2)
                .total_s() +
-           group_collective_time(cpu, nullptr, CollectiveOp::kAllGather, 4.0 * params, 2, 1)
+           group_collective_time(cpu, nullptr, CollectiveOp::kAllGather, 4.0 * params, 2, 1, 2)
                .total_s();
   };
   const double norm =
-      group_collective_time(cpu, nullptr, CollectiveOp::kAllReduce, 4.0, 2, 1).total_s();
+      group_collective_time(cpu, nullptr, CollectiveOp::kAllReduce, 4.0, 2, 1, 2).total_s();
   const Prediction p = predict(model, cpu, train, plan);
   EXPECT_NEAR(p.parts.dp_comm_s, both(20480) + 8 * both(49984) + both(128) + norm,
               1e-12 * p.parts.dp_comm_s);

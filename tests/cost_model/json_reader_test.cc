@@ -85,6 +85,25 @@ TEST(JsonReader, FinishRejectsUnreadKeysButNotAllowedOnes) {
   expect_error<ConfigError>([&] { r.finish(); }, {"model.json", "layres", "unknown key"});
 }
 
+// A mistyped optional key: the reader was asked for "ffn_hidden" (absent: its default
+// applies) and finds "ffn_hiden", one edit away, unread. "layres" is two edits from
+// "layers", which the file does have: no suggestion of a key already given. "zzz" is near
+// nothing asked.
+TEST(JsonReader, UnknownKeyNamesTheNearestKeyAskedFor) {
+  const Json j = Json::parse(R"({"layers": 2, "ffn_hiden": 8})");
+  JsonObjectReader r(j, "model.json");
+  r.get_int("layers");
+  EXPECT_FALSE(r.has("ffn_hidden"));
+  expect_error<ConfigError>([&] { r.finish(); },
+                            {"model.json: ffn_hiden: unknown key; did you mean 'ffn_hidden'?"});
+  const Json k = Json::parse(R"({"layers": 2, "layres": 3, "zzz": 1})");
+  JsonObjectReader q(k, "model.json");
+  q.get_int("layers");
+  EXPECT_FALSE(q.has("vocab"));
+  EXPECT_EQ(q.unknown_key_message("layres"), "model.json: layres: unknown key");
+  EXPECT_EQ(q.unknown_key_message("zzz"), "model.json: zzz: unknown key");
+}
+
 TEST(JsonReader, RangeHelpersNameKeyAndValue) {
   const Json j = Json::parse(R"({"o": {}})");
   JsonObjectReader r(j, "f.json");

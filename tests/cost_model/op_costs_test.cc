@@ -101,13 +101,15 @@ TEST_F(OpCostsTest, ZeroThreeGathersAndReducesOneUnitAtATime) {
   const Program p = program();
   const RankProgram& rank = p.ranks[0];
   // One layer: 12,596,224 params = 25,192,448 bf16 bytes; an all-gather over 32 ranks moves
-  // 31/32 of it at 25 GB/s, plus 31 ring steps of 5 us. The reduce-scatter: the same.
+  // 31/32 of it at 25 GB/s, plus 31 ring steps of 5 us. The reduce-scatter: the same of the
+  // fp32 gradients the engine reduces, twice the bytes.
   const double layer_bytes = 2.0 * (12.0 * 1024 * 1024 + 13.0 * 1024);
   const double layer_s = layer_bytes * 31.0 / 32.0 / 25e9 + 31 * 5e-6;
+  const double layer_grad_s = 2 * layer_bytes * 31.0 / 32.0 / 25e9 + 31 * 5e-6;
   EXPECT_NEAR(costs.state_move(rank, ProgramOpKind::kGather, unit(rank, "layer3")).dp_comm_s,
               layer_s, 1e-12);
   EXPECT_NEAR(costs.state_move(rank, ProgramOpKind::kReduceGrads, unit(rank, "layer3")).dp_comm_s,
-              layer_s, 1e-12);
+              layer_grad_s, 1e-12);
   // The embedding is a unit of its own: V h + s h parameters.
   const double embedding_bytes = 2.0 * (32000.0 * 1024 + 1024.0 * 1024);
   EXPECT_NEAR(costs.state_move(rank, ProgramOpKind::kGather, unit(rank, "embedding")).dp_comm_s,
@@ -117,6 +119,12 @@ TEST_F(OpCostsTest, ZeroThreeGathersAndReducesOneUnitAtATime) {
   plan.zero_stage = 0;
   const TimeContext c0 = ctx();
   EXPECT_NEAR(TimeModelCosts(c0).state_move(rank, ProgramOpKind::kReduceGrads, unit(rank, "layer3")).dp_comm_s,
+              2 * layer_grad_s, 1e-12);
+  // Published conventions (Megatron-LM and DeepSpeed of 2021) reduce the gradients in the
+  // parameters' bf16: the gather's bytes.
+  TimeContext published = ctx();
+  published.kernels.fp32_gradient_reductions = false;
+  EXPECT_NEAR(TimeModelCosts(published).state_move(rank, ProgramOpKind::kReduceGrads, unit(rank, "layer3")).dp_comm_s,
               2 * layer_s, 1e-12);
 }
 
@@ -127,16 +135,16 @@ TEST_F(OpCostsTest, SequenceParallelNormSumsAndTheTailsCollectives) {
   const TimeModelCosts costs(c);
   const Program p = program();
   const RankProgram& last = p.ranks[1];
-  // A layer's two LayerNorms, 4 h = 4096 bf16 gradients, all-reduced over the 4 TP ranks on
-  // NVLink: 8192 x 1.5 / 300e9 + 6 x 2 us.
+  // A layer's two LayerNorms, 4 h = 4096 fp32 gradients, all-reduced over the 4 TP ranks on
+  // NVLink: 16384 x 1.5 / 300e9 + 6 x 2 us.
   EXPECT_NEAR(costs.state_move(last, ProgramOpKind::kSumNormGrads, unit(last, "layer4")).tp_comm_s,
-              8192.0 * 1.5 / 300e9 + 6 * 2e-6, 1e-15);
-  // Tail. The tied sum: the wte shard, ceil(V/t) h = 8000 x 1024 bf16, all-reduced between
-  // the first and the last stage (2 ranks, t d (p - 1) = 16 apart: across nodes).
+              16384.0 * 1.5 / 300e9 + 6 * 2e-6, 1e-15);
+  // Tail. The tied sum: the wte shard's gradient, ceil(V/t) h = 8000 x 1024 fp32, all-reduced
+  // between the first and the last stage (2 ranks, t d (p - 1) = 16 apart: across nodes).
   ProgramOp tied;
   tied.kind = ProgramOpKind::kTiedEmbeddingSum;
   tied.unit = unit(last, "wte_copy");
-  EXPECT_NEAR(costs.tail(last, tied).dp_comm_s, 16384000.0 * 1.0 / 25e9 + 2 * 5e-6, 1e-12);
+  EXPECT_NEAR(costs.tail(last, tied).dp_comm_s, 32768000.0 * 1.0 / 25e9 + 2 * 5e-6, 1e-12);
   // The norm: one fp32 value over the 32 ranks of the world: 62 ring steps, a few bytes.
   ProgramOp norm;
   norm.kind = ProgramOpKind::kGradNorm;
@@ -161,11 +169,11 @@ TEST_F(OpCostsTest, ReplicatedKvHeadsGradientsAreSummedOverTheirCopies) {
   const TimeModelCosts costs(c);
   const Program p = program();
   const RankProgram& last = p.ranks[1];
-  // One head of K and V, 2 x 64 rows of h = 1024, and their biases, 2 x 64: 131,200 bf16
-  // gradients (262,400 bytes) all-reduced over 2 ranks on NVLink: bus bytes x 2 (n-1)/n = 1,
+  // One head of K and V, 2 x 64 rows of h = 1024, and their biases, 2 x 64: 131,200 fp32
+  // gradients (524,800 bytes) all-reduced over 2 ranks on NVLink: bus bytes x 2 (n-1)/n = 1,
   // 2 (n-1) = 2 steps of 2 us.
   EXPECT_NEAR(costs.state_move(last, ProgramOpKind::kSumKvGrads, unit(last, "layer4")).tp_comm_s,
-              262400.0 / 300e9 + 2 * 2e-6, 1e-15);
+              524800.0 / 300e9 + 2 * 2e-6, 1e-15);
 }
 
 TEST_F(OpCostsTest, HostOptimizerStepsPipelineTheirNvmeIo) {

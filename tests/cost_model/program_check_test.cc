@@ -273,7 +273,7 @@ TEST(ProgramCheck, EveryBundledPlanPasses) {
     const ClusterSpec cluster = ClusterSpec::load((configs / "clusters" / (s.cluster + ".json")).string());
     const TrainSpec train = TrainSpec::load((configs / "train" / (s.train + ".json")).string());
     const Program program =
-        make_program(model, train, plan, program_options(conventions_for(cluster, nullptr, {})));
+        make_program(model, train, plan, predicted_program_options(cluster, nullptr, {}));
     EXPECT_EQ(fault_of(program), "");
     // The check compared real shapes, not zeros: every message is one sequence's token rows
     // on its TP rank (seq_len, 1/tp of it with sequence parallelism) by hidden.

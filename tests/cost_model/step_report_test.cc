@@ -105,6 +105,30 @@ TEST(StepReport, TransfersAreOptionalAndStrict) {
                             {"r.json", "transfers.nvme_to_host_bytes", ">= 0"});
 }
 
+// The critical rank 0 (busy 1.0 s) idles 1.2 s; the busiest stage, 3 (2.0 s), has 1.0 s
+// more work: 1.0 s of the idle is waiting on it, 0.2 s fill and drain. An idle shorter than
+// the difference is all imbalance; the critical rank the busiest, none of it.
+TEST(PipelineIdle, SplitsTheCriticalRanksIdle) {
+  const PipelineIdle a = PipelineIdle::split({1.0, 1.25, 1.0, 2.0}, 0, 1.2);
+  EXPECT_EQ(a.busiest_rank, 3);
+  EXPECT_DOUBLE_EQ(a.imbalance_s, 1.0);
+  EXPECT_NEAR(a.fill_drain_s, 0.2, 1e-15);
+  const PipelineIdle b = PipelineIdle::split({1.0, 2.0}, 0, 0.5);
+  EXPECT_DOUBLE_EQ(b.imbalance_s, 0.5);
+  EXPECT_DOUBLE_EQ(b.fill_drain_s, 0.0);
+  const PipelineIdle c = PipelineIdle::split({1.0, 2.0}, 1, 0.25);
+  EXPECT_DOUBLE_EQ(c.imbalance_s, 0.0);
+  EXPECT_DOUBLE_EQ(c.fill_drain_s, 0.25);
+  // JSON: written and read back; a rank outside the stages refused.
+  StepReport r = StepReport::from_json(report_json(), "r.json");
+  r.pipeline_idle = a;
+  EXPECT_EQ(StepReport::from_json(r.to_json(), "r.json").pipeline_idle, a);
+  Json bad = r.to_json();
+  bad["pipeline_idle"]["busiest_rank"] = 4;
+  expect_error<ConfigError>([&] { StepReport::from_json(bad, "r.json"); },
+                            {"r.json", "pipeline_idle.busiest_rank", "0..3"});
+}
+
 TEST(MegatronFlops, ByHand) {
   // l = 1, h = 6, s = 6, V = 16, B = 1:
   // 96 * 1 * 6 * 1 * 36 * (1 + 6/36 + 16/96) = 20736 * 4/3 = 27648.

@@ -64,15 +64,57 @@ TEST(Collectives, AllGatherP2pAndTrivialCases) {
 }
 
 TEST(Collectives, GroupLinkFollowsMegatronRankOrder) {
-  const ClusterSpec c = test_cluster();
+  const ClusterSpec c = test_cluster();  // 8 GPUs a node
   // TP group of 8 (stride 1) fills one node.
-  EXPECT_EQ(group_link(c, 8, 1), LinkClass::kIntraNode);
+  EXPECT_EQ(group_link(c, 8, 1, 64), LinkClass::kIntraNode);
   // DP group with t = 4, d = 2: ranks 0 and 4 -> span 5 <= 8, inside a node (t*d <= 8).
-  EXPECT_EQ(group_link(c, 2, 4), LinkClass::kIntraNode);
+  EXPECT_EQ(group_link(c, 2, 4, 64), LinkClass::kIntraNode);
   // DP group with t = 4, d = 4: t*d = 16 > 8 -> spans nodes.
-  EXPECT_EQ(group_link(c, 4, 4), LinkClass::kInterNode);
+  EXPECT_EQ(group_link(c, 4, 4, 64), LinkClass::kInterNode);
   // Pipeline neighbours t*d = 8 apart: always different nodes.
-  EXPECT_EQ(group_link(c, 2, 8), LinkClass::kInterNode);
+  EXPECT_EQ(group_link(c, 2, 8, 64), LinkClass::kInterNode);
+  // A job on one node: every group inside it, whatever its shape.
+  EXPECT_EQ(group_link(c, 3, 2, 6), LinkClass::kIntraNode);
+}
+
+// The groups' real nodes, rank by rank (ranks fill nodes of G in order), against group_link:
+// every Megatron group kind (TP: t consecutive; DP: d ranks t apart inside a stage's t*d;
+// the pipeline: p ranks t*d apart) over every shape of up to 4 nodes of 4 or 6 GPUs. The
+// old rule (the group's span stride*(n-1)+1 <= G) called t = 3 on 4-GPU nodes intra-node,
+// while ranks 3,4,5 straddle the first two nodes.
+TEST(Collectives, GroupLinkMatchesTheNodesRanksFill) {
+  for (const std::int64_t g : {4, 6}) {
+    for (std::int64_t nodes = 1; nodes <= 4; ++nodes) {
+      ClusterSpec c = test_cluster();
+      c.gpus_per_node = g;
+      const std::int64_t world = g * nodes;
+      for (std::int64_t t = 1; t <= world; ++t) {
+        for (std::int64_t d = 1; t * d <= world; ++d) {
+          if (world % (t * d) != 0) continue;
+          const std::int64_t p = world / (t * d);
+          const auto crosses = [&](std::int64_t first, std::int64_t n, std::int64_t stride) {
+            for (std::int64_t i = 1; i < n; ++i) {
+              if ((first + i * stride) / g != first / g) return true;
+            }
+            return false;
+          };
+          bool tp = false, dp = false, pp = false;
+          for (std::int64_t r = 0; r < world; ++r) {
+            const std::int64_t tp_rank = r % t, dp_rank = (r / t) % d, pp_rank = r / (t * d);
+            if (tp_rank == 0) tp = tp || crosses(r, t, 1);
+            if (dp_rank == 0) dp = dp || crosses(r, d, t);
+            if (pp_rank == 0) pp = pp || crosses(r, p, t * d);
+          }
+          SCOPED_TRACE(::testing::Message() << "G " << g << " nodes " << nodes << " t " << t
+                                          << " d " << d << " p " << p);
+          const auto link = [](bool cross) { return cross ? LinkClass::kInterNode : LinkClass::kIntraNode; };
+          EXPECT_EQ(group_link(c, t, 1, world), link(tp));
+          EXPECT_EQ(group_link(c, d, t, world), link(dp));
+          EXPECT_EQ(group_link(c, p, t * d, world), link(pp));
+        }
+      }
+    }
+  }
 }
 
 TEST(Collectives, ProfileFitReplacesClusterRates) {

@@ -64,9 +64,7 @@ TEST(EngineProgramCheck, EveryEquivalencePlanCannotDeadlock) {
   for (const std::string& entry : entries) {
     SCOPED_TRACE(entry);
     const Plan plan = plan_of(entry);
-    ProgramOptions options;  // the CPU engine's: prefetch 2, no regathers, alignment 1
-    options.message_dtype = message_dtype(Backend::kCpu);
-    const Program program = make_program(model, train, plan, options);
+    const Program program = make_program(model, train, plan, executor_program_options(Backend::kCpu));
     // Every TP rank holds the same number of rows (sequence parallelism needs seq_len % tp
     // == 0), so TP rank 0's dimensions stand for all.
     const std::int64_t engine_elements =

@@ -19,3 +19,12 @@ strata_add_test(planner_sizing_test IN planner_tests
 strata_add_test(planner_select_nodes_test IN planner_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/select_nodes_test.cc
   LIBS strata_planner)
+# Every plan the planner, sizing and select rank on the bundled clusters and models passes
+# `strata run`'s own checks (executor/runtime/plan_checks.h, executor/comm/node_layout.h).
+strata_add_test(planner_runnable_plans_test IN planner_tests
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/runnable_plans_test.cc
+  LIBS strata_planner strata_executor)
+# The levers of a plan: the best named, each priced as predict() prices it.
+strata_add_test(planner_levers_test IN planner_tests
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/levers_test.cc
+  LIBS strata_planner)

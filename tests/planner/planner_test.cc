@@ -47,7 +47,7 @@ PlannerOptions exhaustive_options() {
 std::vector<ScoredPlan> score_everything(const ClusterSpec& cluster) {
   std::vector<ScoredPlan> all;
   std::map<std::string, std::int64_t> dropped;
-  for_each_base_plan(small_model(), cluster, small_train(), cluster.total_gpus(), false, 8, 16,
+  for_each_base_plan(small_model(), cluster, small_train(), cluster.total_gpus(), degree_rules(PlannerOptions{}, cluster), 8, 16,
                      dropped, [&](const Plan& base) {
     for (const OffloadPlan& offload : offload_options(base.zero_stage, cluster.has_nvme())) {
       for (Recompute recompute : recompute_options()) {
@@ -315,14 +315,37 @@ TEST(MemoryOvershoot, HostAndNvmeCountEveryRankOfANode) {
   const ClusterSpec cluster = small_cluster(80);  // 80 GiB device, 1024 GiB host, 4000 GB NVMe
   Prediction p;
   p.memory_bytes = {81 * kGiB, 300 * kGiB, 900 * kGB};
-  // 4 ranks per node: host 4 x 300 = 1200 GiB (176 over), NVMe 3600 GB (400 under).
+  // 4 ranks per node: host 4 x 300 = 1200 GiB against the usable 1024 x (1 - 0.019) - 4 x
+  // 32 MiB = 1004.418 GiB (the default host headroom, backend_facts.h), NVMe 3600 GB (400
+  // under).
+  const double usable4 = 1024 * kGiB * (1 - 0.019) - 4 * 32 * kMiB;
   const MemoryOvershoot four = memory_overshoot(p, cluster, 4);
   EXPECT_DOUBLE_EQ(four.device_bytes, 1 * kGiB);
-  EXPECT_DOUBLE_EQ(four.host_bytes, 176 * kGiB);
+  EXPECT_DOUBLE_EQ(four.host_bytes, 1200 * kGiB - usable4);
   EXPECT_DOUBLE_EQ(four.nvme_bytes, -400 * kGB);
-  EXPECT_DOUBLE_EQ(four.total(), 177 * kGiB);
+  EXPECT_DOUBLE_EQ(four.total(), 1 * kGiB + 1200 * kGiB - usable4);
   // A 2-GPU plan puts 2 ranks on the node: 600 GiB host fits.
-  EXPECT_DOUBLE_EQ(memory_overshoot(p, cluster, 2).host_bytes, -424 * kGiB);
+  EXPECT_DOUBLE_EQ(memory_overshoot(p, cluster, 2).host_bytes,
+                   600 * kGiB - (1024 * kGiB * (1 - 0.019) - 2 * 32 * kMiB));
+  // A cluster file's "host_headroom" replaces the default: none reserved, the whole node.
+  ClusterSpec bare = cluster;
+  bare.host_headroom.source = "a file that reserves nothing";
+  EXPECT_DOUBLE_EQ(memory_overshoot(p, bare, 4).host_bytes, 176 * kGiB);
+}
+
+// A 128 GiB node of 8 ranks leaves them 128 x 0.981 - 8 x 32 MiB = 125.318 GiB by the default
+// host headroom: 119.66 GiB of a plan's host bytes fit, 126 GiB (under the node's 128) do not.
+TEST(MemoryOvershoot, HostMemoryIsRankedAgainstWhatIsUsable) {
+  using namespace units;
+  ClusterSpec cluster = small_cluster(80);
+  cluster.gpus_per_node = 8;
+  cluster.host.memory_bytes = 128 * kGiB;
+  Prediction p;
+  p.memory_bytes = {1 * kGiB, 119.66 / 8 * kGiB, 0};
+  EXPECT_TRUE(memory_overshoot(p, cluster, 8).fits());
+  p.memory_bytes.host = 126.0 / 8 * kGiB;
+  EXPECT_FALSE(memory_overshoot(p, cluster, 8).fits());
+  EXPECT_NEAR(memory_overshoot(p, cluster, 8).host_bytes / kGiB, 126 - 125.318, 1e-3);
 }
 
 }  // namespace

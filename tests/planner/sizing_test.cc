@@ -2,6 +2,9 @@
 // planner on a cluster without an NVMe tier.
 #include "planner/sizing.h"
 
+#include <cmath>
+#include <set>
+
 #include <gtest/gtest.h>
 
 #include "cost_model/errors.h"
@@ -85,16 +88,16 @@ double best_rate(std::int64_t gpus) {
 }
 
 TEST(Sizing, IllegalCountsAndTheirNearestLegalOnes) {
-  const auto drops = rule_drops_if_illegal(small_model(), four_nodes(), small_train(), 12, false);
+  const auto drops = rule_drops_if_illegal(small_model(), four_nodes(), small_train(), 12, DegreeRules{});
   ASSERT_FALSE(drops.empty());
   // Every (t, p, d) with t p d = 12 is dropped, each once: the ordered triples number the sum
   // over t | 12 of the divisor count of 12 / t = 6 + 4 + 3 + 2 + 2 + 1 = 18.
   std::int64_t triples = 0;
   for (const auto& [reason, count] : drops) triples += count;
   EXPECT_EQ(triples, 18);
-  EXPECT_EQ(nearest_legal_counts(small_model(), four_nodes(), small_train(), 12, 16, false),
+  EXPECT_EQ(nearest_legal_counts(small_model(), four_nodes(), small_train(), 12, 16, DegreeRules{}),
             (std::pair<std::int64_t, std::int64_t>{8, 16}));
-  EXPECT_TRUE(rule_drops_if_illegal(small_model(), four_nodes(), small_train(), 8, false).empty());
+  EXPECT_TRUE(rule_drops_if_illegal(small_model(), four_nodes(), small_train(), 8, DegreeRules{}).empty());
 }
 
 TEST(Sizing, FindsTheSmallestCountThatMeetsTheDeadline) {
@@ -141,6 +144,57 @@ TEST(Sizing, NoCountMeetsAnImpossibleDeadline) {
   EXPECT_FALSE(result.smallest.has_value());
   ASSERT_EQ(result.tries.size(), 1u) << "the largest count missing ends the search";
   EXPECT_FALSE(result.tries.front().meets);
+}
+
+// The largest count missing, how many GPUs would do: the small case's 16 GPUs at their best
+// plan's rate per GPU, scaled to the rate needed and rounded up to whole nodes of 4 (the CPU
+// backend has no peak floor).
+TEST(Sizing, SaysHowManyGpusAnImpossibleDeadlineNeeds) {
+  SizingRequest request;
+  request.tokens = 1e12;
+  request.deadline_s = 1;
+  const SizingResult result =
+      size_for_deadline(small_model(), four_nodes(), small_train(), PlannerOptions{}, request);
+  ASSERT_EQ(result.tries.size(), 1u);
+  ASSERT_TRUE(result.needed_from.has_value());
+  EXPECT_EQ(*result.needed_from, 0u);
+  const double per_gpu = result.tries[0].best().prediction.tokens_per_s / 16;
+  const auto nodes = static_cast<std::int64_t>(std::ceil(1e12 / per_gpu / 4));
+  EXPECT_EQ(result.needed_gpus, 4 * nodes);
+  EXPECT_GT(result.needed_gpus, 16);
+}
+
+// On a CUDA cluster the peak FLOP/s set a floor, and no count below it is searched: above the
+// cluster the sizing searches nothing and says the floor's whole nodes; within it, whatever
+// the deadline, each count is tried once and none below the floor. (The small case priced as
+// a framework's plans, conventions given: strata's CUDA kernels would not run its head size.)
+TEST(Sizing, NoCountBelowTheFloorNorAnyCountTwice) {
+  ClusterSpec cuda = four_nodes();
+  cuda.backend = Backend::kCuda;
+  PlannerOptions options;
+  options.cost.conventions = executor_conventions(Backend::kCuda);
+  SizingRequest request;
+  request.tokens = 1e15;
+  request.deadline_s = 1;
+  const SizingResult above =
+      size_for_deadline(wide_model(), cuda, small_train(), options, request);
+  ASSERT_GT(above.peak_floor_gpus, 16);
+  EXPECT_TRUE(above.tries.empty());
+  EXPECT_FALSE(above.needed_from.has_value());
+  EXPECT_EQ(above.needed_gpus, (above.peak_floor_gpus + 3) / 4 * 4);
+  const double r16 = size_for_deadline(wide_model(), cuda, small_train(), options,
+                                       SizingRequest{1.0, 1e9, 0})
+                         .tries.front().best().prediction.tokens_per_s;
+  for (const double fraction : {0.05, 0.3, 0.5, 0.7, 0.9, 1.0}) {
+    request.tokens = 1e9;
+    request.deadline_s = request.tokens / (fraction * r16);
+    const SizingResult r = size_for_deadline(wide_model(), cuda, small_train(), options, request);
+    std::set<std::int64_t> seen;
+    for (const SizingTry& t : r.tries) {
+      EXPECT_TRUE(seen.insert(t.gpus).second) << t.gpus << " tried twice at " << fraction;
+      EXPECT_GE(t.gpus, r.peak_floor_gpus) << fraction;
+    }
+  }
 }
 
 TEST(Sizing, RejectsImpossibleRequests) {

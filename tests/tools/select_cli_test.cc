@@ -59,6 +59,10 @@ class SelectCli : public ::testing::Test {
 // Two tiny models x two learning rates, plus a second batch size: five jobs, three steps each.
 // 8 MiB per device does not hold a tiny-wide job's state with its activations on one device,
 // so its ways offload (the budget the README's select figures use).
+// The CUDA backend's kind of workload: head size 64 (tiny-gpu), bf16 (gpt-8b's train).
+const char* kCudaWorkload = R"({"name": "cuda", "jobs": [{"name": "g", "model": "tiny-gpu",
+  "train": "gpt-8b", "steps": 3, "grid": {"global_batch": [8]}}]})";
+
 const char* kWorkload = R"({
   "name": "bit-for-bit",
   "jobs": [
@@ -238,14 +242,17 @@ TEST_F(SelectCli, JobsArePlacedOnNodesAndTheTableReportAndTraceSayWhere) {
       EXPECT_EQ(pids, (std::set<std::int64_t>{0, 1}));
     }
   }
-  const Result cuda = run_strata(dir_, "select --workload w.json --cluster h100-x1 --nodes 2 "
+  // On a CUDA cluster, a workload the CUDA backend trains (head size 64, bf16; tiny's 16 and
+  // fp32 it refuses, and select offers no way that `strata run` would not take).
+  write("w_cuda.json", kCudaWorkload);
+  const Result cuda = run_strata(dir_, "select --workload w_cuda.json --cluster h100-x1 --nodes 2 "
                                        "--gpus 2 --out sel_cuda");
   EXPECT_EQ(cuda.exit_code, 2) << cuda.output;
   EXPECT_NE(cuda.output.find("spans 2 nodes"), std::string::npos) << cuda.output;
   EXPECT_NE(cuda.output.find("--plan-only"), std::string::npos) << cuda.output;
   EXPECT_FALSE(fs::exists(dir_ / "sel_cuda"));
-  const Result planned = run_strata(dir_, "select --workload w.json --cluster h100-x1 --nodes 2 "
-                                          "--gpus 2 --plan-only");
+  const Result planned = run_strata(dir_, "select --workload w_cuda.json --cluster h100-x1 "
+                                          "--nodes 2 --gpus 2 --plan-only");
   EXPECT_EQ(planned.exit_code, 0) << planned.output;
   // 2 nodes of 1 GPU: a schedule leaving node 1's GPU idle is never the shortest.
   EXPECT_NE(planned.output.find("n1:0"), std::string::npos) << planned.output;
@@ -333,9 +340,9 @@ TEST_F(SelectCli, JobsOfDifferentTokenCountsAreRankedByTrainLossWithTheReason) {
   for (const Json& row : board) EXPECT_TRUE(row.at("valid_loss").is_number()) << row.dump();
 }
 
-// A workload that names the cluster it was written for.
+// A workload that names the cluster it was written for, of a job the CUDA backend trains too.
 const char* kLocalCpuWorkload = R"({"name": "w", "cluster": "local-cpu",
-  "jobs": [{"name": "a", "model": "tiny", "train": "tiny", "steps": 2}]})";
+  "jobs": [{"name": "a", "model": "tiny-gpu", "train": "gpt-8b", "steps": 2}]})";
 
 TEST_F(SelectCli, AnotherClusterThanTheWorkloadNamesIsAOneLineWarning) {
   write("w.json", kLocalCpuWorkload);
@@ -356,10 +363,22 @@ TEST_F(SelectCli, AnotherClusterThanTheWorkloadNamesIsAOneLineWarning) {
 
 TEST_F(SelectCli, TheWorkloadsClusterPricesItWithoutCluster) {
   write("w.json", R"({"name": "w", "cluster": "h100-x1",
-    "jobs": [{"name": "a", "model": "tiny", "train": "tiny", "steps": 2}]})");
+    "jobs": [{"name": "a", "model": "tiny-gpu", "train": "gpt-8b", "steps": 2}]})");
   const Result r = run_strata(dir_, "select --workload w.json --gpus 1 --plan-only");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("on 1 device(s) of h100-x1"), std::string::npos) << r.output;
+}
+
+// A job strata's CUDA backend does not train (tiny: head size 16, fp32) has no way on a CUDA
+// cluster, and the refusal says why rather than blaming memory.
+TEST_F(SelectCli, AJobTheBackendDoesNotTrainIsRefusedWithTheReason) {
+  write("w.json", R"({"name": "w", "cluster": "h100-x1",
+    "jobs": [{"name": "a", "model": "tiny", "train": "tiny", "steps": 2}]})");
+  const Result r = run_strata(dir_, "select --workload w.json --gpus 1 --plan-only");
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_NE(r.output.find("job 'a' has no way on cluster h100-x1: strata's executor does not "
+                          "train it there: hidden / heads = 64 / 4 = 16"),
+            std::string::npos) << r.output;
 }
 
 // Each bad validation setting: exit 2 with one line naming the flag or the workload's key, before

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "cost_model/cost_model.h"
 #include "cost_model/units.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/inputs.h"
@@ -28,18 +29,18 @@ std::string source_note(const std::string& source) {
   return source.empty() ? "" : fmt::format("\n    source: {}", source);
 }
 
+// The headroom every prediction on this cluster reserves (cost_model.h: device_headroom_for).
 void print_headroom(std::ostream& out, const ClusterSpec& c, const ProfileChoice& profile) {
-  const bool measured = profile && (*profile).headroom.any();
-  const DeviceHeadroom& h = measured ? (*profile).headroom : c.headroom;
+  const HeadroomChoice choice = device_headroom_for(c, profile.get());
+  const DeviceHeadroom& h = choice.headroom;
   if (!h.any()) {
-    out << "device headroom: none reserved (neither the cluster file nor the profile sets "
-           "\"device_headroom\"): a plan may fill the device to the byte\n";
+    out << fmt::format("device headroom ({}): none reserved: a plan may fill the device to the "
+                       "byte{}\n", choice.whose, source_note(h.source));
     return;
   }
   out << fmt::format("device headroom ({}): {:.0f} MiB context + {:.0f} MiB per communicator + "
                      "{:.1f}% fragmentation of the allocated bytes{}\n",
-                     measured ? "the profile's" : "the cluster file's",
-                     h.context_bytes / units::kMiB, h.communicator_bytes / units::kMiB,
+                     choice.whose, h.context_bytes / units::kMiB, h.communicator_bytes / units::kMiB,
                      100.0 * h.fragmentation_fraction, source_note(h.source));
 }
 
@@ -100,6 +101,13 @@ void describe(std::ostream& out, const ClusterSpec& c, const ProfileChoice& prof
   }
   out << fmt::format("memory tiers: device, host{}\n", c.has_nvme() ? ", nvme" : "");
   print_headroom(out, c, profile);
+  const HostHeadroom& host = host_headroom_for(c);
+  out << fmt::format("host headroom: {:.1f}% of a node's memory + {:.0f} MiB per rank: {} of "
+                     "{} usable with {}{}\n",
+                     100.0 * host.reserved_fraction, host.per_rank_bytes / units::kMiB,
+                     bytes_label(usable_host_bytes(c.host.memory_bytes, c.gpus_per_node, host)),
+                     bytes_label(c.host.memory_bytes), plural(c.gpus_per_node, "rank"),
+                     source_note(host.source));
   out << profile.line() << "\n";
 }
 

@@ -1,6 +1,7 @@
 // See critical_path_print.h.
 #include "tools/strata/critical_path_print.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -63,6 +64,18 @@ void print_critical_path(std::ostream& out, const CriticalPath& path) {
   out << fmt::format("critical path: {:.6f} s, {} ops in {} runs over {} pipeline ranks; its "
                      "durations sum to {:.6f} s\n",
                      path.step_s, path.ops.size(), runs.size(), ranks.size(), durations);
+  if (!path.ops.empty()) {
+    // The rank it ends on is the critical rank of predict and simulate (its step ends last);
+    // the rank it runs longest through is where the time goes.
+    std::map<std::int32_t, double> on_rank;
+    for (const PathOp& op : path.ops) on_rank[op.vertex.rank] += op.duration_s;
+    const auto longest = std::max_element(on_rank.begin(), on_rank.end(),
+                                          [](const auto& a, const auto& b) { return a.second < b.second; });
+    out << fmt::format("  it ends on pp_rank {}, the critical rank (its step ends last), and runs "
+                       "longest through pp_rank {} ({:.6f} s, {})\n",
+                       path.ops.back().vertex.rank, longest->first, longest->second,
+                       percent(longest->second / (path.step_s > 0 ? path.step_s : 1.0)));
+  }
   out << fmt::format("  {:>4} {:>10} {:>10}  {}\n", "rank", "start_s", "length_s",
                      "first op .. last op of the run");
   for (const Run& run : runs) {

@@ -12,12 +12,6 @@
 
 namespace strata::cli {
 
-// The model's shapes against the CUDA kernels (head size 64 or 128; hidden / tp and
-// ffn_hidden / tp multiples of 8) and bf16 training. ConfigError naming `model_source` or
-// `train_source` (a file, or a select job) and the field otherwise.
-void check_cuda_job(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
-                    const std::string& model_source, const std::string& train_source);
-
 // GPUs the CUDA runtime sees (0 when none or when built without CUDA).
 int cuda_device_count();
 

@@ -19,6 +19,7 @@
 #include "cost_model/errors.h"
 #include "cost_model/json_reader.h"
 #include "cost_model/units.h"
+#include "planner/levers.h"
 #include "planner/planner.h"
 #include "planner/sizing.h"
 #include "tools/strata/commands.h"
@@ -129,8 +130,11 @@ void print_infeasible(std::ostream& out, const PlanSearchResult& result, const I
   out << fmt::format("  device {} GiB of {} GiB per GPU (over by {} GiB)\n",
                      gib(r.memory_bytes.device), gib(inputs.cluster.device.memory_bytes),
                      gib(std::max(over.device_bytes, 0.0)));
-  out << fmt::format("  host {} GiB of {} GiB per node (over by {} GiB)\n",
-                     gib(r.memory_bytes.host * per_node), gib(inputs.cluster.host.memory_bytes),
+  out << fmt::format("  host {} GiB of {} GiB usable per node (over by {} GiB)\n",
+                     gib(r.memory_bytes.host * per_node),
+                     gib(usable_host_bytes(inputs.cluster.host.memory_bytes,
+                                           static_cast<std::int64_t>(per_node),
+                                           host_headroom_for(inputs.cluster))),
                      gib(std::max(over.host_bytes, 0.0)));
   out << fmt::format("  nvme {} GB of {} GB per node (over by {} GB)\n",
                      gb(r.memory_bytes.nvme * per_node), gb(inputs.cluster.nvme.capacity_bytes),
@@ -159,16 +163,21 @@ void write_plan_file(const std::string& path, const Json& json) {
 int run_plan(const PlanOptions& options, std::ostream& out) {
   const Inputs inputs = load_inputs(options.specs);
   if (options.tokens > 0) return run_sizing(options, inputs, out);
-  PlannerOptions planner;
+  PlannerOptions planner = planner_options(options, inputs);
   planner.gpus = options.gpus;
-  planner.top_k = options.top;
-  planner.allow_tp_across_nodes = options.allow_tp_across_nodes;
-  planner.profile = inputs.profile_ptr();
   const PlanSearchResult result = search_plans(inputs.model, inputs.cluster, inputs.train, planner);
   return report_search(result, options, inputs, out);
 }
 
 }  // namespace
+
+PlannerOptions planner_options(const PlanOptions& options, const Inputs& inputs) {
+  PlannerOptions planner;
+  planner.top_k = options.top;
+  planner.allow_tp_across_nodes = options.allow_tp_across_nodes;
+  planner.profile = inputs.profile_ptr();
+  return planner;
+}
 
 int report_search(const PlanSearchResult& result, const PlanOptions& options, const Inputs& inputs,
                   std::ostream& out) {
@@ -178,7 +187,8 @@ int report_search(const PlanSearchResult& result, const PlanOptions& options, co
   std::pair<std::int64_t, std::int64_t> nearest{0, 0};
   if (result.no_legal_factorisation()) {
     nearest = nearest_legal_counts(inputs.model, inputs.cluster, inputs.train, result.gpus,
-                                   inputs.cluster.total_gpus(), options.allow_tp_across_nodes);
+                                   inputs.cluster.total_gpus(),
+                                   degree_rules(planner_options(options, inputs), inputs.cluster));
   }
   if (options.json) {
     Json json = search_json(result, options, inputs.profile);
@@ -205,6 +215,11 @@ int report_search(const PlanSearchResult& result, const PlanOptions& options, co
       print_infeasible(out, result, inputs);
     } else {
       print_table(out, result);
+      const ScoredPlan& best = result.top.front();
+      out << "#1 " << lever_line(plan_levers(inputs.model, inputs.cluster, inputs.train, best.plan,
+                                             inputs.profile_ptr(), CostModelOptions{}),
+                                 best.prediction.tokens_per_s)
+          << "\n";
       if (!options.out.empty()) out << fmt::format("wrote {}\n", options.out);
     }
     out << inputs.profile.line() << "\n";

@@ -27,6 +27,9 @@ struct PlanOptions {
   std::int64_t max_gpus = 0;
 };
 
+// The planner's options of `strata plan` (a search, or each search of a sizing).
+PlannerOptions planner_options(const PlanOptions& options, const Inputs& inputs);
+
 // A plan file: the plan's keys plus its prediction (with the profile that priced it) and the
 // names it was made for.
 Json plan_file_json(const ScoredPlan& scored, const PlanOptions& options,

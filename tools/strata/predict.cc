@@ -12,11 +12,14 @@
 
 #include "cost_model/cost_model.h"
 #include "cost_model/json_reader.h"
+#include "cost_model/limits.h"
+#include "planner/levers.h"
 #include "planner/planner.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/critical_path_print.h"
 #include "tools/strata/inputs.h"
 #include "tools/strata/memory_advice.h"
+#include "tools/strata/pipeline_idle_print.h"
 
 namespace strata::cli {
 namespace {
@@ -26,6 +29,7 @@ struct PredictOptions {
   std::string plan;
   bool json = false;
   bool critical_path = false;
+  int prefetch_depth = kDefaultPrefetchDepth;  // as `strata run --prefetch-depth`
 };
 
 // The worst rank's tiers against the cluster, then each stage's peak by kind (memory_kinds.h):
@@ -68,7 +72,7 @@ void print_memory(std::ostream& out, const Prediction& r, const ClusterSpec& clu
 }
 
 void print_prediction(std::ostream& out, const Prediction& r, const Inputs& inputs,
-                      const Plan& plan, const MemoryOvershoot& over) {
+                      const Plan& plan, const CostModelOptions& cost, const MemoryOvershoot& over) {
   out << fmt::format("plan {} (model {}, cluster {}, {})\n", plan.label(), inputs.model.name,
                      inputs.cluster.name, plural(plan.world_size(), "GPU"));
   const StepTimeParts& t = r.parts;
@@ -82,13 +86,21 @@ void print_prediction(std::ostream& out, const Prediction& r, const Inputs& inpu
     out << fmt::format("  {:<14} {:>10.4f} s\n", name, seconds);
   }
   out << fmt::format("tokens/s         {:>10.0f}\n", r.tokens_per_s);
-  out << fmt::format("TFLOP/s per GPU  {:>10.3f}   hardware: a recomputed forward counted\n",
-                     r.tflops_per_gpu);
+  // What hardware_flops (step_report.h) adds to the model's FLOPs for this plan.
+  const char* counted = plan.recompute == Recompute::kFull        ? "a recomputed forward counted"
+                        : plan.recompute == Recompute::kSelective ? "the recomputed attention counted"
+                                                                  : "no recomputation to count";
+  out << fmt::format("TFLOP/s per GPU  {:>10.3f}   hardware: {}\n", r.tflops_per_gpu, counted);
   out << fmt::format("  model          {:>10.3f}   the model's FLOPs alone (MFU's numerator)\n",
                      r.model_tflops_per_gpu);
   out << fmt::format("MFU              {:>10}\n", percent(r.mfu));
   out << fmt::format("bubble           {:>10} of the step\n", percent(r.bubble_fraction));
+  if (r.pipeline_idle) print_pipeline_idle(out, *r.pipeline_idle, r.step_time_s, true);
   print_memory(out, r, inputs.cluster);
+  out << lever_line(plan_levers(inputs.model, inputs.cluster, inputs.train, plan,
+                                inputs.profile_ptr(), cost),
+                    r.tokens_per_s)
+      << "\n";
   if (over.fits()) {
     out << "fits: yes\n";
   } else {
@@ -107,8 +119,10 @@ int run_predict(const PredictOptions& options, std::ostream& out) {
   const Inputs inputs = load_inputs(options.specs);
   const Plan plan = load_plan(options.plan, options.specs, inputs.model);
   plan.check(inputs.model, inputs.cluster, inputs.train, plan_source(options.plan, options.specs));
+  CostModelOptions cost;
+  cost.prefetch_depth = options.prefetch_depth;
   const Prediction prediction =
-      predict(inputs.model, inputs.cluster, inputs.train, plan, inputs.profile_ptr());
+      predict(inputs.model, inputs.cluster, inputs.train, plan, inputs.profile_ptr(), cost);
   const MemoryOvershoot over = memory_overshoot(prediction, inputs.cluster, plan.world_size());
   if (options.json) {
     // "profile" beside the StepReport's keys (compare reads it back: load_predicted).
@@ -116,12 +130,12 @@ int run_predict(const PredictOptions& options, std::ostream& out) {
     json["profile"] = inputs.profile.name;
     out << json.dump(2) << "\n";
   } else {
-    print_prediction(out, prediction, inputs, plan, over);
+    print_prediction(out, prediction, inputs, plan, cost, over);
     out << inputs.profile.line() << "\n";
   }
   if (options.critical_path) {
     const StepCriticalPath path =
-        step_critical_path(inputs.model, inputs.cluster, inputs.train, plan, inputs.profile_ptr());
+        step_critical_path(inputs.model, inputs.cluster, inputs.train, plan, inputs.profile_ptr(), cost);
     print_critical_path(out, path.path);
   }
   return over.fits() ? 0 : kExitDoesNotFit;
@@ -136,6 +150,10 @@ void add_predict_command(CLI::App& app, CommandContext& context) {
   add_spec_options(*command, options->specs);
   command->add_option("--plan", options->plan, "plan: a JSON file or a bundled name")->required();
   command->add_flag("--json", options->json, "print the prediction as StepReport JSON");
+  command->add_option("--prefetch-depth", options->prefetch_depth,
+                      "ZeRO-3 with offloaded parameters: layers fetched ahead, as `strata run "
+                      "--prefetch-depth` (default 2)")
+      ->check(CLI::Range(1, static_cast<int>(limits::kPrefetchDepth)));
   command->add_flag("--critical-path", options->critical_path,
                     "also print the chain of ops that sets the step time, its share by kind and "
                     "the slack of the longest ops off it");

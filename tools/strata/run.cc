@@ -546,7 +546,7 @@ int run_command(const RunOptions& o, std::ostream& out) {
                          v.gpu_cluster_replaced, v.cluster.name);
     }
     out << v.profile.line() << "\n" << std::flush;  // once, by the launcher, not every rank
-    if (const std::optional<std::string> why = does_not_fit(v)) {
+    if (const std::optional<std::string> why = does_not_fit(o, v)) {
       std::cerr << "strata: " << *why << "\n";
       return kExitDoesNotFit;
     }

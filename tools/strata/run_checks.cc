@@ -24,8 +24,8 @@
 #include "executor/checkpoint/manifest.h"
 #include "executor/comm/hostfile.h"
 #include "executor/data/dataset.h"
-#include "executor/model/tp_context.h"
 #include "executor/runtime/mpi_launch.h"
+#include "executor/runtime/plan_checks.h"
 #include "executor/weights/hf_tensor.h"
 #include "executor/weights/weights_io.h"
 #include "planner/planner.h"
@@ -247,6 +247,10 @@ ClusterSpec Validated::budget_cluster() const {
   return c;
 }
 
+std::string Validated::plan_source() const {
+  return fmt::format("{} (model {}, train {})", plan_path, model_path, train_path);
+}
+
 bool Validated::uses_nvme() const {
   return plan.offload.optimizer == OffloadTier::kNvme ||
          plan.offload.gradients == OffloadTier::kNvme || plan.offload.params == OffloadTier::kNvme;
@@ -272,16 +276,9 @@ Validated validate(const RunOptions& o) {
   v.plan = Plan::load(v.plan_path);
   v.device_budget_mib = o.device_budget_mib;
   if (o.steps) v.train.steps = *o.steps;
-  v.plan.check_against_model(v.model, v.train,
-                             fmt::format("{} (model {}, train {})", v.plan_path, v.model_path,
-                                         v.train_path));
-  // A family choice the executor's layers do not run yet would stop every rank at set-up:
-  // refused here, once, naming the model and the plan.
-  if (const std::string why = model::executor_family_violation(v.model, v.plan.tp); !why.empty()) {
-    throw ConfigError(fmt::format("{} with {}: strata run cannot train family \"{}\": {} "
-                                  "(strata plan, predict and simulate price it)",
-                                  v.model_path, v.plan_path, v.model.family_name(), why));
-  }
+  // What every backend needs of the plan (the CUDA backend's own limits: check_cuda_run,
+  // once that backend is chosen), its Program's deadlock freedom included.
+  check_plan_runs(v.model, v.train, v.plan, Backend::kCpu, o.prefetch_depth, v.plan_source());
   // --max-ranks bounds what this machine starts (--nodes included: its nodes are this
   // machine); a hostfile or an outside launcher (mpirun, srun) says how many ranks there
   // are and where, checked against the plan by check_node_layout.
@@ -290,16 +287,6 @@ Validated validate(const RunOptions& o) {
     throw InfeasiblePlan(fmt::format(
         "{}: tp*pp*dp = {}*{}*{} = {} ranks, more than --max-ranks {} allows on this machine",
         v.plan_path, v.plan.tp, v.plan.pp, v.plan.dp, v.plan.world_size(), o.max_ranks));
-  }
-  // The Program every rank will replay cannot hang (cost_model/program_check.h): refused
-  // here, before any rank starts, not ended by the watchdog after --comm-timeout-s.
-  try {
-    check_deadlock_free(make_program(
-        v.model, v.train, v.plan,
-        ProgramOptions{o.prefetch_depth, false, vocab_row_alignment(v.cluster.backend),
-                       message_dtype(v.cluster.backend)}));
-  } catch (const ProgramDeadlock& e) {
-    throw ProgramDeadlock(fmt::format("{}: {}", v.plan_path, e.what()));
   }
   check_nvme_dir(o, v.plan);
   check_data(o, v);
@@ -322,11 +309,14 @@ void check_cluster_has_its_device(const RunOptions& o, Backend chosen, const std
       "cluster's GPUs are", o.cluster, no_gpu_reason));
 }
 
-std::optional<std::string> does_not_fit(const Validated& v) {
+std::optional<std::string> does_not_fit(const RunOptions& o, const Validated& v) {
   const ClusterSpec cluster = v.budget_cluster();
   Prediction prediction;
   try {
-    prediction = predict(v.model, cluster, v.train, v.plan, v.profile ? &*v.profile : nullptr);
+    CostModelOptions options;
+    options.prefetch_depth = o.prefetch_depth;  // the Program the ranks will replay
+    prediction = predict(v.model, cluster, v.train, v.plan, v.profile ? &*v.profile : nullptr,
+                         options);
   } catch (const InfeasiblePlan&) {
     // The plan breaks a rule of this cluster's shape (it has fewer "GPUs" than --max-ranks
     // lets the CPU backend start): no prediction to judge by; the allocator still guards.

@@ -95,6 +95,8 @@ struct Validated {
   // The cluster with --device-budget-mib applied: what the fit check and the ranks' budgets use.
   ClusterSpec budget_cluster() const;
   bool uses_nvme() const;
+  // "PLAN (model MODEL, train TRAIN)": how a refusal of the plan names the files it read.
+  std::string plan_source() const;
 };
 
 // The run's token streams: training and (when asked for) validation. Opening validates each
@@ -122,7 +124,7 @@ void check_cluster_has_its_device(const RunOptions& o, Backend chosen, const std
 // Whether the plan fits in the budget_cluster() by the cost model's prediction (the same
 // check as `strata predict`); when it does not, the one-line reason (exit 3 before anything
 // is allocated). nullopt: it fits, or the cost model cannot price the plan on this cluster.
-std::optional<std::string> does_not_fit(const Validated& v);
+std::optional<std::string> does_not_fit(const RunOptions& o, const Validated& v);
 
 // The argument list the ranks are started with: every input as an absolute path, the steps
 // and backend decided here, and --job-dir.

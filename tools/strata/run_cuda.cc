@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cost_model/errors.h"
+#include "executor/runtime/plan_checks.h"
 #include "tools/strata/cuda_pieces.h"
 #include "tools/strata/run_common.h"
 
@@ -21,27 +22,6 @@ namespace strata::cli {
 
 DeviceProbeFn cuda_device_probe() { return cuda::probe_cuda_device; }
 
-void check_cuda_job(const ModelSpec& model, const TrainSpec& train, const Plan& plan,
-                    const std::string& model_source, const std::string& train_source) {
-  const std::int64_t head_size = model.hidden / model.heads;
-  if (head_size != 64 && head_size != 128) {
-    throw ConfigError(fmt::format(
-        "{}: hidden / heads = {} / {} = {}; the CUDA attention kernel supports head size 64 or "
-        "128 (use --backend cpu)", model_source, model.hidden, model.heads, head_size));
-  }
-  const std::int64_t local_width = model.hidden / plan.tp;
-  if (local_width % 8 != 0 || (model.ffn_hidden / plan.tp) % 8 != 0) {
-    throw ConfigError(fmt::format("{}: hidden / tp = {} and ffn_hidden / tp = {} must be multiples "
-                                  "of 8 on the CUDA backend (16-byte aligned bf16 rows)",
-                                  model_source, local_width, model.ffn_hidden / plan.tp));
-  }
-  if (train.precision != Precision::kBf16) {
-    throw ConfigError(fmt::format("{}: precision {}: the CUDA backend trains in bf16 mixed "
-                                  "precision (fp32 master weights); set \"precision\": \"bf16\"",
-                                  train_source, to_string(train.precision)));
-  }
-}
-
 int cuda_device_count() {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
@@ -51,7 +31,7 @@ int cuda_device_count() {
 engine::ThreadBackendMaker cuda_select_backend_maker() { return cuda::cuda_thread_backend_maker(); }
 
 void check_cuda_run(const RunOptions& o, const Validated& v) {
-  check_cuda_job(v.model, v.train, v.plan, v.model_path, v.train_path);
+  check_plan_runs(v.model, v.train, v.plan, Backend::kCuda, o.prefetch_depth, v.plan_source());
   if (o.ranks_per_gpu < 1) {
     throw ConfigError(fmt::format("--ranks-per-gpu: value {}, expected >= 1", o.ranks_per_gpu));
   }
@@ -86,12 +66,6 @@ DeviceProbeFn cuda_device_probe() { return no_cuda_backend_probe; }
 
 void check_cuda_run(const RunOptions&, const Validated&) {
   throw ConfigError("--backend cuda: this strata was built without the CUDA toolkit");
-}
-
-void check_cuda_job(const ModelSpec&, const TrainSpec&, const Plan&, const std::string& model_source,
-                    const std::string&) {
-  throw ConfigError(fmt::format("{}: a CUDA job, but this strata was built without the CUDA toolkit",
-                                model_source));
 }
 
 int cuda_device_count() { return 0; }

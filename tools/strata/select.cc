@@ -33,10 +33,12 @@
 #include "cost_model/errors.h"
 #include "cost_model/json_reader.h"
 #include "cost_model/limits.h"
+#include "cost_model/program.h"
 #include "cost_model/eval_spec.h"
 #include "cost_model/workload.h"
 #include "executor/data/dataset.h"
 #include "executor/report/run_report.h"
+#include "executor/runtime/plan_checks.h"
 #include "executor/select/leaderboard.h"
 #include "executor/select/select_runner.h"
 #include "planner/select.h"
@@ -450,12 +452,11 @@ int select_command(const SelectOptionsCli& o, std::ostream& out) {
     out << fmt::format("the {} nodes' devices run as worker threads of this process: the "
                        "inter-node link is priced, not exercised\n", layout.nodes());
   }
-  if (cluster.backend == Backend::kCuda) {
-    for (std::size_t j = 0; j < jobs.size(); ++j) {
-      check_cuda_job(jobs[j].model, jobs[j].train, ways[j].ways[schedule.way_of_job[j]].plan,
-                     fmt::format("{}: job '{}' (model {})", workload_path, jobs[j].name, jobs[j].model_ref),
-                     fmt::format("{}: job '{}' (train {})", workload_path, jobs[j].name, jobs[j].train_ref));
-    }
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    check_plan_runs(jobs[j].model, jobs[j].train, ways[j].ways[schedule.way_of_job[j]].plan,
+                    cluster.backend, kDefaultPrefetchDepth,
+                    fmt::format("{}: job '{}' (model {}, train {})", workload_path, jobs[j].name,
+                                jobs[j].model_ref, jobs[j].train_ref));
   }
   // --out once the schedule stands (a workload that fits nowhere leaves nothing behind) and
   // before any training: created, writable and ours for the whole run.

@@ -14,6 +14,7 @@
 #include "cost_model/cost_model.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/inputs.h"
+#include "tools/strata/pipeline_idle_print.h"
 
 namespace strata::cli {
 namespace {
@@ -38,6 +39,7 @@ int run_simulate(const SimulateOptions& options, std::ostream& out) {
   const StageOpTimes times =
       stage_op_times(inputs.model, inputs.cluster, inputs.train, plan, inputs.profile_ptr());
   const StepSimulation& sim = times.timeline.step;
+  const PipelineIdle idle = PipelineIdle::split(sim.busy_s, sim.critical_rank, sim.parts.bubble_s);
 
   if (!options.trace.empty()) {
     write_chrome_trace(options.trace, program_trace(times.program, times.timeline, 0,
@@ -55,6 +57,9 @@ int run_simulate(const SimulateOptions& options, std::ostream& out) {
                  {"critical_rank", sim.critical_rank},
                  {"bubble_s", sim.parts.bubble_s},
                  {"bubble_fraction", sim.parts.bubble_s / sim.step_s},
+                 {"fill_drain_s", idle.fill_drain_s},
+                 {"imbalance_s", idle.imbalance_s},
+                 {"busiest_rank", idle.busiest_rank},
                  {"busy_s", sim.busy_s},
                  {"tail_s", sim.tail_s},
                  {"tokens_per_s", tokens_per_s},
@@ -71,9 +76,9 @@ int run_simulate(const SimulateOptions& options, std::ostream& out) {
                          : "five streams per rank (the CUDA backend)");
   out << fmt::format("step time          {:>10.4f} s  (= predict's)\n", sim.step_s);
   out << fmt::format("pipeline           {:>10.4f} s  (then the tail)\n", sim.pipeline_s);
-  out << fmt::format("bubble             {:>10.4f} s  = {} of the step (critical rank {})\n",
-                     sim.parts.bubble_s, percent(sim.parts.bubble_s / sim.step_s),
-                     sim.critical_rank);
+  out << fmt::format("bubble             {:>10.4f} s  = {} of the step\n",
+                     sim.parts.bubble_s, percent(sim.parts.bubble_s / sim.step_s));
+  if (sim.busy_s.size() > 1) print_pipeline_idle(out, idle, sim.step_s, false);
   out << fmt::format("tokens/s           {:>10.0f}\n", tokens_per_s);
   for (std::size_t r = 0; r < sim.busy_s.size(); ++r) {
     out << fmt::format("  pp_rank {:>3}: busy {:.4f} s, tail {:.4f} s\n", r, sim.busy_s[r],

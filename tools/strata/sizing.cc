@@ -2,7 +2,9 @@
 // printed: the rate the deadline needs, each GPU count tried with its best plan's days,
 // tokens/s and GPU-hours (or why it has none), the smallest count that meets the deadline,
 // and then that count's search as `strata plan --gpus N` prints and writes it.
+#include <algorithm>
 #include <memory>
+#include <vector>
 #include <ostream>
 #include <sstream>
 
@@ -62,6 +64,27 @@ Json try_json(const SizingTry& t, const SizingRequest& request, const PlanOption
   return json;
 }
 
+// The counts tried, fewest GPUs first (the search tries them out of order).
+std::vector<SizingTry> by_gpus(std::vector<SizingTry> tries) {
+  std::sort(tries.begin(), tries.end(),
+            [](const SizingTry& a, const SizingTry& b) { return a.gpus < b.gpus; });
+  return tries;
+}
+
+// When no count meets the deadline: how many GPUs would, and why that many.
+std::string needed_clause(const SizingResult& sizing, const ClusterSpec& cluster) {
+  if (sizing.needed_gpus == 0) return "";
+  const std::int64_t nodes = sizing.needed_gpus / cluster.gpus_per_node;
+  std::string why = "even at 100% MFU";
+  if (sizing.needed_from) {
+    const SizingTry& t = sizing.tries[*sizing.needed_from];
+    why = fmt::format("at the {}-GPU plan's {:.0f} tokens/s a GPU, if more GPUs scaled as well",
+                      t.gpus, t.best().prediction.tokens_per_s / static_cast<double>(t.gpus));
+  }
+  return fmt::format("; it needs at least {} ({}, {}): --nodes {} sizes up to them",
+                     plural(sizing.needed_gpus, "GPU"), plural(nodes, "node"), why, nodes);
+}
+
 }  // namespace
 
 int run_sizing(const PlanOptions& options, const Inputs& inputs, std::ostream& out) {
@@ -69,10 +92,7 @@ int run_sizing(const PlanOptions& options, const Inputs& inputs, std::ostream& o
   request.tokens = options.tokens;
   request.deadline_s = deadline_seconds(options);
   request.max_gpus = options.max_gpus;
-  PlannerOptions planner;
-  planner.top_k = options.top;
-  planner.allow_tp_across_nodes = options.allow_tp_across_nodes;
-  planner.profile = inputs.profile_ptr();
+  const PlannerOptions planner = planner_options(options, inputs);
   const SizingResult sizing =
       size_for_deadline(inputs.model, inputs.cluster, inputs.train, planner, request);
 
@@ -84,9 +104,10 @@ int run_sizing(const PlanOptions& options, const Inputs& inputs, std::ostream& o
               {"peak_floor_gpus", sizing.peak_floor_gpus},
               {"profile", inputs.profile.name},
               {"tries", Json::array()}};
-    for (const SizingTry& t : sizing.tries) {
+    for (const SizingTry& t : by_gpus(sizing.tries)) {
       json["tries"].push_back(try_json(t, request, options, inputs.profile));
     }
+    if (sizing.needed_gpus > 0) json["needed_gpus"] = sizing.needed_gpus;
     json["smallest_gpus"] =
         sizing.smallest ? Json(sizing.tries[*sizing.smallest].gpus) : Json(nullptr);
     if (sizing.smallest && !options.out.empty()) {
@@ -114,9 +135,10 @@ int run_sizing(const PlanOptions& options, const Inputs& inputs, std::ostream& o
   out << "\n";
   out << fmt::format("{:>6} {:>6}  {:>12} {:>9} {:>12} {:>6}  {:<6} {}\n", "GPUs", "nodes",
                      "tokens/s", "days", "GPU-hours", "MFU", "", "best plan");
-  for (const SizingTry& t : sizing.tries) out << try_line(t, request, inputs.cluster) << "\n";
+  for (const SizingTry& t : by_gpus(sizing.tries)) out << try_line(t, request, inputs.cluster) << "\n";
   if (!sizing.smallest) {
-    out << fmt::format("no count up to {} meets the deadline\n", plural(sizing.max_gpus, "GPU"));
+    out << fmt::format("no count up to {} meets the deadline{}\n", plural(sizing.max_gpus, "GPU"),
+                       needed_clause(sizing, inputs.cluster));
     out << inputs.profile.line() << "\n";
     return kExitMissesDeadline;
   }

@@ -51,11 +51,10 @@ class CudaSemanticsBackend : public engine::Backend {
   ~CudaSemanticsBackend() override;
 
   std::string_view name() const override { return "cpu"; }
-  DType compute_dtype() const override { return DType::kF32; }
+  strata::Backend kind() const override { return strata::Backend::kCpu; }
   // The CUDA backend's buffers and casts: a compute copy apart from the fp32 master, written
   // by to_compute (here an fp32 copy, so the losses stay the plain CPU backend's bits).
   bool separate_compute_copy() const override { return true; }
-  std::int64_t vocab_row_alignment() const override { return 1; }
   AccountingAllocator& accounting() override { return *alloc_; }
 
   engine::Tensor allocate(MemoryTier tier, DType dtype, std::int64_t n, const std::string& tag,

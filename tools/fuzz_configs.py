@@ -352,7 +352,7 @@ def main():
             cmd = rng.choice(commands_for(kind, path, world, workdir, profile, rng))
             tasks.append((kind, path, cmd, keys, mutant.notes))
 
-    counts = {k: {"0": 0, "2": 0, "3": 0, "fail": 0} for k in KINDS}
+    counts = {k: {"0": 0, "2": 0, "3": 0, "5": 0, "fail": 0} for k in KINDS}
     failures = []
     started = time.monotonic()
     slowest = (0.0, None)
@@ -375,8 +375,8 @@ def main():
     elapsed = time.monotonic() - started
     for kind in args.kinds.split(","):
         c = counts[kind]
-        print("%-9s %5d mutants: exit 0 %5d, exit 2 %5d, exit 3 %5d, failures %d" %
-              (kind, per_kind, c["0"], c["2"], c["3"], c["fail"]))
+        print("%-9s %5d mutants: exit 0 %5d, exit 2 %5d, exit 3 %5d, exit 5 %5d, failures %d" %
+              (kind, per_kind, c["0"], c["2"], c["3"], c["5"], c["fail"]))
     print("%d commands in %.1f s (slowest %.2f s: %s)" % (len(tasks), elapsed, slowest[0], slowest[1]))
     for kind, path, cmd, notes, why, result in failures[:20]:
         rc, out, err, _ = result

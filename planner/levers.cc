@@ -9,6 +9,7 @@
 #include "cost_model/errors.h"
 #include "cost_model/partition.h"
 #include "planner/planner.h"
+#include "planner/stage_balance.h"
 
 namespace strata {
 namespace {
@@ -45,14 +46,6 @@ class LeverSearch {
   PredictionCache cache_;
 };
 
-std::string split_change(const ModelSpec& model, const Plan& plan) {
-  const ChunkLayers first = chunk_layers(model, plan, 0, 0);
-  const ChunkLayers last = chunk_layers(model, plan, plan.pp - 1, 0);
-  std::string change = fmt::format("first stage {} layers, last {}", first.layers, last.layers);
-  if (plan.pp > 2) change += fmt::format(" (the others {})", chunk_layers(model, plan, 1, 0).layers);
-  return change;
-}
-
 }  // namespace
 
 std::vector<Lever> plan_levers(const ModelSpec& model, const ClusterSpec& cluster,
@@ -75,19 +68,15 @@ std::vector<Lever> plan_levers(const ModelSpec& model, const ClusterSpec& cluste
   }
   keep(micro);
 
-  // The last stage carries the head, the first the embedding (far lighter): splits that give
-  // the last stage up to an even share (0: the even share) and the first up to two, every one
-  // the pipeline rules allow.
+  // The split that balances the stages best by the estimate of stage_balance.h, of the few
+  // it ranks first, each priced.
   std::optional<Lever> split;
-  if (plan.pp >= 2 && plan.virtual_stages == 1) {
-    const std::int64_t even = model.layers / plan.pp;
-    for (std::int64_t first = 0; first <= 2 * even; ++first) {
-      for (std::int64_t last = 0; last <= even; ++last) {
-        Plan uneven = plan;
-        uneven.first_stage_layers = first;
-        uneven.last_stage_layers = last;
-        if (uneven == plan || !pipeline_violation(model, uneven).empty()) continue;
-        search.consider(split, "uneven split", split_change(model, uneven), uneven);
+  if (plan.pp >= 2 && !plan.uneven_stages()) {
+    const Prediction now = predict(model, cluster, train, plan, profile, options);
+    if (now.pipeline_idle) {
+      for (const Plan& uneven : balanced_splits(model, plan, now.pipeline_idle->stage_busy_s,
+                                                kBalancedSplitsPriced)) {
+        search.consider(split, "uneven split", split_description(model, uneven), uneven);
       }
     }
   }

@@ -2,9 +2,9 @@
 // model prices, each kept only when it still passes Plan::check, fits in memory and (for
 // strata's executor) is one `strata run` accepts, and the one that gains most.
 //   micro-batches  the micro-batch halved (twice the micro-batches: a smaller fill and drain)
-//   uneven split   the first and the last pipeline stage given other layer counts than the
-//                  rest (Plan::first_stage_layers / last_stage_layers, v = 1): the last up to
-//                  an even share, the first up to two, every split the pipeline rules allow
+//   uneven split   the first and the last (virtual) pipeline stage given other layer counts
+//                  than the rest (Plan::first_stage_layers / last_stage_layers): the few
+//                  splits stage_balance.h estimates balance the stages best, each priced
 //   recompute      a cheaper recomputation (full -> selective -> none)
 //   offload        each offloaded state brought back to the device
 // Deterministic (levers in this order, ties to the first). No printing.

@@ -47,6 +47,7 @@
 #include "cost_model/errors.h"
 #include "cost_model/program_check.h"
 #include "planner/generators.h"
+#include "planner/stage_balance.h"
 
 namespace strata {
 namespace {
@@ -396,6 +397,30 @@ PlanSearchResult search_plans(const ModelSpec& model, const ClusterSpec& cluster
     score_in_threads(model, cluster, train, options, bases, threads, search);
   }
   search.finish();
+
+  // Uneven splits (stage_balance.h): each kept plan with an even pipeline has its few best
+  // balanced variants priced, those faster than it scored like any plan, and the ranking is
+  // finished again with them, so a split is proposed wherever it is faster than the even one.
+  std::vector<Plan> splits;
+  PredictionCache split_cache;
+  for (const ScoredPlan& kept : result.top) {
+    if (!kept.prediction.pipeline_idle) continue;
+    for (Plan& split : balanced_splits(model, kept.plan, kept.prediction.pipeline_idle->stage_busy_s,
+                                       kBalancedSplitsPriced)) {
+      try {
+        const Prediction p = predict(model, cluster, train, split, options.profile, options.cost,
+                                     split_cache);
+        if (p.tokens_per_s > kept.prediction.tokens_per_s) splits.push_back(std::move(split));
+      } catch (const InfeasiblePlan&) {
+        // A split the plan rules refuse is not proposed.
+      }
+    }
+  }
+  if (!splits.empty()) {
+    result.candidates += static_cast<std::int64_t>(splits.size());
+    for (const Plan& split : splits) search.score(split);
+    search.finish();
+  }
 
   // The reason that dropped the most plans (the first in key order on ties).
   std::int64_t most = 0;

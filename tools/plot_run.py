@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """Pictures of a `strata run --out DIR`: what `strata plot DIR` runs.
 
+DIR may also be a `strata simulate --out DIR` (report.json a prediction, trace.json the
+simulated step): the same pictures of the prediction alone, and no loss.png (a prediction
+has no losses).
+
 Writes four PNGs, each FIGURE_WIDTH_PX x FIGURE_HEIGHT_PX pixels (a fixed figure size and dpi,
 so that a test knows the size without reading this file's plotting code):
 
@@ -143,26 +147,24 @@ def plot_loss(plt, run_dir, report):
 
 
 def plot_step_parts(plt, measured, predicted):
+    """The step time by part: measured, predicted, or both side by side (either may be None)."""
+    sides = [(name, doc, colour) for name, doc, colour in
+             (("measured", measured, "C0"), ("predicted", predicted, "C1")) if doc is not None]
     shown = [(key, label) for key, label in PARTS
-             if measured["parts"].get(key, 0) > 0
-             or (predicted is not None and predicted["parts"].get(key, 0) > 0)]
+             if any(doc["parts"].get(key, 0) > 0 for _, doc, _ in sides)]
     fig = new_figure(plt)
     ax = fig.add_subplot()
     rows = list(range(len(shown)))
-    height = 0.4 if predicted is not None else 0.8
-    ax.barh([r - (height / 2 if predicted is not None else 0) for r in rows],
-            [measured["parts"].get(k, 0) for k, _ in shown], height=height, color="C0",
-            label=f"measured (step {measured['step_time_s']:.4f} s)")
-    title = "Step time by part, measured"
-    if predicted is not None:
-        ax.barh([r + height / 2 for r in rows], [predicted["parts"].get(k, 0) for k, _ in shown],
-                height=height, color="C1",
-                label=f"predicted (step {predicted['step_time_s']:.4f} s)")
-        title += " beside predicted"
+    height = 0.8 / len(sides)
+    for i, (name, doc, colour) in enumerate(sides):
+        offset = (i - (len(sides) - 1) / 2) * height
+        ax.barh([r + offset for r in rows], [doc["parts"].get(k, 0) for k, _ in shown],
+                height=height, color=colour, label=f"{name} (step {doc['step_time_s']:.4f} s)")
+    title = "Step time by part, " + " beside ".join(name for name, _, _ in sides)
     ax.set_yticks(rows, [label for _, label in shown])
     ax.invert_yaxis()  # the first part on top, as the CLI prints them
     ax.set_xlabel("seconds per step")
-    ax.set_title(f"{title}, {measured.get('plan_label', '')}")
+    ax.set_title(f"{title}, {sides[0][1].get('plan_label', '')}")
     ax.grid(True, axis="x", alpha=0.3)
     ax.legend(loc="lower right")
     fig.tight_layout()
@@ -173,7 +175,7 @@ def by_kind_of(rank, tier):
     return {k: rank["by_kind"].get(k, {}).get(tier, 0) for k in MEMORY_KINDS}
 
 
-def memory_bars(run_dir, report, predicted):
+def memory_bars(run_dir, report, predicted, rank_key="rank"):
     """[(rank label, tier, measured {kind: bytes}, predicted {kind: bytes} or None)] and
     whether the bytes are by kind. A prediction prices one rank per pipeline stage, so a
     measured rank is set beside the predicted rank of its pp_rank."""
@@ -190,7 +192,7 @@ def memory_bars(run_dir, report, predicted):
                             if "by_kind" in r}
     bars = []
     for r in ranks:
-        label = f"rank {r.get('rank', len(bars))}"
+        label = f"{rank_key} {r.get(rank_key, len(bars))}"
         stage = predicted_stages.get(r.get("pp_rank"))
         for tier in TIERS:
             if by_kind:
@@ -203,8 +205,11 @@ def memory_bars(run_dir, report, predicted):
     return bars, by_kind
 
 
-def plot_memory(plt, run_dir, report, predicted):
-    bars, by_kind = memory_bars(run_dir, report, predicted)
+def plot_memory(plt, run_dir, report, predicted, plain="measured"):
+    """Peak memory by kind per rank: `report`'s (`plain`: "measured", or "predicted" when
+    the directory is a prediction's, one bar per pipeline stage) beside `predicted`'s."""
+    bars, by_kind = memory_bars(run_dir, report, predicted,
+                                "pp_rank" if plain == "predicted" else "rank")
     beside = any(priced is not None for _, _, _, priced in bars)
     fig = new_figure(plt)
     ax = fig.add_subplot()
@@ -217,7 +222,7 @@ def plot_memory(plt, run_dir, report, predicted):
     kinds = MEMORY_KINDS if by_kind else ["total"]
     width = 0.38 if beside else 0.6
     # (name, the bar's bytes by kind, x offset, hatch)
-    columns = [("measured", lambda bar: bar[2], -width / 2 if beside else 0, None)]
+    columns = [(plain, lambda bar: bar[2], -width / 2 if beside else 0, None)]
     if beside:
         columns.append(("predicted", lambda bar: bar[3] or {}, width / 2, "//"))
     for column, values, offset, hatch in columns:
@@ -228,12 +233,12 @@ def plot_memory(plt, run_dir, report, predicted):
                 continue
             ax.bar([x + offset for x in range(len(bars))], heights, bottom=bottoms,
                    color=f"C{i}", width=width, hatch=hatch, edgecolor="white",
-                   label=kind if column == "measured" else None)
+                   label=kind if column == plain else None)
             bottoms = [b + h for b, h in zip(bottoms, heights)]
     ax.set_xticks(range(len(bars)), labels)
     ax.set_ylabel(f"peak memory ({unit})")
     if by_kind:
-        ax.set_title("Peak memory by kind, per rank"
+        ax.set_title(f"Peak memory by kind, per {'pipeline stage, predicted' if plain == 'predicted' else 'rank'}"
                      + (": measured (plain) beside predicted (hatched)" if beside else ""))
     else:
         ax.set_title("Peak memory per rank (these files record no kinds: totals only)")
@@ -344,6 +349,9 @@ def main():
     try:
         report = report_of(read_json(os.path.join(args.run_dir, "report.json")),
                            os.path.join(args.run_dir, "report.json"))
+        # `strata simulate --out`: the prediction is the report (cost_model/step_report.h's
+        # kind); the strata binary refuses --predicted beside it.
+        is_prediction = report.get("kind") == "prediction"
         predicted = None
         if args.predicted:
             predicted = report_of(read_json(args.predicted), args.predicted)
@@ -361,9 +369,16 @@ def main():
             os.makedirs(out_dir, exist_ok=True)
         except OSError as e:
             raise InputError(f"--out: directory '{out_dir}' cannot be made ({e.strerror})") from e
-        for name, draw in (("loss.png", lambda: plot_loss(plt, args.run_dir, report)),
-                           ("step_parts.png", lambda: plot_step_parts(plt, report, predicted)),
-                           ("memory.png", lambda: plot_memory(plt, args.run_dir, report, predicted))):
+        if is_prediction:
+            drawings = (("step_parts.png", lambda: plot_step_parts(plt, None, report)),
+                        ("memory.png", lambda: plot_memory(plt, args.run_dir, report, None,
+                                                           "predicted")))
+            skipped.append("loss.png (a prediction has no losses)")
+        else:
+            drawings = (("loss.png", lambda: plot_loss(plt, args.run_dir, report)),
+                        ("step_parts.png", lambda: plot_step_parts(plt, report, predicted)),
+                        ("memory.png", lambda: plot_memory(plt, args.run_dir, report, predicted)))
+        for name, draw in drawings:
             fig = draw()
             save(fig, out_dir, name, written)
             plt.close(fig)

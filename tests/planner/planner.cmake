@@ -28,3 +28,7 @@ strata_add_test(planner_runnable_plans_test IN planner_tests
 strata_add_test(planner_levers_test IN planner_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/levers_test.cc
   LIBS strata_planner)
+# Uneven splits ordered by the stage balance they give.
+strata_add_test(planner_stage_balance_test IN planner_tests
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/stage_balance_test.cc
+  LIBS strata_planner)

@@ -116,6 +116,42 @@ TEST_F(PlotCli, DrawsEveryPictureOfTheRunBesideItsPrediction) {
   }
 }
 
+// A prediction drawn alone, from `strata simulate --out` (no training): the predicted parts
+// (one colour), the predicted memory of each pipeline stage by kind, the simulated
+// timeline; no loss.png, since a prediction has no losses. The tiny-pp2 prediction holds at
+// least params, gradients, optimizer state and activations on each stage's device, each well
+// over 5% of it (the tiny model's state is ~4x its activations at micro-batch 1, its
+// activations far over the 5% too): 2 colours at least is a loose floor.
+TEST_F(PlotCli, DrawsAPredictionFromItsSimulation) {
+  const CommandResult sim = run_strata(
+      dir_, "simulate --model tiny --cluster local-cpu --train tiny --plan tiny-pp2 "
+            "--no-profile --out predicted");
+  ASSERT_EQ(sim.exit_code, 0) << sim.output;
+  ASSERT_TRUE(fs::exists(dir_ / "predicted" / "report.json"));
+  ASSERT_TRUE(fs::exists(dir_ / "predicted" / "trace.json"));
+  const Json report = read_json_file((dir_ / "predicted" / "report.json").string());
+  EXPECT_EQ(report.at("kind"), "prediction");
+
+  const CommandResult plot = run_strata(dir_, "plot predicted --out pictures");
+  ASSERT_EQ(plot.exit_code, 0) << plot.output;
+  EXPECT_NE(plot.output.find("step_parts.png, memory.png, timeline.png"), std::string::npos)
+      << plot.output;
+  EXPECT_NE(plot.output.find("not drawn: loss.png (a prediction has no losses)"),
+            std::string::npos) << plot.output;
+  const fs::path pictures = dir_ / "pictures";
+  EXPECT_FALSE(fs::exists(pictures / "loss.png"));
+  expect_picture(pictures / "step_parts.png", 1);
+  expect_picture(pictures / "memory.png", 2);
+  expect_picture(pictures / "timeline.png", 2);
+
+  // A prediction beside a prediction is `strata diff`'s, refused before drawing.
+  const CommandResult twice =
+      run_strata(dir_, "plot predicted --predicted predicted/report.json --out bad");
+  EXPECT_EQ(twice.exit_code, 2) << twice.output;
+  EXPECT_NE(twice.output.find("is already a prediction"), std::string::npos) << twice.output;
+  EXPECT_FALSE(fs::exists(dir_ / "bad"));
+}
+
 TEST_F(PlotCli, RefusesBadInputsBeforeWritingAnything) {
   train("--plan tiny-single --steps 1", "run");
   fs::create_directories(dir_ / "empty");

@@ -21,6 +21,7 @@
 #include "cost_model/units.h"
 #include "planner/levers.h"
 #include "planner/planner.h"
+#include "planner/stage_balance.h"
 #include "planner/sizing.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/inputs.h"
@@ -96,7 +97,7 @@ void print_counts(std::ostream& out, const PlanSearchResult& result) {
   if (!result.deadlock_example.empty()) out << "  e.g. " << result.deadlock_example << "\n";
 }
 
-void print_table(std::ostream& out, const PlanSearchResult& result) {
+void print_table(std::ostream& out, const PlanSearchResult& result, const ModelSpec& model) {
   out << fmt::format("{:>2} {:>2} {:>3} {:>4} {:>2} {:>2} {:<11} {:>4} {:<22} {:<9} {:<3} "
                      "{:>10} {:>12} {:>11} {:>9} {:>12} {:>10} {:>6} {:>6}\n",
                      "#", "t", "p", "d", "v", "b", "schedule", "ZeRO", "offload", "recompute",
@@ -114,6 +115,14 @@ void print_table(std::ostream& out, const PlanSearchResult& result) {
                        gib(r.memory_bytes.device), gib(r.memory_bytes.host),
                        gb(r.memory_bytes.nvme), r.step_time_s, r.tokens_per_s,
                        readable(r.tflops_per_gpu), percent(r.mfu), percent(r.bubble_fraction));
+  }
+  // Uneven pipeline splits (the planner proposes them where they balance the stages).
+  rank = 1;
+  for (const ScoredPlan& s : result.top) {
+    if (s.plan.uneven_stages()) {
+      out << fmt::format("#{} layers: {}\n", rank, split_description(model, s.plan));
+    }
+    ++rank;
   }
 }
 
@@ -214,7 +223,7 @@ int report_search(const PlanSearchResult& result, const PlanOptions& options, co
     } else if (result.top.empty()) {
       print_infeasible(out, result, inputs);
     } else {
-      print_table(out, result);
+      print_table(out, result, inputs.model);
       const ScoredPlan& best = result.top.front();
       out << "#1 " << lever_line(plan_levers(inputs.model, inputs.cluster, inputs.train, best.plan,
                                              inputs.profile_ptr(), CostModelOptions{}),

@@ -56,9 +56,12 @@ void check_inputs(const PlotOptions& options) {
                                   "directory of a `strata run`",
                                   options.run_dir));
   }
-  if (load_report_file(report.string()).is_prediction()) {
-    throw ConfigError(fmt::format("{}: is a prediction, not a run's measurement (pass a "
-                                  "prediction as --predicted)",
+  if (load_report_file(report.string()).is_prediction() && !options.predicted.empty()) {
+    // A `strata simulate --out` directory is drawn alone; a prediction beside a prediction
+    // is `strata diff`'s.
+    throw ConfigError(fmt::format("--predicted: {} is already a prediction (`strata simulate "
+                                  "--out`), drawn alone; to set two plans side by side use "
+                                  "`strata diff`",
                                   report.string()));
   }
   if (!options.predicted.empty()) {
@@ -148,9 +151,12 @@ int draw_run(const std::string& run_dir, const std::string& predicted, const std
 void add_plot_command(CLI::App& app, CommandContext& context) {
   auto options = std::make_shared<PlotOptions>();
   CLI::App* command = app.add_subcommand(
-      "plot", "Draw a run as PNGs: loss (training and validation), step time by part beside "
-              "the prediction, memory by kind per rank, the timeline of its trace");
-  command->add_option("RUN_DIR", options->run_dir, "the --out directory of a `strata run`")
+      "plot", "Draw a run (or a prediction: `strata simulate --out`) as PNGs: loss (training "
+              "and validation), step time by part beside the prediction, memory by kind per "
+              "rank, the timeline of its trace");
+  command->add_option("RUN_DIR", options->run_dir,
+                      "the --out directory of a `strata run`, or of a `strata simulate` (the "
+                      "prediction's pictures, from the simulated trace)")
       ->required();
   command->add_option("--predicted", options->predicted,
                       "a prediction (`predict --json`) or plan file (`plan --out`) to draw "

@@ -2,8 +2,11 @@
 // durations (stage_op_times: the replay predict() is), prints the step time, the pipeline's
 // end, the critical rank, the bubble and each rank's busy and tail time, and writes every op
 // (passes, messages, compute steps, state moves, the tail) as a Chrome trace (--trace), one
-// thread per stream. Deliberately no memory check: `predict` does that.
+// thread per stream. Deliberately no memory check: `predict` does that. --out DIR writes the
+// step as `strata plot DIR` draws a run: report.json (predict()'s prediction, as `predict
+// --json` prints it) and trace.json (the replayed step).
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <memory>
 #include <ostream>
 
@@ -12,17 +15,24 @@
 
 #include "cost_model/chrome_trace.h"
 #include "cost_model/cost_model.h"
+#include "cost_model/json_reader.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/inputs.h"
+#include "tools/strata/out_dir.h"
 #include "tools/strata/pipeline_idle_print.h"
 
 namespace strata::cli {
 namespace {
 
+std::string out_path(const std::string& dir, const char* name) {
+  return (std::filesystem::path(dir) / name).string();
+}
+
 struct SimulateOptions {
   SpecOptions specs;
   std::string plan;
   std::string trace;
+  std::string out_dir;
   bool json = false;
 };
 
@@ -36,6 +46,7 @@ int run_simulate(const SimulateOptions& options, std::ostream& out) {
   const Inputs inputs = load_inputs(options.specs);
   const Plan plan = load_plan(options.plan, options.specs, inputs.model);
   plan.check(inputs.model, inputs.cluster, inputs.train, plan_source(options.plan, options.specs));
+  if (!options.out_dir.empty()) check_out_dir(options.out_dir);
   const StageOpTimes times =
       stage_op_times(inputs.model, inputs.cluster, inputs.train, plan, inputs.profile_ptr());
   const StepSimulation& sim = times.timeline.step;
@@ -44,6 +55,15 @@ int run_simulate(const SimulateOptions& options, std::ostream& out) {
   if (!options.trace.empty()) {
     write_chrome_trace(options.trace, program_trace(times.program, times.timeline, 0,
                                                     "simulated " + plan.label()));
+  }
+  if (!options.out_dir.empty()) {
+    // "profile" beside the StepReport's keys, as `predict --json` writes it.
+    Json report =
+        predict(inputs.model, inputs.cluster, inputs.train, plan, inputs.profile_ptr()).to_json();
+    report["profile"] = inputs.profile.name;
+    write_chrome_trace(out_path(options.out_dir, "trace.json"),
+                       program_trace(times.program, times.timeline, 0, "simulated " + plan.label()));
+    write_json_file(out_path(options.out_dir, "report.json"), report);
   }
   const double tokens_per_s = static_cast<double>(inputs.train.global_batch) *
                               static_cast<double>(inputs.model.seq_len) / sim.step_s;
@@ -86,6 +106,11 @@ int run_simulate(const SimulateOptions& options, std::ostream& out) {
   }
   out << inputs.profile.line() << "\n";
   if (!options.trace.empty()) out << fmt::format("wrote {}\n", options.trace);
+  if (!options.out_dir.empty()) {
+    out << fmt::format("wrote {} and {} (`strata plot {}` draws them)\n",
+                       out_path(options.out_dir, "report.json"),
+                       out_path(options.out_dir, "trace.json"), options.out_dir);
+  }
   return 0;
 }
 
@@ -98,6 +123,9 @@ void add_simulate_command(CLI::App& app, CommandContext& context) {
   add_spec_options(*command, options->specs);
   command->add_option("--plan", options->plan, "plan: a JSON file or a bundled name")->required();
   command->add_option("--trace", options->trace, "write the timeline as Chrome trace JSON here");
+  command->add_option("--out", options->out_dir,
+                      "write the prediction (report.json) and the timeline (trace.json) into "
+                      "this directory, for `strata plot`; created when missing");
   command->add_flag("--json", options->json, "print the result as JSON");
   command->callback(
       [options, &context] { context.exit_code = run_simulate(*options, *context.out); });

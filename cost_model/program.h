@@ -1,5 +1,5 @@
 // The Program: what every rank does in one training step, generated once from the Plan
-// (DESIGN.md, "One vocabulary"). The executor's engine replays it op for op and the
+// (docs/design.md, "One vocabulary"). The executor's engine replays it op for op and the
 // simulator prices the very same ops, so what is measured and what is predicted are one
 // sequence of decisions, made here and nowhere else.
 //

@@ -1,4 +1,4 @@
-// Deadlock freedom of a Program, proved before any work (DESIGN.md: bad input gets a clear
+// Deadlock freedom of a Program, proved before any work (docs/design.md: bad input gets a clear
 // error before any work). A step cannot hang when
 //   1. every send has exactly one receive of the same (sender, receiver, tag) and every
 //      receive one send, and the two agree on the message's shape and dtype (ProgramOp's

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The README's validation table from the CLI: every published run predicted by
+"""docs/cost-model.md's validation table from the CLI: every published run predicted by
 `strata predict --profile megatron-lm-2021` with the bundled model, training setup and plan
 (the paper's t, p, d and global batch), beside the published TFLOP/s per GPU.
 

@@ -9,7 +9,8 @@
 //   block: no system allocation, no page fault. Exact sizes waste nothing to rounding; the
 //   cost is that a size's blocks serve only that size, so the arena holds, per size, the most
 //   blocks of it ever live at once (their sum can exceed the accounted peak when sizes peak
-//   at different moments; README "Speed (issue 19)" has the figure for the 4-layer model).
+//   at different moments; docs/performance.md, "Buffers reused across steps", has the
+//   figure for the 4-layer model).
 // - The arena grows on demand and never shrinks while it lives: it is sized by the first
 //   step rather than by a prediction, so a Program the memory model mispredicts still runs.
 // - Accounting is not here: AccountingAllocator budgets and tags the requested bytes before

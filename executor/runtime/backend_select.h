@@ -1,5 +1,5 @@
 // Choosing the executor's backend at run time: "cuda" when forced or when the device probe
-// finds a GPU, "cpu" otherwise (DESIGN.md: the CPU backend is first-class, not a fallback
+// finds a GPU, "cpu" otherwise (docs/design.md: the CPU backend is first-class, not a fallback
 // mock). Forcing cuda where the probe finds no device is a ConfigError that carries the
 // probe's reason.
 //

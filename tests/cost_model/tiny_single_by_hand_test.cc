@@ -79,7 +79,7 @@ TEST(TinySingleByHand, PeakDeviceMemoryByKind) {
 }
 
 // Model FLOPs a step (MFU's numerator, no recomputed forward), counted op by op rather than
-// from the README's closed form 72 B s l h^2 (1 + s/(6h) + V/(12 l h)). Forward, per token:
+// from docs/cost-model.md's closed form 72 B s l h^2 (1 + s/(6h) + V/(12 l h)). Forward, per token:
 // a layer's GEMMs 2 x (3h^2 + h^2 + 2hf) = 2 x (12288 + 4096 + 32768) = 98304 FLOPs, its
 // attention Q K^T and probs x V 2 x 2 s h = 16384; the logits 2 h V = 32768. Backward twice
 // the forward: x 3. Per token 3 x (8 x (98304 + 16384) + 32768) = 3 x 950272 = 2850816;

@@ -133,7 +133,7 @@ TEST(StrataRun, MultiRankReportMatchesSingleRank) {
   ASSERT_EQ(a.losses.size(), 3u);
   ASSERT_EQ(b.losses.size(), 3u);
   for (std::size_t i = 0; i < 3; ++i) {
-    EXPECT_NEAR(b.losses[i], a.losses[i], 1e-4 * a.losses[i]) << "step " << i;  // DESIGN.md contract
+    EXPECT_NEAR(b.losses[i], a.losses[i], 1e-4 * a.losses[i]) << "step " << i;  // docs/design.md contract
   }
   ASSERT_EQ(b.per_rank.size(), 4u);
   for (const auto& r : b.per_rank) EXPECT_GT(r.peak_bytes.device, 0) << "rank " << r.rank;

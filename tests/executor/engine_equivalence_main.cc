@@ -1,8 +1,8 @@
 // The plan-equivalence driver, run by ctest under `mpirun -np t*p*d`: trains the tiny model
 // for 5 steps with the plan given on the command line, then rank 0 trains the single-rank
 // plan (t = p = d = 1, one micro-batch) on MPI_COMM_SELF and compares each step's loss and
-// gradient norm: DESIGN.md's contract "same training, any plan" (fp32 CPU: 1e-4 relative).
-// It also checks DESIGN.md's "memory is predicted": every rank's measured peak device bytes
+// gradient norm: docs/design.md's contract "same training, any plan" (fp32 CPU: 1e-4 relative).
+// It also checks docs/design.md's "memory is predicted": every rank's measured peak device bytes
 // (the accounting allocator, setup and 5 steps) against the memory model's prediction for
 // its pipeline stage (estimate_memory on the CPU cluster), within 5%; both are printed.
 // Its own main (not gtest_main): MPI is initialised once, rank 0 prints, and every rank exits

@@ -2,7 +2,7 @@
 # (model, train, cluster, plan, profile, workload) through predict / plan / simulate /
 # select --plan-only; no signal, no hang, exit 0/2/3 only, every exit-2 message one line
 # naming the file and a key. ~10 s on the 2-core dev machine (30 s beside a build). The
-# developer mode (1000 per kind, larger bases) is the README's command, not a test.
+# developer mode (1000 per kind, larger bases) is docs/correctness.md's command, not a test.
 find_package(Python3 COMPONENTS Interpreter QUIET)
 if(Python3_Interpreter_FOUND)
   add_test(NAME fuzz.configs

@@ -4,9 +4,9 @@
 # feedback (ZeRO 1-2, pipelines plain, interleaved and recomputed, offload, 4-way DP): a
 # plan is never graded on a profile fitted to its own runs (the script refuses the overlap).
 # The script's own defaults are the tight bounds (15% step time, 5% memory, ranking within
-# 5%: the benchmark, README "Benchmarks"); this CI test blocks on memory at 5% and keeps the
-# time bounds at a factor of two, 100% on step time and on the ranking: they catch a
-# prediction off by a factor (a missing pass, a collective priced on the wrong link, a unit
+# 5%: the benchmark, docs/calibration.md "Loop accuracy"); this CI test blocks on memory at
+# 5% and keeps the time bounds at a factor of two, 100% on step time and on the ranking: they
+# catch a prediction off by a factor (a missing pass, a collective priced on the wrong link, a unit
 # slip), not the machine's noise. Why so loose on time: the machine is a shared 2-core VM
 # whose speed moves by 20-30% between consecutive runs of the same plan (seen with nothing
 # else runnable), and other jobs' processes delay every multi-rank step whose peer is

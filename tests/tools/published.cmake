@@ -1,4 +1,4 @@
-# The README's validation table through the CLI (tools/published_table.py): every published
+# docs/cost-model.md's validation table through the CLI (tools/published_table.py): every published
 # run predicted with --profile megatron-lm-2021 within its bound, the mean error within 10%.
 find_package(Python3 COMPONENTS Interpreter QUIET)
 if(Python3_Interpreter_FOUND)

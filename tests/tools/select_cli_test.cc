@@ -58,7 +58,7 @@ class SelectCli : public ::testing::Test {
 
 // Two tiny models x two learning rates, plus a second batch size: five jobs, three steps each.
 // 8 MiB per device does not hold a tiny-wide job's state with its activations on one device,
-// so its ways offload (the budget the README's select figures use).
+// so its ways offload (the budget the select figures of docs/select.md use).
 // The CUDA backend's kind of workload: head size 64 (tiny-gpu), bf16 (gpt-8b's train).
 const char* kCudaWorkload = R"({"name": "cuda", "jobs": [{"name": "g", "model": "tiny-gpu",
   "train": "gpt-8b", "steps": 3, "grid": {"global_batch": [8]}}]})";

@@ -90,6 +90,11 @@ TEST_F(MultiNode, PipelineAcrossNodesIsRefusedOnlyWhenAsked) {
   const CommandResult allowed =
       strata(std::string(kRun) + "--plan tiny-pp2 --nodes 2 --ranks-per-node 1 --out allowed");
   EXPECT_EQ(allowed.exit_code, 0) << allowed.output;
+  // The prediction beside the measurement is of the nodes the ranks were grouped into (1
+  // "GPU" a node), not of the cluster file's 8 a node, which no 2-rank plan across nodes fits.
+  EXPECT_NE(allowed.output.find("predicted by the cost model (cluster local-cpu"),
+            std::string::npos)
+      << allowed.output;
   // ...unless --pp-within-node asks for pipelines inside a node.
   const CommandResult refused = strata(std::string(kRun) + "--plan tiny-pp2 --nodes 2 "
                                        "--ranks-per-node 1 --pp-within-node --out refused");

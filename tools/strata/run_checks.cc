@@ -265,7 +265,11 @@ Validated validate(const RunOptions& o) {
   v.plan_path = fs::absolute(resolve_config("plans", o.plan, "--plan")).string();
   v.model = ModelSpec::load(v.model_path);
   v.train = TrainSpec::load(v.train_path);
-  v.cluster = load_cluster(v.cluster_path, o.shape);
+  // --nodes N --ranks-per-node K: the prediction and the budgets see the nodes the ranks are
+  // grouped into (K "GPUs" a node, unless --gpus-per-node says otherwise).
+  ClusterShape shape = o.shape;
+  if (o.ranks_per_node != 0 && shape.gpus_per_node == 0) shape.gpus_per_node = o.ranks_per_node;
+  v.cluster = load_cluster(v.cluster_path, shape);
   const bool on_cpu = o.cuda_semantics || (o.backend && *o.backend == "cpu");
   if (on_cpu && v.cluster.backend == Backend::kCuda) {
     // What trains is this machine's CPU: the prediction, the ranks' budgets and MFU say so.

@@ -208,7 +208,8 @@ const RankClasses& PredictionCache::rank_classes(const ModelSpec& model, const T
       static_cast<std::int64_t>(plan.offload.params), static_cast<std::int64_t>(plan.recompute),
       plan.sequence_parallel ? 1 : 0, options.prefetch_distance, options.recompute_regathers ? 1 : 0,
       options.vocab_row_alignment, static_cast<std::int64_t>(options.message_dtype),
-      plan.first_stage_layers, plan.last_stage_layers,
+      plan.first_stage_layers, plan.last_stage_layers, plan.embedding_counts_as_layer ? 1 : 0,
+      plan.loss_counts_as_layer ? 1 : 0,
       // The family: unit sizes and the untied output unit.
       model.kv_head_count(), model.tied_output ? 1 : 0, model.biases ? 1 : 0,
       static_cast<std::int64_t>(model.norm), static_cast<std::int64_t>(model.mlp),

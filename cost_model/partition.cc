@@ -114,16 +114,47 @@ std::string pipeline_violation(const ModelSpec& model, std::int64_t pp, std::int
 
 namespace {
 
+// The first and last virtual stage's layer counts (0: the even share), with Megatron-Core's
+// accounting options resolved into them, or why they cannot be.
+struct StageCounts {
+  std::int64_t first = 0;
+  std::int64_t last = 0;
+  std::string violation;
+};
+StageCounts stage_counts(const ModelSpec& model, const Plan& plan) {
+  StageCounts c{plan.first_stage_layers, plan.last_stage_layers, {}};
+  if (!plan.embedding_counts_as_layer && !plan.loss_counts_as_layer) return c;
+  if (plan.first_stage_layers > 0 || plan.last_stage_layers > 0) {
+    c.violation = "embedding_counts_as_layer / loss_counts_as_layer set the first and last "
+                  "stage's layers; give them or first_stage_layers / last_stage_layers, not both";
+    return c;
+  }
+  const std::int64_t stages = plan.pp * plan.virtual_stages;
+  const std::int64_t counted = model.layers + (plan.embedding_counts_as_layer ? 1 : 0) +
+                               (plan.loss_counts_as_layer ? 1 : 0);
+  if (counted % stages != 0 || counted / stages < 2) {
+    c.violation = fmt::format(
+        "with the embedding and/or the loss counted as a layer, the {} layers so counted must "
+        "split evenly over pp*v = {} virtual stages, at least 2 each (one of them real in the "
+        "first and the last)", counted, stages);
+    return c;
+  }
+  const std::int64_t share = counted / stages;
+  if (plan.embedding_counts_as_layer) c.first = share - 1;
+  if (plan.loss_counts_as_layer) c.last = share - 1;
+  return c;
+}
+
 // Uneven stages: how many stages take the even share, and that share.
 struct UnevenSplit {
   std::int64_t shared_stages = 0;
   std::int64_t shared_layers = 0;  // in all of them together
 };
-UnevenSplit uneven_split(const ModelSpec& model, const Plan& plan) {
+UnevenSplit uneven_split(const ModelSpec& model, const Plan& plan, const StageCounts& counts) {
   UnevenSplit u;
-  u.shared_stages = plan.pp * plan.virtual_stages - (plan.first_stage_layers > 0 ? 1 : 0) -
-                    (plan.last_stage_layers > 0 ? 1 : 0);
-  u.shared_layers = model.layers - plan.first_stage_layers - plan.last_stage_layers;
+  u.shared_stages = plan.pp * plan.virtual_stages - (counts.first > 0 ? 1 : 0) -
+                    (counts.last > 0 ? 1 : 0);
+  u.shared_layers = model.layers - counts.first - counts.last;
   return u;
 }
 
@@ -133,25 +164,26 @@ std::string pipeline_violation(const ModelSpec& model, const Plan& plan) {
   if (!plan.uneven_stages()) return pipeline_violation(model, plan.pp, plan.virtual_stages);
   if (plan.virtual_stages < 1) return pipeline_violation(model, plan.pp, plan.virtual_stages);
   if (plan.pp < 2) {
-    return fmt::format("uneven stages (first_stage_layers = {}, last_stage_layers = {}) need a "
-                       "pipeline, got pp = {}", plan.first_stage_layers, plan.last_stage_layers,
-                       plan.pp);
+    return fmt::format("uneven stages (first_stage_layers = {}, last_stage_layers = {}{}{}) need "
+                       "a pipeline, got pp = {}", plan.first_stage_layers, plan.last_stage_layers,
+                       plan.embedding_counts_as_layer ? ", the embedding counted as a layer" : "",
+                       plan.loss_counts_as_layer ? ", the loss counted as a layer" : "", plan.pp);
   }
-  const UnevenSplit u = uneven_split(model, plan);
+  const StageCounts counts = stage_counts(model, plan);
+  if (!counts.violation.empty()) return counts.violation;
+  const UnevenSplit u = uneven_split(model, plan, counts);
   if (u.shared_stages == 0) {
     if (u.shared_layers != 0) {
       return fmt::format("first_stage_layers + last_stage_layers = {} + {} must be the model's {} "
-                         "layers with pp * v = 2", plan.first_stage_layers, plan.last_stage_layers,
-                         model.layers);
+                         "layers with pp * v = 2", counts.first, counts.last, model.layers);
     }
     return {};
   }
   if (u.shared_layers < u.shared_stages || u.shared_layers % u.shared_stages != 0) {
     return fmt::format("uneven stages: the {} layers left after first_stage_layers = {} and "
                        "last_stage_layers = {} do not split evenly (at least one each) over the "
-                       "other {} {}stages", u.shared_layers, plan.first_stage_layers,
-                       plan.last_stage_layers, u.shared_stages,
-                       plan.virtual_stages > 1 ? "virtual " : "");
+                       "other {} {}stages", u.shared_layers, counts.first, counts.last,
+                       u.shared_stages, plan.virtual_stages > 1 ? "virtual " : "");
   }
   return {};
 }
@@ -175,10 +207,11 @@ ChunkLayers chunk_layers(const ModelSpec& model, const Plan& plan, std::int64_t 
     c.first_layer = c.vstage * c.layers;
     return c;
   }
-  const UnevenSplit u = uneven_split(model, plan);
+  const StageCounts counts = stage_counts(model, plan);
+  const UnevenSplit u = uneven_split(model, plan, counts);
   const std::int64_t shared = u.shared_stages > 0 ? u.shared_layers / u.shared_stages : 0;
-  const std::int64_t first = plan.first_stage_layers > 0 ? plan.first_stage_layers : shared;
-  const std::int64_t last = plan.last_stage_layers > 0 ? plan.last_stage_layers : shared;
+  const std::int64_t first = counts.first > 0 ? counts.first : shared;
+  const std::int64_t last = counts.last > 0 ? counts.last : shared;
   c.layers = c.first ? first : (c.last ? last : shared);
   // Layers are assigned in virtual-stage order (Megatron's interleaving).
   c.first_layer = c.first ? 0 : first + (c.vstage - 1) * shared;

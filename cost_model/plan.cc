@@ -129,6 +129,10 @@ Plan Plan::from_json(const Json& json, const std::string& source) {
     p.*field = r.get_int_or(key, 0);
     r.require_non_negative(key, static_cast<double>(p.*field));
   }
+  for (auto [key, field] : {std::pair{"embedding_counts_as_layer", &Plan::embedding_counts_as_layer},
+                            std::pair{"loss_counts_as_layer", &Plan::loss_counts_as_layer}}) {
+    if (r.has(key)) p.*field = r.get_bool(key);
+  }
   // What `strata plan --out` writes around the plan; read by the tools, not by Plan.
   for (const char* extra : {"prediction", "model", "cluster", "train"}) r.allow(extra);
   r.finish();
@@ -153,6 +157,8 @@ Json Plan::to_json() const {
          {"sequence_parallel", sequence_parallel}};
   if (first_stage_layers > 0) j["first_stage_layers"] = first_stage_layers;
   if (last_stage_layers > 0) j["last_stage_layers"] = last_stage_layers;
+  if (embedding_counts_as_layer) j["embedding_counts_as_layer"] = true;
+  if (loss_counts_as_layer) j["loss_counts_as_layer"] = true;
   return j;
 }
 
@@ -259,7 +265,11 @@ std::string Plan::label() const {
   }
   s += fmt::format(" rc={}", to_string(recompute));
   if (sequence_parallel) s += " sp";
-  if (uneven_stages()) s += fmt::format(" layers={}..{}", first_stage_layers, last_stage_layers);
+  if (first_stage_layers > 0 || last_stage_layers > 0) {
+    s += fmt::format(" layers={}..{}", first_stage_layers, last_stage_layers);
+  }
+  if (embedding_counts_as_layer) s += " emb=layer";
+  if (loss_counts_as_layer) s += " loss=layer";
   return s;
 }
 

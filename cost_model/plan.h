@@ -43,7 +43,17 @@ struct Plan {
   // JSON "first_stage_layers" / "last_stage_layers", optional, written only when set.
   std::int64_t first_stage_layers = 0;
   std::int64_t last_stage_layers = 0;
-  bool uneven_stages() const { return first_stage_layers > 0 || last_stage_layers > 0; }
+  // Megatron-Core's --account-for-embedding-in-pipeline-split / -loss-: the embedding (the
+  // loss) counted as one layer's worth of work, so the first (last) virtual stage holds one
+  // layer fewer than the even share of layers + those counted (partition.h resolves it into
+  // the counts above; not with them). JSON "embedding_counts_as_layer" /
+  // "loss_counts_as_layer", optional, written only when true.
+  bool embedding_counts_as_layer = false;
+  bool loss_counts_as_layer = false;
+  bool uneven_stages() const {
+    return first_stage_layers > 0 || last_stage_layers > 0 || embedding_counts_as_layer ||
+           loss_counts_as_layer;
+  }
 
   bool operator==(const Plan&) const = default;
 

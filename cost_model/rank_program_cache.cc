@@ -22,6 +22,8 @@ std::vector<std::int64_t> key_of(const Plan& read, std::int64_t m, std::int64_t 
           read.sequence_parallel ? 1 : 0,
           read.first_stage_layers,
           read.last_stage_layers,
+          read.embedding_counts_as_layer ? 1 : 0,
+          read.loss_counts_as_layer ? 1 : 0,
           m,
           pp_rank,
           options.prefetch_distance,

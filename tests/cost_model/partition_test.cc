@@ -97,6 +97,52 @@ TEST(Partition, UnevenStagesAsMegatronSplitsThem) {
   EXPECT_THROW(unit_chunk(bloom, plan, 10, units.front()), InfeasiblePlan);
 }
 
+// Megatron-Core's accounting options resolved into the first and last counts. Llama 3 405B
+// on p16 v2 with the embedding and the loss each counted as a layer: (126 + 2) / 32 = 4 a
+// virtual stage, so the first and the last hold 3 real layers: the same split as the counts
+// 3 and 3 above. The embedding alone: 127 is not a multiple of 32, named. 8 layers on p2 v1
+// with the loss alone: (8 + 1) / 2 is not whole either; 7 layers: (7 + 1) / 2 = 4, the last
+// stage 3 and the first the even share of the rest, 4.
+TEST(Partition, EmbeddingAndLossCountedAsLayersShortenTheEnds) {
+  const ModelSpec llama = model(126, 16384, 128, 8192, 128256);
+  Plan counted;
+  counted.pp = 16;
+  counted.virtual_stages = 2;
+  counted.schedule = ScheduleKind::kInterleaved;
+  counted.embedding_counts_as_layer = true;
+  counted.loss_counts_as_layer = true;
+  ASSERT_TRUE(pipeline_violation(llama, counted).empty()) << pipeline_violation(llama, counted);
+  Plan explicit_counts = counted;
+  explicit_counts.embedding_counts_as_layer = false;
+  explicit_counts.loss_counts_as_layer = false;
+  explicit_counts.first_stage_layers = 3;
+  explicit_counts.last_stage_layers = 3;
+  for (std::int64_t vstage = 0; vstage < 32; ++vstage) {
+    const ChunkLayers a = chunk_layers(llama, counted, vstage % 16, vstage / 16);
+    const ChunkLayers b = chunk_layers(llama, explicit_counts, vstage % 16, vstage / 16);
+    EXPECT_EQ(a.layers, b.layers) << vstage;
+    EXPECT_EQ(a.first_layer, b.first_layer) << vstage;
+  }
+  Plan embedding_only = counted;
+  embedding_only.loss_counts_as_layer = false;
+  EXPECT_NE(pipeline_violation(llama, embedding_only).find("the 127 layers so counted"),
+            std::string::npos) << pipeline_violation(llama, embedding_only);
+  // Not both ways at once.
+  Plan both = counted;
+  both.first_stage_layers = 3;
+  EXPECT_NE(pipeline_violation(llama, both).find("not both"), std::string::npos);
+
+  Plan loss_only;
+  loss_only.pp = 2;
+  loss_only.loss_counts_as_layer = true;
+  EXPECT_FALSE(pipeline_violation(model(8, 64, 4, 32, 256), loss_only).empty());
+  const ModelSpec seven = model(7, 64, 4, 32, 256);
+  ASSERT_TRUE(pipeline_violation(seven, loss_only).empty()) << pipeline_violation(seven, loss_only);
+  EXPECT_EQ(chunk_layers(seven, loss_only, 0, 0).layers, 4);
+  EXPECT_EQ(chunk_layers(seven, loss_only, 1, 0).layers, 3);
+  EXPECT_EQ(chunk_layers(seven, loss_only, 1, 0).first_layer, 4);
+}
+
 TEST(Partition, UnevenInterleavedStagesShortenTheFirstAndLastVirtualStage) {
   // Llama 3 405B (section 3.3 of the Llama 3 paper): 126 layers on 16 pipeline stages, the
   // first and the last stage one layer short, interleaved. With v = 2 there are 32 virtual

@@ -81,6 +81,18 @@ TEST(Plan, UnevenStagesAreOptionalKeysWrittenOnlyWhenSet) {
   EXPECT_NE(p.label().find("layers=3..2"), std::string::npos);
   j["last_stage_layers"] = -1;
   EXPECT_THROW(Plan::from_json(j, "plan.json"), ConfigError);
+  // Megatron-Core's accounting options: booleans, written only when true.
+  Json counted = plan_json();
+  counted["embedding_counts_as_layer"] = true;
+  counted["loss_counts_as_layer"] = true;
+  const Plan c = Plan::from_json(counted, "plan.json");
+  EXPECT_TRUE(c.embedding_counts_as_layer && c.loss_counts_as_layer && c.uneven_stages());
+  EXPECT_EQ(c.to_json(), counted);
+  EXPECT_NE(c.label().find("emb=layer loss=layer"), std::string::npos);
+  counted["loss_counts_as_layer"] = false;
+  EXPECT_EQ(Plan::from_json(counted, "plan.json").to_json().count("loss_counts_as_layer"), 0u);
+  counted["loss_counts_as_layer"] = 1;
+  EXPECT_THROW(Plan::from_json(counted, "plan.json"), ConfigError);
 }
 
 TEST(Plan, SkipsWhatStrataPlanWritesAroundIt) {

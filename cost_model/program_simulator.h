@@ -9,8 +9,9 @@
 //   1. an op starts after the op before it on its stream: a rank's ops are issued in list
 //      order, a pass's body ops where the pass stands, so a pass's trailing reductions or
 //      offloads delay the next op of their stream, maybe in a later pass;
-//   2. an op starts after the ops its `after` names; a pass named there stands for the pass
-//      with all its body ops (a send waits for its pass's reductions);
+//   2. an op starts after the ops its `after` names; a pass named there stands for its
+//      compute-stream ops (a send waits for what it sends is computed, not for the pass's
+//      reductions, which may still be running: program.h's rule 2);
 //   3. the tail starts when every pass of every rank, with all its body ops, has ended: the
 //      tail does not overlap the pipeline (the step's tied sum and global norm synchronise
 //      the ranks);

@@ -294,6 +294,17 @@ ModelSpec small_model() {
   return m;
 }
 
+// Device rates that read `p` (a peak and an HBM far above its rates, so nothing else limits).
+DeviceRates rates_reading(const Profile& p, int element_bytes) {
+  DeviceRates rates;
+  rates.peak_flops = 1e15;
+  rates.memory_bytes_per_s = 1e12;
+  rates.element_bytes = element_bytes;
+  rates.profile = &p;
+  rates.elementwise_bytes_per_s = p.elementwise_bytes_per_s;
+  return rates;
+}
+
 TEST(ComputeProfile, RatesAreTheTimeModelsCountsOverTheMeasuredSeconds) {
   ComputeMeasurements measured;
   GemmMeasurement g;
@@ -336,12 +347,7 @@ TEST(ComputeProfile, RatesAreTheTimeModelsCountsOverTheMeasuredSeconds) {
 
   // The point of the conversion: the time model, reading the profile back at the measured
   // shape, predicts the measured seconds.
-  DeviceRates rates;
-  rates.peak_flops = 1e15;
-  rates.memory_bytes_per_s = 1e12;
-  rates.element_bytes = 2;
-  rates.profile = &p;
-  rates.elementwise_bytes_per_s = p.elementwise_bytes_per_s;
+  const DeviceRates rates = rates_reading(p, 2);
   const LayerForward fwd = layer_forward(at.model, at.micro_batch, 1, false, at.kernels, rates);
   EXPECT_NEAR(fwd.elementwise_s, 1e-6, 1e-18);
 
@@ -396,12 +402,7 @@ TEST(ComputeProfile, LlamaRatesAreTheirCountsOverTheSecondsAndPriceThemBack) {
 
   // Priced back at the shape they ran at: the layer's memory-bound seconds are the rest at
   // the elementwise rate plus exactly the operators' measured seconds; attention the sample's.
-  DeviceRates rates;
-  rates.peak_flops = 1e12;
-  rates.memory_bytes_per_s = 1e11;
-  rates.element_bytes = 4;
-  rates.profile = &p;
-  rates.elementwise_bytes_per_s = p.elementwise_bytes_per_s;
+  const DeviceRates rates = rates_reading(p, 4);
   const LayerForward f = layer_forward(at.llama_model, 1, 2, false, at.kernels, rates);
   const double rest = layer_elementwise_bytes(at.llama_model, 1, 2, false, at.kernels, 4) -
                       65536.0 - 67584.0 - 24576.0;

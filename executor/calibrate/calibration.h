@@ -88,8 +88,9 @@ const ModelSpec& elementwise_model(const ComputeCalibrationOptions& options);
 // The model Llama's operators (llama_op_bench.h) run at: the largest (as above) of the
 // models that make any of Llama's choices (RMSNorm, SwiGLU, rotary positions, grouped-query
 // attention), else a Llama layer of elementwise_model's sizes (RMSNorm, SwiGLU, rotary
-// positions with Llama 3's theta, half as many KV heads as heads when the heads are even, no
-// biases), so that every calibration prices a Llama model with its own operators' rates.
+// positions with Llama 3's theta, the query heads in the smallest groups of two or more that
+// share a KV head under options.tp, no biases), so that every calibration prices a Llama
+// model with its own operators' rates.
 // ConfigError when models is empty.
 ModelSpec llama_ops_model(const ComputeCalibrationOptions& options);
 

@@ -204,24 +204,40 @@ double backward_memory_bound_time(double bytes, const DeviceRates& rates) {
 
 // Elements per token (times the element bytes) of the memory-bound kernels the family's
 // choices add, on one TP rank (f/t wide MLP, q and k of the rank's heads):
-//   GeLU: bias + GeLU on fc1's output, read and write            2 f/t
-//   SwiGLU: silu(gate) * up, read gate and up, write the product  3 f/t
-//   rotary: q and k rotated in place, read and write             2 (h/t + kv_local d)
-// (RMSNorm moves the bytes of a LayerNorm: read h, write h.)
+//   GeLU: bias + GeLU on fc1's output: forward read and write 2 f/t; backward read inp,
+//         dout, dinp, write dinp 4 f/t
+//   SwiGLU: silu(gate) * up: forward read gate and up, write the product 3 f/t; backward
+//         read gate, up and dout, write dgate and dup 5 f/t
+//   rotary: q and k rotated in place, read and write 2 (h/t + kv_local d), backward alike
+// (RMSNorm moves the bytes of a LayerNorm: kNormsElements.)
+struct FamilyElements {
+  double mlp = 0;
+  double rope = 0;
+};
+FamilyElements family_elements_per_token(const ModelSpec& model, std::int64_t tp, bool backward) {
+  const double f = static_cast<double>(model.ffn_hidden) / static_cast<double>(tp);
+  FamilyElements e;
+  if (model.mlp == MlpKind::kSwiglu) {
+    e.mlp = (backward ? 5.0 : 3.0) * f;
+  } else {
+    e.mlp = (backward ? 4.0 : 2.0) * f;
+  }
+  if (model.position == PositionKind::kRope) e.rope = 2.0 * rotated_width(model, tp);
+  return e;
+}
 double family_forward_bytes_per_token(const ModelSpec& model, std::int64_t tp) {
-  const double f = static_cast<double>(model.ffn_hidden) / static_cast<double>(tp);
-  double elements = model.mlp == MlpKind::kSwiglu ? 3.0 * f : 2.0 * f;
-  if (model.position == PositionKind::kRope) elements += 2.0 * rotated_width(model, tp);
-  return elements;
+  const FamilyElements e = family_elements_per_token(model, tp, false);
+  return e.mlp + e.rope;
 }
-// Backward: GeLU reads inp, dout, dinp and writes dinp (4 f/t); SwiGLU reads gate, up and
-// dout and writes dgate and dup (5 f/t); the rotation of dq and dk is the forward's.
 double family_backward_bytes_per_token(const ModelSpec& model, std::int64_t tp) {
-  const double f = static_cast<double>(model.ffn_hidden) / static_cast<double>(tp);
-  double elements = model.mlp == MlpKind::kSwiglu ? 5.0 * f : 4.0 * f;
-  if (model.position == PositionKind::kRope) elements += 2.0 * rotated_width(model, tp);
-  return elements;
+  const FamilyElements e = family_elements_per_token(model, tp, true);
+  return e.mlp + e.rope;
 }
+
+// Elements per hidden token (times h and the element bytes) of a layer's two norms, LayerNorm
+// or RMSNorm: forward read h, write h each; backward read dout, inp, dinp, write dinp each.
+constexpr double kNormsForwardElements = 2.0 * 2.0;
+constexpr double kNormsBackwardElements = 2.0 * 4.0;
 
 // Seconds of a layer's `bytes` of memory-bound kernels, of which `llama` are Llama's
 // operators: each of those at the profile's rate for it (a backward without one at its
@@ -257,16 +273,16 @@ double layer_memory_bound_s(double bytes, const LlamaOpBytes& llama, const Devic
 LlamaOpBytes llama_op_bytes(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
                             bool sequence_parallel, double element_bytes, bool backward) {
   const double h = static_cast<double>(model.hidden);
-  const double f = static_cast<double>(model.ffn_hidden) / static_cast<double>(tp);
   const double c = element_bytes;
   const double tokens = static_cast<double>(micro_batch * model.seq_len);
   const double hidden_tokens = sequence_parallel ? tokens / static_cast<double>(tp) : tokens;
+  const FamilyElements family = family_elements_per_token(model, tp, backward);
   LlamaOpBytes b;
   if (model.norm == NormKind::kRmsNorm) {
-    b.rmsnorm = hidden_tokens * 2.0 * (backward ? 4.0 : 2.0) * h * c;
+    b.rmsnorm = hidden_tokens * (backward ? kNormsBackwardElements : kNormsForwardElements) * h * c;
   }
-  if (model.mlp == MlpKind::kSwiglu) b.swiglu = tokens * (backward ? 5.0 : 3.0) * f * c;
-  if (model.position == PositionKind::kRope) b.rope = tokens * 2.0 * rotated_width(model, tp) * c;
+  if (model.mlp == MlpKind::kSwiglu) b.swiglu = tokens * family.mlp * c;
+  b.rope = tokens * family.rope * c;
   return b;
 }
 
@@ -390,7 +406,7 @@ double layer_elementwise_bytes(const ModelSpec& model, std::int64_t micro_batch,
   //   bias + dropout + residual, twice: read 2h, write h, mask -> 2 x (3 h c + h dropout)
   //   bias + GeLU on the fc1 output (f/t, never sequence-sharded): read, write -> 2 c f/t
   const double hidden_tokens = sequence_parallel ? tokens / t : tokens;
-  double bytes = hidden_tokens * (4.0 * h * c + 2.0 * (3.0 * h * c + dropout * h)) +
+  double bytes = hidden_tokens * (kNormsForwardElements * h * c + 2.0 * (3.0 * h * c + dropout * h)) +
                  tokens * c * family_forward_bytes_per_token(model, tp);
   if (kernels.separate_bias && model.biases) {
     // The proj and fc2 biases added after the all-reduce (read and write h each). The qkv
@@ -413,7 +429,8 @@ double layer_backward_elementwise_bytes(const ModelSpec& model, std::int64_t mic
   //   LayerNorm 1 and 2 backward: read dout, inp, dinp, write dinp     -> 2 x 4 h c
   //   residual-path gradient copies (before each block's backward)     -> 2 x 2 h c
   // on the fc1 output (f/t): GeLU backward reads inp, dout, dinp, writes dinp -> 4 c f/t.
-  double bytes = hidden_tokens * 12.0 * h * c + tokens * c * family_backward_bytes_per_token(model, tp);
+  double bytes = hidden_tokens * (kNormsBackwardElements + 4.0) * h * c +
+                 tokens * c * family_backward_bytes_per_token(model, tp);
   if (kernels.separate_bias && model.biases) {
     // Bias gradients: each linear layer's output gradient read once (3h/t, h, f/t, h).
     bytes += tokens * c * (static_cast<double>(layer_gemm_shapes(model, tp).qkv_out) + f / t + 2.0 * h);

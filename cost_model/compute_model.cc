@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -203,26 +204,102 @@ double backward_memory_bound_time(double bytes, const DeviceRates& rates) {
 
 // Elements per token (times the element bytes) of the memory-bound kernels the family's
 // choices add, on one TP rank (f/t wide MLP, q and k of the rank's heads):
-//   GeLU: bias + GeLU on fc1's output, read and write            2 f/t
-//   SwiGLU: silu(gate) * up, read gate and up, write the product  3 f/t
-//   rotary: q and k rotated in place, read and write             2 (h/t + kv_local d)
-// (RMSNorm moves the bytes of a LayerNorm: read h, write h.)
-double family_forward_bytes_per_token(const ModelSpec& model, std::int64_t tp) {
+//   GeLU: bias + GeLU on fc1's output: forward read and write 2 f/t; backward read inp,
+//         dout, dinp, write dinp 4 f/t
+//   SwiGLU: silu(gate) * up: forward read gate and up, write the product 3 f/t; backward
+//         read gate, up and dout, write dgate and dup 5 f/t
+//   rotary: q and k rotated in place, read and write 2 (h/t + kv_local d), backward alike
+// (RMSNorm moves the bytes of a LayerNorm: kNormsElements.)
+struct FamilyElements {
+  double mlp = 0;
+  double rope = 0;
+};
+FamilyElements family_elements_per_token(const ModelSpec& model, std::int64_t tp, bool backward) {
   const double f = static_cast<double>(model.ffn_hidden) / static_cast<double>(tp);
-  double elements = model.mlp == MlpKind::kSwiglu ? 3.0 * f : 2.0 * f;
-  if (model.position == PositionKind::kRope) elements += 2.0 * rotated_width(model, tp);
-  return elements;
+  FamilyElements e;
+  if (model.mlp == MlpKind::kSwiglu) {
+    e.mlp = (backward ? 5.0 : 3.0) * f;
+  } else {
+    e.mlp = (backward ? 4.0 : 2.0) * f;
+  }
+  if (model.position == PositionKind::kRope) e.rope = 2.0 * rotated_width(model, tp);
+  return e;
 }
-// Backward: GeLU reads inp, dout, dinp and writes dinp (4 f/t); SwiGLU reads gate, up and
-// dout and writes dgate and dup (5 f/t); the rotation of dq and dk is the forward's.
+double family_forward_bytes_per_token(const ModelSpec& model, std::int64_t tp) {
+  const FamilyElements e = family_elements_per_token(model, tp, false);
+  return e.mlp + e.rope;
+}
 double family_backward_bytes_per_token(const ModelSpec& model, std::int64_t tp) {
-  const double f = static_cast<double>(model.ffn_hidden) / static_cast<double>(tp);
-  double elements = model.mlp == MlpKind::kSwiglu ? 5.0 * f : 4.0 * f;
-  if (model.position == PositionKind::kRope) elements += 2.0 * rotated_width(model, tp);
-  return elements;
+  const FamilyElements e = family_elements_per_token(model, tp, true);
+  return e.mlp + e.rope;
+}
+
+// Elements per hidden token (times h and the element bytes) of a layer's two norms, LayerNorm
+// or RMSNorm: forward read h, write h each; backward read dout, inp, dinp, write dinp each.
+constexpr double kNormsForwardElements = 2.0 * 2.0;
+constexpr double kNormsBackwardElements = 2.0 * 4.0;
+
+// Seconds of a layer's `bytes` of memory-bound kernels, of which `llama` are Llama's
+// operators: each of those at the profile's rate for it (a backward without one at its
+// forward's), the rest, and any operator the profile has no rate for, at the elementwise
+// rate (backward_memory_bound_time's in the backward). With no operator rate the rest is
+// all the bytes, so the figure is the elementwise rate's alone, to the bit.
+double layer_memory_bound_s(double bytes, const LlamaOpBytes& llama, const DeviceRates& rates,
+                            bool backward) {
+  const Profile* p = rates.profile;
+  const auto rate = [&](double Profile::*forward_rate, double Profile::*backward_rate) {
+    if (p == nullptr) return 0.0;
+    return backward && p->*backward_rate > 0 ? p->*backward_rate : p->*forward_rate;
+  };
+  const std::pair<double, double> ops[] = {
+      {llama.rmsnorm, rate(&Profile::rmsnorm_bytes_per_s, &Profile::rmsnorm_backward_bytes_per_s)},
+      {llama.swiglu, rate(&Profile::swiglu_bytes_per_s, &Profile::swiglu_backward_bytes_per_s)},
+      {llama.rope, rate(&Profile::rope_bytes_per_s, &Profile::rope_backward_bytes_per_s)},
+  };
+  double rest = bytes;
+  double own_s = 0;
+  for (const auto& [op_bytes, op_rate] : ops) {
+    if (op_bytes <= 0 || op_rate <= 0) continue;
+    rest -= op_bytes;
+    own_s += op_bytes / (op_rate * rates.compute_share);
+  }
+  const double rest_s =
+      backward ? backward_memory_bound_time(rest, rates) : memory_bound_time(rest, rates);
+  return rest_s + own_s;
 }
 
 }  // namespace
+
+LlamaOpBytes llama_op_bytes(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
+                            bool sequence_parallel, double element_bytes, bool backward) {
+  const double h = static_cast<double>(model.hidden);
+  const double c = element_bytes;
+  const double tokens = static_cast<double>(micro_batch * model.seq_len);
+  const double hidden_tokens = sequence_parallel ? tokens / static_cast<double>(tp) : tokens;
+  const FamilyElements family = family_elements_per_token(model, tp, backward);
+  LlamaOpBytes b;
+  if (model.norm == NormKind::kRmsNorm) {
+    b.rmsnorm = hidden_tokens * (backward ? kNormsBackwardElements : kNormsForwardElements) * h * c;
+  }
+  if (model.mlp == MlpKind::kSwiglu) b.swiglu = tokens * family.mlp * c;
+  b.rope = tokens * family.rope * c;
+  return b;
+}
+
+const AttentionSample* gqa_attention_sample(const ModelSpec& model, const Profile* profile) {
+  if (profile == nullptr || model.kv_head_count() >= model.heads) return nullptr;
+  const double want = std::log2(static_cast<double>(model.head_dim()));
+  const AttentionSample* best = nullptr;
+  double best_distance = std::numeric_limits<double>::infinity();
+  for (const AttentionSample& s : profile->gqa_attention) {
+    const double distance = std::abs(std::log2(static_cast<double>(s.head_size)) - want);
+    if (distance < best_distance) {
+      best = &s;
+      best_distance = distance;
+    }
+  }
+  return best;
+}
 
 double LayerForward::attention_core_s() const {
   return attn_score.time_s() + attn_value.time_s() + softmax_s;
@@ -271,8 +348,10 @@ LayerForward layer_forward(const ModelSpec& model, std::int64_t micro_batch, std
   L.attn_value = gemm_time(s, d, s, b * heads_per_rank, rates);
 
   const double dropout = kernels.dropout ? 1.0 : 0.0;
-  const double attention_rate =
-      rates.profile != nullptr ? rates.profile->attention_flops_per_s : 0.0;
+  const AttentionSample* gqa = gqa_attention_sample(model, rates.profile);
+  const double attention_rate = gqa != nullptr           ? gqa->flops_per_s
+                                : rates.profile != nullptr ? rates.profile->attention_flops_per_s
+                                                           : 0.0;
   if (kernels.attention == AttentionKernel::kMaterialized && attention_rate > 0) {
     // The measured kernel (scores, mask, softmax, values) at its causal rate: half the full
     // 2 x 2 s^2 d FLOPs per (sequence, head) per GEMM, no separate softmax traffic.
@@ -301,7 +380,9 @@ LayerForward layer_forward(const ModelSpec& model, std::int64_t micro_batch, std
 
   L.elementwise_bytes = layer_elementwise_bytes(model, micro_batch, tp, sequence_parallel,
                                                 kernels, c);
-  L.elementwise_s = memory_bound_time(L.elementwise_bytes, rates);
+  L.elementwise_s = layer_memory_bound_s(
+      L.elementwise_bytes, llama_op_bytes(model, micro_batch, tp, sequence_parallel, c, false),
+      rates, false);
   // After fc2, per hidden token: bias + dropout + residual (read 2h, write h, mask), and the
   // separate bias pass (read and write h); see layer_elementwise_bytes.
   const double hidden_tokens = sequence_parallel ? tokens / t : tokens;
@@ -325,7 +406,7 @@ double layer_elementwise_bytes(const ModelSpec& model, std::int64_t micro_batch,
   //   bias + dropout + residual, twice: read 2h, write h, mask -> 2 x (3 h c + h dropout)
   //   bias + GeLU on the fc1 output (f/t, never sequence-sharded): read, write -> 2 c f/t
   const double hidden_tokens = sequence_parallel ? tokens / t : tokens;
-  double bytes = hidden_tokens * (4.0 * h * c + 2.0 * (3.0 * h * c + dropout * h)) +
+  double bytes = hidden_tokens * (kNormsForwardElements * h * c + 2.0 * (3.0 * h * c + dropout * h)) +
                  tokens * c * family_forward_bytes_per_token(model, tp);
   if (kernels.separate_bias && model.biases) {
     // The proj and fc2 biases added after the all-reduce (read and write h each). The qkv
@@ -348,7 +429,8 @@ double layer_backward_elementwise_bytes(const ModelSpec& model, std::int64_t mic
   //   LayerNorm 1 and 2 backward: read dout, inp, dinp, write dinp     -> 2 x 4 h c
   //   residual-path gradient copies (before each block's backward)     -> 2 x 2 h c
   // on the fc1 output (f/t): GeLU backward reads inp, dout, dinp, writes dinp -> 4 c f/t.
-  double bytes = hidden_tokens * 12.0 * h * c + tokens * c * family_backward_bytes_per_token(model, tp);
+  double bytes = hidden_tokens * (kNormsBackwardElements + 4.0) * h * c +
+                 tokens * c * family_backward_bytes_per_token(model, tp);
   if (kernels.separate_bias && model.biases) {
     // Bias gradients: each linear layer's output gradient read once (3h/t, h, f/t, h).
     bytes += tokens * c * (static_cast<double>(layer_gemm_shapes(model, tp).qkv_out) + f / t + 2.0 * h);
@@ -394,7 +476,9 @@ LayerBackward layer_backward(const ModelSpec& model, std::int64_t micro_batch, s
     B.input_grad[i] = gemm_time(tokens, in[i], out[i], 1.0, rates);
     B.weight_grad[i] = gemm_time(out[i], in[i], tokens, 1.0, rates);
   }
-  const double backward_rate = rates.profile->attention_backward_flops_per_s;
+  const AttentionSample* gqa = gqa_attention_sample(model, rates.profile);
+  const double backward_rate =
+      gqa != nullptr ? gqa->backward_flops_per_s : rates.profile->attention_backward_flops_per_s;
   if (backward_rate > 0) {
     // Causal backward FLOPs: twice the forward's 2 b (a/t) s^2 d (compute_profile.h), at the
     // rate measured on the kernel the conventions name, its memory traffic included: the
@@ -407,7 +491,9 @@ LayerBackward layer_backward(const ModelSpec& model, std::int64_t micro_batch, s
   }
   B.elementwise_bytes = layer_backward_elementwise_bytes(model, micro_batch, tp,
                                                          sequence_parallel, kernels, c);
-  B.elementwise_s = backward_memory_bound_time(B.elementwise_bytes, rates);
+  B.elementwise_s = layer_memory_bound_s(
+      B.elementwise_bytes, llama_op_bytes(model, micro_batch, tp, sequence_parallel, c, true),
+      rates, true);
   return B;
 }
 

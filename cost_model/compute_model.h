@@ -24,6 +24,16 @@
 // per forward, softmax included): the attention core costs those FLOPs at that rate, on the
 // flash path and on the CPU backend's materialized path alike.
 //
+// Llama's operators with a Profile's rates for them (profile.h): a layer's memory-bound bytes
+// are split into the RMSNorms', SwiGLU's and the rotary embedding's (llama_op_bytes, each 0
+// where the model makes GPT's choice) and the rest (residual adds, gradient copies, bias
+// passes); each of the three at its measured rate, the rest at the elementwise rate. A
+// grouped-query model's attention (kv_heads < heads) runs at the gqa_attention sample nearest
+// its head size. Every one falls back to the rate it had before the profile measured it: a
+// Llama op's backward to its forward's rate, then both to the elementwise rates; grouped-query
+// attention to attention_flops_per_s (and a backward to 2x its forward). A GPT model reads
+// none of them.
+//
 // Backward of a layer (layer_backward): without a Profile, 2x the forward (each GEMM becomes
 // two of the same FLOPs; the efficiency curve is symmetric in m, n, k, so a shape-by-shape
 // pricing gives the same GEMM time). With a Profile, each linear layer's two backward GEMMs
@@ -211,6 +221,29 @@ double layer_elementwise_bytes(const ModelSpec& model, std::int64_t micro_batch,
 double layer_backward_elementwise_bytes(const ModelSpec& model, std::int64_t micro_batch,
                                         std::int64_t tp, bool sequence_parallel,
                                         const LayerKernels& kernels, double element_bytes);
+
+// Of those bytes, what Llama's operators move for one micro-batch on one TP rank (0 for a
+// model that makes GPT's choice instead), forward or backward:
+//   RMSNorm, the layer's two (on s/t tokens a sequence with sequence parallelism):
+//       forward read h, write h: 2 x 2 h c a token; backward read dout, inp, dinp, write
+//       dinp: 2 x 4 h c
+//   SwiGLU: forward read gate and up, write their product: 3 c f/t a token; backward read
+//       gate, up and dout, write dgate and dup: 5 c f/t
+//   rotary embedding: q and k of the rank's heads read and written, 2 c (h/t + kv_local d) a
+//       token, forward and backward alike.
+// `strata calibrate` divides the same counts by each operator's measured seconds.
+struct LlamaOpBytes {
+  double rmsnorm = 0;
+  double swiglu = 0;
+  double rope = 0;
+};
+LlamaOpBytes llama_op_bytes(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,
+                            bool sequence_parallel, double element_bytes, bool backward);
+
+// The profile's grouped-query attention sample for the model: the one whose head size is
+// nearest the model's (in log2; the first of equals), or null when the model is not
+// grouped-query (kv_heads = heads) or the profile (possibly null) has none.
+const AttentionSample* gqa_attention_sample(const ModelSpec& model, const Profile* profile);
 
 // Backward of one transformer layer for one micro-batch on one TP rank (see the header
 // comment for how it is priced with and without a Profile).

@@ -15,23 +15,32 @@
 namespace strata {
 namespace {
 
-// The optional scalar rates, in struct order, with their JSON keys.
+// The optional scalar rates, in struct order, with their JSON keys. Rates calibrate has
+// measured from the start are always written; those added later (written_when_zero false)
+// only when measured, so that a profile recorded before them reads back as written.
 struct RateField {
   const char* key;
   double Profile::*field;
+  bool written_when_zero = true;
 };
 constexpr RateField kRates[] = {
     {"elementwise_bytes_per_s", &Profile::elementwise_bytes_per_s},
     {"attention_flops_per_s", &Profile::attention_flops_per_s},
     {"attention_backward_flops_per_s", &Profile::attention_backward_flops_per_s},
     {"elementwise_backward_bytes_per_s", &Profile::elementwise_backward_bytes_per_s},
+    {"rmsnorm_bytes_per_s", &Profile::rmsnorm_bytes_per_s, false},
+    {"rmsnorm_backward_bytes_per_s", &Profile::rmsnorm_backward_bytes_per_s, false},
+    {"swiglu_bytes_per_s", &Profile::swiglu_bytes_per_s, false},
+    {"swiglu_backward_bytes_per_s", &Profile::swiglu_backward_bytes_per_s, false},
+    {"rope_bytes_per_s", &Profile::rope_bytes_per_s, false},
+    {"rope_backward_bytes_per_s", &Profile::rope_backward_bytes_per_s, false},
     {"host_to_device_bytes_per_s", &Profile::host_to_device_bytes_per_s},
     {"device_to_host_bytes_per_s", &Profile::device_to_host_bytes_per_s},
     {"nvme_read_bytes_per_s", &Profile::nvme_read_bytes_per_s},
     {"nvme_write_bytes_per_s", &Profile::nvme_write_bytes_per_s},
     {"cpu_adam_params_per_s", &Profile::cpu_adam_params_per_s},
     {"device_adam_params_per_s", &Profile::device_adam_params_per_s},
-    {"host_memory_bytes_per_s", &Profile::host_memory_bytes_per_s},
+    {"host_memory_bytes_per_s", &Profile::host_memory_bytes_per_s, false},
     {"op_overhead_s", &Profile::op_overhead_s},
 };
 
@@ -94,6 +103,21 @@ GemmSample gemm_from_json(JsonObjectReader r) {
   return g;
 }
 
+AttentionSample attention_sample_from_json(JsonObjectReader r) {
+  AttentionSample a;
+  a.head_size = r.get_int("head_size");
+  r.require_positive("head_size", static_cast<double>(a.head_size));
+  r.require_at_most("head_size", static_cast<double>(a.head_size), limits::kHidden);
+  a.flops_per_s = r.get_number("flops_per_s");
+  r.require_positive("flops_per_s", a.flops_per_s);
+  require_rate(r, "flops_per_s", a.flops_per_s);
+  a.backward_flops_per_s = r.get_number_or("backward_flops_per_s", 0.0);
+  r.require_non_negative("backward_flops_per_s", a.backward_flops_per_s);
+  require_rate(r, "backward_flops_per_s", a.backward_flops_per_s);
+  r.finish();
+  return a;
+}
+
 CollectiveFit collective_from_json(JsonObjectReader r) {
   CollectiveFit c;
   c.op = r.get_enum("op", {"all_reduce", "reduce_scatter", "all_gather", "p2p"});
@@ -134,6 +158,21 @@ Profile Profile::from_json(const Json& json, const std::string& source) {
     }
   }
   require_adam_within_memory(r, p);
+  if (r.has("gqa_attention")) {
+    const Json& gqa = r.get_array("gqa_attention");
+    for (std::size_t i = 0; i < gqa.size(); ++i) {
+      const std::string where = fmt::format("gqa_attention[{}]", i);
+      p.gqa_attention.push_back(attention_sample_from_json(JsonObjectReader(gqa[i], source, where)));
+      // One sample a head size: the time model picks by head size, and two would leave the
+      // choice to their order.
+      for (std::size_t j = 0; j < i; ++j) {
+        if (p.gqa_attention[j].head_size == p.gqa_attention[i].head_size) {
+          r.fail(where + ".head_size", std::to_string(p.gqa_attention[i].head_size),
+                 fmt::format("a head size no other sample has (gqa_attention[{}] has it)", j));
+        }
+      }
+    }
+  }
   for (auto [key, field] :
        {std::pair{"memory_working_set_bytes", &Profile::memory_working_set_bytes},
         std::pair{"last_level_cache_bytes", &Profile::last_level_cache_bytes}}) {
@@ -185,10 +224,20 @@ Json Profile::to_json() const {
     g.push_back(Json{{"m", s.m}, {"n", s.n}, {"k", s.k}, {"flops_per_s", s.flops_per_s}});
   }
   j["gemm"] = g;
-  for (const RateField& f : kRates) j[f.key] = this->*f.field;
+  for (const RateField& f : kRates) {
+    if (f.written_when_zero || this->*f.field != 0) j[f.key] = this->*f.field;
+  }
+  if (!gqa_attention.empty()) {
+    Json a = Json::array();
+    for (const AttentionSample& s : gqa_attention) {
+      Json sample{{"head_size", s.head_size}, {"flops_per_s", s.flops_per_s}};
+      if (s.backward_flops_per_s != 0) sample["backward_flops_per_s"] = s.backward_flops_per_s;
+      a.push_back(sample);
+    }
+    j["gqa_attention"] = a;
+  }
   // Measured by calibrate since the out-of-cache rates; profiles recorded before carry none
   // of the three and must read back as written, so unmeasured (0) is left out.
-  if (host_memory_bytes_per_s == 0) j.erase("host_memory_bytes_per_s");
   if (memory_working_set_bytes != 0) j["memory_working_set_bytes"] = memory_working_set_bytes;
   if (last_level_cache_bytes != 0) j["last_level_cache_bytes"] = last_level_cache_bytes;
   j["threads_per_rank"] = threads_per_rank;

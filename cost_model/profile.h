@@ -23,6 +23,17 @@ struct GemmSample {
 
 // A collective fitted as t(bytes) = latency_s + bytes * bus_factor / bandwidth_bytes_per_s
 // (nccl-tests' bus bandwidth), measured over `ranks` ranks on one link class.
+// Grouped-query attention (the query heads of a group sharing one key/value head, as Llama 3
+// runs it) timed at one head size: causal FLOPs (2 B NH T^2 HS, NH the query heads) per second
+// forward, and the backward's (twice those FLOPs) per second (0: not measured). A kernel's rate
+// follows its head size (a GPU kernel's tiles are built for 64 and 128), so the time model
+// reads the sample nearest the model's head size.
+struct AttentionSample {
+  std::int64_t head_size = 0;
+  double flops_per_s = 0;
+  double backward_flops_per_s = 0;
+};
+
 struct CollectiveFit {
   std::string op;          // "all_reduce" | "reduce_scatter" | "all_gather" | "p2p"
   std::string link;        // "intra_node" | "inter_node"
@@ -51,6 +62,18 @@ struct Profile {
   // memory-bound backward kernels (LayerNorm, GeLU backward, gradient copies).
   double attention_backward_flops_per_s = 0;
   double elementwise_backward_bytes_per_s = 0;
+  // Llama's operators, each timed alone on the backend's kernels (0: not measured; the time
+  // model then prices their bytes at the elementwise rates above, and a backward without its
+  // own rate at its forward's): RMSNorm, SwiGLU and the rotary embedding in the bytes
+  // compute_model.h's llama_op_bytes counts for them, forward and backward; grouped-query
+  // attention by head size (empty: not measured; the attention rates above then apply).
+  double rmsnorm_bytes_per_s = 0;
+  double rmsnorm_backward_bytes_per_s = 0;
+  double swiglu_bytes_per_s = 0;
+  double swiglu_backward_bytes_per_s = 0;
+  double rope_bytes_per_s = 0;
+  double rope_backward_bytes_per_s = 0;
+  std::vector<AttentionSample> gqa_attention;
   double host_to_device_bytes_per_s = 0;
   double device_to_host_bytes_per_s = 0;
   double nvme_read_bytes_per_s = 0;

@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cost_model/compute_model.h"
 #include "cost_model/conventions.h"
@@ -21,8 +22,12 @@
 #include "executor/calibrate/compute_bench.h"
 #include "executor/calibrate/compute_profile.h"
 #include "executor/calibrate/last_level_cache.h"
+#include "executor/calibrate/llama_op_bench.h"
 #include "executor/calibrate/memory_bench.h"
+#include "executor/cpu/cpu_layer_ops.h"
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/swiglu.h"
 
 namespace strata::calibrate {
 
@@ -92,6 +97,29 @@ class ScopedThreads {
   int blas_;
 };
 
+// Llama's operators through the CPU backend's LayerOps on the accounting allocator's host
+// memory, timed on the wall clock.
+LlamaOpSeconds measure_cpu_llama_ops(const LlamaOpShape& shape, const TimingOptions& timing) {
+  AccountingAllocator memory;
+  cpu_backend::CpuLayerOps ops(memory);
+  LlamaOpBackend backend;
+  backend.ops = &ops;
+  backend.seconds = [&timing](const std::function<void()>& call) {
+    return median_call_seconds(call, timing);
+  };
+  backend.fill = [](const engine::Tensor& t, std::uint32_t seed) {
+    const std::vector<float> values = bench_values(t.size(), seed);
+    std::copy(values.begin(), values.end(), t.f32());
+  };
+  // CpuLayerOps::matmul_swiglu_backward's last two steps.
+  backend.swiglu_backward = [](void* dinp, const void* pre, const void* dout, int BT, int F) {
+    kernels::cpu::zero(static_cast<float*>(dinp), static_cast<std::int64_t>(BT) * 2 * F);
+    kernels::cpu::swiglu_backward(static_cast<float*>(dinp), static_cast<const float*>(pre),
+                                  static_cast<const float*>(dout), BT, F);
+  };
+  return measure_llama_ops(backend, shape);
+}
+
 }  // namespace
 
 HostMemoryRates measure_cpu_host_memory(const ComputeCalibrationOptions& options) {
@@ -112,6 +140,39 @@ const ModelSpec& elementwise_model(const ComputeCalibrationOptions& options) {
   return *std::max_element(
       options.models.begin(), options.models.end(),
       [&](const ModelSpec& a, const ModelSpec& b) { return size(a) < size(b); });
+}
+
+ModelSpec llama_ops_model(const ComputeCalibrationOptions& options) {
+  const ModelSpec& largest = elementwise_model(options);
+  const auto llama_like = [](const ModelSpec& m) {
+    return m.norm == NormKind::kRmsNorm || m.mlp == MlpKind::kSwiglu ||
+           m.position == PositionKind::kRope || m.kv_head_count() < m.heads;
+  };
+  const auto size = [](const ModelSpec& m) { return static_cast<double>(m.seq_len) * m.hidden; };
+  const ModelSpec* best = nullptr;
+  for (const ModelSpec& m : options.models) {
+    if (llama_like(m) && (best == nullptr || size(m) > size(*best))) best = &m;
+  }
+  if (best != nullptr) return *best;
+  ModelSpec llama = largest;
+  llama.name = largest.name + " as a Llama layer";
+  llama.norm = NormKind::kRmsNorm;
+  llama.mlp = MlpKind::kSwiglu;
+  llama.position = PositionKind::kRope;
+  llama.rope_theta = 500000.0;
+  // Groups of the fewest query heads (2 where the heads are even; GPT-2 1.5B's 25 in 5s)
+  // whose KV heads options.tp splits or gives each rank one of; none when no group does.
+  llama.kv_heads = largest.heads;
+  for (std::int64_t group = 2; group <= largest.heads; ++group) {
+    const std::int64_t kv = largest.heads / group;
+    if (largest.heads % group == 0 && (kv % options.tp == 0 || options.tp % kv == 0)) {
+      llama.kv_heads = kv;
+      break;
+    }
+  }
+  llama.biases = false;
+  llama.tied_output = false;
+  return llama;
 }
 
 std::vector<std::pair<std::string, LinearShape>> calibration_layers(
@@ -241,6 +302,19 @@ Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progre
                          options.micro_batch, largest.seq_len, largest.hidden / options.tp,
                          largest.heads / options.tp, options.timing);
                    }});
+  const ModelSpec llama = llama_ops_model(options);
+  const LlamaOpShape llama_shape =
+      llama_op_shape(llama, options.micro_batch, options.tp, options.backward);
+  const double llama_bytes = 40.0 * llama_shape.dims.BT() * llama_shape.dims.C * sizeof(float);
+  steps.push_back({fmt::format("llama operators ({}: RMSNorm, SwiGLU, rotary, attention at head "
+                               "sizes {})", llama.name,
+                               fmt::join(llama_shape.attention_head_sizes, ", ")),
+                   expected_s(llama_bytes / kGuessBytesPerS, options.timing) *
+                       (options.backward ? 12.0 : 6.0),
+                   [&] {
+                     ScopedThreads threads(options.kernel_threads);
+                     measured.llama = measure_cpu_llama_ops(llama_shape, options.timing);
+                   }});
   // Host memory out of cache: one set of arrays for the bandwidth, both AdamW rates and the
   // copies (first-touching them is most of these steps' time on a VM).
   std::optional<HostArrays> arrays;
@@ -280,6 +354,7 @@ Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progre
   // attention, no dropout, biases in passes of their own; fp32.
   MeasuredAt at;
   at.model = largest;
+  at.llama_model = llama;
   at.micro_batch = options.micro_batch;
   at.tp = options.tp;
   at.kernels = layer_kernels(executor_conventions(Backend::kCpu));

@@ -85,6 +85,15 @@ using Progress = std::function<void(double fraction, const std::string& step)>;
 // micro_batch * seq_len * hidden. ConfigError when models is empty.
 const ModelSpec& elementwise_model(const ComputeCalibrationOptions& options);
 
+// The model Llama's operators (llama_op_bench.h) run at: the largest (as above) of the
+// models that make any of Llama's choices (RMSNorm, SwiGLU, rotary positions, grouped-query
+// attention), else a Llama layer of elementwise_model's sizes (RMSNorm, SwiGLU, rotary
+// positions with Llama 3's theta, the query heads in the smallest groups of two or more that
+// share a KV head under options.tp, no biases), so that every calibration prices a Llama
+// model with its own operators' rates.
+// ConfigError when models is empty.
+ModelSpec llama_ops_model(const ComputeCalibrationOptions& options);
+
 // The linear layers whose GEMMs a calibration times, as (model name, layer): every model's
 // at every (micro-batch, tp) of gemm_micro_batches x gemm_tps (see the options), each
 // distinct shape-and-epilogue once (gemm_samples merges passes by shape anyway). ConfigError
@@ -115,10 +124,11 @@ double expected_s(double call_s, const TimingOptions& timing);
 // Profile with machine = describe_machine(), backend "cpu", threads_per_rank =
 // kernel_threads (1 when 0: the kernels ran at whatever was set), and the compute fields
 // compute_profile (compute_profile.h) makes of the CPU kernels' timings: gemm samples,
-// elementwise and attention rates (forward, and backward when options.backward), copy and
-// AdamW rates; collectives empty and NVMe 0 (not measured here). Attention and elementwise
-// run at the shapes of elementwise_model. ConfigError when
-// models is empty or a shape is invalid (options.tp not dividing).
+// elementwise and attention rates (forward, and backward when options.backward), Llama's
+// operators' rates (llama_op_bench.h, at llama_ops_model; backward when options.backward),
+// copy and AdamW rates; collectives empty and NVMe 0 (not measured here). Attention and
+// elementwise run at the shapes of elementwise_model. ConfigError when models is empty or a
+// shape is invalid (options.tp not dividing).
 Profile calibrate_compute(const ComputeCalibrationOptions& options, const Progress& progress);
 
 // The host's memory bandwidth and CPU AdamW rate (measure_host_memory) on arrays of

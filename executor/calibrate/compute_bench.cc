@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cost_model/errors.h"
+#include "cost_model/layer_tensors.h"
 #include "executor/calibrate/compute_profile.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/flash_attention.h"
@@ -24,18 +25,18 @@
 
 namespace strata::calibrate {
 namespace kc = strata::kernels::cpu;
-namespace {
 
-// Values in [-0.5, 0.5) from a fixed linear congruential sequence.
-std::vector<float> filled(std::int64_t n, std::uint32_t seed) {
+std::vector<float> bench_values(std::int64_t n, std::uint32_t seed) {
   std::vector<float> v(static_cast<std::size_t>(n));
-  std::uint32_t x = seed * 2654435761u + 1u;
+  std::uint32_t x = seed * 2654435761u + 1u;  // a fixed linear congruential sequence
   for (float& f : v) {
     x = x * 1664525u + 1013904223u;
     f = static_cast<float>(x >> 8) / static_cast<float>(1u << 24) - 0.5f;
   }
   return v;
 }
+
+namespace {
 
 int as_int(std::int64_t v, const char* what) {
   if (v <= 0 || v > (std::int64_t{1} << 31) - 1) {
@@ -68,17 +69,20 @@ std::vector<LinearShape> model_linear_shapes(const ModelSpec& model, std::int64_
   require_divides(tp, model.ffn_hidden, "ffn_hidden");
   require_divides(tp, model.vocab, "vocab");
   const std::int64_t BT = micro_batch * model.seq_len;
-  const std::int64_t C = model.hidden;
+  const LayerGemmShapes g = layer_gemm_shapes(model, tp);
+  const bool bias = model.biases;
   std::vector<LinearShape> layers = {
-      {"qkv", BT, C, 3 * C / tp, true},
-      {"proj", BT, C / tp, C, true},
-      {"fc1", BT, C, model.ffn_hidden / tp, true},
-      {"fc2", BT, model.ffn_hidden / tp, C, true},
-      {"logits", BT, C, model.vocab / tp, false},
+      {"qkv", BT, g.qkv_in, g.qkv_out, bias},
+      {"proj", BT, g.proj_in, g.proj_out, bias},
+      {"fc1", BT, g.fc1_in, g.fc1_out, bias},
+      {"fc2", BT, g.fc2_in, g.fc2_out, bias},
+      {"logits", BT, model.hidden, model.vocab / tp, false},
   };
-  layers[2].gelu_epilogue = true;
+  // SwiGLU runs as a kernel of its own after fc1, and its backward after fc2's GEMMs.
+  const bool gelu = model.mlp == MlpKind::kGelu;
+  layers[2].gelu_epilogue = gelu;
   layers[3].residual_epilogue = tp == 1;
-  layers[3].dgelu_epilogue = true;
+  layers[3].dgelu_epilogue = gelu;
   layers[4].vocab_rows = true;
   return layers;
 }
@@ -89,9 +93,9 @@ GemmMeasurement measure_linear(const LinearShape& layer, GemmPass pass,
   GemmMeasurement g;
   g.layer = layer;
   g.pass = pass;
-  std::vector<float> inp = filled(layer.BT * layer.C, 1);
-  std::vector<float> weight = filled(layer.OC * layer.C, 2);
-  std::vector<float> bias = filled(layer.OC, 3);
+  std::vector<float> inp = bench_values(layer.BT * layer.C, 1);
+  std::vector<float> weight = bench_values(layer.OC * layer.C, 2);
+  std::vector<float> bias = bench_values(layer.OC, 3);
   std::vector<float> out(static_cast<std::size_t>(layer.BT * layer.OC));
   switch (pass) {
     case GemmPass::kForward:
@@ -105,7 +109,7 @@ GemmMeasurement measure_linear(const LinearShape& layer, GemmPass pass,
       break;
     case GemmPass::kBackwardInput: {
       // dinp (BT, C) = dout (BT, OC) @ weight (OC, C); beta 0 so values stay bounded.
-      const std::vector<float> dout = filled(layer.BT * layer.OC, 4);
+      const std::vector<float> dout = bench_values(layer.BT * layer.OC, 4);
       g.m = BT, g.n = C, g.k = OC;
       g.seconds = median_call_seconds(
           [&] {
@@ -117,7 +121,7 @@ GemmMeasurement measure_linear(const LinearShape& layer, GemmPass pass,
     }
     case GemmPass::kBackwardWeight: {
       // dweight (OC, C) = dout^T (OC, BT) @ inp (BT, C).
-      const std::vector<float> dout = filled(layer.BT * layer.OC, 4);
+      const std::vector<float> dout = bench_values(layer.BT * layer.OC, 4);
       g.m = OC, g.n = C, g.k = BT;
       g.seconds = median_call_seconds(
           [&] {
@@ -154,8 +158,8 @@ double measure_layer_elementwise_s(std::int64_t BT, std::int64_t C, std::int64_t
   const int bt = as_int(BT, "BT"), c = as_int(C, "C");
   const std::int64_t n = BT * C;
   const std::int64_t nf = BT * as_int(F, "F");
-  const std::vector<float> x = filled(n, 5), w = filled(C, 7), bias = filled(C, 8);
-  const std::vector<float> fc1 = filled(nf, 6);
+  const std::vector<float> x = bench_values(n, 5), w = bench_values(C, 7), bias = bench_values(C, 8);
+  const std::vector<float> fc1 = bench_values(nf, 6);
   std::vector<float> ln_out(static_cast<std::size_t>(n)), r(static_cast<std::size_t>(n)),
       y(static_cast<std::size_t>(n)), gelu_out(static_cast<std::size_t>(nf));
   std::vector<float> mean(static_cast<std::size_t>(BT)), rstd(static_cast<std::size_t>(BT));
@@ -182,9 +186,9 @@ double measure_layer_elementwise_backward_s(std::int64_t BT, std::int64_t C, std
   const int bt = as_int(BT, "BT"), c = as_int(C, "C"), f = as_int(F, "F");
   const std::int64_t n = BT * C;
   const std::int64_t nf = BT * F;
-  const std::vector<float> x = filled(n, 5), dy = filled(n, 6), w = filled(C, 7),
-                           bias = filled(C, 8), fc1 = filled(nf, 9), dgelu = filled(nf, 10),
-                           dqkv = filled(3 * n, 11);
+  const std::vector<float> x = bench_values(n, 5), dy = bench_values(n, 6), w = bench_values(C, 7),
+                           bias = bench_values(C, 8), fc1 = bench_values(nf, 9), dgelu = bench_values(nf, 10),
+                           dqkv = bench_values(3 * n, 11);
   std::vector<float> ln_out(static_cast<std::size_t>(n)), mean(static_cast<std::size_t>(BT)),
       rstd(static_cast<std::size_t>(BT));
   kc::layernorm_forward(ln_out.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(),
@@ -218,7 +222,7 @@ double measure_attention_s(std::int64_t B, std::int64_t T, std::int64_t C, std::
   if (C % NH != 0) {
     throw ConfigError(fmt::format("calibrate: heads {} do not divide hidden {}", NH, C));
   }
-  const std::vector<float> qkv = filled(B * T * 3 * C, 9);
+  const std::vector<float> qkv = bench_values(B * T * 3 * C, 9);
   std::vector<float> out(static_cast<std::size_t>(B * T * C));
   std::vector<float> lse(static_cast<std::size_t>(B * NH * T));
   return median_call_seconds(
@@ -238,8 +242,8 @@ double measure_attention_backward_s(std::int64_t B, std::int64_t T, std::int64_t
   if (C % NH != 0) {
     throw ConfigError(fmt::format("calibrate: heads {} do not divide hidden {}", NH, C));
   }
-  const std::vector<float> qkv = filled(B * T * 3 * C, 9);
-  const std::vector<float> dout = filled(B * T * C, 13);
+  const std::vector<float> qkv = bench_values(B * T * 3 * C, 9);
+  const std::vector<float> dout = bench_values(B * T * C, 13);
   std::vector<float> out(static_cast<std::size_t>(B * T * C));
   std::vector<float> lse(static_cast<std::size_t>(B * NH * T));
   kc::flash_attention_forward(out.data(), lse.data(), qkv.data(), b, t, c, nh);
@@ -312,9 +316,9 @@ double measure_busy_cores_slowdown(const LinearShape& layer, int busy_cores,
                                    const TimingOptions& timing) {
   if (busy_cores < 2) return 1.0;
   const int BT = as_int(layer.BT, "BT"), C = as_int(layer.C, "C"), OC = as_int(layer.OC, "OC");
-  const std::vector<float> inp = filled(layer.BT * layer.C, 1);
-  const std::vector<float> weight = filled(layer.OC * layer.C, 2);
-  const std::vector<float> bias = filled(layer.OC, 3);
+  const std::vector<float> inp = bench_values(layer.BT * layer.C, 1);
+  const std::vector<float> weight = bench_values(layer.OC * layer.C, 2);
+  const std::vector<float> bias = bench_values(layer.OC, 3);
   std::vector<float> out(static_cast<std::size_t>(layer.BT * layer.OC));
   std::vector<float> act(out.size());
   const auto work = [&] {

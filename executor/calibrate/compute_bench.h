@@ -25,6 +25,11 @@
 
 namespace strata::calibrate {
 
+// n values in [-0.5, 0.5) from a fixed sequence started by `seed`: what every benchmark's
+// inputs hold (no denormals, no NaN, no zeros runs of a kind a kernel could skip), so every
+// run does the same work.
+std::vector<float> bench_values(std::int64_t n, std::uint32_t seed);
+
 // One linear layer of a model at one micro-batch: inp (BT, C) -> out (BT, OC).
 struct LinearShape {
   std::string name;  // "qkv", "proj", "fc1", "fc2", "logits"
@@ -43,10 +48,13 @@ struct LinearShape {
   bool vocab_rows = false;
 };
 
-// GPT's linear layers at tensor-parallel degree tp (qkv and fc1 split their outputs, proj
-// and fc2 their inputs, logits the vocabulary), BT = micro_batch * seq_len:
+// A model's linear layers at tensor-parallel degree tp (qkv and fc1 split their outputs,
+// proj and fc2 their inputs, logits the vocabulary), BT = micro_batch * seq_len, at the
+// widths of cost_model's layer_gemm_shapes; GPT's:
 //   qkv (BT, C, 3C/t), proj (BT, C/t, C), fc1 (BT, C, F/t), fc2 (BT, F/t, C), logits (BT, C, V/t),
-// with the epilogue flags above set as the CUDA backend runs them.
+// a Llama layer's qkv (BT, C, C/t + 2 kv_local HS) and fc1 (BT, C, 2F/t) (SwiGLU's gate|up);
+// biases as the model has them (the logits never), the epilogue flags above set as the CUDA
+// backend runs them (GeLU's only with GeLU).
 // ConfigError when tp does not divide heads, ffn_hidden or vocab.
 std::vector<LinearShape> model_linear_shapes(const ModelSpec& model, std::int64_t micro_batch,
                                              std::int64_t tp);

@@ -8,7 +8,12 @@
 //     elementwise_backward_bytes_per_s likewise with layer_backward_elementwise_bytes;
 //   - attention_flops_per_s: attention_causal_flops over one forward's seconds (the model
 //     divides half the full 4 B NH T^2 HS by it), attention_backward_flops_per_s:
-//     attention_backward_causal_flops over one backward's seconds.
+//     attention_backward_causal_flops over one backward's seconds;
+//   - Llama's operators (llama_op_bench.h), at the Llama model they ran at: rmsnorm_, swiglu_
+//     and rope_bytes_per_s (and _backward_) are llama_op_bytes over each one's seconds, and a
+//     gqa_attention sample a head size the attention counts above at that head size.
+// The elementwise timings ran GPT's kernels (LayerNorm, GeLU, biases), so their bytes are
+// counted as a GPT layer's of the model's sizes, whatever the model's family.
 // Rates whose unit needs no model (params/s, bytes/s) pass through as measured.
 // Deliberately not here: running benchmarks (calibration.h and the backends' benches), the
 // machine, backend and headroom fields (the backend's calibration sets them).
@@ -21,6 +26,7 @@
 #include "cost_model/model_spec.h"
 #include "cost_model/profile.h"
 #include "executor/calibrate/compute_bench.h"
+#include "executor/calibrate/llama_op_bench.h"
 
 namespace strata::calibrate {
 
@@ -39,6 +45,7 @@ struct ComputeMeasurements {
   double layer_elementwise_backward_s = 0;  // ... and backward's
   double attention_s = 0;                   // one attention forward at the shapes below
   double attention_backward_s = 0;
+  LlamaOpSeconds llama;                     // at MeasuredAt::llama_model (empty: not timed)
   double device_adam_params_per_s = 0;
   double cpu_adam_params_per_s = 0;
   double host_to_device_bytes_per_s = 0;
@@ -50,9 +57,11 @@ struct ComputeMeasurements {
 
 // Where the elementwise and attention timings ran and with which kernels: the layer's
 // elementwise kernels at tp 1 on micro_batch x model.seq_len tokens; attention on
-// micro_batch sequences of model.seq_len with hidden / tp and heads / tp.
+// micro_batch sequences of model.seq_len with hidden / tp and heads / tp; Llama's operators
+// at llama_model's shape (llama_op_shape) at micro_batch and tp.
 struct MeasuredAt {
   ModelSpec model;
+  ModelSpec llama_model;
   std::int64_t micro_batch = 1;
   std::int64_t tp = 1;
   LayerKernels kernels;       // the backend's (executor_conventions)

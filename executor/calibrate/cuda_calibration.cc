@@ -7,6 +7,7 @@
 
 #include <cuda_runtime.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cost_model/compute_model.h"
 #include "cost_model/conventions.h"
@@ -15,6 +16,7 @@
 #include "executor/calibrate/compute_profile.h"
 #include "executor/calibrate/cuda_compute_bench.h"
 #include "executor/calibrate/cuda_headroom.h"
+#include "executor/calibrate/cuda_llama_ops.h"
 #include "executor/calibrate/gpu_options.h"
 #include "executor/cuda/system_error.h"
 #include "kernels/cuda/cuda_check.h"
@@ -99,6 +101,15 @@ Profile calibrate_cuda_compute(const ComputeCalibrationOptions& options,
                        measured.attention_backward_s = bench.attention_backward_s(
                            options.micro_batch, largest.seq_len, C, NH, options.timing);
                      }});
+    const ModelSpec llama = llama_ops_model(options);
+    const LlamaOpShape llama_shape = llama_op_shape(llama, options.micro_batch, options.tp, true);
+    steps.push_back({fmt::format("llama operators ({}: RMSNorm, SwiGLU, rotary, attention at "
+                                 "head sizes {})", llama.name,
+                                 fmt::join(llama_shape.attention_head_sizes, ", ")),
+                     12 * expected_s(2 * layer_bytes / kGuessBytesPerS, options.timing), [&] {
+                       measured.llama =
+                           measure_cuda_llama_ops(llama_shape, bench.stream(), options.timing);
+                     }});
     steps.push_back({fmt::format("device adamw ({} params)", options.adam_params),
                      expected_s(30.0 * options.adam_params / kGuessBytesPerS, options.timing), [&] {
                        measured.device_adam_params_per_s =
@@ -160,6 +171,7 @@ Profile calibrate_cuda_compute(const ComputeCalibrationOptions& options,
 
     MeasuredAt at;
     at.model = largest;
+    at.llama_model = llama;
     at.micro_batch = options.micro_batch;
     at.tp = options.tp;
     at.kernels = layer_kernels(executor_conventions(Backend::kCuda));

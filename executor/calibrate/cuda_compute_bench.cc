@@ -25,16 +25,11 @@ using kc::DeviceBuffer;
 
 namespace {
 
-// n values in [-0.5, 0.5) from a fixed linear congruential sequence (compute_bench.cc's),
-// as T (bf16 or float), on the device.
+// bench_values(n, seed) as T (bf16 or float), on the device.
 template <class T>
 DeviceBuffer device_values(std::int64_t n, std::uint32_t seed) {
-  std::vector<T> host(static_cast<std::size_t>(n));
-  std::uint32_t x = seed * 2654435761u + 1u;
-  for (T& v : host) {
-    x = x * 1664525u + 1013904223u;
-    v = T(static_cast<float>(x >> 8) / static_cast<float>(1u << 24) - 0.5f);
-  }
+  const std::vector<float> values = bench_values(n, seed);
+  std::vector<T> host(values.begin(), values.end());
   DeviceBuffer buffer(host.size() * sizeof(T));
   buffer.copy_from_host(host.data(), host.size() * sizeof(T));
   return buffer;

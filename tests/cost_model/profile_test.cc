@@ -157,6 +157,65 @@ TEST(Profile, ConventionsAndHeadroomRoundTripAndAreOptional) {
   EXPECT_EQ(executor_conventions(Backend::kCpu).recompute, RecomputeScope::kToGeluOutput);
 }
 
+// Llama's operator rates and grouped-query attention samples: read, written back only when
+// measured (a profile from before them reads back as written, without the keys), and every
+// bad value named with its file and key.
+TEST(Profile, LlamaRatesRoundTripAndAreWrittenOnlyWhenMeasured) {
+  Json j = profile_json();
+  const Profile without = Profile::from_json(j, "p.json");
+  EXPECT_EQ(without.rmsnorm_bytes_per_s, 0.0);
+  EXPECT_TRUE(without.gqa_attention.empty());
+  const Json written = without.to_json();
+  for (const char* key : {"rmsnorm_bytes_per_s", "rmsnorm_backward_bytes_per_s",
+                          "swiglu_bytes_per_s", "swiglu_backward_bytes_per_s", "rope_bytes_per_s",
+                          "rope_backward_bytes_per_s", "gqa_attention"}) {
+    EXPECT_FALSE(written.contains(key)) << key;
+  }
+  EXPECT_EQ(written, j);
+
+  j["rmsnorm_bytes_per_s"] = 6e9;
+  j["rmsnorm_backward_bytes_per_s"] = 4e9;
+  j["swiglu_bytes_per_s"] = 3e9;
+  j["rope_bytes_per_s"] = 2e9;  // backward rates need not be there (a quick calibration)
+  j["gqa_attention"] = Json::parse(R"([{"head_size": 64, "flops_per_s": 3e10,
+                                        "backward_flops_per_s": 2e10},
+                                       {"head_size": 128, "flops_per_s": 4e10}])");
+  const Profile p = Profile::from_json(j, "p.json");
+  EXPECT_DOUBLE_EQ(p.rmsnorm_backward_bytes_per_s, 4e9);
+  EXPECT_EQ(p.swiglu_backward_bytes_per_s, 0.0);
+  ASSERT_EQ(p.gqa_attention.size(), 2u);
+  EXPECT_EQ(p.gqa_attention[1].head_size, 128);
+  EXPECT_DOUBLE_EQ(p.gqa_attention[0].backward_flops_per_s, 2e10);
+  EXPECT_EQ(p.gqa_attention[1].backward_flops_per_s, 0.0);
+  EXPECT_EQ(p.to_json(), j);  // the unmeasured backward rates stay out
+
+  struct BadValue {
+    const char* pointer;
+    Json value;
+    std::vector<std::string> fragments;
+  };
+  const std::vector<BadValue> cases = {
+      {"/swiglu_bytes_per_s", -3, {"swiglu_bytes_per_s", "-3", ">= 0"}},
+      {"/rope_backward_bytes_per_s", 0.5, {"rope_backward_bytes_per_s", "0.5", "a rate >= 1"}},
+      {"/gqa_attention", "fast", {"gqa_attention"}},
+      {"/gqa_attention/0/head_size", 0, {"gqa_attention[0].head_size", "> 0"}},
+      {"/gqa_attention/1/flops_per_s", 0, {"gqa_attention[1].flops_per_s", "> 0"}},
+      {"/gqa_attention/0/backward_flops_per_s", -1,
+       {"gqa_attention[0].backward_flops_per_s", ">= 0"}},
+      {"/gqa_attention/1/heads", 8, {"gqa_attention[1].heads", "unknown key"}},
+      {"/gqa_attention/1/head_size", 64,
+       {"gqa_attention[1].head_size", "64", "a head size no other sample has"}},
+  };
+  for (const BadValue& c : cases) {
+    SCOPED_TRACE(c.pointer);
+    Json bad = j;
+    bad[Json::json_pointer(c.pointer)] = c.value;
+    std::vector<std::string> fragments = c.fragments;
+    fragments.push_back("p.json");
+    expect_error<ConfigError>([&] { Profile::from_json(bad, "p.json"); }, fragments);
+  }
+}
+
 TEST(Profile, BadConventionsAndHeadroomNameFileAndKey) {
   Json j = profile_json();
   j["conventions"] = megatron_lm_2021_conventions().to_json();

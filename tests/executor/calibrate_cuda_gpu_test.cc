@@ -1,6 +1,6 @@
 // `strata calibrate --backend cuda` as a library on a real GPU: the quick calibration of
-// tiny-gpu fills every field the time model reads on a CUDA cluster with a positive, finite
-// rate; no GEMM beats the device's peak; the headroom is measured and says where; and the
+// tiny-gpu fills every field the time model reads on a CUDA cluster (Llama's operators' among
+// them) with a positive, finite rate; no GEMM beats the device's peak; the headroom is measured and says where; and the
 // Profile loads back and changes what predict() says. GTEST_SKIPs without a device.
 #include <gtest/gtest.h>
 
@@ -64,6 +64,21 @@ TEST(CalibrateCudaGpu, QuickTinyGpuProfileIsCompleteBelowPeakAndPredicts) {
   EXPECT_TRUE(positive_finite(p.cpu_adam_params_per_s));
   EXPECT_TRUE(positive_finite(p.host_to_device_bytes_per_s));
   EXPECT_TRUE(positive_finite(p.device_to_host_bytes_per_s));
+  // Llama's operators through CudaLayerOps at tiny-gpu's sizes as a Llama layer (2 heads of
+  // 64 sharing one KV head), forward and backward; attention at head sizes 64 and 128.
+  for (double rate : {p.rmsnorm_bytes_per_s, p.rmsnorm_backward_bytes_per_s, p.swiglu_bytes_per_s,
+                      p.swiglu_backward_bytes_per_s, p.rope_bytes_per_s,
+                      p.rope_backward_bytes_per_s}) {
+    EXPECT_TRUE(positive_finite(rate));
+    EXPECT_LT(rate, 1e13);  // above any HBM's bandwidth: a timing bug
+  }
+  ASSERT_EQ(p.gqa_attention.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(p.gqa_attention[i].head_size, i == 0 ? 64 : 128);
+    EXPECT_TRUE(positive_finite(p.gqa_attention[i].flops_per_s));
+    EXPECT_TRUE(positive_finite(p.gqa_attention[i].backward_flops_per_s));
+    EXPECT_LT(p.gqa_attention[i].flops_per_s, h100.device.bf16_flops);
+  }
   // PCIe: well under 1 TB/s; the attention well under the peak.
   EXPECT_LT(p.host_to_device_bytes_per_s, 1e12);
   EXPECT_LT(p.attention_flops_per_s, h100.device.bf16_flops);

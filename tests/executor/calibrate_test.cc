@@ -1,7 +1,8 @@
 // The calibration library: timing medians, the alpha-beta fit on synthetic points, the
-// model's GEMM shapes, sample merging, and a quick compute calibration of the tiny model
-// producing a Profile with positive rates that round-trips through JSON; the conversion of
-// measured seconds into the Profile's units both backends share (compute_profile), the
+// model's GEMM shapes (GPT's and Llama's), sample merging, and a quick compute calibration of
+// the tiny model producing a Profile with positive rates (Llama's operators' included) that
+// round-trips through JSON; the conversion of measured seconds into the Profile's units both
+// backends share (compute_profile), the
 // layers a calibration times with their CUDA epilogues, and the CUDA calibration's option
 // checks (which need no GPU).
 #include <gtest/gtest.h>
@@ -18,6 +19,7 @@
 #include "cost_model/model_spec.h"
 #include "executor/calibrate/calibration.h"
 #include "executor/calibrate/last_level_cache.h"
+#include "executor/calibrate/llama_op_bench.h"
 #include "executor/calibrate/collective_bench.h"
 #include "executor/calibrate/compute_bench.h"
 #include "executor/calibrate/compute_profile.h"
@@ -108,6 +110,27 @@ TEST(ModelShapes, TensorParallelSplitsAndRejectsNonDivisors) {
   EXPECT_THROW(model_linear_shapes(bundled_model("gpt2-124m"), 1, 4), ConfigError);
 }
 
+TEST(ModelShapes, LlamaLayersAtTheirOwnWidthsWithoutBiasesOrGelu) {
+  // tiny-llama: C = 64, 4 heads of 16 sharing 2 KV heads, F = 176 (gate and up each), V = 256.
+  std::vector<LinearShape> s = model_linear_shapes(bundled_model("tiny-llama"), 1, 1);
+  ASSERT_EQ(s.size(), 5u);
+  EXPECT_EQ(s[0].OC, 64 + 2 * 2 * 16);  // q, then k and v of 2 KV heads: 128
+  EXPECT_EQ(s[1].C, 64);
+  EXPECT_EQ(s[2].OC, 2 * 176);          // gate|up
+  EXPECT_EQ(s[3].C, 176);
+  EXPECT_EQ(s[4].OC, 256);
+  for (const LinearShape& l : s) {
+    EXPECT_FALSE(l.bias) << l.name;
+    EXPECT_FALSE(l.gelu_epilogue || l.dgelu_epilogue) << l.name;  // SwiGLU runs on its own
+  }
+  EXPECT_TRUE(s[3].residual_epilogue);
+  // t = 2: one KV head a rank, 2 query heads: 32 + 2 x 16 = 64; gate|up 176, fc2's input 88.
+  s = model_linear_shapes(bundled_model("tiny-llama"), 1, 2);
+  EXPECT_EQ(s[0].OC, 64);
+  EXPECT_EQ(s[2].OC, 176);
+  EXPECT_EQ(s[3].C, 88);
+}
+
 TEST(GemmSamples, OnePerShapeSortedTotalFlopsOverTotalTime) {
   GemmMeasurement a, b, c;
   a.m = 64, a.n = 256, a.k = 64, a.seconds = 1.0;  // 2*64*256*64 = 2097152 FLOPs each
@@ -164,6 +187,18 @@ TEST(CalibrateCompute, QuickTinyProfileHasPositiveRatesAndRoundTrips) {
   EXPECT_EQ(p.last_level_cache_bytes, last_level_cache().bytes);
   EXPECT_TRUE(p.collectives.empty());
   EXPECT_EQ(p.nvme_read_bytes_per_s, 0.0);  // not measured here
+  // Llama's operators at tiny's sizes as a Llama layer (4 heads of 16, 2 KV heads): forward
+  // only in a quick run; attention at tiny's head size and Llama 3's.
+  EXPECT_GT(p.rmsnorm_bytes_per_s, 0.0);
+  EXPECT_GT(p.swiglu_bytes_per_s, 0.0);
+  EXPECT_GT(p.rope_bytes_per_s, 0.0);
+  EXPECT_EQ(p.rmsnorm_backward_bytes_per_s, 0.0);
+  ASSERT_EQ(p.gqa_attention.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(p.gqa_attention[i].head_size, (std::vector<int>{16, 64, 128}[i]));
+    EXPECT_GT(p.gqa_attention[i].flops_per_s, 0.0);
+    EXPECT_EQ(p.gqa_attention[i].backward_flops_per_s, 0.0);
+  }
   // Progress: non-decreasing, from 0 to exactly 1.
   ASSERT_FALSE(fractions.empty());
   EXPECT_EQ(fractions.front(), 0.0);
@@ -172,6 +207,67 @@ TEST(CalibrateCompute, QuickTinyProfileHasPositiveRatesAndRoundTrips) {
   // The written form loads back to the same rates.
   const Profile back = Profile::from_json(p.to_json(), "<round trip>");
   EXPECT_EQ(back.to_json(), p.to_json());
+}
+
+// A Llama model given: its GEMMs at its own widths, every operator forward and backward at
+// its shape (one call a timing: the figures' size is not the point here).
+TEST(CalibrateCompute, LlamaModelOperatorsForwardAndBackward) {
+  ComputeCalibrationOptions options = compute_options({bundled_model("tiny-llama")}, true);
+  options.backward = true;
+  options.timing = {1, 0.0};
+  set_memory_working_set(options, 1 << 22);
+  options.kernel_threads = 1;
+  const Profile p = calibrate_compute(options, {});
+  // (m, n, k) of qkv's forward (64, 128, 64) and fc1's (64, 352, 64): Llama's widths.
+  const auto sampled = [&](std::int64_t m, std::int64_t n, std::int64_t k) {
+    return std::any_of(p.gemm.begin(), p.gemm.end(), [&](const GemmSample& g) {
+      return g.m == m && g.n == n && g.k == k;
+    });
+  };
+  EXPECT_TRUE(sampled(64, 128, 64));
+  EXPECT_TRUE(sampled(64, 352, 64));
+  EXPECT_FALSE(sampled(64, 192, 64));  // GPT's 3C
+  for (double rate : {p.rmsnorm_bytes_per_s, p.rmsnorm_backward_bytes_per_s, p.swiglu_bytes_per_s,
+                      p.swiglu_backward_bytes_per_s, p.rope_bytes_per_s,
+                      p.rope_backward_bytes_per_s}) {
+    EXPECT_GT(rate, 0.0);
+  }
+  ASSERT_EQ(p.gqa_attention.size(), 3u);
+  for (const AttentionSample& a : p.gqa_attention) EXPECT_GT(a.backward_flops_per_s, 0.0);
+  // (No round trip here: one call per timing leaves the host-memory rates to chance, and
+  // loading checks AdamW's against them; the quick test above round-trips its profile.)
+}
+
+TEST(LlamaOpsModel, TheLargestLlamaModelGivenElseALlamaLayerOfTheLargest) {
+  ComputeCalibrationOptions options =
+      compute_options({bundled_model("tiny"), bundled_model("tiny-llama")}, true);
+  EXPECT_EQ(llama_ops_model(options).name, "tiny-llama");
+  options.models = {bundled_model("tiny-gpu"), bundled_model("tiny")};  // tiny-gpu the larger
+  const ModelSpec twin = llama_ops_model(options);
+  EXPECT_EQ(twin.hidden, 128);
+  EXPECT_EQ(twin.seq_len, 128);
+  EXPECT_EQ(twin.ffn_hidden, 512);
+  EXPECT_EQ(twin.norm, NormKind::kRmsNorm);
+  EXPECT_EQ(twin.mlp, MlpKind::kSwiglu);
+  EXPECT_EQ(twin.position, PositionKind::kRope);
+  EXPECT_EQ(twin.kv_heads, 1);  // tiny-gpu's 2 heads share one
+  EXPECT_FALSE(twin.biases);
+  // GPT-2 1.5B's 25 heads: groups of 5 (the smallest divisor of 25 above 1).
+  options.models = {bundled_model("gpt2-1.5b")};
+  EXPECT_EQ(llama_ops_model(options).kv_heads, 5);
+  // tp 4 over tiny's 4 heads: the 2 KV heads stay (each rank holds the one its head reads).
+  options.models = {bundled_model("tiny")};
+  options.tp = 4;
+  EXPECT_EQ(llama_ops_model(options).kv_heads, 2);
+  EXPECT_EQ(llama_op_shape(llama_ops_model(options), 1, 4, false).dims.KVHl, 1);
+  // The operators' shape: tiny-llama at t = 2: 2 query heads and 1 KV head of 16 a rank,
+  // SwiGLU 88 wide, attention at 16, 64 and 128.
+  const LlamaOpShape shape = llama_op_shape(bundled_model("tiny-llama"), 1, 2, true);
+  EXPECT_EQ(shape.dims.NHl, 2);
+  EXPECT_EQ(shape.dims.KVHl, 1);
+  EXPECT_EQ(shape.dims.Fl, 88);
+  EXPECT_EQ(shape.attention_head_sizes, (std::vector<int>{16, 64, 128}));
+  EXPECT_THROW(llama_op_shape(bundled_model("tiny-llama"), 1, 3, true), ConfigError);
 }
 
 // The host-memory rates run on arrays kOutOfCacheFactor (4) x the last-level cache in a
@@ -200,6 +296,17 @@ ModelSpec small_model() {
   m.ffn_hidden = 256;
   m.vocab = 128;
   return m;
+}
+
+// Device rates that read `p` (a peak and an HBM far above its rates, so nothing else limits).
+DeviceRates rates_reading(const Profile& p, int element_bytes) {
+  DeviceRates rates;
+  rates.peak_flops = 1e15;
+  rates.memory_bytes_per_s = 1e12;
+  rates.element_bytes = element_bytes;
+  rates.profile = &p;
+  rates.elementwise_bytes_per_s = p.elementwise_bytes_per_s;
+  return rates;
 }
 
 TEST(ComputeProfile, RatesAreTheTimeModelsCountsOverTheMeasuredSeconds) {
@@ -244,12 +351,7 @@ TEST(ComputeProfile, RatesAreTheTimeModelsCountsOverTheMeasuredSeconds) {
 
   // The point of the conversion: the time model, reading the profile back at the measured
   // shape, predicts the measured seconds.
-  DeviceRates rates;
-  rates.peak_flops = 1e15;
-  rates.memory_bytes_per_s = 1e12;
-  rates.element_bytes = 2;
-  rates.profile = &p;
-  rates.elementwise_bytes_per_s = p.elementwise_bytes_per_s;
+  const DeviceRates rates = rates_reading(p, 2);
   const LayerForward fwd = layer_forward(at.model, at.micro_batch, 1, false, at.kernels, rates);
   EXPECT_NEAR(fwd.elementwise_s, 1e-6, 1e-18);
 
@@ -258,6 +360,58 @@ TEST(ComputeProfile, RatesAreTheTimeModelsCountsOverTheMeasuredSeconds) {
   at.kernels = layer_kernels(executor_conventions(Backend::kCpu));
   at.element_bytes = 4;
   EXPECT_DOUBLE_EQ(compute_profile(measured, at).elementwise_bytes_per_s, 360448.0 / 1e-6);
+}
+
+// Llama's operators: each rate is its llama_op_bytes over its seconds, each attention sample
+// the causal FLOPs at its head size over its seconds, so that the time model, pricing the
+// layer at the shape they ran at, gives back those seconds.
+TEST(ComputeProfile, LlamaRatesAreTheirCountsOverTheSecondsAndPriceThemBack) {
+  ComputeMeasurements measured;
+  measured.layer_elementwise_s = 1e-6;
+  measured.llama.rmsnorm_s = 2e-6;
+  measured.llama.rmsnorm_backward_s = 3e-6;
+  measured.llama.swiglu_s = 4e-6;
+  measured.llama.rope_s = 5e-6;
+  measured.llama.gqa = {{16, 6e-6, 7e-6}, {64, 8e-6, 0.0}};
+  MeasuredAt at;
+  at.model = bundled_model("tiny-llama");
+  at.llama_model = bundled_model("tiny-llama");
+  at.micro_batch = 1;
+  at.tp = 2;
+  at.kernels = layer_kernels(executor_conventions(Backend::kCpu));
+  at.element_bytes = 4;
+  const Profile p = compute_profile(measured, at);
+  // t = 2, 64 tokens, h = 64, f/t = 88, q|k 48 channels, fp32 (llama_op_bytes).
+  EXPECT_DOUBLE_EQ(p.rmsnorm_bytes_per_s, 65536.0 / 2e-6);
+  EXPECT_DOUBLE_EQ(p.rmsnorm_backward_bytes_per_s, 131072.0 / 3e-6);
+  EXPECT_DOUBLE_EQ(p.swiglu_bytes_per_s, 67584.0 / 4e-6);
+  EXPECT_EQ(p.swiglu_backward_bytes_per_s, 0.0);  // not timed
+  EXPECT_DOUBLE_EQ(p.rope_bytes_per_s, 24576.0 / 5e-6);
+  // 2 B NH T^2 HS with the rank's 2 query heads: 262144 at 16, 1048576 at 64.
+  ASSERT_EQ(p.gqa_attention.size(), 2u);
+  EXPECT_EQ(p.gqa_attention[0].head_size, 16);
+  EXPECT_DOUBLE_EQ(p.gqa_attention[0].flops_per_s, 262144.0 / 6e-6);
+  EXPECT_DOUBLE_EQ(p.gqa_attention[0].backward_flops_per_s, 2 * 262144.0 / 7e-6);
+  EXPECT_DOUBLE_EQ(p.gqa_attention[1].flops_per_s, 1048576.0 / 8e-6);
+  EXPECT_EQ(p.gqa_attention[1].backward_flops_per_s, 0.0);
+  // The elementwise timing ran GPT's kernels: counted as a GPT layer of tiny-llama's sizes.
+  ModelSpec gpt = bundled_model("tiny-llama");
+  gpt.norm = NormKind::kLayerNorm;
+  gpt.mlp = MlpKind::kGelu;
+  gpt.position = PositionKind::kLearned;
+  gpt.kv_heads = 0;
+  gpt.biases = true;
+  EXPECT_DOUBLE_EQ(p.elementwise_bytes_per_s,
+                   layer_elementwise_bytes(gpt, 1, 1, false, at.kernels, 4) / 1e-6);
+
+  // Priced back at the shape they ran at: the layer's memory-bound seconds are the rest at
+  // the elementwise rate plus exactly the operators' measured seconds; attention the sample's.
+  const DeviceRates rates = rates_reading(p, 4);
+  const LayerForward f = layer_forward(at.llama_model, 1, 2, false, at.kernels, rates);
+  const double rest = layer_elementwise_bytes(at.llama_model, 1, 2, false, at.kernels, 4) -
+                      65536.0 - 67584.0 - 24576.0;
+  EXPECT_NEAR(f.elementwise_s, rest / p.elementwise_bytes_per_s + 2e-6 + 4e-6 + 5e-6, 1e-18);
+  EXPECT_NEAR(f.attention_core_s(), 6e-6, 1e-18);
 }
 
 TEST(ComputeProfile, UnmeasuredStaysZeroAndBadTpThrows) {

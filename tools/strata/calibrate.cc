@@ -159,6 +159,19 @@ void print_summary(std::ostream& out, const Profile& p, const std::string& path)
   out << fmt::format("attention: {}\n", rate(p.attention_flops_per_s, 1e9, "GFLOP/s"));
   out << fmt::format("attention backward: {}\n",
                      rate(p.attention_backward_flops_per_s, 1e9, "GFLOP/s"));
+  out << fmt::format("llama: rmsnorm {} (backward {}), swiglu {} (backward {}), rotary {} "
+                     "(backward {})\n",
+                     rate(p.rmsnorm_bytes_per_s, 1e9, "GB/s"),
+                     rate(p.rmsnorm_backward_bytes_per_s, 1e9, "GB/s"),
+                     rate(p.swiglu_bytes_per_s, 1e9, "GB/s"),
+                     rate(p.swiglu_backward_bytes_per_s, 1e9, "GB/s"),
+                     rate(p.rope_bytes_per_s, 1e9, "GB/s"),
+                     rate(p.rope_backward_bytes_per_s, 1e9, "GB/s"));
+  for (const AttentionSample& a : p.gqa_attention) {
+    out << fmt::format("grouped-query attention, head size {}: {} (backward {})\n", a.head_size,
+                       rate(a.flops_per_s, 1e9, "GFLOP/s"),
+                       rate(a.backward_flops_per_s, 1e9, "GFLOP/s"));
+  }
   if (p.backend == "cpu") {
     out << fmt::format("kernels timed at {} thread(s) per rank\n", p.threads_per_rank);
   }

@@ -25,14 +25,15 @@ gpu_phases=(tests equivalence calibrate gpt2 offload select pytorch llama saniti
 # (phase_sanitize) -> 150. equivalence was not measured there (every GPT entry stopped
 # before training): 26 entries that train at ~4 s each (mpirun, CUDA set-up, 5 steps; the
 # CPU reference trained once, --reference-dir) and 4 that skip -> 150. From the session of
-# issue 25: calibrate 91 s -> 110; GPT-2 1.5B's set-up up to 70 s before its fix -> gpt2
+# issue 25: calibrate 91 s, with llama3.2-1b's GEMM shapes and the Llama operators added
+# (not yet measured; about a third more) -> 140; GPT-2 1.5B's set-up up to 70 s before its fix -> gpt2
 # 110. offload reached its 90 s on the H200 (gpt-8b's parameters drawn on the host); now two
 # models at ~65 s each (phase_offload) -> 150. llama's from estimates (phase_llama), not yet
 # from a run.
-# The deadline (540 s) holds tests, equivalence, calibrate and gpt2 at their caps (550 s less
+# The deadline (540 s) holds tests, equivalence, calibrate and gpt2 at their caps (540 s less
 # what they leave unused); the phases after them run in what the earlier ones leave, or alone
 # (`gpu_session.sh llama`).
-declare -A gpu_phase_cap=([tests]=140 [equivalence]=150 [calibrate]=110 [gpt2]=110
+declare -A gpu_phase_cap=([tests]=140 [equivalence]=150 [calibrate]=140 [gpt2]=110
                           [offload]=150 [select]=60 [pytorch]=75 [llama]=180 [sanitize]=150)
 
 # What issue 25 asks of the calibrated cost model on one GPU: step time within 10% and the
@@ -179,9 +180,12 @@ phase_equivalence() {
 # brought back beside the summary (to commit as configs/profiles/<gpu>.json).
 phase_calibrate() {
   local m
-  for m in tiny-gpu gpt2-124m gpt2-1.5b; do cfg models "$m" >/dev/null; done
+  # llama3.2-1b: the Llama operators are timed at the llama phase's model, not at a Llama copy
+  # of gpt2-1.5b (executor/calibrate/llama_op_bench.h).
+  for m in tiny-gpu gpt2-124m gpt2-1.5b llama3.2-1b; do cfg models "$m" >/dev/null; done
   mkdir -p "$work/nvme"
-  step calibrate.log "$(bin strata)" calibrate --backend cuda --model tiny-gpu gpt2-124m gpt2-1.5b \
+  step calibrate.log "$(bin strata)" calibrate --backend cuda \
+    --model tiny-gpu gpt2-124m gpt2-1.5b llama3.2-1b \
     --micro-batch 8 16 --nvme-dir "$work/nvme" --out "$work/profile.json"
   local rc=$?
   rm -rf "$work/nvme"

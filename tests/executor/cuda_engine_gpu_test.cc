@@ -19,7 +19,7 @@
 #include "cuda_reference.h"
 #include "executor/cuda/cuda_backend.h"
 #include "executor/data/corpus.h"
-#include "executor/engine/rank_training.h"
+#include "executor/run/rank_training.h"
 #include "kernels/cuda/cuda_check.h"
 #include "tests/executor/engine_mpi_environment.h"
 #include "tests/executor/engine_test_support.h"

@@ -33,7 +33,7 @@
 #include "executor/comm/mpi_communicator.h"
 #include "executor/cpu/cuda_semantics/cuda_semantics_backend.h"
 #include "executor/data/corpus.h"
-#include "executor/engine/rank_training.h"
+#include "executor/run/rank_training.h"
 #include "tests/executor/engine_test_support.h"
 #include "tests/executor/program_trace.h"
 #include "tests/executor/reference_cache.h"

@@ -12,7 +12,7 @@
 #include "cost_model/train_spec.h"
 #include "executor/comm/mpi_communicator.h"
 #include "executor/data/corpus.h"
-#include "executor/engine/rank_training.h"
+#include "executor/run/rank_training.h"
 
 namespace strata::testing_support {
 

@@ -14,7 +14,7 @@
 #include "cost_model/program.h"
 #include "executor/comm/mpi_communicator.h"
 #include "executor/data/corpus.h"
-#include "executor/engine/rank_training.h"
+#include "executor/run/rank_training.h"
 #include "tests/executor/engine_mpi_environment.h"
 #include "tests/executor/engine_test_support.h"
 #include "tests/executor/program_trace.h"

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "executor/data/corpus.h"
-#include "executor/engine/rank_training.h"
+#include "executor/run/rank_training.h"
 #include "kernels/cpu/kernel_path.h"
 #include "tests/executor/engine_mpi_environment.h"
 #include "tests/executor/engine_test_support.h"

@@ -17,7 +17,7 @@
 #include "cost_model/layer_tensors.h"
 #include "executor/comm/process_groups.h"
 #include "executor/data/corpus.h"
-#include "executor/engine/rank_training.h"
+#include "executor/run/rank_training.h"
 #include "tests/executor/engine_test_support.h"
 
 namespace strata {

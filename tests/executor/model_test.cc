@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "executor/data/corpus.h"
-#include "executor/engine/rank_training.h"
+#include "executor/run/rank_training.h"
 #include "executor/model/param_init.h"
 #include "cost_model/param_layout.h"
 #include "tests/executor/engine_mpi_environment.h"

@@ -29,7 +29,7 @@
 #include "cost_model/time_model.h"
 #include "executor/comm/mpi_communicator.h"
 #include "executor/data/corpus.h"
-#include "executor/engine/rank_training.h"
+#include "executor/run/rank_training.h"
 #include "executor/model/param_init.h"
 #include "tests/executor/engine_mpi_environment.h"
 #include "tests/executor/engine_test_support.h"

@@ -30,7 +30,7 @@
 #include "cost_model/partition.h"
 #include "executor/comm/mpi_communicator.h"
 #include "executor/data/corpus.h"
-#include "executor/engine/rank_training.h"
+#include "executor/run/rank_training.h"
 #include "executor/model/param_init.h"
 
 namespace {

@@ -77,7 +77,7 @@
 #include "executor/cpu/cuda_semantics/cuda_semantics_backend.h"
 #include "executor/data/batch.h"
 #include "executor/data/dataset.h"
-#include "executor/engine/rank_training.h"
+#include "executor/run/rank_training.h"
 #include "executor/engine/validation_loss.h"
 #include "executor/offload/nvme_store.h"
 #include "executor/report/run_report.h"

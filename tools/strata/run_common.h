@@ -17,7 +17,7 @@
 #include "cost_model/step_report.h"
 #include "cost_model/train_spec.h"
 #include "executor/data/dataset.h"
-#include "executor/engine/rank_training.h"
+#include "executor/run/rank_training.h"
 #include "executor/runtime/backend_select.h"
 #include "tools/strata/profile_choice.h"
 

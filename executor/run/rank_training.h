@@ -2,8 +2,9 @@
 // communicator: the accounting allocator (device tier budgeted), the backend (made by a
 // BackendMaker: the CPU one here, the CUDA one in executor/cuda), the process groups over
 // the backend's communicators, the batch sampler and the engine. Shared by `strata run`
-// (both backends) and the tests. Deliberately not here: loading files, launching ranks,
-// reports.
+// (both backends) and the tests. It lives above the engine and the backends (executor/run),
+// so that the engine includes no backend. Deliberately not here: loading files, launching
+// ranks, reports.
 #pragma once
 
 #include <cstdint>

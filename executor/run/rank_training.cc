@@ -1,5 +1,5 @@
 // Builds one rank's training objects in dependency order (see rank_training.h).
-#include "executor/engine/rank_training.h"
+#include "executor/run/rank_training.h"
 
 #include "executor/cpu/cpu_backend.h"
 

@@ -18,7 +18,7 @@ import argparse
 import json
 import sys
 
-from predicted_vs_measured import first_step_s
+from predicted_vs_measured import first_step_s, run_specs
 
 GIB = float(1 << 30)
 
@@ -65,13 +65,11 @@ def main():
     ap.add_argument("--max-first-step-s", type=float, required=True)
     ap.add_argument("runs", nargs="+", metavar="MODEL=COMPARE_JSON:RUN_LOG")
     a = ap.parse_args()
+    runs = run_specs(a.runs, "offload_verdict")
+    if runs is None:
+        return 2
     texts, all_ok = [], True
-    for spec in a.runs:
-        name, _, paths = spec.partition("=")
-        compare_path, _, log_path = paths.partition(":")
-        if not name or not compare_path or not log_path:
-            print(f"offload_verdict: '{spec}' is not MODEL=COMPARE_JSON:RUN_LOG", file=sys.stderr)
-            return 2
+    for name, compare_path, log_path in runs:
         text, ok = verdict(name, compare_path, log_path, a)
         texts.append(text)
         all_ok = all_ok and ok

@@ -36,6 +36,20 @@ def first_step_s(log_path):
     return None
 
 
+def run_specs(specs, prog):
+    """[(model, compare_json, run_log)] of MODEL=COMPARE_JSON:RUN_LOG arguments, or None after
+    naming the first malformed one on stderr (the verdicts' exit 2)."""
+    runs = []
+    for spec in specs:
+        name, _, paths = spec.partition("=")
+        compare_path, _, log_path = paths.partition(":")
+        if not name or not compare_path or not log_path:
+            print(f"{prog}: '{spec}' is not MODEL=COMPARE_JSON:RUN_LOG", file=sys.stderr)
+            return None
+        runs.append((name, compare_path, log_path))
+    return runs
+
+
 def verdict(name, compare_path, log_path, max_step, max_memory):
     """(text, within bounds) for one model."""
     first = first_step_s(log_path)
@@ -59,13 +73,11 @@ def main():
     ap.add_argument("--max-memory-error", type=float, required=True)
     ap.add_argument("runs", nargs="+", metavar="MODEL=COMPARE_JSON:RUN_LOG")
     a = ap.parse_args()
+    runs = run_specs(a.runs, "predicted_vs_measured")
+    if runs is None:
+        return 2
     texts, all_ok = [], True
-    for spec in a.runs:
-        name, _, paths = spec.partition("=")
-        compare_path, _, log_path = paths.partition(":")
-        if not name or not compare_path or not log_path:
-            print(f"predicted_vs_measured: '{spec}' is not MODEL=COMPARE_JSON:RUN_LOG", file=sys.stderr)
-            return 2
+    for name, compare_path, log_path in runs:
         text, ok = verdict(name, compare_path, log_path, a.max_step_error, a.max_memory_error)
         texts.append(text)
         all_ok = all_ok and ok

@@ -239,6 +239,19 @@ TEST(MpiLaunch, RelaunchRejectsBadRequests) {
   EXPECT_THROW(relaunch_under_mpirun(options, {}), SystemError);
 }
 
+// The ranks' exit code as mpirun passes it on. Open MPI 4.1.4's mpirun itself segfaults now
+// and then (exit 139: once in ~110 launches of these tests on the 2-core CI machine, and once
+// in CI), after or before its ranks ran; what these tests check is the code the ranks return,
+// so a launch whose mpirun died of a signal (>= 128, never a gtest exit code) is tried again,
+// twice at most.
+int ranks_exit_code(const RelaunchOptions& options, const std::vector<std::string>& args) {
+  int code = relaunch_under_mpirun(options, args).exit_code;
+  for (int retry = 0; retry < 2 && code >= 128; ++retry) {
+    code = relaunch_under_mpirun(options, args).exit_code;
+  }
+  return code;
+}
+
 // The two tests below run as ranks of the relaunch in RelaunchRunsRanksAndReturnsExitCode.
 TEST(RelaunchChild, SeesLauncherEnvironment) {
   if (!running_under_mpirun()) {
@@ -287,11 +300,8 @@ TEST(MpiLaunch, RelaunchRunsRanksAndReturnsExitCode) {
   options.cores = 2;
   // gtest exits 0 when every selected test passes and 1 when one fails; mpirun returns a
   // failing rank's exit code.
-  EXPECT_EQ(relaunch_under_mpirun(options, {"--gtest_filter=RelaunchChild.SeesLauncherEnvironment"})
-                .exit_code,
-            0);
-  EXPECT_EQ(relaunch_under_mpirun(options, {"--gtest_filter=RelaunchChild.FailsOnPurpose"}).exit_code,
-            1);
+  EXPECT_EQ(ranks_exit_code(options, {"--gtest_filter=RelaunchChild.SeesLauncherEnvironment"}), 0);
+  EXPECT_EQ(ranks_exit_code(options, {"--gtest_filter=RelaunchChild.FailsOnPurpose"}), 1);
 }
 
 TEST(MpiLaunch, ThreadsFlagOverridesTheEnvironment) {
@@ -306,14 +316,10 @@ TEST(MpiLaunch, ThreadsFlagOverridesTheEnvironment) {
   options.ranks = 2;
   options.cores = 2;
   options.threads = 3;
-  EXPECT_EQ(relaunch_under_mpirun(options, {"--gtest_filter=RelaunchChild.SeesForcedThreads"})
-                .exit_code,
-            0);
+  EXPECT_EQ(ranks_exit_code(options, {"--gtest_filter=RelaunchChild.SeesForcedThreads"}), 0);
   // And the test can fail: without the flag the caller's 1 reaches the ranks.
   options.threads = 0;
-  EXPECT_EQ(relaunch_under_mpirun(options, {"--gtest_filter=RelaunchChild.SeesForcedThreads"})
-                .exit_code,
-            1);
+  EXPECT_EQ(ranks_exit_code(options, {"--gtest_filter=RelaunchChild.SeesForcedThreads"}), 1);
 }
 
 }  // namespace

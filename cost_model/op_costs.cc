@@ -156,6 +156,7 @@ StepTimeParts TimeModelCosts::state_move(const RankProgram& rank, ProgramOpKind 
       t.offload_s = offload_link_time(ctx_, offload_bytes(rank, kind, unit));
       break;
     case Kind::kRelease: break;
+    case Kind::kOptimizerStep: return optimizer_step(u);  // a layer's host step in its backward
     default:
       throw std::logic_error(fmt::format("op costs: {} is not a state move", to_string(kind)));
   }

@@ -62,6 +62,9 @@ struct MovePolicy {
   bool kv_sums = false;              // KV heads replicated over TP
   bool recompute_regathers = false;  // published: the recomputed forward gathers again
   int prefetch_distance = 2;
+  // The host optimizer steps a layer (and the final norm) inside the last micro-batch's
+  // backward, as soon as its gradient is reduced (and down): optimizer_in_backward().
+  bool optimizer_in_backward = false;
   // Offloaded layer gradients go down after every micro-batch's backward (not with SP: the
   // LayerNorm sums come first, once per step).
   bool early_layer_offload() const { return grads_off && !sequence_parallel; }
@@ -167,10 +170,16 @@ class BodyBuilder {
     ProgramOp reduce = state_op(Kind::kReduceGrads, Stream::kComm, step.unit);
     reduce.add_after(compute);
     const std::int32_t r = emit(reduce);
+    std::int32_t complete = r;  // where the unit's gradient for the optimizer is final
     if (policy_.grads_off) {
       ProgramOp down = state_op(Kind::kOffloadGrads, Stream::kCopy, step.unit);
       down.add_after(r);
-      emit(down);
+      complete = emit(down);
+    }
+    if (at_last && policy_.optimizer_in_backward) {
+      ProgramOp update = state_op(Kind::kOptimizerStep, Stream::kHost, step.unit);
+      update.add_after(complete);
+      emit(update);
     }
   }
 
@@ -315,6 +324,10 @@ std::int32_t RankProgram::unit_index(const std::string& name) const {
   return -1;
 }
 
+bool optimizer_in_backward(const Plan& plan, const TrainSpec& train) {
+  return plan.offload.optimizer != OffloadTier::kNone && train.optimizer.grad_clip == 0.0;
+}
+
 Plan program_plan(const Plan& plan, const ProgramOptions& options) {
   Plan read = plan;
   read.dp = 1;
@@ -371,6 +384,7 @@ RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train,
   policy.kv_sums = kv_head_copies(model, plan.tp) > 1;
   policy.recompute_regathers = options.recompute_regathers && plan.recompute == Recompute::kFull;
   policy.prefetch_distance = options.prefetch_distance;
+  policy.optimizer_in_backward = optimizer_in_backward(plan, train);
 
   // Bodies: per chunk one forward, one backward, and (when it differs) the reducing
   // backward of the last micro-batch.
@@ -445,13 +459,23 @@ RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train,
   const std::int32_t norm_index = emit(norm);
   const Stream optimizer_stream =
       plan.offload.optimizer != OffloadTier::kNone ? Stream::kHost : Stream::kCompute;
+  // The units a reducing backward body already stepped (optimizer_in_backward).
+  std::vector<bool> stepped(rank.units.size(), false);
+  for (const PassBody& body : rank.bodies) {
+    for (const ProgramOp& op : body.ops) {
+      if (op.kind == Kind::kOptimizerStep) stepped[static_cast<std::size_t>(op.unit)] = true;
+    }
+  }
   for (std::size_t u = 0; u < rank.units.size(); ++u) {
-    ProgramOp update = step_op(Kind::kOptimizerStep, optimizer_stream, static_cast<std::int32_t>(u));
-    update.add_after(norm_index);
-    const std::int32_t updated = emit(update);
+    std::int32_t updated = -1;  // stepped in a body: done before the tail starts (rule 3)
+    if (!stepped[u]) {
+      ProgramOp update = step_op(Kind::kOptimizerStep, optimizer_stream, static_cast<std::int32_t>(u));
+      update.add_after(norm_index);
+      updated = emit(update);
+    }
     if (plan.zero_stage == 1 || plan.zero_stage == 2) {
       ProgramOp gather = step_op(Kind::kGatherParams, Stream::kComm, static_cast<std::int32_t>(u));
-      gather.add_after(updated);
+      if (updated >= 0) gather.add_after(updated);
       emit(gather);
     }
   }

@@ -40,11 +40,21 @@
 //             is summed once either way: an offloaded one is fresh after every reduce).
 //   optimizer AdamW of the unit's part, on the device, or on the host when the optimizer
 //             state is offloaded (the gradients go down and the updated parameters come up
-//             inside that op).
+//             inside that op). In the tail, after the global gradient norm; but the host step
+//             of a layer (and of the final norm) is in the last micro-batch's backward body,
+//             right after the unit's last reduce (and its gradient's offload), when the norm
+//             cannot change it (optimizer_in_backward: clipping off): the CPU works on the
+//             layers whose gradients are final while the backward of the layers below runs
+//             (ZeRO-Offload's overlap), and the tail steps only the vocabulary-sized units,
+//             which are reduced there.
 //
 // Streams and order: every op runs on one of the rank's streams (Stream below). The CPU
 // backend runs every op in list order on one thread, each a blocking call, so list order is
-// the whole truth there. The CUDA backend and the simulator follow these rules:
+// the whole truth there, except host-stream ops, which a host thread runs in their own order
+// beside it, each started after what the rules below make it wait for (without an NVMe tier:
+// the one io_uring engine of the NVMe store is the issuing thread's). The CUDA backend runs
+// host work on the thread that issues the device's work (so the simulator prices a body's
+// host op on the compute lane). The CUDA backend and the simulator follow these rules:
 //   1. an op starts after the op before it on the same stream (of the same list, or of the
 //      pass whose body it is in, for body ops); an op on another stream than compute also
 //      starts after every compute-stream op issued before it (the executor hands device
@@ -54,7 +64,8 @@
 //      earlier); a pass named there stands for its compute-stream ops (what a send sends is
 //      computed there; the pass's reductions may still be running);
 //   3. the tail's first op starts when every pass of the step, with all its body ops, is
-//      complete (the tail is the step's end: nothing of it overlaps the pipeline).
+//      complete (the tail is the step's end: nothing of it overlaps the pipeline), the host
+//      optimizer steps in the backward bodies included.
 // A body op starts no earlier than its pass starts. Receives block their stream until the
 // matching send's data has arrived.
 // Send completion: a send's buffer lives until its request is known complete, and the
@@ -106,7 +117,7 @@ enum class Stream : std::uint8_t {
   kComm,     // DP / embedding / TP state collectives: gathers, reductions, norm sums
   kCopy,     // device <-> host / NVMe: fetches, gradient offload
   kP2p,      // pipeline sends and receives
-  kHost,     // the CPU optimizer step of offloaded optimizer state
+  kHost,     // the CPU optimizer step of offloaded optimizer state (a host thread's work)
 };
 inline constexpr int kStreamCount = 5;
 std::string to_string(Stream stream);
@@ -253,6 +264,11 @@ struct Program {
 // make_rank_program builds from it, so plans with one program_plan and one m have one
 // Program: the key of RankProgramCache (rank_program_cache.h).
 Plan program_plan(const Plan& plan, const ProgramOptions& options);
+
+// Whether the host optimizer steps each layer inside the backward (program.h, "optimizer"):
+// the optimizer state is offloaded and the train spec clips no gradients (with clipping, every
+// step waits for the global norm). RankProgramCache keys on it.
+bool optimizer_in_backward(const Plan& plan, const TrainSpec& train);
 
 // `pipelines`: where the schedule's part is reused from (rank_pipeline_ops.h); made afresh
 // when null.

@@ -347,9 +347,10 @@ ProgramGraph timing_graph(const Program& program, const std::vector<PricedRank>&
             add_edge(g, compute, b);
             compute = b;
           } else {
-            Vertex& lane = bop.stream == Stream::kCompute ? compute : lanes.of(bop.stream);
+            const Stream stream = body_stream(bop);
+            Vertex& lane = stream == Stream::kCompute ? compute : lanes.of(stream);
             add_edge(g, lane, b);
-            if (bop.stream != Stream::kCompute) add_edge(g, compute, b);
+            if (stream != Stream::kCompute) add_edge(g, compute, b);
             for (std::int32_t a : bop.after) {
               if (a >= 0) add_edge(g, body_vertex[static_cast<std::size_t>(a)], b);
             }

@@ -24,7 +24,7 @@ constexpr double kNever = -std::numeric_limits<double>::infinity();
 
 // A body op's lane among a pass's three inputs: compute (the pass start), comm, copy.
 int body_lane(const ProgramOp& op) {
-  switch (op.stream) {
+  switch (body_stream(op)) {
     case Stream::kCompute: return 0;
     case Stream::kComm: return 1;
     case Stream::kCopy: return 2;
@@ -398,6 +398,10 @@ StepTimeParts attribute(const std::array<std::vector<Span>, kLanes>& lanes, doub
 }
 
 }  // namespace
+
+Stream body_stream(const ProgramOp& op) {
+  return op.stream == Stream::kHost ? Stream::kCompute : op.stream;
+}
 
 SimulationMode simulation_mode(Backend backend) {
   return backend == Backend::kCpu ? SimulationMode::kSerial : SimulationMode::kStreams;

@@ -129,6 +129,12 @@ struct PricedRank {
   double tail_s = 0;
 };
 
+// The stream whose lane a body op takes in the streams mode: its own, but the host work of a
+// body (the CPU optimizer of a layer, program.h) on the compute lane: the CUDA backend runs it
+// on the thread that issues the device's work, so it holds the issue of what follows as a
+// compute op does (program.h, "Streams and order").
+Stream body_stream(const ProgramOp& op);
+
 // Prices every body, send and tail op of `rank`. Throws std::logic_error when the rank's
 // bodies are not program.h's (one forward and one or two backward bodies per chunk) or a
 // body op is on a stream bodies do not use.

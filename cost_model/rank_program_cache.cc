@@ -5,9 +5,10 @@ namespace strata {
 namespace {
 
 // Everything make_rank_program's result depends on besides the model: program_plan's
-// fields, the micro-batch count, the rank and the options.
-std::vector<std::int64_t> key_of(const Plan& read, std::int64_t m, std::int64_t pp_rank,
-                                 const ProgramOptions& options) {
+// fields, where the host optimizer steps (the train spec's clipping), the micro-batch count,
+// the rank and the options.
+std::vector<std::int64_t> key_of(const Plan& read, bool optimizer_in_backward, std::int64_t m,
+                                 std::int64_t pp_rank, const ProgramOptions& options) {
   return {read.tp,
           read.pp,
           read.dp,
@@ -24,6 +25,7 @@ std::vector<std::int64_t> key_of(const Plan& read, std::int64_t m, std::int64_t 
           read.last_stage_layers,
           read.embedding_counts_as_layer ? 1 : 0,
           read.loss_counts_as_layer ? 1 : 0,
+          optimizer_in_backward ? 1 : 0,
           m,
           pp_rank,
           options.prefetch_distance,
@@ -42,8 +44,9 @@ const RankProgram& RankProgramCache::get(const ModelSpec& model, const TrainSpec
     programs_.clear();
     model_ = model;
   }
-  std::vector<std::int64_t> key =
-      key_of(program_plan(plan, options), plan.micro_batches(train), pp_rank, options);
+  const Plan read = program_plan(plan, options);
+  std::vector<std::int64_t> key = key_of(read, optimizer_in_backward(read, train),
+                                         plan.micro_batches(train), pp_rank, options);
   if (const auto it = programs_.find(key); it != programs_.end()) {
     ++reused_;
     return it->second;

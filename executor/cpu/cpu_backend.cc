@@ -59,15 +59,31 @@ void CpuBackend::copy(void* dst, const void* src, std::int64_t bytes, Stream) {
   std::memcpy(dst, src, static_cast<std::size_t>(bytes));
 }
 
-int CpuBackend::timestamp(Stream) {
+int CpuBackend::timestamp(Stream stream) {
+  const std::lock_guard<std::mutex> lock(stamps_mutex_);
   stamps_.push_back(std::chrono::steady_clock::now());
-  return static_cast<int>(stamps_.size() - 1);
+  const auto mark = stamps_.size() - 1;
+  if (stream == Stream::kHost) {
+    // Taken when the host stream gets there, as an event recorded on a stream is.
+    host_.submit([this, mark] {
+      const std::lock_guard<std::mutex> stamping(stamps_mutex_);
+      stamps_[mark] = std::chrono::steady_clock::now();
+    });
+  }
+  return static_cast<int>(mark);
 }
 
 double CpuBackend::seconds_between(int origin, int mark) {
+  const std::lock_guard<std::mutex> lock(stamps_mutex_);
   return std::chrono::duration<double>(stamps_.at(static_cast<std::size_t>(mark)) -
                                        stamps_.at(static_cast<std::size_t>(origin)))
       .count();
+}
+
+void CpuBackend::clear_timestamps() {
+  host_.drain();  // no stamp of the host stream is still to be written
+  const std::lock_guard<std::mutex> lock(stamps_mutex_);
+  stamps_.clear();
 }
 
 }  // namespace strata::cpu_backend

@@ -1,15 +1,22 @@
 // The CPU backend (executor/engine/backend.h): kernels/cpu in fp32 on host memory that the
-// accounting allocator budgets as the device tier, MPI communicators, and no streams: every
-// call runs to completion in call order, so the engine's Program order is the execution
-// order and a stream mark is -1. Timestamps are the host's steady clock.
+// accounting allocator budgets as the device tier, MPI communicators, and one stream besides
+// the calling thread: every call runs to completion in call order, so the engine's Program
+// order is the execution order and a stream mark is -1, except the host work handed to
+// run_on_host_stream, which a thread of its own runs (host_stream.h); its marks are its
+// tickets, and a wait for one blocks the caller. Timestamps are the host's steady clock,
+// taken on the host stream's thread for that stream.
 // Deliberately not here: the model's math (cpu_layer_ops.h), MPI start-up (tools/).
 #pragma once
 
 #include <chrono>
+#include <deque>
+#include <functional>
+#include <mutex>
 #include <vector>
 
 #include "executor/comm/communicator_factory.h"
 #include "executor/cpu/cpu_layer_ops.h"
+#include "executor/cpu/host_stream.h"
 #include "executor/engine/backend.h"
 
 namespace strata::cpu_backend {
@@ -46,23 +53,33 @@ class CpuBackend : public engine::Backend {
   void copy_async(void* dst, const void* src, std::int64_t bytes, Stream stream) override {
     copy(dst, src, bytes, stream);
   }
-  void host_wait_for(int) override {}
+  void host_wait_for(int mark) override { host_.wait_for(mark); }
 
-  int record(Stream) override { return -1; }
-  void wait(Stream, int) override {}
-  void wait(Communicator&, int) override {}
-  void synchronize() override {}
-  void host_wait(Stream) override {}
+  void run_on_host_stream(std::function<void()> work) override { host_.submit(std::move(work)); }
+  bool host_stream_apart() const override { return true; }
 
-  int timestamp(Stream) override;
+  int record(Stream stream) override { return stream == Stream::kHost ? host_.last_ticket() : -1; }
+  // Work on the calling thread is done when issued; the host stream keeps its own order.
+  void wait(Stream waiter, int mark) override {
+    if (waiter != Stream::kHost) host_.wait_for(mark);
+  }
+  void wait(Communicator&, int mark) override { host_.wait_for(mark); }
+  void synchronize() override { host_.drain(); }
+  void host_wait(Stream stream) override {
+    if (stream == Stream::kHost) host_.drain();
+  }
+
+  int timestamp(Stream stream) override;
   double seconds_between(int origin, int mark) override;
-  void clear_timestamps() override { stamps_.clear(); }
+  void clear_timestamps() override;
 
  private:
   AccountingAllocator* alloc_;
   CommunicatorFactory* comms_;
   CpuLayerOps ops_;
-  std::vector<std::chrono::steady_clock::time_point> stamps_;
+  mutable std::mutex stamps_mutex_;  // the host stream's thread writes its stamps
+  std::deque<std::chrono::steady_clock::time_point> stamps_;
+  HostStream host_;  // last: its thread ends before the members its work may touch
 };
 
 }  // namespace strata::cpu_backend

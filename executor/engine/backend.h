@@ -164,6 +164,14 @@ class Backend {
     work();
   }
 
+  // Host work of a host-stream op (the CPU optimizer of offloaded optimizer state), in that
+  // stream's order. With a host thread (host_stream_apart) it is queued there and the call
+  // returns at once: record(Stream::kHost) marks it, and waits for such a mark wait for it;
+  // an exception it throws comes out of the next wait or synchronize(). Without one (CUDA
+  // today: its host work holds the issue of the device work after it) it runs now.
+  virtual void run_on_host_stream(std::function<void()> work) { work(); }
+  virtual bool host_stream_apart() const { return false; }
+
   virtual int record(Stream stream) = 0;
   virtual void wait(Stream waiter, int mark) = 0;
   // Work that `comm` issues from now on starts after `mark`. Communicators run on streams of

@@ -84,6 +84,9 @@ Engine::Engine(Backend& backend, const ModelSpec& model, const TrainSpec& train,
         "executor: {} micro-batches x {} virtual stages need more pipeline message tags than "
         "MPI guarantees ({})", m, plan.pp * plan.virtual_stages, kMaxTag));
   }
+  const OffloadPlan& off = plan.offload;
+  host_apart_ = backend.host_stream_apart() && off.optimizer != OffloadTier::kNvme &&
+                off.gradients != OffloadTier::kNvme && off.params != OffloadTier::kNvme;
   global_tokens_ = static_cast<double>(train.global_batch) * static_cast<double>(model.seq_len);
   bool has_head = false;
   for (const auto& c : chunks_) has_head = has_head || c.last;
@@ -91,6 +94,19 @@ Engine::Engine(Backend& backend, const ModelSpec& model, const TrainSpec& train,
     dlosses_ = backend.allocate(MemoryTier::kDevice, DType::kF32, dims_.BT(), "losses", false);
     backend.fill(dlosses_.f32(), static_cast<float>(1.0 / global_tokens_), dims_.BT());
   }
+}
+
+Engine::~Engine() {
+  try {
+    backend_->host_wait(Stream::kHost);
+  } catch (...) {
+    // A step that failed on this thread may leave host work that failed too: the step's own
+    // error is the one reported.
+  }
+}
+
+Stream Engine::issue_stream(const ProgramOp& op) const {
+  return op.stream == Stream::kHost && !host_apart_ ? Stream::kCompute : op.stream;
 }
 
 Engine::OutputLayer Engine::output_layer() const {
@@ -205,9 +221,20 @@ void Engine::state_move(const ProgramOp& op, std::int64_t step, StepResult& resu
     case Kind::kOffloadGrads: state_.offload_grads(u); return;
     case Kind::kTiedEmbeddingSum: state_.tied_embedding_sum(u); return;
     case Kind::kGradNorm: result.grad_norm = state_.grad_norm(train_.optimizer); return;
-    case Kind::kOptimizerStep:
-      state_.optimizer_step({u}, train_.optimizer, static_cast<int>(step + 1), result.lr);
+    case Kind::kOptimizerStep: {
+      const int adam_step = static_cast<int>(step + 1);
+      if (op.stream != Stream::kHost) {
+        state_.optimizer_step({u}, train_.optimizer, adam_step, result.lr);
+        return;
+      }
+      std::function<void()> work = state_.host_optimizer_step(u, train_.optimizer, adam_step, result.lr);
+      if (host_apart_) {
+        backend_->run_on_host_stream(std::move(work));
+      } else {
+        work();
+      }
       return;
+    }
     case Kind::kGatherParams: state_.gather_params(u); return;
     default: break;
   }
@@ -374,7 +401,7 @@ void Engine::end_pass(const ProgramOp& pass) {
 Engine::Marks Engine::issue(const ProgramOp& op, const MarkList& done, const Marks& floor,
                             std::vector<OpRecord>& records, bool in_pass, std::int32_t mb,
                             std::int32_t chunk, const std::function<void()>& run) {
-  const Stream s = op.stream;
+  const Stream s = issue_stream(op);
   // Device memory is handed out in compute-stream order: another stream first waits for
   // what the compute stream has been given so far.
   if (s != Stream::kCompute) backend_->wait(s, backend_->record(Stream::kCompute));
@@ -385,7 +412,7 @@ Engine::Marks Engine::issue(const ProgramOp& op, const MarkList& done, const Mar
   }
   OpRecord rec;
   rec.kind = op.kind;
-  rec.stream = s;
+  rec.stream = op.stream;  // the trace's track: the Program's stream
   rec.micro_batch = op.is_pass() || op.is_message() ? op.micro_batch : mb;
   rec.chunk = op.is_pass() || op.is_message() ? op.chunk : chunk;
   rec.unit = op.unit >= 0 ? program_.units[static_cast<std::size_t>(op.unit)].name : "";
@@ -424,6 +451,10 @@ void Engine::run_pipeline(std::int64_t step, std::vector<OpRecord>& records) {
       const Marks floor{{Stream::kCompute, backend_->record(Stream::kCompute)}};
       MarkList body_done;
       for (const ProgramOp& b : body.ops) {
+        if (b.kind == Kind::kOptimizerStep && !stepping_) {
+          body_done.emplace_back();  // evaluation and gradient checks step no optimizer
+          continue;
+        }
         const std::size_t body_record = records.size();
         body_done.push_back(issue(b, body_done, floor, records, true, op.micro_batch, op.chunk, [&] {
           if (b.kind == Kind::kCompute) {
@@ -580,7 +611,14 @@ StepResult Engine::step(std::int64_t step) {
   const auto t_start = std::chrono::steady_clock::now();
   begin_step();
   const int origin = backend_->timestamp(Stream::kCompute);
-  run_pipeline(step, records);
+  stepping_ = true;
+  try {
+    run_pipeline(step, records);
+  } catch (...) {
+    stepping_ = false;
+    throw;
+  }
+  stepping_ = false;
   finish_sends(records);
   run_tail(step, records);
   backend_->synchronize();
@@ -647,6 +685,8 @@ StepResult Engine::step(std::int64_t step) {
     if (r.kind != Kind::kForward && r.kind != Kind::kBackward) continue;
     double inside = r.tp_s;
     for (std::size_t j = i + 1; j < records.size() && records[j].in_pass; ++j) {
+      // A host step that ran on the host stream's thread took none of the pass's time.
+      if (records[j].stream == Stream::kHost && host_apart_) continue;
       if (records[j].kind != Kind::kCompute && records[j].kind != Kind::kRelease) {
         inside += backend_->seconds_between(records[j].start, records[j].end);
       }
@@ -659,6 +699,8 @@ StepResult Engine::step(std::int64_t step) {
   parts.offload_s += state_.optimizer_transfer_s();
   parts.optimizer_s -= state_.optimizer_transfer_s();
   result.transfers = state_.transfers();
+  // Below zero by the host optimizer's time hidden beside the backward (program.h), which
+  // optimizer_s counts whole.
   parts.other_s = result.step_s - parts.sum();
   return result;
 }

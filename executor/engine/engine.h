@@ -65,6 +65,10 @@ class Engine {
   Engine(Backend& backend, const ModelSpec& model, const TrainSpec& train, const Plan& plan,
          const ProcessGroups& groups, Communicator& host_world, const data::BatchSampler& sampler,
          const OffloadOptions& offload_options = {}, const model::UnitInit& init = {});
+  // Waits for the host work still queued (it touches the model state).
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
 
   // Step `step` (0-based: the data of step k, AdamW's step k + 1). Collective.
   StepResult step(std::int64_t step);
@@ -128,6 +132,9 @@ class Engine {
   void compute(const ProgramOp& op, bool forward, std::int64_t step, std::int64_t mb,
                std::int64_t chunk);
   void state_move(const ProgramOp& op, std::int64_t step, StepResult& result);
+  // The stream an op's marks and timestamps are taken on: its own, but a host-stream op on
+  // the compute stream where its work runs on this thread (!host_apart_).
+  Stream issue_stream(const ProgramOp& op) const;
   void message(const ProgramOp& op);
   void complete_sends(const ProgramOp& recv);
   Tensor device_tokens(const std::vector<std::int32_t>& host, const char* tag);
@@ -166,6 +173,13 @@ class Engine {
   std::array<std::int32_t, 2> sends_completed_{0, 0};
   Tensor pass_grad_;               // backward pass: the gradient flowing down the chunk
   StepResult* result_ = nullptr;   // the step being run
+  // Host-stream ops run on the backend's host stream, beside this thread: where the backend
+  // has one and no tier is NVMe (the store's one io_uring engine, which this thread's
+  // parameter prefetches keep busy across ops, is not to be shared).
+  bool host_apart_ = false;
+  // In step()'s pipeline: the optimizer steps in the backward bodies run (program.h); in
+  // forward_backward and evaluate they do not.
+  bool stepping_ = false;
 };
 
 }  // namespace strata::engine

@@ -528,17 +528,35 @@ std::vector<ModelState::DecayRun> ModelState::decay_runs(const ParamUnit& u,
   return runs;
 }
 
+namespace {
+AdamWStep adamw_step(const OptimizerSpec& opt, int step, double lr) {
+  return {static_cast<float>(lr), static_cast<float>(opt.beta1), static_cast<float>(opt.beta2),
+          static_cast<float>(opt.eps), static_cast<float>(opt.weight_decay), step};
+}
+}  // namespace
+
+std::function<void()> ModelState::host_optimizer_step(std::size_t u, const OptimizerSpec& opt,
+                                                      int step, double lr) {
+  if (!optimizer_off()) {
+    throw std::logic_error("ModelState: a host optimizer step of " + units_.at(u).layout.name +
+                           " whose optimizer state is on the device");
+  }
+  land_pending_down();
+  ParamUnit& p = units_.at(u);
+  return [this, &p, hp = adamw_step(opt, step, lr), runs = decay_runs(p, opt), scale = clip_] {
+    update_on_cpu(p, hp, runs, scale);
+  };
+}
+
 void ModelState::optimizer_step(const std::vector<std::size_t>& units, const OptimizerSpec& opt,
                                 int step, double lr) {
-  const AdamWStep hp{static_cast<float>(lr), static_cast<float>(opt.beta1),
-                     static_cast<float>(opt.beta2), static_cast<float>(opt.eps),
-                     static_cast<float>(opt.weight_decay), step};
+  const AdamWStep hp = adamw_step(opt, step, lr);
   land_pending_down();
   std::vector<AdamWSpan> batch;
   for (std::size_t u : units) {
     const std::vector<DecayRun> runs = decay_runs(units_.at(u), opt);
     if (optimizer_off()) {
-      update_on_cpu(units_.at(u), hp, runs);
+      update_on_cpu(units_.at(u), hp, runs, clip_);
     } else {
       update_on_device(units_.at(u), hp, runs, batch);
     }
@@ -619,7 +637,7 @@ void ModelState::update_on_device(ParamUnit& u, const AdamWStep& hp,
 }
 
 void ModelState::update_on_cpu(ParamUnit& u, const AdamWStep& hp,
-                               const std::vector<DecayRun>& runs) {
+                               const std::vector<DecayRun>& runs, float grad_scale) {
   const std::int64_t n = opt_elements(u);
   const std::int64_t off = opt_offset(u);
   double up_s = 0;
@@ -675,7 +693,7 @@ void ModelState::update_on_cpu(ParamUnit& u, const AdamWStep& hp,
       {host_reads(g, n * 4), host_writes(g, n * 4), host_writes(in_host(state.param), n * 4),
        host_writes(in_host(state.m), n * 4), host_writes(in_host(state.v), n * 4)},
       [&] {
-        if (clip_ != 1.0f) cpu::scale(g, n, clip_);
+        if (grad_scale != 1.0f) cpu::scale(g, n, grad_scale);
         stream.step(g, kernels::cpu::AdamWParams{hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay},
                     hp.step, [&](std::int64_t begin, std::int64_t end, const float* param) {
                       if (device_part == nullptr) return;

@@ -42,7 +42,9 @@
 // "gradients", "optimizer", "zero3_gather", "dp_scratch", "offload:*".
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -123,12 +125,19 @@ class ModelState {
   // the others are updated one by one, each with its own transfers.
   void optimizer_step(const std::vector<std::size_t>& units, const OptimizerSpec& opt, int step,
                       double lr);
+  // The same step of one unit whose optimizer state is offloaded, in two parts: the gradient
+  // shards still on their way down land now, on the calling thread; the rest, returned, is
+  // host work that touches only this unit's host state and its device parameters (and the
+  // locked transfer counters), so the caller may run it on the backend's host stream while
+  // it goes on with other units (program.h: the host optimizer inside the backward).
+  std::function<void()> host_optimizer_step(std::size_t u, const OptimizerSpec& opt, int step,
+                                            double lr);
   void gather_params(std::size_t u);
 
   // Bytes moved between tiers since reset_transfers() (empty without offload), and the
   // seconds of them spent inside optimizer_step (the report counts them as offload).
   TransferBytes transfers() const { return links_ ? links_->bytes() : TransferBytes{}; }
-  double optimizer_transfer_s() const { return optimizer_transfer_s_; }
+  double optimizer_transfer_s() const { return optimizer_transfer_s_.load(); }
   void reset_transfers();
   int prefetch_distance() const { return options_.prefetch_depth; }
 
@@ -191,7 +200,9 @@ class ModelState {
   // the update (offloaded parameters); optimizer_step launches what is left.
   void update_on_device(ParamUnit& u, const AdamWStep& hp, const std::vector<DecayRun>& runs,
                         std::vector<AdamWSpan>& batch);
-  void update_on_cpu(ParamUnit& u, const AdamWStep& hp, const std::vector<DecayRun>& runs);
+  // grad_scale: the clip factor the step's norm gave (1 without clipping).
+  void update_on_cpu(ParamUnit& u, const AdamWStep& hp, const std::vector<DecayRun>& runs,
+                     float grad_scale);
 
   Backend* backend_;
   const ProcessGroups* groups_;
@@ -215,7 +226,7 @@ class ModelState {
   };
   std::optional<PendingDown> pending_down_;
   float clip_ = 1.0f;
-  double optimizer_transfer_s_ = 0;
+  std::atomic<double> optimizer_transfer_s_ = 0;  // added to by the host stream too
 };
 
 }  // namespace strata::engine

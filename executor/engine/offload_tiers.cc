@@ -33,44 +33,63 @@ void OffloadLinks::host_to_device(float* dst, const float* src, std::int64_t n) 
   // the copy after it (a no-op on the synchronous CPU backend).
   backend_->wait(Stream::kCopy, backend_->record(Stream::kCompute));
   backend_->copy(dst, src, n * 4, Stream::kCopy);
-  bytes_.host_to_device += static_cast<double>(n) * kFloatBytes;
+  count(&TransferBytes::host_to_device, static_cast<double>(n) * kFloatBytes);
 }
 
 void OffloadLinks::device_to_host(float* dst, const float* src, std::int64_t n) {
   backend_->wait(Stream::kCopy, backend_->record(Stream::kCompute));
   backend_->copy(dst, src, n * 4, Stream::kCopy);
-  bytes_.device_to_host += static_cast<double>(n) * kFloatBytes;
+  count(&TransferBytes::device_to_host, static_cast<double>(n) * kFloatBytes);
 }
 
 int OffloadLinks::host_to_device_async(float* dst, const float* src, std::int64_t n) {
   backend_->wait(Stream::kCopy, backend_->record(Stream::kCompute));
   backend_->copy_async(dst, src, n * 4, Stream::kCopy);
-  bytes_.host_to_device += static_cast<double>(n) * kFloatBytes;
+  count(&TransferBytes::host_to_device, static_cast<double>(n) * kFloatBytes);
   return backend_->record(Stream::kCopy);
 }
 
 int OffloadLinks::device_to_host_async(float* dst, const float* src, std::int64_t n) {
   backend_->wait(Stream::kCopy, backend_->record(Stream::kCompute));
   backend_->copy_async(dst, src, n * 4, Stream::kCopy);
-  bytes_.device_to_host += static_cast<double>(n) * kFloatBytes;
+  count(&TransferBytes::device_to_host, static_cast<double>(n) * kFloatBytes);
   return backend_->record(Stream::kCopy);
 }
 
 void OffloadLinks::host_to_nvme(const std::string& name, const float* src, std::int64_t n) {
   backend_->on_host("nvme write of '" + name + "'", {host_reads(src, n * 4)},
                     [&] { store().write(name, src, n); });
-  bytes_.host_to_nvme += static_cast<double>(n) * kFloatBytes;
+  count(&TransferBytes::host_to_nvme, static_cast<double>(n) * kFloatBytes);
 }
 
 void OffloadLinks::nvme_to_host(const std::string& name, float* dst, std::int64_t n) {
   backend_->on_host("nvme read of '" + name + "'", {host_writes(dst, n * 4)},
                     [&] { store().read(name, dst, n); });
-  bytes_.nvme_to_host += static_cast<double>(n) * kFloatBytes;
+  count(&TransferBytes::nvme_to_host, static_cast<double>(n) * kFloatBytes);
 }
 
 void OffloadLinks::count_nvme(std::int64_t read_bytes, std::int64_t written_bytes) {
-  bytes_.nvme_to_host += static_cast<double>(read_bytes);
-  bytes_.host_to_nvme += static_cast<double>(written_bytes);
+  count(&TransferBytes::nvme_to_host, static_cast<double>(read_bytes));
+  count(&TransferBytes::host_to_nvme, static_cast<double>(written_bytes));
+}
+
+void OffloadLinks::count_host_to_device(std::int64_t bytes) {
+  count(&TransferBytes::host_to_device, static_cast<double>(bytes));
+}
+
+TransferBytes OffloadLinks::bytes() const {
+  const std::lock_guard<std::mutex> lock(counting_);
+  return bytes_;
+}
+
+void OffloadLinks::reset_bytes() {
+  const std::lock_guard<std::mutex> lock(counting_);
+  bytes_ = {};
+}
+
+void OffloadLinks::count(double TransferBytes::*direction, double bytes) {
+  const std::lock_guard<std::mutex> lock(counting_);
+  bytes_.*direction += bytes;
 }
 
 offload::NvmeStore& OffloadLinks::store() {

@@ -11,7 +11,8 @@
 //                     the host buffer (Backend::on_host), or the tiles the streamed CPU AdamW
 //                     moves (counted by the caller).
 //
-// Counters are the tensors' own bytes per direction since reset_bytes(), so a step's
+// Counters are the tensors' own bytes per direction since reset_bytes() (counted from the
+// issuing thread and the backend's host stream alike, under a lock), so a step's
 // traffic can be compared with cost_model's offload_transfer_bytes() to the byte (the 4 KiB
 // padding of O_DIRECT files is not traffic of the model; the allocator does not count
 // padding either). The NvmeStore exists only when some tier is "nvme"; its run directory is
@@ -24,6 +25,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "cost_model/plan.h"
@@ -65,19 +67,21 @@ class OffloadLinks {
   void nvme_to_host(const std::string& name, float* dst, std::int64_t n);
   // Traffic moved by someone else through the store (the streamed optimizer's tiles).
   void count_nvme(std::int64_t read_bytes, std::int64_t written_bytes);
-  void count_host_to_device(std::int64_t bytes) { bytes_.host_to_device += static_cast<double>(bytes); }
+  void count_host_to_device(std::int64_t bytes);
 
   bool has_store() const { return store_ != nullptr; }
   offload::NvmeStore& store();  // std::logic_error when no tier is nvme
   const OffloadOptions& options() const { return options_; }
 
-  const TransferBytes& bytes() const { return bytes_; }
-  void reset_bytes() { bytes_ = {}; }
+  TransferBytes bytes() const;
+  void reset_bytes();
 
  private:
   OffloadOptions options_;
   Backend* backend_;
   std::unique_ptr<offload::NvmeStore> store_;
+  void count(double TransferBytes::*direction, double bytes);
+  mutable std::mutex counting_;
   TransferBytes bytes_;
 };
 

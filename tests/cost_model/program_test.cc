@@ -14,6 +14,7 @@
 
 #include "cost_model/errors.h"
 #include "cost_model/rank_pipeline_ops.h"
+#include "cost_model/rank_program_cache.h"
 #include "tests/cost_model/program_test_util.h"
 
 namespace strata {
@@ -257,6 +258,79 @@ TEST(Program, OffloadedGradientsGoDownAfterEveryBackwardOfALayer) {
       EXPECT_EQ(sp[i - 1].kind, ProgramOpKind::kSumNormGrads);
     }
   }
+}
+
+// ZeRO-Offload's overlap: with the optimizer state on the host and no clipping, each layer's
+// (and the final norm's) host AdamW is in the last micro-batch's backward, right after the
+// op that makes its gradient final; the tail steps only what it reduces itself.
+TEST(Program, HostOptimizerStepsEachLayerInTheBackwardWhenNothingIsClipped) {
+  const ModelSpec model = tiny_model();
+  for (const OffloadTier grads : {OffloadTier::kNone, OffloadTier::kCpu}) {
+    Plan plan = program_plan(1, 1, 2, 1, ScheduleKind::kOneFOneB, 2, 1);
+    plan.offload = {OffloadTier::kCpu, grads, OffloadTier::kNone};
+    TrainSpec train = train_of(8);  // m = 4
+    ASSERT_EQ(train.optimizer.grad_clip, 0.0);
+    ASSERT_TRUE(optimizer_in_backward(plan, train));
+    const RankProgram rank = make_rank_program(model, train, plan, 0);
+    // The gradient is final after the reduction, or after its offload when it goes down.
+    const ProgramOpKind final_op =
+        grads == OffloadTier::kNone ? ProgramOpKind::kReduceGrads : ProgramOpKind::kOffloadGrads;
+    std::map<std::string, int> in_body;
+    for (const PassBody& body : rank.bodies) {
+      for (std::size_t i = 0; i < body.ops.size(); ++i) {
+        const ProgramOp& op = body.ops[i];
+        if (op.kind != ProgramOpKind::kOptimizerStep) continue;
+        EXPECT_TRUE(body.reduces) << "only the last micro-batch's backward steps";
+        EXPECT_EQ(op.stream, Stream::kHost);
+        ASSERT_GE(op.after[0], 0);
+        const ProgramOp& before = body.ops[static_cast<std::size_t>(op.after[0])];
+        EXPECT_EQ(before.kind, final_op);
+        EXPECT_EQ(before.unit, op.unit);
+        ++in_body[rank.units[static_cast<std::size_t>(op.unit)].name];
+      }
+    }
+    // 8 layers and the final norm in the body; the embedding (reduced in the tail) in the tail.
+    EXPECT_EQ(in_body.size(), 9u);
+    for (const auto& [unit, n] : in_body) EXPECT_EQ(n, 1) << unit;
+    EXPECT_EQ(in_body.count("embedding"), 0u);
+    std::vector<std::string> tail_steps;
+    for (std::size_t i = static_cast<std::size_t>(rank.tail_begin); i < rank.ops.size(); ++i) {
+      if (rank.ops[i].kind == ProgramOpKind::kOptimizerStep) {
+        tail_steps.push_back(rank.units[static_cast<std::size_t>(rank.ops[i].unit)].name);
+      }
+    }
+    EXPECT_EQ(tail_steps, std::vector<std::string>{"embedding"});
+    // ZeRO-2's parameter all-gathers stay in the tail, one per unit (after the pipeline).
+    EXPECT_EQ(count(flatten(rank), ProgramOpKind::kGatherParams, "layer3"), 1);
+
+    // With clipping every step waits for the global norm: all in the tail, as before.
+    train.optimizer.grad_clip = 1.0;
+    EXPECT_FALSE(optimizer_in_backward(plan, train));
+    const RankProgram clipped = make_rank_program(model, train, plan, 0);
+    for (const PassBody& body : clipped.bodies) {
+      for (const ProgramOp& op : body.ops) EXPECT_NE(op.kind, ProgramOpKind::kOptimizerStep);
+    }
+    EXPECT_EQ(count(flatten(clipped), ProgramOpKind::kOptimizerStep, "layer3"), 1);
+  }
+  // The optimizer on the device: its fused step stays in the tail.
+  const Plan on_device = program_plan(1, 1, 2, 1, ScheduleKind::kOneFOneB, 2, 1);
+  EXPECT_FALSE(optimizer_in_backward(on_device, train_of(8)));
+}
+
+// The cache reads the train spec's clipping too: one plan, two Programs.
+TEST(Program, TheCacheKeysOnWhereTheHostOptimizerSteps) {
+  const ModelSpec model = tiny_model();
+  Plan plan = program_plan(1, 1, 2, 1, ScheduleKind::kOneFOneB, 2, 1);
+  plan.offload = {OffloadTier::kCpu, OffloadTier::kNone, OffloadTier::kNone};
+  TrainSpec clipped = train_of(8);
+  clipped.optimizer.grad_clip = 1.0;
+  RankProgramCache cache;
+  const RankProgram overlapped = cache.get(model, train_of(8), plan, 0, {});
+  const RankProgram waiting = cache.get(model, clipped, plan, 0, {});
+  EXPECT_EQ(cache.made(), 2);
+  EXPECT_NE(overlapped.ops, waiting.ops);  // the tail steps 1 unit, not 10
+  EXPECT_EQ(waiting.ops, make_rank_program(model, clipped, plan, 0).ops);
+  EXPECT_EQ(overlapped.ops, make_rank_program(model, train_of(8), plan, 0).ops);
 }
 
 TEST(Program, ReplicatedKvHeadsAreSummedRightBeforeEachReductionOfALayer) {

@@ -161,6 +161,9 @@ Prediction predict_run(const OffloadRun& run, const ClusterSpec& cluster) {
   TrainSpec train;
   train.global_batch = run.global_batch;
   train.steps = 1;
+  // The published runs clipped gradients at 1.0 (Megatron-LM's default, which DeepSpeed's
+  // examples keep), so their CPU optimizer stepped after the whole backward, in the tail.
+  train.optimizer.grad_clip = 1.0;
   CostModelOptions options;
   options.conventions = megatron_lm_2021_conventions();
   const Prediction p = predict(run.model, cluster, train, run.plan, nullptr, options);

@@ -220,3 +220,8 @@ strata_add_test(executor_cuda_semantics_offload_test IN executor_engine_tests
 strata_add_test(executor_cuda_semantics_test IN executor_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_semantics_test.cc
   LIBS strata_executor)
+
+# The CPU backend's host stream: the thread the host optimizer runs on beside the backward.
+strata_add_test(executor_host_stream_test IN executor_tests
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/host_stream_test.cc
+  LIBS strata_executor)

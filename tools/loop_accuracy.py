@@ -72,6 +72,8 @@ PLANS = [
     ("pp2-rc", {"pp": 2, "recompute": "full"}),
     ("dp2-off", {"dp": 2, "zero_stage": 2,
                  "offload": {"optimizer": "cpu", "gradients": "none", "params": "none"}}),
+    # One rank on both cores: its CPU optimizer runs beside the backward (program.h).
+    ("single-off", {"offload": {"optimizer": "cpu", "gradients": "none", "params": "none"}}),
 ]
 
 

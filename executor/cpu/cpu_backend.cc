@@ -1,6 +1,8 @@
 // The CPU backend's primitives (see cpu_backend.h).
 #include "executor/cpu/cpu_backend.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -58,6 +60,8 @@ void CpuBackend::to_compute(void* dst, const float* src, std::int64_t n, Stream)
 void CpuBackend::copy(void* dst, const void* src, std::int64_t bytes, Stream) {
   std::memcpy(dst, src, static_cast<std::size_t>(bytes));
 }
+
+bool CpuBackend::host_stream_apart() const { return omp_get_max_threads() > 1; }
 
 int CpuBackend::timestamp(Stream stream) {
   const std::lock_guard<std::mutex> lock(stamps_mutex_);

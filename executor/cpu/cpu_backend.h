@@ -56,7 +56,11 @@ class CpuBackend : public engine::Backend {
   void host_wait_for(int mark) override { host_.wait_for(mark); }
 
   void run_on_host_stream(std::function<void()> work) override { host_.submit(std::move(work)); }
-  bool host_stream_apart() const override { return true; }
+  // Only where this rank has more than one core (OpenMP threads): on one, the host thread
+  // would time-slice with the compute thread, and a rank descheduled in its backward holds
+  // its peers spinning in their collectives (dp2 on 2 cores, one thread each: the backward
+  // ~1 ms a step slower with the host thread, ~7% of the step, 2026-11-29).
+  bool host_stream_apart() const override;
 
   int record(Stream stream) override { return stream == Stream::kHost ? host_.last_ticket() : -1; }
   // Work on the calling thread is done when issued; the host stream keeps its own order.

@@ -174,7 +174,7 @@ class Engine {
   Tensor pass_grad_;               // backward pass: the gradient flowing down the chunk
   StepResult* result_ = nullptr;   // the step being run
   // Host-stream ops run on the backend's host stream, beside this thread: where the backend
-  // has one and no tier is NVMe (the store's one io_uring engine, which this thread's
+  // has one for this rank (host_stream_apart) and no tier is NVMe (the store's one io_uring engine, which this thread's
   // parameter prefetches keep busy across ops, is not to be shared).
   bool host_apart_ = false;
   // In step()'s pipeline: the optimizer steps in the backward bodies run (program.h); in

@@ -218,6 +218,9 @@ ChromeTrace build_run_trace(const std::vector<RankSummary>& ranks) {
     trace.thread_names[{pid, p2p_tid(pp)}] = fmt::format("pp_rank {} p2p", pp);
     for (TraceEvent e : rank.trace) {
       e.pid = pid;
+      // Every track a step used, by its stream (the host stream: the CPU optimizer's thread).
+      const auto stream = static_cast<Stream>(e.tid % kStreamCount);
+      trace.thread_names.try_emplace({pid, e.tid}, fmt::format("pp_rank {} {}", pp, to_string(stream)));
       trace.events.push_back(std::move(e));
     }
   }

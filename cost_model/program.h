@@ -52,8 +52,8 @@
 // backend runs every op in list order on one thread, each a blocking call, so list order is
 // the whole truth there, except host-stream ops, which a host thread runs in their own order
 // beside it, each started after what the rules below make it wait for (where the rank has a
-// core to spare and no tier is NVMe: the NVMe store's one io_uring engine is the issuing
-// thread's). The CUDA backend runs
+// core its compute threads leave free and no tier is NVMe: the NVMe store's one io_uring
+// engine is the issuing thread's). The CUDA backend runs
 // host work on the thread that issues the device's work (so the simulator prices a body's
 // host op on the compute lane). The CUDA backend and the simulator follow these rules:
 //   1. an op starts after the op before it on the same stream (of the same list, or of the

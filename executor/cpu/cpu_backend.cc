@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "executor/model/param_init.h"
+#include "executor/runtime/mpi_launch.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/elementwise.h"
 
@@ -61,7 +63,14 @@ void CpuBackend::copy(void* dst, const void* src, std::int64_t bytes, Stream) {
   std::memcpy(dst, src, static_cast<std::size_t>(bytes));
 }
 
-bool CpuBackend::host_stream_apart() const { return omp_get_max_threads() > 1; }
+bool host_thread_has_a_core(int hardware_threads, int ranks_on_node, int compute_threads) {
+  return hardware_threads / std::max(ranks_on_node, 1) > compute_threads;
+}
+
+bool CpuBackend::host_stream_apart() const {
+  return host_thread_has_a_core(static_cast<int>(std::thread::hardware_concurrency()),
+                                detect_launch_env().local_size, omp_get_max_threads());
+}
 
 int CpuBackend::timestamp(Stream stream) {
   const std::lock_guard<std::mutex> lock(stamps_mutex_);

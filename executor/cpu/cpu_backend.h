@@ -21,6 +21,14 @@
 
 namespace strata::cpu_backend {
 
+// Whether a rank's host thread gets a core of its own: the node's hardware threads shared by
+// its ranks leave more than the rank's compute threads. Elsewhere the host thread would only
+// time-slice with the compute, and a rank descheduled in its backward holds its peers
+// spinning in their collectives: dp2 on 2 cores, a thread each, the backward ran ~1 ms a step
+// slower with the host thread (~7% of the step, 2026-11-29); one rank of 2 threads on 2 cores
+// hid none of its host work.
+bool host_thread_has_a_core(int hardware_threads, int ranks_on_node, int compute_threads);
+
 class CpuBackend : public engine::Backend {
  public:
   // alloc and comms must outlive the backend: MPI splits of a world of processes, or
@@ -56,10 +64,7 @@ class CpuBackend : public engine::Backend {
   void host_wait_for(int mark) override { host_.wait_for(mark); }
 
   void run_on_host_stream(std::function<void()> work) override { host_.submit(std::move(work)); }
-  // Only where this rank has more than one core (OpenMP threads): on one, the host thread
-  // would time-slice with the compute thread, and a rank descheduled in its backward holds
-  // its peers spinning in their collectives (dp2 on 2 cores, one thread each: the backward
-  // ~1 ms a step slower with the host thread, ~7% of the step, 2026-11-29).
+  // Where the rank has a core its compute threads leave free (host_thread_has_a_core).
   bool host_stream_apart() const override;
 
   int record(Stream stream) override { return stream == Stream::kHost ? host_.last_ticket() : -1; }

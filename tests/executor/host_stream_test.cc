@@ -1,7 +1,7 @@
 // The CPU backend's host stream (executor/cpu/host_stream.h): work runs in queue order on a
 // thread of its own while the caller goes on, a ticket waits for its work and all before,
 // a failure skips what was queued after it and is thrown once by the next wait, and the
-// destructor waits for the queue.
+// destructor waits for the queue; the CPU backend runs it apart only on a free core.
 #include "executor/cpu/host_stream.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +12,8 @@
 #include <stdexcept>
 #include <thread>
 #include <vector>
+
+#include "executor/cpu/cpu_backend.h"
 
 namespace strata::cpu_backend {
 namespace {
@@ -82,6 +84,22 @@ TEST(HostStream, TheDestructorWaitsForTheQueue) {
     }
   }
   EXPECT_EQ(done.load(), 8);
+}
+
+}  // namespace
+}  // namespace strata::cpu_backend
+
+namespace strata::cpu_backend {
+namespace {
+
+// A host thread beside the compute only on a core the compute leaves free.
+TEST(HostStream, RunsApartOnlyOnACoreTheComputeLeavesFree) {
+  EXPECT_TRUE(host_thread_has_a_core(2, 1, 1));    // one rank, one thread, two cores
+  EXPECT_FALSE(host_thread_has_a_core(2, 1, 2));   // one rank on both cores
+  EXPECT_FALSE(host_thread_has_a_core(2, 2, 1));   // two ranks, a core each
+  EXPECT_TRUE(host_thread_has_a_core(64, 8, 4));   // 8 cores a rank, 4 computing
+  EXPECT_FALSE(host_thread_has_a_core(64, 8, 8));
+  EXPECT_TRUE(host_thread_has_a_core(4, 0, 1));    // no launcher: one rank
 }
 
 }  // namespace

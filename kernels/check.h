@@ -1,7 +1,7 @@
 // KernelError: the one exception a kernel throws when its arguments are wrong (a null
 // tensor, a non-positive dimension, a size that does not divide, a token id out of range).
 // Kernels sit below cost_model, so this header deliberately does not include
-// cost_model/errors.h; a caller that wants a ConfigError catches and rethrows.
+// cost_model/specs/errors.h; a caller that wants a ConfigError catches and rethrows.
 // It deliberately holds no checking macros: each kernel builds its own message with fmt
 // naming the kernel, the argument and the value.
 #pragma once

@@ -31,7 +31,7 @@ namespace strata::kernels {
 struct RopeFrequencies {
   double theta = 10000.0;
   // Llama 3.1's published values except factor, which is 1 (no scaling) unless a model's
-  // rope_scaling says otherwise (cost_model/model_spec.h: RopeScaling).
+  // rope_scaling says otherwise (cost_model/specs/model_spec.h: RopeScaling).
   double factor = 1.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;

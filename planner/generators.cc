@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "cost_model/backend_facts.h"
-#include "cost_model/partition.h"
+#include "cost_model/specs/backend_facts.h"
+#include "cost_model/specs/partition.h"
 #include "planner/planner.h"
 
 namespace strata {

@@ -5,9 +5,9 @@
 
 #include <fmt/format.h>
 
-#include "cost_model/backend_facts.h"
-#include "cost_model/errors.h"
-#include "cost_model/partition.h"
+#include "cost_model/specs/backend_facts.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/partition.h"
 #include "planner/planner.h"
 #include "planner/stage_balance.h"
 

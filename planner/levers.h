@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/cost_model.h"
-#include "cost_model/plan.h"
+#include "cost_model/pricing/cost_model.h"
+#include "cost_model/specs/plan.h"
 
 namespace strata {
 

@@ -43,9 +43,9 @@
 
 #include <fmt/format.h>
 
-#include "cost_model/cost_model.h"
-#include "cost_model/errors.h"
-#include "cost_model/program_check.h"
+#include "cost_model/pricing/cost_model.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/checks/program_check.h"
 #include "planner/generators.h"
 #include "planner/stage_balance.h"
 

@@ -13,13 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/cost_model.h"
-#include "cost_model/model_spec.h"
-#include "cost_model/plan.h"
-#include "cost_model/profile.h"
-#include "cost_model/step_report.h"
-#include "cost_model/train_spec.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/pricing/cost_model.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/plan.h"
+#include "cost_model/specs/profile.h"
+#include "cost_model/specs/step_report.h"
+#include "cost_model/specs/train_spec.h"
 #include "planner/generators.h"
 
 namespace strata {

@@ -11,9 +11,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/backend_facts.h"
-#include "cost_model/cost_model.h"
-#include "cost_model/errors.h"
+#include "cost_model/specs/backend_facts.h"
+#include "cost_model/pricing/cost_model.h"
+#include "cost_model/specs/errors.h"
 #include "planner/generators.h"
 #include "planner/planner.h"
 

@@ -28,12 +28,12 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/plan.h"
-#include "cost_model/profile.h"
-#include "cost_model/select_schedule.h"
-#include "cost_model/step_report.h"
-#include "cost_model/workload.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/specs/plan.h"
+#include "cost_model/specs/profile.h"
+#include "cost_model/specs/select_schedule.h"
+#include "cost_model/specs/step_report.h"
+#include "cost_model/specs/workload.h"
 
 namespace strata {
 

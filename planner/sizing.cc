@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
-#include "cost_model/compute_model.h"
-#include "cost_model/errors.h"
-#include "cost_model/step_report.h"
+#include "cost_model/pricing/compute_model.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/step_report.h"
 #include "planner/generators.h"
 
 namespace strata {

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "cost_model/partition.h"
+#include "cost_model/specs/partition.h"
 
 namespace strata {
 namespace {

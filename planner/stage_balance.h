@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/model_spec.h"
-#include "cost_model/plan.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/plan.h"
 
 namespace strata {
 

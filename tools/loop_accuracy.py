@@ -3,7 +3,7 @@
 predict (with the profile), train for real (`strata run`), compare, and check the bounds.
 
 The loop's feedback: `strata run --update-profile` runs of the --feedback-plans fold what
-the microbenchmarks miss into the profile (cost_model/profile_feedback.h): one rank fits its
+the microbenchmarks miss into the profile (cost_model/pricing/profile_feedback.h): one rank fits its
 compute_time_scale (single and single-mb4: the factor with the most noise to average);
 dp2 and tp2 its comm_time_scale (from their measured communication) and
 its busy_cores_slowdown (from their step); tp2-dp2 (four ranks on the two cores) its
@@ -137,7 +137,7 @@ def load_average():
 
 def trimmed_mean(values):
     """The interquartile mean: without the lowest and the highest len // 4 values, as the
-    profile's fed-back factors are averaged (cost_model/profile_feedback.h)."""
+    profile's fed-back factors are averaged (cost_model/pricing/profile_feedback.h)."""
     ordered = sorted(values)
     drop = len(ordered) // 4
     return statistics.mean(ordered[drop:len(ordered) - drop])

@@ -44,10 +44,10 @@ PARTS = [
     ("offload_s", "offload"), ("optimizer_s", "optimizer"), ("bubble_s", "bubble"),
     ("other_s", "other"),
 ]
-# cost_model/memory_kinds.h's kinds, bottom of the stack first.
+# cost_model/specs/memory_kinds.h's kinds, bottom of the stack first.
 MEMORY_KINDS = ["params", "gradients", "optimizer", "activations", "buffers", "headroom"]
 TIERS = ["device", "host", "nvme"]
-# cost_model/chrome_trace.h: tid = 5 * pp_rank + stream. A trace names the threads it has
+# cost_model/program/chrome_trace.h: tid = 5 * pp_rank + stream. A trace names the threads it has
 # names for; a thread it does not name is labelled by this convention.
 STREAMS = ["compute", "comm", "copy", "p2p", "host"]
 
@@ -349,7 +349,7 @@ def main():
     try:
         report = report_of(read_json(os.path.join(args.run_dir, "report.json")),
                            os.path.join(args.run_dir, "report.json"))
-        # `strata simulate --out`: the prediction is the report (cost_model/step_report.h's
+        # `strata simulate --out`: the prediction is the report (cost_model/specs/step_report.h's
         # kind); the strata binary refuses --predicted beside it.
         is_prediction = report.get("kind") == "prediction"
         predicted = None

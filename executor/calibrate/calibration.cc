@@ -16,9 +16,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "cost_model/compute_model.h"
-#include "cost_model/conventions.h"
-#include "cost_model/errors.h"
+#include "cost_model/pricing/compute_model.h"
+#include "cost_model/specs/conventions.h"
+#include "cost_model/specs/errors.h"
 #include "executor/calibrate/compute_bench.h"
 #include "executor/calibrate/compute_profile.h"
 #include "executor/calibrate/last_level_cache.h"

@@ -18,7 +18,7 @@
 //
 // Deliberately not here: collectives (collective_bench.h, run under mpirun by the CLI),
 // NVMe (executor/offload's measurement, called by the CLI when --nvme-dir is given),
-// what measured runs fold in (`strata run --update-profile`, cost_model/profile_feedback.h),
+// what measured runs fold in (`strata run --update-profile`, cost_model/pricing/profile_feedback.h),
 // writing the file.
 #pragma once
 
@@ -28,8 +28,8 @@
 #include <utility>
 #include <vector>
 
-#include "cost_model/model_spec.h"
-#include "cost_model/profile.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/profile.h"
 #include "executor/calibrate/compute_bench.h"
 #include "executor/calibrate/memory_bench.h"
 #include "executor/calibrate/timing.h"

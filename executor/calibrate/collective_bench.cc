@@ -5,7 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "cost_model/collectives.h"
+#include "cost_model/pricing/collectives.h"
 #include "executor/calibrate/timing.h"
 
 namespace strata::calibrate {

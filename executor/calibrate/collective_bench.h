@@ -1,6 +1,6 @@
 // Collective microbenchmarks over a Communicator (the MPI one on the CPU backend): times
 // all-reduce, reduce-scatter, all-gather and point-to-point at several message sizes and
-// fits each to the time model's alpha-beta form (cost_model/collectives.h)
+// fits each to the time model's alpha-beta form (cost_model/pricing/collectives.h)
 //   t(bytes) = latency_s + bytes * bus_factor(op, n) / bus_bandwidth_bytes_per_s
 // where `bytes` is the whole buffer, nccl-tests' convention: the all-reduced vector, the
 // reduce-scatter input (n x the output), the all-gather output (n x the input), one message.
@@ -21,8 +21,8 @@
 #include <utility>
 #include <vector>
 
-#include "cost_model/collectives.h"
-#include "cost_model/profile.h"
+#include "cost_model/pricing/collectives.h"
+#include "cost_model/specs/profile.h"
 #include "executor/comm/communicator.h"
 
 namespace strata::calibrate {

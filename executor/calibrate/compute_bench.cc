@@ -13,8 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cost_model/errors.h"
-#include "cost_model/layer_tensors.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/layer_tensors.h"
 #include "executor/calibrate/compute_profile.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/flash_attention.h"

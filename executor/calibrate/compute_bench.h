@@ -1,7 +1,7 @@
 // Compute microbenchmarks of the CPU backend, run through the project's own kernels
 // (kernels/cpu/*): the GEMMs of a model's linear layers (forward and both backward GEMMs),
 // the memory-bound kernels (LayerNorm, GeLU, residual add) and causal attention. Each returns
-// a rate in the Profile's units (cost_model/profile.h). AdamW, copies and the memory
+// a rate in the Profile's units (cost_model/specs/profile.h). AdamW, copies and the memory
 // bandwidth, which must be timed out of cache: memory_bench.h.
 //
 // GEMM shapes follow the time model's convention C(m,n) = A(m,k) B(k,n): a linear layer
@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/model_spec.h"
-#include "cost_model/profile.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/profile.h"
 #include "executor/calibrate/timing.h"
 
 namespace strata::calibrate {
@@ -44,7 +44,7 @@ struct LinearShape {
   bool residual_epilogue = false;
   bool dgelu_epilogue = false;
   // logits: OC is the wte shard's rows, which the CUDA backend pads to whole blocks
-  // (cost_model/partition.h, vocab_row_alignment), so its GEMM runs on the padded rows.
+  // (cost_model/specs/partition.h, vocab_row_alignment), so its GEMM runs on the padded rows.
   bool vocab_rows = false;
 };
 

@@ -1,5 +1,5 @@
 // Turning what a compute calibration measured into the Profile's units, the same for every
-// backend: the time model (cost_model/compute_model.cc) reads each rate back through its own
+// backend: the time model (cost_model/pricing/compute_model.cc) reads each rate back through its own
 // byte and FLOP counts, so each rate here is that count over the measured seconds, and a
 // prediction at the measured shape gives back the measured time:
 //   - gemm: one sample per (m, n, k), total FLOPs over total seconds (gemm_samples);
@@ -22,9 +22,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "cost_model/compute_model.h"
-#include "cost_model/model_spec.h"
-#include "cost_model/profile.h"
+#include "cost_model/pricing/compute_model.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/profile.h"
 #include "executor/calibrate/compute_bench.h"
 #include "executor/calibrate/llama_op_bench.h"
 

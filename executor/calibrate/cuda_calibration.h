@@ -11,8 +11,8 @@
 // writing the file.
 #pragma once
 
-#include "cost_model/model_spec.h"
-#include "cost_model/profile.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/profile.h"
 #include "executor/calibrate/calibration.h"
 
 namespace strata::calibrate {

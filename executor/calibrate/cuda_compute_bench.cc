@@ -6,9 +6,9 @@
 
 #include <fmt/format.h>
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/errors.h"
-#include "cost_model/partition.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/partition.h"
 #include "executor/calibrate/cuda_timing.h"
 #include "executor/cuda/pinned_host_buffer.h"
 #include "executor/memory/accounting_allocator.h"

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "cost_model/model_spec.h"
+#include "cost_model/specs/model_spec.h"
 #include "executor/calibrate/calibration.h"
 
 namespace strata::calibrate {

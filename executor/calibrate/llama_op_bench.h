@@ -14,7 +14,7 @@
 #include <functional>
 #include <vector>
 
-#include "cost_model/model_spec.h"
+#include "cost_model/specs/model_spec.h"
 #include "executor/engine/tensor.h"
 #include "executor/model/layer_ops.h"
 #include "executor/model/tp_context.h"

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <functional>
 
-#include "cost_model/profile.h"
+#include "cost_model/specs/profile.h"
 
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/elementwise.h"

@@ -63,7 +63,7 @@ struct HostMemoryRates {
 // makes to last timing.min_repeat_s), then timing.repeats rounds of: the four bandwidth
 // kernels, AdamW, and (with_bf16_copy) AdamW writing a bf16 copy as well: the bandwidths
 // the fastest round's, the AdamW rates the median round's. AdamW's bytes a parameter:
-// cost_model/profile.h's kCpuAdamBytesPerParam. Runs at the caller's OpenMP thread count.
+// cost_model/specs/profile.h's kCpuAdamBytesPerParam. Runs at the caller's OpenMP thread count.
 HostMemoryRates measure_host_memory(HostArrays& arrays, const TimingOptions& timing,
                                     bool with_bf16_copy = false);
 

@@ -1,7 +1,7 @@
 // Collectives of a job across nodes (`strata calibrate --hostfile` / `--nodes N
 // --ranks-per-node K`): which ranks measure each link, and the measurement itself.
 //
-// The two links of a profile (cost_model/collectives.h) are measured by two groups of one
+// The two links of a profile (cost_model/pricing/collectives.h) are measured by two groups of one
 // job, one after the other:
 //   intra_node: every rank of the first node holding two or more ranks (shared memory or
 //               NVLink, what a TP group uses);
@@ -11,7 +11,7 @@
 //               nodes the group's own; with three or more, each hop of the ring of the
 //               nodes' first ranks (node i to node i+1, the last to the first) timed alone,
 //               one after the other, and the slowest hop's fit is the profile's (a pipeline
-//               across nodes is paced by its slowest hop, cost_model/time_model.cc).
+//               across nodes is paced by its slowest hop, cost_model/pricing/time_model.cc).
 // The ranks outside the group measuring wait in a barrier that sleeps between polls: an MPI
 // barrier spins, and on nodes with fewer cores than ranks (the CI's simulated nodes) the
 // spinning ranks would take the cores of the ranks being timed.
@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "cost_model/profile.h"
+#include "cost_model/specs/profile.h"
 #include "executor/calibrate/collective_bench.h"
 #include "executor/comm/mpi_communicator.h"
 #include "executor/comm/node_layout.h"

@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/errors.h"
-#include "cost_model/partition.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/partition.h"
 #include "executor/checkpoint/durable_files.h"
 #include "executor/comm/mpi_check.h"
 #include "executor/weights/full_tensors.h"

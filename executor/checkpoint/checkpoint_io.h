@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/model_spec.h"
+#include "cost_model/specs/model_spec.h"
 #include "executor/checkpoint/manifest.h"
 #include "executor/comm/mpi_communicator.h"
 #include "executor/comm/process_groups.h"

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/json_reader.h"
-#include "cost_model/model_spec.h"
-#include "cost_model/plan.h"
-#include "cost_model/train_spec.h"
+#include "cost_model/specs/json_reader.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/plan.h"
+#include "cost_model/specs/train_spec.h"
 
 namespace strata::checkpoint {
 

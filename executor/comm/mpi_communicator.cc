@@ -18,7 +18,7 @@
 #include <cstring>
 #include <vector>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "executor/comm/mpi_check.h"
 #include "kernels/bf16.h"
 

@@ -1,12 +1,12 @@
 // Which node each world rank of a job runs on, and the one check of a plan's rank layout
 // across nodes.
 //
-// World ranks follow Megatron's order (cost_model/partition.h: tp fastest, then dp, then
+// World ranks follow Megatron's order (cost_model/specs/partition.h: tp fastest, then dp, then
 // pp), and launchers fill nodes by slot: mpirun's default mapping with a hostfile, srun's
 // block distribution and `strata run --nodes N --ranks-per-node K` all put ranks
 // 0..K-1 on the first node, K..2K-1 on the next. So a TP group (t consecutive ranks) stays
 // inside a node when every node's rank count is a multiple of t, and it must: the plan
-// prices tensor parallelism on the intra-node link (cost_model/cluster_spec.h), and its
+// prices tensor parallelism on the intra-node link (cost_model/specs/cluster_spec.h), and its
 // all-reduces run on every layer. PP groups may cross nodes (their p2p is light); a user
 // who wants them inside a node asks for it (`--pp-within-node`). DP groups cross nodes.
 // Deliberately not here: where the host names come from (the hostfile, the launcher's
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/partition.h"
+#include "cost_model/specs/partition.h"
 
 namespace strata {
 

@@ -6,7 +6,7 @@
 
 #include <stdexcept>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 
 namespace strata {
 std::vector<int> tp_group_ranks(int world_rank, const ParallelDims& dims) {

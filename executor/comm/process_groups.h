@@ -1,4 +1,4 @@
-// Process groups of a t x p x d plan in Megatron's rank order (cost_model/partition.h:
+// Process groups of a t x p x d plan in Megatron's rank order (cost_model/specs/partition.h:
 // rank_coords): tensor-parallel rank fastest, then data-parallel, then pipeline.
 // The coordinate functions are pure (testable without MPI); ProcessGroups builds one
 // communicator per group through a CommunicatorFactory (MPI, NCCL or host-staged).
@@ -21,7 +21,7 @@
 #include <memory>
 #include <vector>
 
-#include "cost_model/partition.h"
+#include "cost_model/specs/partition.h"
 #include "executor/comm/communicator.h"
 #include "executor/comm/communicator_factory.h"
 

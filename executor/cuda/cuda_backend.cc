@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "cost_model/errors.h"
-#include "cost_model/partition.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/partition.h"
 #include "executor/comm/group_streams.h"
 #include "executor/cuda/communicator_factories.h"
 #include "executor/cuda/host_staged_communicator.h"

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "executor/cuda/system_error.h"
 #include "kernels/cuda/cuda_check.h"
 

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "executor/cuda/system_error.h"
 #include "kernels/cuda/cuda_check.h"
 

@@ -19,7 +19,7 @@
 #include <string>
 #include <utility>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "executor/cuda/collective_layout.h"
 #include "executor/cuda/rank_ordered_sum.h"
 #include "executor/cuda/system_error.h"

@@ -9,7 +9,7 @@
 
 #include <cuda_runtime.h>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "executor/cuda/system_error.h"
 #include "executor/memory/host_pages.h"
 #include "kernels/cpu/elementwise.h"

@@ -12,7 +12,7 @@
 
 #include "executor/comm/process_groups.h"
 #include "executor/cpu/cpu_layer_ops.h"
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "kernels/cuda/attention_shapes.h"
 
 namespace strata::cuda {

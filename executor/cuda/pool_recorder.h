@@ -19,7 +19,7 @@
 #include <memory>
 #include <string>
 
-#include "cost_model/partition.h"
+#include "cost_model/specs/partition.h"
 #include "executor/comm/communicator_factory.h"
 #include "executor/cuda/cuda_op_allocations.h"
 #include "executor/engine/backend.h"

@@ -8,7 +8,7 @@
 
 #include <cuda_runtime.h>
 
-#include "cost_model/param_layout.h"
+#include "cost_model/specs/param_layout.h"
 
 namespace strata::cuda {
 

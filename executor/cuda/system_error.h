@@ -1,5 +1,5 @@
 // as_system_error(fn): runs fn and turns the kernels layer's CudaError (thrown by CUDA_CHECK,
-// CUBLAS_CHECK and NCCL_CHECK, which sit below cost_model/errors.h) into strata::SystemError
+// CUBLAS_CHECK and NCCL_CHECK, which sit below cost_model/specs/errors.h) into strata::SystemError
 // with the same text, so executor callers catch one type for a failed library call
 // (communicator.h's contract). Other exceptions (OutOfMemory, std::invalid_argument) pass
 // through unchanged. Deliberately not a new macro: the *_CHECK macros stay the only place
@@ -8,7 +8,7 @@
 
 #include <utility>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace strata::cuda {

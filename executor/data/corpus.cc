@@ -11,7 +11,7 @@
 #include <string_view>
 #include <system_error>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "executor/model/param_init.h"
 
 namespace strata::data {

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "executor/data/corpus.h"
 #include "executor/data/llmc_tokens.h"
 #include "executor/data/mapped_file.h"

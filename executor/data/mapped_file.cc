@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 
 namespace strata::data {
 

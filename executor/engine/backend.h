@@ -26,9 +26,9 @@
 #include <string_view>
 #include <vector>
 
-#include "cost_model/backend_facts.h"
-#include "cost_model/param_layout.h"
-#include "cost_model/program.h"
+#include "cost_model/specs/backend_facts.h"
+#include "cost_model/specs/param_layout.h"
+#include "cost_model/program/program.h"
 #include "executor/comm/communicator_factory.h"
 #include "executor/engine/tensor.h"
 #include "executor/memory/accounting_allocator.h"
@@ -86,7 +86,7 @@ class Backend {
   virtual ~Backend() = default;
 
   virtual std::string_view name() const = 0;  // "cpu" | "cuda"
-  // Whose facts (cost_model/backend_facts.h) this backend trains by: the CUDA-semantics
+  // Whose facts (cost_model/specs/backend_facts.h) this backend trains by: the CUDA-semantics
   // mode checks CUDA's stream order but computes as the CPU backend does.
   virtual strata::Backend kind() const = 0;
   const BackendFacts& facts() const { return backend_facts(kind()); }

@@ -23,9 +23,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cost_model/errors.h"
-#include "cost_model/optimizer_schedule.h"
-#include "cost_model/partition.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/optimizer_schedule.h"
+#include "cost_model/specs/partition.h"
 
 namespace strata::engine {
 namespace {
@@ -664,7 +664,7 @@ StepResult Engine::step(std::int64_t step) {
     if (r.micro_batch >= 0) event.args["micro_batch"] = r.micro_batch;
     if (r.chunk >= 0) event.args["chunk"] = r.chunk;
     if (!r.unit.empty()) event.args["unit"] = r.unit;
-    event.args["op"] = r.op;  // the op's place in the Program (cost_model/path_trace.h)
+    event.args["op"] = r.op;  // the op's place in the Program (cost_model/checks/path_trace.h)
     if (r.body_op >= 0) event.args["body_op"] = r.body_op;
     if (r.fused_into >= 0) event.args["fused_into"] = r.fused_into;  // timed with that op
     result.events.push_back(std::move(event));

@@ -1,4 +1,4 @@
-// The one training engine: replays this rank's Program (cost_model/program.h) op for op
+// The one training engine: replays this rank's Program (cost_model/program/program.h) op for op
 // through a Backend (backend.h), on the CPU and on CUDA alike. It builds this rank's share
 // of the GPT model (its chunks, its TP shard, its ZeRO partition: ModelState) and makes no
 // scheduling decision of its own: the passes, messages, gathers, fetches, reductions,
@@ -29,13 +29,13 @@
 #include <utility>
 #include <vector>
 
-#include "cost_model/chrome_trace.h"
-#include "cost_model/model_spec.h"
-#include "cost_model/partition.h"
-#include "cost_model/plan.h"
-#include "cost_model/program.h"
-#include "cost_model/step_report.h"
-#include "cost_model/train_spec.h"
+#include "cost_model/program/chrome_trace.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/partition.h"
+#include "cost_model/specs/plan.h"
+#include "cost_model/program/program.h"
+#include "cost_model/specs/step_report.h"
+#include "cost_model/specs/train_spec.h"
 #include "executor/comm/process_groups.h"
 #include "executor/data/batch.h"
 #include "executor/engine/backend.h"

@@ -10,8 +10,8 @@
 #include <stdexcept>
 #include <tuple>
 
-#include "cost_model/model_state_bytes.h"
-#include "cost_model/optimizer_schedule.h"
+#include "cost_model/specs/model_state_bytes.h"
+#include "cost_model/specs/optimizer_schedule.h"
 #include "executor/memory/host_pages.h"
 #include "executor/model/param_init.h"
 #include "executor/offload/cpu_adam_stream.h"

@@ -1,6 +1,6 @@
 // The model state of one rank under data parallelism and ZeRO (Rajbhandari et al. 2020),
 // on any Backend: every parameter unit (a flat buffer: one transformer layer, the
-// embedding, the tied wte copy, the final LayerNorm; cost_model/param_layout.h) with its
+// embedding, the tied wte copy, the final LayerNorm; cost_model/specs/param_layout.h) with its
 // gradients and AdamW moments, padded to a multiple of d and partitioned over the DP group
 // by stage:
 //   0  everything full; gradients all-reduced, full update.
@@ -51,9 +51,9 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/param_layout.h"
-#include "cost_model/plan.h"
-#include "cost_model/train_spec.h"
+#include "cost_model/specs/param_layout.h"
+#include "cost_model/specs/plan.h"
+#include "cost_model/specs/train_spec.h"
 #include "executor/comm/process_groups.h"
 #include "executor/engine/backend.h"
 #include "executor/engine/offload_params.h"

@@ -5,7 +5,7 @@
 
 #include <stdexcept>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 
 namespace strata::engine {
 namespace {

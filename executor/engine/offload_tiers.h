@@ -28,8 +28,8 @@
 #include <mutex>
 #include <string>
 
-#include "cost_model/plan.h"
-#include "cost_model/step_report.h"
+#include "cost_model/specs/plan.h"
+#include "cost_model/specs/step_report.h"
 #include "executor/engine/backend.h"
 #include "executor/memory/accounting_allocator.h"
 #include "executor/offload/nvme_store.h"

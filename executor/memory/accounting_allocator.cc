@@ -8,8 +8,8 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/errors.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/specs/errors.h"
 #include "executor/memory/host_pages.h"
 #include "kernels/cpu/elementwise.h"
 

@@ -30,7 +30,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cost_model/step_report.h"
+#include "cost_model/specs/step_report.h"
 #include "executor/memory/host_arena.h"
 
 namespace strata {

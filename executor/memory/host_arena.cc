@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "executor/memory/host_pages.h"
 
 // Under AddressSanitizer a block in a free list is poisoned, so a Buffer's stale pointer

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14's value, for older headers

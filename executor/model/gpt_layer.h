@@ -1,5 +1,5 @@
 // One pre-norm decoder layer on one TP rank, forward and backward, written once over
-// LayerOps for every backend and every family (cost_model/layer_tensors.h's choices):
+// LayerOps for every backend and every family (cost_model/specs/layer_tensors.h's choices):
 //   y = r + fc2(act(fc1(norm2(r)))),  r = x + proj(attention(rope(qkv(norm1(x)))))
 // norm LayerNorm (GPT-2) or RMSNorm (Llama); act GeLU, or SwiGLU over fc1's [gate | up]
 // output; rope only with rotary positions (on the q and k heads of the packed qkv rows,
@@ -21,7 +21,7 @@
 // Program sums them over TP (kSumNormGrads). The row-parallel bias gradients are taken from
 // the gathered output gradient, so they are complete on every rank.
 //
-// Saved tensors follow the memory model's executor lists (cost_model/memory_model.h:
+// Saved tensors follow the memory model's executor lists (cost_model/memory/memory_model.h:
 // layer_activation_tensors), one accounted tensor each, tagged "act/<name>"; ln1_in is the
 // layer input, owned by the caller. Recomputation: drop_activations() frees what a policy
 // does not keep (full: everything; selective: the attention core, its statistics and
@@ -35,8 +35,8 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "cost_model/param_layout.h"
-#include "cost_model/plan.h"
+#include "cost_model/specs/param_layout.h"
+#include "cost_model/specs/plan.h"
 #include "executor/engine/tensor.h"
 #include "executor/model/layer_ops.h"
 #include "executor/model/tp_context.h"

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "cost_model/param_layout.h"
+#include "cost_model/specs/param_layout.h"
 #include "kernels/counter_normal.h"
 
 namespace strata::model {

@@ -6,10 +6,10 @@
 
 #include <fmt/format.h>
 
-#include "cost_model/backend_facts.h"
-#include "cost_model/errors.h"
-#include "cost_model/layer_tensors.h"
-#include "cost_model/partition.h"
+#include "cost_model/specs/backend_facts.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/layer_tensors.h"
+#include "cost_model/specs/partition.h"
 
 namespace strata::model {
 

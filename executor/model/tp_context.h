@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "cost_model/model_spec.h"
+#include "cost_model/specs/model_spec.h"
 #include "executor/comm/communicator.h"
 #include "kernels/dtype.h"
 #include "kernels/rope_frequency.h"
@@ -56,8 +56,8 @@ struct Dims {
   int fc1_width() const { return mlp == MlpKind::kSwiglu ? 2 * Fl : Fl; }
 };
 
-// sequence_parallel: the rule of cost_model/partition.h (InfeasiblePlan otherwise).
-// cost_model/backend_facts.h's executor_family_violation: InfeasiblePlan with its reason.
+// sequence_parallel: the rule of cost_model/specs/partition.h (InfeasiblePlan otherwise).
+// cost_model/specs/backend_facts.h's executor_family_violation: InfeasiblePlan with its reason.
 // vocab_row_alignment: the backend's wte shard padding (partition.h): Vshard = the padded
 // rows, Vvalid the real ones.
 Dims make_dims(const ModelSpec& model, std::int64_t micro_batch, std::int64_t tp,

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 
 namespace strata::offload {
 

@@ -9,7 +9,7 @@
 #include <vector>
 #include <stdexcept>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 
 namespace strata::offload {
 namespace {

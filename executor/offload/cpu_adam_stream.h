@@ -60,7 +60,7 @@ class CpuAdamStream {
 
   using TileDone = std::function<void(std::int64_t begin, std::int64_t end, const float* param)>;
   // Element ranges [begin, end), sorted and disjoint, where weight decay is off (biases and
-  // norms, cost_model/optimizer_schedule.h); elsewhere hp.weight_decay applies.
+  // norms, cost_model/specs/optimizer_schedule.h); elsewhere hp.weight_decay applies.
   using Ranges = std::vector<std::pair<std::int64_t, std::int64_t>>;
 
   // One AdamW step (1-based step) with grad: (n) in host memory. param_bf16 (null: none):

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <utility>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "executor/offload/aligned_buffer.h"
 
 namespace strata::offload {

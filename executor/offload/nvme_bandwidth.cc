@@ -8,7 +8,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "executor/offload/aligned_buffer.h"
 #include "executor/offload/nvme_store.h"
 

@@ -19,7 +19,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 
 namespace strata::offload {
 namespace {

@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cost_model/compute_model.h"
-#include "cost_model/inter_node_share.h"
-#include "cost_model/units.h"
+#include "cost_model/pricing/compute_model.h"
+#include "cost_model/pricing/inter_node_share.h"
+#include "cost_model/specs/units.h"
 #include "executor/comm/mpi_check.h"
 
 namespace strata::report {

@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/chrome_trace.h"
-#include "cost_model/cluster_spec.h"
-#include "cost_model/model_spec.h"
-#include "cost_model/plan.h"
-#include "cost_model/profile.h"
-#include "cost_model/step_report.h"
-#include "cost_model/train_spec.h"
+#include "cost_model/program/chrome_trace.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/plan.h"
+#include "cost_model/specs/profile.h"
+#include "cost_model/specs/step_report.h"
+#include "cost_model/specs/train_spec.h"
 #include "executor/comm/mpi_communicator.h"
 #include "executor/comm/process_groups.h"
 #include "executor/memory/accounting_allocator.h"
@@ -61,10 +61,10 @@ StepReport build_run_report(const ModelSpec& model, const ClusterSpec& cluster,
                             const std::vector<double>& losses);
 
 // pid = global rank (named "rank w (tp a, dp b, pp c)"), tid = compute_tid / p2p_tid of the
-// rank's pipeline rank, the convention of cost_model/chrome_trace.h.
+// rank's pipeline rank, the convention of cost_model/program/chrome_trace.h.
 ChromeTrace build_run_trace(const std::vector<RankSummary>& ranks);
 
-// A rank's tier peaks by kind (cost_model/memory_kinds.h): each tag's bytes at its tier's
+// A rank's tier peaks by kind (cost_model/specs/memory_kinds.h): each tag's bytes at its tier's
 // peak, added up under the tag's kind.
 MemoryByKind memory_by_kind(const std::vector<TagUsage>& tags);
 

@@ -12,9 +12,9 @@
 #include <memory>
 #include <vector>
 
-#include "cost_model/model_spec.h"
-#include "cost_model/plan.h"
-#include "cost_model/train_spec.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/plan.h"
+#include "cost_model/specs/train_spec.h"
 #include "executor/comm/mpi_communicator.h"
 #include "executor/comm/process_groups.h"
 #include "executor/data/batch.h"

@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "cost_model/cluster_spec.h"
+#include "cost_model/specs/cluster_spec.h"
 
 namespace strata {
 

@@ -21,7 +21,7 @@
 #include <fstream>
 #include <thread>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "executor/runtime/stop_signals.h"
 
 namespace strata {

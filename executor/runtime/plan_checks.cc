@@ -3,10 +3,10 @@
 
 #include <fmt/format.h>
 
-#include "cost_model/backend_facts.h"
-#include "cost_model/errors.h"
-#include "cost_model/program.h"
-#include "cost_model/program_check.h"
+#include "cost_model/specs/backend_facts.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/program/program.h"
+#include "cost_model/checks/program_check.h"
 
 namespace strata {
 

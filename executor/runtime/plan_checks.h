@@ -8,16 +8,16 @@
 
 #include <string>
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/model_spec.h"
-#include "cost_model/plan.h"
-#include "cost_model/train_spec.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/plan.h"
+#include "cost_model/specs/train_spec.h"
 
 namespace strata {
 
 // Throws InfeasiblePlan when the plan breaks a rule of the model or the batch
 // (Plan::check_against_model), ConfigError when the executor on `backend` does not train
-// it (cost_model/backend_facts.h: the layer family, and the backend's head sizes, row widths
+// it (cost_model/specs/backend_facts.h: the layer family, and the backend's head sizes, row widths
 // and precision), ProgramDeadlock when its Program, made as the engine makes it
 // (executor_program_options with `prefetch_depth`), could hang. Each message starts with
 // `source`, which names the plan and the files it was checked against.

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 
 namespace strata {
 namespace {

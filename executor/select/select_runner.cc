@@ -13,8 +13,8 @@
 
 #include <fmt/format.h>
 
-#include "cost_model/errors.h"
-#include "cost_model/partition.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/partition.h"
 #include "executor/comm/local_communicator.h"
 #include "executor/comm/process_groups.h"
 #include "executor/cpu/cpu_backend.h"

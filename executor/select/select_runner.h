@@ -1,4 +1,4 @@
-// Runs a multi-model schedule (cost_model/select_schedule.h, made by planner/select.h) on D devices from one process: one worker
+// Runs a multi-model schedule (cost_model/specs/select_schedule.h, made by planner/select.h) on D devices from one process: one worker
 // thread per device (CPU backend: each with one kernel thread; CUDA: worker d drives GPU d)
 // and, per job rank, its own budgeted allocator. A job's ranks are threads of its own LocalWorld
 // (executor/comm/local_communicator.h), built when the job's first slice starts on its
@@ -20,11 +20,11 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/eval_spec.h"
-#include "cost_model/plan.h"
-#include "cost_model/workload.h"
-#include "cost_model/select_schedule.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/specs/eval_spec.h"
+#include "cost_model/specs/plan.h"
+#include "cost_model/specs/workload.h"
+#include "cost_model/specs/select_schedule.h"
 #include "executor/data/token_view.h"
 #include "executor/engine/backend.h"
 

@@ -11,7 +11,7 @@
 #include <functional>
 #include <string>
 
-#include "cost_model/param_layout.h"
+#include "cost_model/specs/param_layout.h"
 #include "executor/model/param_init.h"
 
 namespace strata::weights {

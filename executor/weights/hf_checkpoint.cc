@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/errors.h"
-#include "cost_model/json_reader.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/json_reader.h"
 
 namespace strata::weights {
 namespace fs = std::filesystem;

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/model_spec.h"
+#include "cost_model/specs/model_spec.h"
 
 namespace strata::weights {
 

@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "cost_model/errors.h"
-#include "cost_model/layer_tensors.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/layer_tensors.h"
 
 namespace strata::weights {
 namespace {

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/model_spec.h"
+#include "cost_model/specs/model_spec.h"
 #include "executor/weights/hf_tensor.h"
 
 namespace strata::weights {

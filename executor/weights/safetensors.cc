@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 
 namespace strata::weights {
 namespace {

@@ -11,8 +11,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "cost_model/errors.h"
-#include "cost_model/partition.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/partition.h"
 #include "executor/comm/mpi_check.h"
 #include "executor/weights/full_tensors.h"
 #include "executor/weights/hf_checkpoint.h"

@@ -22,8 +22,8 @@
 #include <cstdint>
 #include <string>
 
-#include "cost_model/model_spec.h"
-#include "cost_model/plan.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/plan.h"
 #include "executor/comm/mpi_communicator.h"
 #include "executor/comm/process_groups.h"
 #include "executor/engine/model_state.h"

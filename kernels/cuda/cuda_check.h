@@ -3,7 +3,7 @@
 // for destructors only (a destructor must not throw, and a failed free means the device state
 // is already broken). Also cuda_device_available(), which answers "no" instead of throwing
 // on a machine without a driver or a GPU.
-// It deliberately does not depend on cost_model/errors.h (kernels sit below cost_model); a
+// It deliberately does not depend on cost_model/specs/errors.h (kernels sit below cost_model); a
 // caller that wants SystemError catches CudaError and rethrows.
 #pragma once
 

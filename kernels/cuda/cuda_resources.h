@@ -87,7 +87,7 @@ class Event {
 // the matmul launchers' own reductions (the bias gradient's partial sums). Both are
 // stream-ordered: one handle serves one stream at a time. 32 MiB of workspace is the size
 // NVIDIA recommends for Hopper; with the 4 MiB scratch it is what the memory model budgets
-// (cost_model/memory_model.cc, kCudaWorkspaceBytes).
+// (cost_model/memory/memory_model.cc, kCudaWorkspaceBytes).
 class CublasLtHandle {
  public:
   static constexpr std::size_t kDefaultWorkspaceBytes = std::size_t{32} << 20;

@@ -1,6 +1,6 @@
 // The GPU twin of kernels/cpu/normal_init.h: counter-based normal draws straight into device
 // memory, for a tensor laid out by rows whose elements map to a global tensor's indices as
-// cost_model/param_layout.h's ParamSegment::global_index says (a TP shard of it). It computes
+// cost_model/specs/param_layout.h's ParamSegment::global_index says (a TP shard of it). It computes
 // kernels/counter_normal.h's estimate and keeps it where that is provably the float the
 // formula gives; the indices of the rest (about 1 in 1,000) are handed back for the host to
 // fill with the exact formula (executor/cuda/seeded_init.h does both halves).

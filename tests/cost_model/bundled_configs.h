@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/model_spec.h"
-#include "cost_model/train_spec.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/train_spec.h"
 
 namespace strata::testing {
 

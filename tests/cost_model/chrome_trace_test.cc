@@ -1,7 +1,7 @@
 // Tests of the Chrome trace writer: field names and units of the trace-event format,
 // deterministic ordering, round trips through JSON and a file, a replayed Program's events and the
 // merge used by `strata compare --trace`.
-#include "cost_model/chrome_trace.h"
+#include "cost_model/program/chrome_trace.h"
 
 #include <filesystem>
 #include <fstream>
@@ -9,8 +9,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/errors.h"
-#include "cost_model/program_simulator.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/program/program_simulator.h"
 
 namespace strata {
 namespace {

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/errors.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/specs/errors.h"
 #include "tests/cost_model/spec_test_util.h"
 
 namespace strata {
@@ -136,7 +136,7 @@ TEST(ClusterSpec, ImpossibleValues) {
                               {"c.json", path, "got 0", "> 0"});
   }
   // Absurd magnitudes: a memory of 1e308 GiB once became a budget of -2^63 bytes, and nodes x
-  // gpus_per_node overflowed to 0 GPUs. Each key has a bound (cost_model/limits.h).
+  // gpus_per_node overflowed to 0 GPUs. Each key has a bound (cost_model/specs/limits.h).
   const std::pair<const char*, const char*> bounded[] = {
       {"", "nodes"}, {"", "gpus_per_node"}, {"device", "memory_gib"}, {"host", "memory_gib"},
       {"host", "cpu_cores"}, {"nvme", "capacity_gb"}, {"inter_node", "latency_us"}};

@@ -1,7 +1,7 @@
 // compare_reports on a hand-made prediction / measurement pair: every row's values and
 // relative error worked by hand, the row order, the undefined error when only the
 // measurement is 0, and the JSON form.
-#include "cost_model/compare.h"
+#include "cost_model/specs/compare.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -10,12 +10,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/model_spec.h"
-#include "cost_model/plan.h"
-#include "cost_model/profile.h"
-#include "cost_model/step_report.h"
-#include "cost_model/train_spec.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/plan.h"
+#include "cost_model/specs/profile.h"
+#include "cost_model/specs/step_report.h"
+#include "cost_model/specs/train_spec.h"
 #include "tests/cost_model/bundled_configs.h"
 
 namespace strata {

@@ -4,14 +4,14 @@
 // of every schedule, p, v, ZeRO stage, offload, sequence parallelism, recomputation and
 // convention, on the streams (CUDA) and the serial (CPU) backend; predict_step_time is its
 // step time, and predict_step_time_bound never exceeds it.
-#include "cost_model/cost_model.h"
+#include "cost_model/pricing/cost_model.h"
 
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "tests/cost_model/bundled_configs.h"
 
 namespace strata {

@@ -3,14 +3,14 @@
 // the elementwise byte counts the calibration divides by.
 #include <gtest/gtest.h>
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/compute_model.h"
-#include "cost_model/cost_model.h"
-#include "cost_model/model_spec.h"
-#include "cost_model/op_costs.h"
-#include "cost_model/plan.h"
-#include "cost_model/time_model.h"
-#include "cost_model/train_spec.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/pricing/compute_model.h"
+#include "cost_model/pricing/cost_model.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/pricing/op_costs.h"
+#include "cost_model/specs/plan.h"
+#include "cost_model/pricing/time_model.h"
+#include "cost_model/specs/train_spec.h"
 #include "tests/cost_model/bundled_configs.h"
 
 namespace strata {

@@ -1,9 +1,9 @@
-// The critical path (cost_model/critical_path.h): worked by hand on a 2-rank 1F1B; the
+// The critical path (cost_model/checks/critical_path.h): worked by hand on a 2-rank 1F1B; the
 // timing graph's longest path equal to the max-plus replay's step time for every kind of
 // body (ZeRO 0-3, offload, sequence parallelism, regathers) under random durations in both
 // modes; and for the bundled GPT-3 175B PTD-P plan and tiny-3d, the path's durations summing
 // to the predicted step time.
-#include "cost_model/critical_path.h"
+#include "cost_model/checks/critical_path.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -14,11 +14,11 @@
 
 #include <gtest/gtest.h>
 
-#include "cost_model/chrome_trace.h"
-#include "cost_model/cost_model.h"
-#include "cost_model/errors.h"
-#include "cost_model/measured_path.h"
-#include "cost_model/path_trace.h"
+#include "cost_model/program/chrome_trace.h"
+#include "cost_model/pricing/cost_model.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/checks/measured_path.h"
+#include "cost_model/checks/path_trace.h"
 #include "tests/cost_model/program_test_util.h"
 
 namespace strata {

@@ -7,8 +7,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/errors.h"
-#include "cost_model/json_reader.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/json_reader.h"
 #include "tests/cost_model/spec_test_util.h"
 
 namespace strata {

@@ -7,12 +7,12 @@
 
 #include <gtest/gtest.h>
 
-#include "cost_model/errors.h"
-#include "cost_model/layer_tensors.h"
-#include "cost_model/model_spec.h"
-#include "cost_model/param_layout.h"
-#include "cost_model/partition.h"
-#include "cost_model/step_report.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/layer_tensors.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/param_layout.h"
+#include "cost_model/specs/partition.h"
+#include "cost_model/specs/step_report.h"
 
 namespace strata {
 namespace {

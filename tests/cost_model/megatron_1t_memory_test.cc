@@ -14,11 +14,11 @@
 #include <cstdint>
 #include <string>
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/memory_model.h"
-#include "cost_model/model_spec.h"
-#include "cost_model/plan.h"
-#include "cost_model/train_spec.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/memory/memory_model.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/plan.h"
+#include "cost_model/specs/train_spec.h"
 
 namespace strata {
 namespace {

@@ -1,19 +1,19 @@
-// The memory floor (cost_model/memory_floor.h) against the walk it bounds: never above
+// The memory floor (cost_model/memory/memory_floor.h) against the walk it bounds: never above
 // estimate_memory's worst device bytes, to the bit, on a broad matrix of plans (GPT- and
 // Llama-shaped models, the CPU and the CUDA conventions with and without headroom, GPipe,
 // 1F1B and interleaved schedules, p 1..6, m from 1 to past the steady cut, ZeRO 0-3, offload
 // of each kind of state, recomputation, SP, uneven first and last stages); and close enough
 // to the walk to be worth having (the planner drops by it).
-#include "cost_model/memory_floor.h"
+#include "cost_model/memory/memory_floor.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <string>
 
-#include "cost_model/errors.h"
-#include "cost_model/memory_model.h"
-#include "cost_model/units.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/memory/memory_model.h"
+#include "cost_model/specs/units.h"
 
 namespace strata {
 namespace {

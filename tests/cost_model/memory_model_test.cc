@@ -1,4 +1,4 @@
-// Tests of the memory model (cost_model/memory_model.h): the ZeRO paper's per-GPU model
+// Tests of the memory model (cost_model/memory/memory_model.h): the ZeRO paper's per-GPU model
 // state example, Korthikanti et al.'s activation formula against the published tensor list,
 // the in-flight closed forms, a tiny model worked by hand term by term, offload and ZeRO
 // invariants, and the planner's speed requirement. Specs are built in code, not loaded.
@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/errors.h"
-#include "cost_model/memory_model.h"
-#include "cost_model/schedule.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/memory/memory_model.h"
+#include "cost_model/program/schedule.h"
 
 namespace strata {
 namespace {
@@ -286,7 +286,7 @@ TEST(InFlight, InterleavedRankZeroHoldsTheMost) {
 }
 
 // The closed forms must equal what the generated schedules actually hold (walked op by op
-// by max_in_flight in cost_model/schedule.h).
+// by max_in_flight in cost_model/program/schedule.h).
 TEST(InFlight, ClosedFormsMatchGeneratedSchedules) {
   for (ScheduleKind kind :
        {ScheduleKind::kGpipe, ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved}) {

@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/errors.h"
-#include "cost_model/model_spec.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/model_spec.h"
 #include "tests/cost_model/spec_test_util.h"
 
 namespace strata {
@@ -73,7 +73,7 @@ TEST(ModelSpec, ImpossibleValues) {
 
 TEST(ModelSpec, AbsurdMagnitudesAreBoundedPerKey) {
   // 2^62 once crashed `strata run` (hidden * ffn_hidden overflowed int64); each key has a bound
-  // from cost_model/limits.h and the message names it.
+  // from cost_model/specs/limits.h and the message names it.
   const std::pair<const char*, std::int64_t> bounds[] = {
       {"layers", 2048}, {"hidden", 262144}, {"heads", 4096}, {"seq_len", 131072},
       {"vocab", 16777216}, {"ffn_hidden", 1048576}};

@@ -4,10 +4,10 @@
 // are checked against the same function in tests/executor/offload_engine_test.cc.
 #include <gtest/gtest.h>
 
-#include "cost_model/model_spec.h"
-#include "cost_model/plan.h"
-#include "cost_model/time_model.h"
-#include "cost_model/train_spec.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/plan.h"
+#include "cost_model/pricing/time_model.h"
+#include "cost_model/specs/train_spec.h"
 #include "tests/cost_model/bundled_configs.h"
 
 namespace strata {

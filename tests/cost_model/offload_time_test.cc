@@ -9,13 +9,13 @@
 // and 12 GB/s write per node, shared by the plan's GPUs on the node (2 here).
 #include <gtest/gtest.h>
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/cost_model.h"
-#include "cost_model/model_spec.h"
-#include "cost_model/op_costs.h"
-#include "cost_model/plan.h"
-#include "cost_model/time_model.h"
-#include "cost_model/train_spec.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/pricing/cost_model.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/pricing/op_costs.h"
+#include "cost_model/specs/plan.h"
+#include "cost_model/pricing/time_model.h"
+#include "cost_model/specs/train_spec.h"
 #include "tests/cost_model/bundled_configs.h"
 
 namespace strata {

@@ -1,13 +1,13 @@
-// Each op of a Program priced alone (cost_model/op_costs.h) against values worked by hand:
+// Each op of a Program priced alone (cost_model/pricing/op_costs.h) against values worked by hand:
 // a layer's forward and backward with recomputation and TP collectives, the head and the
 // embedding steps, ZeRO-3 gathers and reductions of one unit, SP norm sums, the tail's tied
 // sum, norm and ZeRO-1 gathers, the optimizer steps; and the offload bytes of a step's ops
 // summed: offload_traffic's, what the executor moves.
-#include "cost_model/op_costs.h"
+#include "cost_model/pricing/op_costs.h"
 
 #include <gtest/gtest.h>
 
-#include "cost_model/units.h"
+#include "cost_model/specs/units.h"
 #include "tests/cost_model/time_test_cases.h"
 
 namespace strata {

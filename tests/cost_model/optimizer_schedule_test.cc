@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cost_model/errors.h"
-#include "cost_model/optimizer_schedule.h"
-#include "cost_model/train_spec.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/optimizer_schedule.h"
+#include "cost_model/specs/train_spec.h"
 #include "tests/cost_model/bundled_configs.h"
 #include "tests/cost_model/spec_test_util.h"
 

@@ -1,11 +1,11 @@
-// The plan's cut of the model (cost_model/partition.h, param_layout.h): each rule stated once
+// The plan's cut of the model (cost_model/specs/partition.h, param_layout.h): each rule stated once
 // and each count equal to the layout it summarises.
-#include "cost_model/partition.h"
+#include "cost_model/specs/partition.h"
 
 #include <gtest/gtest.h>
 
-#include "cost_model/errors.h"
-#include "cost_model/param_layout.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/param_layout.h"
 
 namespace strata {
 namespace {

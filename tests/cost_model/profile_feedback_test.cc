@@ -1,7 +1,7 @@
 // The loop's feedback (profile_feedback.h): each run's factors by bisection, the trimmed
 // mean over the last runs, the clamps, which run fits which factor, the bad input; and that the
 // factors reach every compute and communication time of a real prediction.
-#include "cost_model/profile_feedback.h"
+#include "cost_model/pricing/profile_feedback.h"
 
 #include <gtest/gtest.h>
 
@@ -9,12 +9,12 @@
 #include <cmath>
 #include <limits>
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/cost_model.h"
-#include "cost_model/errors.h"
-#include "cost_model/model_spec.h"
-#include "cost_model/plan.h"
-#include "cost_model/train_spec.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/pricing/cost_model.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/plan.h"
+#include "cost_model/specs/train_spec.h"
 
 namespace strata {
 namespace {

@@ -2,8 +2,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/errors.h"
-#include "cost_model/profile.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/profile.h"
 #include "tests/cost_model/spec_test_util.h"
 
 namespace strata {

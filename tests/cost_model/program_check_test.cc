@@ -1,9 +1,9 @@
-// The deadlock check (cost_model/program_check.h): every bundled plan's Program passes; each
+// The deadlock check (cost_model/checks/program_check.h): every bundled plan's Program passes; each
 // kind of fault planted into a sound Program (a missing receive, a receive of the wrong
 // count or dtype, two collectives entered in different orders, a cycle through a pipeline
 // send) is named, with the ops involved; the check graph has what it should (one vertex per
 // step op, one edge per message).
-#include "cost_model/program_check.h"
+#include "cost_model/checks/program_check.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -14,9 +14,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/cost_model.h"
-#include "cost_model/program_graph.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/pricing/cost_model.h"
+#include "cost_model/checks/program_graph.h"
 #include "tests/cost_model/program_test_util.h"
 
 namespace strata {

@@ -1,7 +1,7 @@
-// When a pipeline send is known complete (cost_model/program_sends.h): checked against a
+// When a pipeline send is known complete (cost_model/program/program_sends.h): checked against a
 // brute-force reading of the peer's list on every schedule, p in 1..8, v in 1..4, m from
 // below p to 4 p, and the 1F1B bound it gives (a rank holds its warm-up's sends).
-#include "cost_model/program_sends.h"
+#include "cost_model/program/program_sends.h"
 
 #include <gtest/gtest.h>
 
@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "cost_model/program.h"
-#include "cost_model/schedule.h"
+#include "cost_model/program/program.h"
+#include "cost_model/program/schedule.h"
 #include "tests/cost_model/program_test_util.h"
 
 namespace strata {

@@ -1,4 +1,4 @@
-// The Program simulator (cost_model/program_simulator.h) against timelines worked by hand and
+// The Program simulator (cost_model/program/program_simulator.h) against timelines worked by hand and
 // the closed forms it replaces: GPipe/1F1B (m + p - 1)(f + b) and interleaved
 // (m v + p - 1)(f_c + b_c) with Megatron's bubble (p - 1)/(v m); sends asynchronous on
 // streams and blocking on one clock; the tail after the whole pipeline (rule 3); a send
@@ -6,7 +6,7 @@
 // hidden but for its last unit, prefetched gathers hidden but for the first); the pass-level
 // replay equal to the op-by-op one; the planner's skeleton equal to the Program's; the lower
 // bound below every replay; deadlocks detected; a large pipeline replayed fast.
-#include "cost_model/program_simulator.h"
+#include "cost_model/program/program_simulator.h"
 
 #include <algorithm>
 #include <chrono>
@@ -17,7 +17,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "tests/cost_model/program_test_util.h"
 
 namespace strata {

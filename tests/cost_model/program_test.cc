@@ -1,9 +1,9 @@
-// The Program generator (cost_model/program.h): the pipeline part is make_schedule's order
+// The Program generator (cost_model/program/program.h): the pipeline part is make_schedule's order
 // op for op, and every state move the engine used to decide on its own is where program.h
 // says: gathers one compute step ahead and released after use, fetches `prefetch_distance`
 // steps ahead, each unit reduced once per step right after its last gradient (or after every
 // micro-batch with offloaded gradients), the tail in its fixed order.
-#include "cost_model/program.h"
+#include "cost_model/program/program.h"
 
 #include <gtest/gtest.h>
 
@@ -12,9 +12,9 @@
 #include <tuple>
 #include <vector>
 
-#include "cost_model/errors.h"
-#include "cost_model/rank_pipeline_ops.h"
-#include "cost_model/rank_program_cache.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/program/rank_pipeline_ops.h"
+#include "cost_model/program/rank_program_cache.h"
 #include "tests/cost_model/program_test_util.h"
 
 namespace strata {

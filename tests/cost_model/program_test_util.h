@@ -5,9 +5,9 @@
 
 #include <cstdint>
 
-#include "cost_model/model_spec.h"
-#include "cost_model/plan.h"
-#include "cost_model/train_spec.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/plan.h"
+#include "cost_model/specs/train_spec.h"
 
 namespace strata::testing {
 

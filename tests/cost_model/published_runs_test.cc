@@ -21,10 +21,10 @@
 
 #include <gtest/gtest.h>
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/cost_model.h"
-#include "cost_model/memory_model.h"
-#include "cost_model/model_spec.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/pricing/cost_model.h"
+#include "cost_model/memory/memory_model.h"
+#include "cost_model/specs/model_spec.h"
 #include "tests/cost_model/bundled_configs.h"
 
 namespace strata {

@@ -1,7 +1,7 @@
 // Tests of make_schedule: exact op orders for small cases written out by hand, op counts,
 // send/receive matching, dependency order, deadlock freedom under blocking receives and
 // non-blocking sends, and max_in_flight against its closed forms.
-#include "cost_model/schedule.h"
+#include "cost_model/program/schedule.h"
 
 #include <map>
 #include <set>
@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "cost_model/errors.h"
-#include "cost_model/memory_model.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/memory/memory_model.h"
 
 namespace strata {
 namespace {
@@ -317,7 +317,7 @@ TEST(Schedule, MaxInFlightMatchesClosedForms) {
       } else if (c.kind == ScheduleKind::kOneFOneB || c.v == 1) {
         expected = std::min(c.p - r, c.m);  // p - r - 1 warm-up forwards + 1 steady forward
       } else {
-        // The closed form of in_flight_chunks (cost_model/memory_model.h): Megatron's
+        // The closed form of in_flight_chunks (cost_model/memory/memory_model.h): Megatron's
         // warm-up count + the steady state's one forward, capped at all m*v forwards.
         expected = std::min((c.p - r - 1) * 2 + (c.v - 1) * c.p + 1, c.m * c.v);
       }

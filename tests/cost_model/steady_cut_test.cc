@@ -1,17 +1,17 @@
-// The memory walk of a steady phase cut short (cost_model/steady_cut.h) against the walk of
+// The memory walk of a steady phase cut short (cost_model/program/steady_cut.h) against the walk of
 // every micro-batch: the same estimate to the byte and the same peak moment, on every rank
 // of a matrix of plans (CPU and CUDA widths; 1F1B and interleaved; p 2..8, v 1..4; TP, SP,
 // DP, ZeRO 0-3, offload, recomputation), each with micro-batch counts that leave several
 // periods to cut.
-#include "cost_model/steady_cut.h"
+#include "cost_model/program/steady_cut.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/errors.h"
-#include "cost_model/memory_model.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/memory/memory_model.h"
 #include "tests/cost_model/program_test_util.h"
 #include "tests/cost_model/bundled_configs.h"
 

@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/errors.h"
-#include "cost_model/model_spec.h"
-#include "cost_model/step_report.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/step_report.h"
 #include "tests/cost_model/spec_test_util.h"
 
 namespace strata {

@@ -13,13 +13,13 @@
 
 #include <gtest/gtest.h>
 
-#include "cost_model/collectives.h"
-#include "cost_model/compute_model.h"
-#include "cost_model/cost_model.h"
-#include "cost_model/errors.h"
-#include "cost_model/inter_node_share.h"
-#include "cost_model/time_model.h"
-#include "cost_model/units.h"
+#include "cost_model/pricing/collectives.h"
+#include "cost_model/pricing/compute_model.h"
+#include "cost_model/pricing/cost_model.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/pricing/inter_node_share.h"
+#include "cost_model/pricing/time_model.h"
+#include "cost_model/specs/units.h"
 #include "tests/cost_model/time_test_cases.h"
 
 namespace strata {

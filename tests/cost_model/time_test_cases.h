@@ -3,9 +3,9 @@
 // that the hand-worked figures do not move when a bundled config changes.
 #pragma once
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/model_spec.h"
-#include "cost_model/units.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/units.h"
 
 namespace strata::testing {
 

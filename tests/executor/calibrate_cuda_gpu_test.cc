@@ -10,13 +10,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/cost_model.h"
-#include "cost_model/json_reader.h"
-#include "cost_model/model_spec.h"
-#include "cost_model/plan.h"
-#include "cost_model/profile.h"
-#include "cost_model/train_spec.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/pricing/cost_model.h"
+#include "cost_model/specs/json_reader.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/plan.h"
+#include "cost_model/specs/profile.h"
+#include "cost_model/specs/train_spec.h"
 #include "executor/calibrate/cuda_calibration.h"
 #include "executor/calibrate/gpu_options.h"
 #include "kernels/cuda/cuda_check.h"

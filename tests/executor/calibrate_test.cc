@@ -13,10 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cost_model/compute_model.h"
-#include "cost_model/conventions.h"
-#include "cost_model/errors.h"
-#include "cost_model/model_spec.h"
+#include "cost_model/pricing/compute_model.h"
+#include "cost_model/specs/conventions.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/model_spec.h"
 #include "executor/calibrate/calibration.h"
 #include "executor/calibrate/last_level_cache.h"
 #include "executor/calibrate/llama_op_bench.h"

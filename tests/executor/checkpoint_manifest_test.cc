@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "executor/checkpoint/durable_files.h"
 #include "executor/checkpoint/manifest.h"
 

@@ -15,7 +15,7 @@
 
 #include <gtest/gtest.h>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "cuda_reference.h"
 #include "executor/cuda/cuda_backend.h"
 #include "executor/data/corpus.h"

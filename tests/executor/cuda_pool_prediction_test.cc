@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/memory_model.h"
-#include "cost_model/partition.h"
-#include "cost_model/stage_memory_kinds.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/memory/memory_model.h"
+#include "cost_model/specs/partition.h"
+#include "cost_model/memory/stage_memory_kinds.h"
 #include "executor/comm/process_groups.h"
 #include "executor/cuda/pool_recorder.h"
 #include "executor/data/batch.h"

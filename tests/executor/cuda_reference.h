@@ -14,9 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cost_model/model_spec.h"
-#include "cost_model/plan.h"
-#include "cost_model/train_spec.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/plan.h"
+#include "cost_model/specs/train_spec.h"
 
 namespace strata::testing_support {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "executor/cuda/device_pool.h"
 #include "executor/cuda/host_staged_communicator.h"
 #include "executor/cuda/pinned_host_buffer.h"

@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "executor/cuda/collective_layout.h"
 #include "executor/cuda/device_pool.h"
 #include "executor/cuda/device_probe.h"

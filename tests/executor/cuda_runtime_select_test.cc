@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "executor/runtime/backend_select.h"
 
 namespace strata {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/partition.h"
+#include "cost_model/specs/partition.h"
 #include "executor/cuda/seeded_init.h"
 #include "executor/model/param_init.h"
 #include "tests/kernels/cuda_test_util.h"

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "executor/data/batch.h"
 #include "executor/data/dataset.h"
 #include "executor/data/llmc_tokens.h"

@@ -11,7 +11,7 @@
 #include <set>
 #include <vector>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "executor/data/batch.h"
 #include "executor/data/corpus.h"
 

@@ -18,9 +18,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cost_model/chrome_trace.h"
-#include "cost_model/json_reader.h"
-#include "cost_model/step_report.h"
+#include "cost_model/program/chrome_trace.h"
+#include "cost_model/specs/json_reader.h"
+#include "cost_model/specs/step_report.h"
 #include "kernels/cpu/blas_threads.h"
 
 namespace strata {

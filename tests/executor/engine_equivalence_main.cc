@@ -27,9 +27,9 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/memory_model.h"
-#include "cost_model/plan.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/memory/memory_model.h"
+#include "cost_model/specs/plan.h"
 #include "executor/comm/mpi_communicator.h"
 #include "executor/cpu/cuda_semantics/cuda_semantics_backend.h"
 #include "executor/data/corpus.h"

@@ -12,9 +12,9 @@
 
 #include <gtest/gtest.h>
 
-#include "cost_model/plan.h"
-#include "cost_model/program.h"
-#include "cost_model/program_check.h"
+#include "cost_model/specs/plan.h"
+#include "cost_model/program/program.h"
+#include "cost_model/checks/program_check.h"
 #include "executor/model/tp_context.h"
 
 namespace strata {

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/chrome_trace.h"
-#include "cost_model/cost_model.h"
-#include "cost_model/program.h"
+#include "cost_model/program/chrome_trace.h"
+#include "cost_model/pricing/cost_model.h"
+#include "cost_model/program/program.h"
 #include "executor/comm/mpi_communicator.h"
 #include "executor/data/corpus.h"
 #include "executor/run/rank_training.h"

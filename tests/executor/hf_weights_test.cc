@@ -17,11 +17,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cost_model/errors.h"
-#include "cost_model/json_reader.h"
-#include "cost_model/layer_tensors.h"
-#include "cost_model/model_spec.h"
-#include "cost_model/param_layout.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/json_reader.h"
+#include "cost_model/specs/layer_tensors.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/param_layout.h"
 #include "executor/weights/full_tensors.h"
 #include "executor/weights/hf_checkpoint.h"
 #include "executor/weights/hf_tensor.h"

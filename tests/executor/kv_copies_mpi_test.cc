@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/layer_tensors.h"
+#include "cost_model/specs/layer_tensors.h"
 #include "executor/comm/process_groups.h"
 #include "executor/data/corpus.h"
 #include "executor/run/rank_training.h"

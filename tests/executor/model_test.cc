@@ -10,7 +10,7 @@
 #include "executor/data/corpus.h"
 #include "executor/run/rank_training.h"
 #include "executor/model/param_init.h"
-#include "cost_model/param_layout.h"
+#include "cost_model/specs/param_layout.h"
 #include "tests/executor/engine_mpi_environment.h"
 #include "tests/executor/engine_test_support.h"
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "executor/comm/hostfile.h"
 #include "executor/comm/node_layout.h"
 #include "executor/comm/shared_dir_probe.h"

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "executor/memory/accounting_allocator.h"
 #include "executor/offload/cpu_adam_stream.h"
 #include "kernels/bf16.h"

@@ -18,12 +18,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cost_model/json_reader.h"
-#include "cost_model/model_spec.h"
-#include "cost_model/plan.h"
-#include "cost_model/step_report.h"
-#include "cost_model/time_model.h"
-#include "cost_model/train_spec.h"
+#include "cost_model/specs/json_reader.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/plan.h"
+#include "cost_model/specs/step_report.h"
+#include "cost_model/pricing/time_model.h"
+#include "cost_model/specs/train_spec.h"
 
 namespace strata {
 namespace {

@@ -24,11 +24,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cost_model/chrome_trace.h"
-#include "cost_model/cluster_spec.h"
-#include "cost_model/cost_model.h"
-#include "cost_model/errors.h"
-#include "cost_model/time_model.h"
+#include "cost_model/program/chrome_trace.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/pricing/cost_model.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/pricing/time_model.h"
 #include "executor/comm/mpi_communicator.h"
 #include "executor/data/corpus.h"
 #include "executor/run/rank_training.h"

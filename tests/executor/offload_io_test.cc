@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "executor/offload/aligned_buffer.h"
 #include "executor/offload/io_uring_file.h"
 #include "tests/executor/offload_test_util.h"

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "executor/memory/accounting_allocator.h"
 #include "executor/memory/host_pages.h"
 #include "executor/offload/nvme_bandwidth.h"

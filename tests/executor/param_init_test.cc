@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/partition.h"
+#include "cost_model/specs/partition.h"
 #include "executor/model/param_init.h"
 #include "tests/executor/reference_param_init.h"
 #include "tests/executor/omp_threads.h"

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/chrome_trace.h"
-#include "cost_model/program.h"
+#include "cost_model/program/chrome_trace.h"
+#include "cost_model/program/program.h"
 
 namespace strata::testing_support {
 

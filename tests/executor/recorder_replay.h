@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "cost_model/partition.h"
-#include "cost_model/plan.h"
-#include "cost_model/train_spec.h"
+#include "cost_model/specs/partition.h"
+#include "cost_model/specs/plan.h"
+#include "cost_model/specs/train_spec.h"
 #include "executor/comm/process_groups.h"
 #include "executor/cuda/pool_recorder.h"
 #include "executor/data/batch.h"

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "cost_model/param_layout.h"
+#include "cost_model/specs/param_layout.h"
 #include "executor/model/param_init.h"
 #include "tests/kernels/normal_formula.h"
 

@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/errors.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/specs/errors.h"
 #include "executor/memory/accounting_allocator.h"
 
 namespace strata {

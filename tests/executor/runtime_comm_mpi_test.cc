@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "executor/comm/communicator_factory.h"
 #include "executor/comm/mpi_check.h"
 #include "executor/comm/mpi_communicator.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "executor/runtime/mpi_launch.h"
 
 namespace strata {

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "executor/comm/process_groups.h"
 
 namespace strata {

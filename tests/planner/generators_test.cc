@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "planner/planner.h"
 #include "tests/planner/small_case.h"
 

@@ -14,8 +14,8 @@
 
 #include <gtest/gtest.h>
 
-#include "cost_model/cost_model.h"
-#include "cost_model/errors.h"
+#include "cost_model/pricing/cost_model.h"
+#include "cost_model/specs/errors.h"
 #include "planner/generators.h"
 #include "planner/planner.h"
 

@@ -10,9 +10,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/cost_model.h"
-#include "cost_model/errors.h"
-#include "cost_model/units.h"
+#include "cost_model/pricing/cost_model.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/units.h"
 #include "planner/generators.h"
 #include "tests/planner/small_case.h"
 

@@ -17,9 +17,9 @@
 
 #include <fmt/format.h>
 
-#include "cost_model/errors.h"
-#include "cost_model/partition.h"
-#include "cost_model/program.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/partition.h"
+#include "cost_model/program/program.h"
 #include "executor/comm/node_layout.h"
 #include "executor/runtime/plan_checks.h"
 #include "planner/planner.h"

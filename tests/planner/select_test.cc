@@ -10,10 +10,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/errors.h"
-#include "cost_model/model_spec.h"
-#include "cost_model/train_spec.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/train_spec.h"
 #include "tests/cost_model/spec_test_util.h"
 #include "tests/planner/select_jobs.h"
 

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "planner/generators.h"
 #include "tests/planner/small_case.h"
 

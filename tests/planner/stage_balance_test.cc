@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "cost_model/units.h"
+#include "cost_model/specs/units.h"
 #include "planner/planner.h"
 #include "tests/cost_model/bundled_configs.h"
 

@@ -24,7 +24,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/json_reader.h"
+#include "cost_model/specs/json_reader.h"
 #include "executor/checkpoint/manifest.h"
 #include "tests/tools/child_process.h"
 

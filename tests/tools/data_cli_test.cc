@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cost_model/json_reader.h"
+#include "cost_model/specs/json_reader.h"
 #include "executor/data/corpus.h"
 #include "executor/data/megatron_index.h"
 

@@ -16,8 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cost_model/json_reader.h"
-#include "cost_model/model_spec.h"
+#include "cost_model/specs/json_reader.h"
+#include "cost_model/specs/model_spec.h"
 #include "executor/weights/llama_tensors.h"
 #include "executor/weights/safetensors.h"
 #include "tests/tools/strata_command.h"

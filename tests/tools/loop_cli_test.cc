@@ -18,11 +18,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/errors.h"
-#include "cost_model/json_reader.h"
-#include "cost_model/profile.h"
-#include "cost_model/profile_feedback.h"
-#include "cost_model/step_report.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/json_reader.h"
+#include "cost_model/specs/profile.h"
+#include "cost_model/pricing/profile_feedback.h"
+#include "cost_model/specs/step_report.h"
 #include "tests/tools/strata_command.h"
 
 namespace strata {

@@ -1,5 +1,5 @@
 // Issue 28: `strata predict` tells each stage's peak memory by kind (params, gradients,
-// optimizer, activations, buffers, headroom: cost_model/memory_kinds.h), and a `strata run`
+// optimizer, activations, buffers, headroom: cost_model/specs/memory_kinds.h), and a `strata run`
 // of the same plan on the CPU backend writes the same kinds, from its allocation tags at each
 // tier's peak, into memory_tags.json and report.json. On these plans the predicted device
 // total is the measured one to the byte (the executor walk, memory_model.h), so each kind
@@ -14,8 +14,8 @@
 #include <map>
 #include <string>
 
-#include "cost_model/json_reader.h"
-#include "cost_model/memory_kinds.h"
+#include "cost_model/specs/json_reader.h"
+#include "cost_model/specs/memory_kinds.h"
 #include "tests/tools/strata_command.h"
 
 namespace strata {

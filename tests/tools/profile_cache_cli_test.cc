@@ -15,8 +15,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/json_reader.h"
-#include "cost_model/profile.h"
+#include "cost_model/specs/json_reader.h"
+#include "cost_model/specs/profile.h"
 #include "tests/tools/strata_command.h"
 
 namespace strata {

@@ -17,7 +17,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/json_reader.h"
+#include "cost_model/specs/json_reader.h"
 #include "tests/tools/child_process.h"
 #include "tests/tools/strata_command.h"
 

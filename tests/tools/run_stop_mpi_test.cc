@@ -20,7 +20,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/json_reader.h"
+#include "cost_model/specs/json_reader.h"
 #include "executor/runtime/mpi_launch.h"
 #include "tests/tools/child_process.h"
 

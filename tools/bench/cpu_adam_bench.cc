@@ -16,7 +16,7 @@
 #include <iostream>
 #include <string>
 
-#include "cost_model/profile.h"
+#include "cost_model/specs/profile.h"
 #include "executor/calibrate/last_level_cache.h"
 #include "executor/calibrate/memory_bench.h"
 #include "kernels/cpu/kernel_path.h"

@@ -9,7 +9,7 @@ the strata/PyTorch tokens/s ratio per model, the GPU name, and whether issue 4's
 (strata at least as fast as PyTorch on both models, strata MFU >= 45% on 1.5B). Writes
 DIR/results.json. Exit code 0 when every run produced numbers, 1 otherwise.
 
-Both sides use strata's FLOP formulas (cost_model/step_report.cc) and the peak of the cluster
+Both sides use strata's FLOP formulas (cost_model/specs/step_report.cc) and the peak of the cluster
 file (configs/clusters/h100-x1.json), and both report the lower median step time, so the
 TFLOP/s, MFU and ratio compare like with like.
 
@@ -145,7 +145,7 @@ def failure_reason(rc, out, err, timeout):
 
 def run_strata(args, model, b, k, out_dir, env):
     """strata run with a 1-GPU plan; the numbers come from its report.json (a StepReport,
-    cost_model/step_report.h: step_time_s is the lower median over the steps after the
+    cost_model/specs/step_report.h: step_time_s is the lower median over the steps after the
     first, tflops_per_gpu uses megatron_model_flops, mfu model_flops_without_recompute over
     the cluster's bf16 peak, memory_bytes.device the peak device bytes)."""
     plan = {"tp": 1, "pp": 1, "dp": 1, "virtual_stages": 1, "micro_batch": b, "schedule": "1f1b",

@@ -7,9 +7,9 @@
 
 #include <benchmark/benchmark.h>
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/model_spec.h"
-#include "cost_model/train_spec.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/train_spec.h"
 #include "planner/planner.h"
 
 namespace {

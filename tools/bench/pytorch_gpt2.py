@@ -7,7 +7,7 @@ GPT-2 blocks, causal F.scaled_dot_product_attention (flash kernels), learned pos
 embedding, output head tied to the token embedding, fp32 parameters under
 torch.autocast(bfloat16) (or pure bf16 parameters with --param-dtype bf16), fused AdamW,
 gradient clipping at 1.0, torch.compile. Prints the median step time, tokens/s, TFLOP/s and
-MFU, the last two with exactly strata's FLOP formulas (cost_model/step_report.cc), so that
+MFU, the last two with exactly strata's FLOP formulas (cost_model/specs/step_report.cc), so that
 tools/bench/gpt2_vs_pytorch.py can put both side by side. The loop, the command line and the
 result line are shared with tools/bench/pytorch_llama.py (train, main); --device cpu runs on
 the CPU, a check of the script itself (pytorch_llama.py's in CI), not a comparison.
@@ -35,7 +35,7 @@ class ConfigError(Exception):
 
 
 def layer_matmul_params(model):
-    """A layer's GEMM weights N (strata::layer_matmul_params, cost_model/layer_tensors.cc): Q and
+    """A layer's GEMM weights N (strata::layer_matmul_params, cost_model/specs/layer_tensors.cc): Q and
     the output projection h^2 each, K and V kv_heads x head_dim rows of h each, the MLP's input
     matrix (two stacked for SwiGLU: gate and up) and its output matrix f h each. GPT-2:
     4h^2 + 2hf; Llama: 2h^2 + 2 kv d h + 3hf."""
@@ -55,7 +55,7 @@ def megatron_model_flops(model, global_batch):
     with GPT's 12 h^2 of GEMM weights a layer replaced by the model's k h^2:
     8k B s l h^2 (1 + 2s/(k h) + 3V/(4 k l h)), at k = 12 96 B s l h^2 (1 + s/(6h) + V/(16 l h)).
     Counts the layers four times a forward (with the recomputed forward), whatever the
-    recomputation. Same as strata::megatron_model_flops in cost_model/step_report.cc, in the
+    recomputation. Same as strata::megatron_model_flops in cost_model/specs/step_report.cc, in the
     same order of operations."""
     B, s = float(global_batch), float(model["seq_len"])
     l, h, V = float(model["layers"]), float(model["hidden"]), float(model["vocab"])
@@ -66,7 +66,7 @@ def megatron_model_flops(model, global_batch):
 def model_flops_without_recompute(model, global_batch):
     """Model FLOPs with no recomputation counted, the numerator of MFU:
     6k B s l h^2 (1 + 2s/(k h) + V/(k l h)), at k = 12 72 B s l h^2 (1 + s/(6h) + V/(12 l h)).
-    Same as strata::model_flops_without_recompute in cost_model/step_report.cc."""
+    Same as strata::model_flops_without_recompute in cost_model/specs/step_report.cc."""
     B, s = float(global_batch), float(model["seq_len"])
     l, h, V = float(model["layers"]), float(model["hidden"]), float(model["vocab"])
     k = gemm_weight_factor(model)

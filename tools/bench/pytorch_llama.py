@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import pytorch_gpt2  # noqa: E402  (the loop, command line and FLOP formulas: not a copy)
 
-# strata's defaults for the family keys a config may leave out (cost_model/model_spec.cc:
+# strata's defaults for the family keys a config may leave out (cost_model/specs/model_spec.cc:
 # read_family; model_spec.h): GPT-2's choices, which load_llama_spec refuses, RoFormer's theta,
 # GPT's epsilon, an output layer tied to the embedding.
 STRATA_DEFAULTS = {"norm": "layernorm", "mlp": "gelu", "position": "learned", "biases": True,

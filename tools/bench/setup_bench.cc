@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/partition.h"
+#include "cost_model/specs/partition.h"
 #include "executor/comm/mpi_communicator.h"
 #include "executor/data/corpus.h"
 #include "executor/run/rank_training.h"

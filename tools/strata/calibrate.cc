@@ -1,5 +1,5 @@
 // `strata calibrate`: measures this machine's rates through the project's own kernels and
-// communicators and writes them as a Profile (cost_model/profile.h) that `strata plan /
+// communicators and writes them as a Profile (cost_model/specs/profile.h) that `strata plan /
 // predict --profile` use in place of the cluster file's estimates:
 //   - compute (executor/calibrate/calibration.h): the GEMMs of the models' linear layers,
 //     forward and backward, memory-bound kernels, attention, AdamW, copies;
@@ -29,10 +29,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/errors.h"
-#include "cost_model/json_reader.h"
-#include "cost_model/model_spec.h"
-#include "cost_model/profile.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/json_reader.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/profile.h"
 #include "executor/calibrate/calibration.h"
 #include "executor/calibrate/collective_bench.h"
 #include "executor/calibrate/gpu_options.h"

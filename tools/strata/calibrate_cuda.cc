@@ -1,7 +1,7 @@
 // The CUDA pieces of `strata calibrate`; see calibrate_cuda.h.
 #include "tools/strata/calibrate_cuda.h"
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 
 #if STRATA_HAVE_CUDA
 #include "executor/calibrate/cuda_calibration.h"

@@ -3,7 +3,7 @@
 // with one line) instead.
 #pragma once
 
-#include "cost_model/profile.h"
+#include "cost_model/specs/profile.h"
 #include "executor/calibrate/calibration.h"
 
 namespace strata::cli {

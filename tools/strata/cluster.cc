@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "cost_model/cost_model.h"
-#include "cost_model/units.h"
+#include "cost_model/pricing/cost_model.h"
+#include "cost_model/specs/units.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/inputs.h"
 

@@ -1,10 +1,10 @@
 // `strata compare`: the prediction of a plan beside the measurement of a run, field by field
-// (cost_model/compare.h): step time and each part, tokens/s, TFLOP/s, MFU, bubble share and
+// (cost_model/specs/compare.h): step time and each part, tokens/s, TFLOP/s, MFU, bubble share and
 // the worst rank's peak memory per tier, with the prediction's relative error. Optionally
 // merges the simulated and the measured Chrome traces into one file, one process each.
 // With --critical-path, the plan's predicted critical path beside the one the run measured
-// (cost_model/measured_path.h: the same graph, the run's op times), and with --trace both
-// paths marked on the merged trace (cost_model/path_trace.h).
+// (cost_model/checks/measured_path.h: the same graph, the run's op times), and with --trace both
+// paths marked on the merged trace (cost_model/checks/path_trace.h).
 // Deliberately no judgement of what error is acceptable: that is the reader's (and the
 // tests') business.
 #include <CLI/CLI.hpp>
@@ -16,15 +16,15 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/chrome_trace.h"
-#include "cost_model/compare.h"
-#include "cost_model/cost_model.h"
-#include "cost_model/measured_path.h"
-#include "cost_model/path_trace.h"
-#include "cost_model/errors.h"
-#include "cost_model/json_reader.h"
-#include "cost_model/step_report.h"
-#include "cost_model/units.h"
+#include "cost_model/program/chrome_trace.h"
+#include "cost_model/specs/compare.h"
+#include "cost_model/pricing/cost_model.h"
+#include "cost_model/checks/measured_path.h"
+#include "cost_model/checks/path_trace.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/json_reader.h"
+#include "cost_model/specs/step_report.h"
+#include "cost_model/specs/units.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/inputs.h"
 #include "tools/strata/path_summary.h"

@@ -7,7 +7,7 @@
 
 #include <ostream>
 
-#include "cost_model/critical_path.h"
+#include "cost_model/checks/critical_path.h"
 
 namespace strata::cli {
 

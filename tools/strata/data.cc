@@ -19,8 +19,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/errors.h"
-#include "cost_model/json_reader.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/json_reader.h"
 #include "executor/data/batch.h"
 #include "executor/data/dataset.h"
 #include "executor/data/megatron_index.h"

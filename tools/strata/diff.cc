@@ -2,7 +2,7 @@
 // --out`, predictions from `strata predict --json`, or run reports): the plan each one is,
 // the profile that priced it, step time and each of its parts, throughput, MFU and the worst
 // rank's memory per tier, each value with its ratio to the first file's. The rows are
-// compare's (cost_model/compare.h), so `diff` and `compare` never disagree on a field.
+// compare's (cost_model/specs/compare.h), so `diff` and `compare` never disagree on a field.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <memory>
@@ -12,9 +12,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/compare.h"
-#include "cost_model/errors.h"
-#include "cost_model/json_reader.h"
+#include "cost_model/specs/compare.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/json_reader.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/inputs.h"
 #include "tools/strata/report_files.h"

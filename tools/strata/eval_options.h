@@ -1,11 +1,11 @@
 // --valid-data, --valid-fraction, --eval-every and --eval-batches: the validation flags of
-// `strata run` and `strata select`, bound to an EvalSpec (cost_model/eval_spec.h) with one
+// `strata run` and `strata select`, bound to an EvalSpec (cost_model/specs/eval_spec.h) with one
 // help text, so the two commands read them alike.
 #pragma once
 
 #include "tools/strata/cli_fwd.h"
 
-#include "cost_model/eval_spec.h"
+#include "cost_model/specs/eval_spec.h"
 
 namespace strata::cli {
 

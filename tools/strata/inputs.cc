@@ -12,9 +12,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/errors.h"
-#include "cost_model/json_reader.h"
-#include "cost_model/units.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/json_reader.h"
+#include "cost_model/specs/units.h"
 
 namespace strata::cli {
 namespace fs = std::filesystem;

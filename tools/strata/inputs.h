@@ -11,11 +11,11 @@
 
 #include "tools/strata/cli_fwd.h"
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/model_spec.h"
-#include "cost_model/plan.h"
-#include "cost_model/profile.h"
-#include "cost_model/train_spec.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/plan.h"
+#include "cost_model/specs/profile.h"
+#include "cost_model/specs/train_spec.h"
 #include "tools/strata/profile_choice.h"
 
 namespace strata::cli {

@@ -6,7 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "kernels/cpu/isa.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/suggest.h"

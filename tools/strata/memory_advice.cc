@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "cost_model/units.h"
+#include "cost_model/specs/units.h"
 #include "tools/strata/inputs.h"
 
 namespace strata::cli {

@@ -1,13 +1,13 @@
 // What to change when a plan does not fit in memory, told from the rank's memory by kind
-// (cost_model/memory_kinds.h): the largest kind on the device and the plan changes that
+// (cost_model/specs/memory_kinds.h): the largest kind on the device and the plan changes that
 // shrink it. One place for `plan`'s, `predict`'s and `run`'s out-of-memory messages.
 #pragma once
 
 #include <string>
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/plan.h"
-#include "cost_model/step_report.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/specs/plan.h"
+#include "cost_model/specs/step_report.h"
 
 namespace strata::cli {
 

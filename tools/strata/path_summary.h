@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cost_model/critical_path.h"
-#include "cost_model/json_reader.h"
+#include "cost_model/checks/critical_path.h"
+#include "cost_model/specs/json_reader.h"
 
 namespace strata::cli {
 

@@ -1,11 +1,11 @@
-// The split of a pipeline's idle time (cost_model/step_report.h: PipelineIdle) as `predict`
+// The split of a pipeline's idle time (cost_model/specs/step_report.h: PipelineIdle) as `predict`
 // and `simulate` print it: the critical rank's bubble as fill and drain plus waiting on the
 // busiest stage, and each stage's busy time.
 #pragma once
 
 #include <ostream>
 
-#include "cost_model/step_report.h"
+#include "cost_model/specs/step_report.h"
 
 namespace strata::cli {
 

@@ -16,9 +16,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/errors.h"
-#include "cost_model/json_reader.h"
-#include "cost_model/units.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/json_reader.h"
+#include "cost_model/specs/units.h"
 #include "planner/levers.h"
 #include "planner/planner.h"
 #include "planner/stage_balance.h"

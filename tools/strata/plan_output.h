@@ -7,7 +7,7 @@
 #include <ostream>
 #include <string>
 
-#include "cost_model/json_reader.h"
+#include "cost_model/specs/json_reader.h"
 #include "planner/planner.h"
 #include "tools/strata/inputs.h"
 

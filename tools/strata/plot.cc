@@ -21,7 +21,7 @@
 
 #include <fmt/format.h>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/plot.h"
 #include "tools/strata/report_files.h"

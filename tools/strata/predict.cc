@@ -1,6 +1,6 @@
 // `strata predict`: the cost model's Prediction for one given plan: step time and its parts,
 // throughput, MFU, bubble and memory per tier (worst rank, then each pipeline rank by kind:
-// cost_model/memory_kinds.h, the kinds of `run`'s memory_tags.json), as text
+// cost_model/specs/memory_kinds.h, the kinds of `run`'s memory_tags.json), as text
 // or as StepReport JSON; with --critical-path the ops that set the step time
 // (critical_path_print.h). Exit code 3 when the plan does not fit (the prediction is printed).
 #include <CLI/CLI.hpp>
@@ -10,9 +10,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/cost_model.h"
-#include "cost_model/json_reader.h"
-#include "cost_model/limits.h"
+#include "cost_model/pricing/cost_model.h"
+#include "cost_model/specs/json_reader.h"
+#include "cost_model/specs/limits.h"
 #include "planner/levers.h"
 #include "planner/planner.h"
 #include "tools/strata/commands.h"

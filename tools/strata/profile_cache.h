@@ -19,8 +19,8 @@
 #include <optional>
 #include <string>
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/profile.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/specs/profile.h"
 
 namespace strata::cli {
 

@@ -4,7 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "tools/strata/inputs.h"
 #include "tools/strata/profile_cache.h"
 

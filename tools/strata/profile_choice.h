@@ -18,8 +18,8 @@
 
 #include "tools/strata/cli_fwd.h"
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/profile.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/specs/profile.h"
 
 namespace strata::cli {
 

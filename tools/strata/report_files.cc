@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/errors.h"
-#include "cost_model/json_reader.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/json_reader.h"
 
 namespace strata::cli {
 

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "cost_model/step_report.h"
+#include "cost_model/specs/step_report.h"
 
 namespace strata::cli {
 

@@ -62,12 +62,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/chrome_trace.h"
-#include "cost_model/cost_model.h"
-#include "cost_model/errors.h"
-#include "cost_model/compute_model.h"
-#include "cost_model/profile_feedback.h"
-#include "cost_model/time_model.h"
+#include "cost_model/program/chrome_trace.h"
+#include "cost_model/pricing/cost_model.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/pricing/compute_model.h"
+#include "cost_model/pricing/profile_feedback.h"
+#include "cost_model/pricing/time_model.h"
 #include "executor/checkpoint/checkpoint_io.h"
 #include "executor/comm/comm_watch.h"
 #include "executor/comm/mpi_communicator.h"

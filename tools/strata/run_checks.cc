@@ -15,12 +15,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/cost_model.h"
-#include "cost_model/errors.h"
-#include "cost_model/limits.h"
-#include "cost_model/partition.h"
-#include "cost_model/program_check.h"
-#include "cost_model/units.h"
+#include "cost_model/pricing/cost_model.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/limits.h"
+#include "cost_model/specs/partition.h"
+#include "cost_model/checks/program_check.h"
+#include "cost_model/specs/units.h"
 #include "executor/checkpoint/manifest.h"
 #include "executor/comm/hostfile.h"
 #include "executor/data/dataset.h"

@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/cluster_spec.h"
-#include "cost_model/eval_spec.h"
-#include "cost_model/model_spec.h"
-#include "cost_model/plan.h"
-#include "cost_model/profile.h"
-#include "cost_model/step_report.h"
-#include "cost_model/train_spec.h"
+#include "cost_model/specs/cluster_spec.h"
+#include "cost_model/specs/eval_spec.h"
+#include "cost_model/specs/model_spec.h"
+#include "cost_model/specs/plan.h"
+#include "cost_model/specs/profile.h"
+#include "cost_model/specs/step_report.h"
+#include "cost_model/specs/train_spec.h"
 #include "executor/data/dataset.h"
 #include "executor/run/rank_training.h"
 #include "executor/runtime/backend_select.h"
@@ -141,7 +141,7 @@ std::int64_t ranks_on_one_node(const RunOptions& o, const Validated& v);
 void print_predicted(const Validated& v, const StepReport& rep, std::ostream& out);
 
 // --update-profile: folds the run into the profile's fed-back factors (which run fits which:
-// cost_model/profile_feedback.h) and rewrites the file.
+// cost_model/pricing/profile_feedback.h) and rewrites the file.
 void update_profile(const std::string& path, const Validated& v, const StepReport& measured,
                     std::ostream& out);
 

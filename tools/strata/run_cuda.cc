@@ -4,7 +4,7 @@
 // Built without the CUDA toolkit, the functions say so (ConfigError) instead.
 #include <fmt/format.h>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "executor/runtime/plan_checks.h"
 #include "tools/strata/cuda_pieces.h"
 #include "tools/strata/run_common.h"

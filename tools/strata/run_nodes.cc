@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "cost_model/errors.h"
+#include "cost_model/specs/errors.h"
 #include "executor/comm/hostfile.h"
 #include "executor/offload/nvme_store.h"
 #include "tools/strata/commands.h"

@@ -29,13 +29,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/chrome_trace.h"
-#include "cost_model/errors.h"
-#include "cost_model/json_reader.h"
-#include "cost_model/limits.h"
-#include "cost_model/program.h"
-#include "cost_model/eval_spec.h"
-#include "cost_model/workload.h"
+#include "cost_model/program/chrome_trace.h"
+#include "cost_model/specs/errors.h"
+#include "cost_model/specs/json_reader.h"
+#include "cost_model/specs/limits.h"
+#include "cost_model/program/program.h"
+#include "cost_model/specs/eval_spec.h"
+#include "cost_model/specs/workload.h"
 #include "executor/data/dataset.h"
 #include "executor/report/run_report.h"
 #include "executor/runtime/plan_checks.h"
@@ -79,7 +79,7 @@ std::string seconds(double s) { return fmt::format("{:.2f}", s); }
 // The run's validation settings: the workload's "validation", each setting replaced by its
 // flag when given; a flag's source of validation tokens (--valid-data or --valid-fraction)
 // replaces the workload's source whole. The names say where each setting came from, for the
-// one check (cost_model/eval_spec.h) and the messages about the data.
+// one check (cost_model/specs/eval_spec.h) and the messages about the data.
 struct SelectEval {
   EvalSpec spec;
   EvalSpecNames names;  // the flags' unless the workload gave the setting

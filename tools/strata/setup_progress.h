@@ -19,7 +19,7 @@
 #include <string>
 #include <thread>
 
-#include "cost_model/step_report.h"
+#include "cost_model/specs/step_report.h"
 #include "executor/model/param_init.h"
 
 namespace strata::cli {

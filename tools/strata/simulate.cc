@@ -13,9 +13,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/chrome_trace.h"
-#include "cost_model/cost_model.h"
-#include "cost_model/json_reader.h"
+#include "cost_model/program/chrome_trace.h"
+#include "cost_model/pricing/cost_model.h"
+#include "cost_model/specs/json_reader.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/inputs.h"
 #include "tools/strata/out_dir.h"

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cost_model/units.h"
+#include "cost_model/specs/units.h"
 #include "planner/sizing.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/inputs.h"

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "cost_model/nearest_word.h"
+#include "cost_model/specs/nearest_word.h"
 
 namespace strata::cli {
 namespace {

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string>
 
-#include "cost_model/program.h"
+#include "cost_model/program/program.h"
 
 namespace strata::cuda_semantics {
 

@@ -324,8 +324,9 @@ std::int32_t RankProgram::unit_index(const std::string& name) const {
   return -1;
 }
 
-bool optimizer_in_backward(const Plan& plan, const TrainSpec& train) {
-  return plan.offload.optimizer != OffloadTier::kNone && train.optimizer.grad_clip == 0.0;
+bool optimizer_in_backward(const Plan& plan, const TrainSpec& train, const ProgramOptions& options) {
+  return options.host_optimizer_in_backward && plan.offload.optimizer != OffloadTier::kNone &&
+         train.optimizer.grad_clip == 0.0;
 }
 
 Plan program_plan(const Plan& plan, const ProgramOptions& options) {
@@ -384,7 +385,7 @@ RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train,
   policy.kv_sums = kv_head_copies(model, plan.tp) > 1;
   policy.recompute_regathers = options.recompute_regathers && plan.recompute == Recompute::kFull;
   policy.prefetch_distance = options.prefetch_distance;
-  policy.optimizer_in_backward = optimizer_in_backward(plan, train);
+  policy.optimizer_in_backward = optimizer_in_backward(plan, train, options);
 
   // Bodies: per chunk one forward, one backward, and (when it differs) the reducing
   // backward of the last micro-batch.
@@ -507,6 +508,7 @@ ProgramOptions program_options(const BackendFacts& backend, const KernelConventi
   options.recompute_regathers = conventions.recompute_regathers;
   options.vocab_row_alignment = backend.vocab_row_alignment;
   options.message_dtype = backend.compute_dtype;
+  options.host_optimizer_in_backward = backend.host_optimizer_in_backward;
   return options;
 }
 

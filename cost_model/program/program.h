@@ -43,7 +43,8 @@
 //             inside that op). In the tail, after the global gradient norm; but the host step
 //             of a layer (and of the final norm) is in the last micro-batch's backward body,
 //             right after the unit's last reduce (and its gradient's offload), when the norm
-//             cannot change it (optimizer_in_backward: clipping off): the CPU works on the
+//             cannot change it and the backend overlaps host work (optimizer_in_backward:
+//             clipping off, the CPU backend; not CUDA yet): the CPU works on the
 //             layers whose gradients are final while the backward of the layers below runs
 //             (ZeRO-Offload's overlap), and the tail steps only the vocabulary-sized units,
 //             which are reduced there.
@@ -53,9 +54,10 @@
 // the whole truth there, except host-stream ops, which a host thread runs in their own order
 // beside it, each started after what the rules below make it wait for (where the rank has a
 // core its compute threads leave free and no tier is NVMe: the NVMe store's one io_uring
-// engine is the issuing thread's). The CUDA backend runs
-// host work on the thread that issues the device's work (so the simulator prices a body's
-// host op on the compute lane). The CUDA backend and the simulator follow these rules:
+// engine is the issuing thread's). The CUDA backend runs host work on the thread that issues
+// the device's work, so its Programs keep the host optimizer in the tail
+// (BackendFacts::host_optimizer_in_backward). The CUDA backend and the simulator follow these
+// rules:
 //   1. an op starts after the op before it on the same stream (of the same list, or of the
 //      pass whose body it is in, for body ops); an op on another stream than compute also
 //      starts after every compute-stream op issued before it (the executor hands device
@@ -236,6 +238,9 @@ struct ProgramOptions {
   // The backend's compute dtype (Backend::compute_dtype), in which the pipeline messages
   // move both ways: bf16 on the CUDA backend (what a plan is for), fp32 on the CPU backend.
   DType message_dtype = DType::kBF16;
+  // The backend runs host work beside the device's (BackendFacts::host_optimizer_in_backward):
+  // where the train spec clips nothing, the host optimizer steps layers in the backward.
+  bool host_optimizer_in_backward = false;
 };
 
 // The one maker of a Program's options, for the engine that replays it, `strata run`'s
@@ -267,9 +272,10 @@ struct Program {
 Plan program_plan(const Plan& plan, const ProgramOptions& options);
 
 // Whether the host optimizer steps each layer inside the backward (program.h, "optimizer"):
-// the optimizer state is offloaded and the train spec clips no gradients (with clipping, every
+// the backend runs host work beside the device's (options.host_optimizer_in_backward), the
+// optimizer state is offloaded and the train spec clips no gradients (with clipping, every
 // step waits for the global norm). RankProgramCache keys on it.
-bool optimizer_in_backward(const Plan& plan, const TrainSpec& train);
+bool optimizer_in_backward(const Plan& plan, const TrainSpec& train, const ProgramOptions& options);
 
 // `pipelines`: where the schedule's part is reused from (rank_pipeline_ops.h); made afresh
 // when null.

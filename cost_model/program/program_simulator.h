@@ -130,9 +130,10 @@ struct PricedRank {
 };
 
 // The stream whose lane a body op takes in the streams mode: its own, but the host work of a
-// body (the CPU optimizer of a layer, program.h) on the compute lane: the CUDA backend runs it
-// on the thread that issues the device's work, so it holds the issue of what follows as a
-// compute op does (program.h, "Streams and order").
+// body (the CPU optimizer of a layer, program.h) on the compute lane: a backend that runs it on
+// the thread that issues the device's work (CUDA) holds the issue of what follows with it, as
+// with a compute op. (The makers give CUDA's Programs none: BackendFacts::
+// host_optimizer_in_backward; the streams mode prices one exactly where a Program has it.)
 Stream body_stream(const ProgramOp& op);
 
 // Prices every body, send and tail op of `rank`. Throws std::logic_error when the rank's

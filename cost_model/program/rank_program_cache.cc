@@ -45,7 +45,7 @@ const RankProgram& RankProgramCache::get(const ModelSpec& model, const TrainSpec
     model_ = model;
   }
   const Plan read = program_plan(plan, options);
-  std::vector<std::int64_t> key = key_of(read, optimizer_in_backward(read, train),
+  std::vector<std::int64_t> key = key_of(read, optimizer_in_backward(read, train, options),
                                          plan.micro_batches(train), pp_rank, options);
   if (const auto it = programs_.find(key); it != programs_.end()) {
     ++reused_;

@@ -31,6 +31,7 @@ BackendFacts cpu_facts() {
   f.vocab_row_alignment = 1;
   f.tp_width_multiple = 1;
   f.workspace_bytes = 0;
+  f.host_optimizer_in_backward = true;
   f.default_host_headroom = measured_host_headroom();
   return f;
 }

@@ -48,6 +48,12 @@ struct BackendFacts {
   std::int64_t tp_width_multiple = 1;
   // The precisions it trains in; empty: any (the CPU computes a bf16 plan in fp32).
   std::vector<Precision> precisions;
+  // Host work runs on a host thread beside the device's (the CPU backend's host stream), so the
+  // host optimizer may step each layer inside the backward (program.h, "optimizer"). Not on
+  // CUDA yet: it runs host work on the thread that issues the GPU's, where a layer's step in
+  // the backward would hold the issue of the layers below behind its reduction, D2H copy and
+  // AdamW (slower than the tail); a host thread there needs a GPU to write and check.
+  bool host_optimizer_in_backward = false;
   // Device memory outside the pool a Program's walk prices: CUDA's cuBLASLt workspace
   // (32 MiB, the size NVIDIA recommends for Hopper: CUBLAS_WORKSPACE_CONFIG) and the
   // bias-gradient scratch (4 MiB; kernels/cuda/cuda_resources.h); none on the CPU.

@@ -369,6 +369,7 @@ TEST(ProgramSimulator, PassReplayEqualsTheOpByOneReplay) {
     ProgramOptions options;
     options.recompute_regathers = regathers;
     options.prefetch_distance = 3;
+    options.host_optimizer_in_backward = true;  // the layers' host steps in the bodies too
     const Program program = make_program(model, train_of(8), plan, options);
     // Random costs per (kind, unit).
     struct RandomCosts final : OpCosts {

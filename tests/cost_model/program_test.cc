@@ -270,8 +270,10 @@ TEST(Program, HostOptimizerStepsEachLayerInTheBackwardWhenNothingIsClipped) {
     plan.offload = {OffloadTier::kCpu, grads, OffloadTier::kNone};
     TrainSpec train = train_of(8);  // m = 4
     ASSERT_EQ(train.optimizer.grad_clip, 0.0);
-    ASSERT_TRUE(optimizer_in_backward(plan, train));
-    const RankProgram rank = make_rank_program(model, train, plan, 0);
+    ProgramOptions beside;  // a backend with a host thread (the CPU backend's facts)
+    beside.host_optimizer_in_backward = true;
+    ASSERT_TRUE(optimizer_in_backward(plan, train, beside));
+    const RankProgram rank = make_rank_program(model, train, plan, 0, beside);
     // The gradient is final after the reduction, or after its offload when it goes down.
     const ProgramOpKind final_op =
         grads == OffloadTier::kNone ? ProgramOpKind::kReduceGrads : ProgramOpKind::kOffloadGrads;
@@ -303,18 +305,28 @@ TEST(Program, HostOptimizerStepsEachLayerInTheBackwardWhenNothingIsClipped) {
     // ZeRO-2's parameter all-gathers stay in the tail, one per unit (after the pipeline).
     EXPECT_EQ(count(flatten(rank), ProgramOpKind::kGatherParams, "layer3"), 1);
 
-    // With clipping every step waits for the global norm: all in the tail, as before.
-    train.optimizer.grad_clip = 1.0;
-    EXPECT_FALSE(optimizer_in_backward(plan, train));
-    const RankProgram clipped = make_rank_program(model, train, plan, 0);
-    for (const PassBody& body : clipped.bodies) {
-      for (const ProgramOp& op : body.ops) EXPECT_NE(op.kind, ProgramOpKind::kOptimizerStep);
+    // Where the backend runs host work on its issuing thread (CUDA's facts), and with
+    // clipping (every step waits for the global norm): all in the tail.
+    const ProgramOptions issuing = executor_program_options(Backend::kCuda);
+    EXPECT_FALSE(issuing.host_optimizer_in_backward);
+    EXPECT_TRUE(executor_program_options(Backend::kCpu).host_optimizer_in_backward);
+    EXPECT_FALSE(optimizer_in_backward(plan, train, issuing));
+    TrainSpec clipping = train;
+    clipping.optimizer.grad_clip = 1.0;
+    EXPECT_FALSE(optimizer_in_backward(plan, clipping, beside));
+    for (const RankProgram& tail_only : {make_rank_program(model, train, plan, 0, issuing),
+                                         make_rank_program(model, clipping, plan, 0, beside)}) {
+      for (const PassBody& body : tail_only.bodies) {
+        for (const ProgramOp& op : body.ops) EXPECT_NE(op.kind, ProgramOpKind::kOptimizerStep);
+      }
+      EXPECT_EQ(count(flatten(tail_only), ProgramOpKind::kOptimizerStep, "layer3"), 1);
     }
-    EXPECT_EQ(count(flatten(clipped), ProgramOpKind::kOptimizerStep, "layer3"), 1);
   }
   // The optimizer on the device: its fused step stays in the tail.
   const Plan on_device = program_plan(1, 1, 2, 1, ScheduleKind::kOneFOneB, 2, 1);
-  EXPECT_FALSE(optimizer_in_backward(on_device, train_of(8)));
+  ProgramOptions beside;
+  beside.host_optimizer_in_backward = true;
+  EXPECT_FALSE(optimizer_in_backward(on_device, train_of(8), beside));
 }
 
 // The cache reads the train spec's clipping too: one plan, two Programs.
@@ -324,13 +336,15 @@ TEST(Program, TheCacheKeysOnWhereTheHostOptimizerSteps) {
   plan.offload = {OffloadTier::kCpu, OffloadTier::kNone, OffloadTier::kNone};
   TrainSpec clipped = train_of(8);
   clipped.optimizer.grad_clip = 1.0;
+  ProgramOptions beside;
+  beside.host_optimizer_in_backward = true;
   RankProgramCache cache;
-  const RankProgram overlapped = cache.get(model, train_of(8), plan, 0, {});
-  const RankProgram waiting = cache.get(model, clipped, plan, 0, {});
+  const RankProgram overlapped = cache.get(model, train_of(8), plan, 0, beside);
+  const RankProgram waiting = cache.get(model, clipped, plan, 0, beside);
   EXPECT_EQ(cache.made(), 2);
   EXPECT_NE(overlapped.ops, waiting.ops);  // the tail steps 1 unit, not 10
-  EXPECT_EQ(waiting.ops, make_rank_program(model, clipped, plan, 0).ops);
-  EXPECT_EQ(overlapped.ops, make_rank_program(model, train_of(8), plan, 0).ops);
+  EXPECT_EQ(waiting.ops, make_rank_program(model, clipped, plan, 0, beside).ops);
+  EXPECT_EQ(overlapped.ops, make_rank_program(model, train_of(8), plan, 0, beside).ops);
 }
 
 TEST(Program, ReplicatedKvHeadsAreSummedRightBeforeEachReductionOfALayer) {

@@ -86,9 +86,7 @@ Engine::Engine(Backend& backend, const ModelSpec& model, const TrainSpec& train,
         "executor: {} micro-batches x {} virtual stages need more pipeline message tags than "
         "MPI guarantees ({})", m, plan.pp * plan.virtual_stages, kMaxTag));
   }
-  const OffloadPlan& off = plan.offload;
-  host_apart_ = backend.host_stream_apart() && off.optimizer != OffloadTier::kNvme &&
-                off.gradients != OffloadTier::kNvme && off.params != OffloadTier::kNvme;
+  host_apart_ = backend.host_stream_apart() && !state_.has_nvme_store();
   global_tokens_ = static_cast<double>(train.global_batch) * static_cast<double>(model.seq_len);
   bool has_head = false;
   for (const auto& c : chunks_) has_head = has_head || c.last;

@@ -137,6 +137,8 @@ class ModelState {
   // Bytes moved between tiers since reset_transfers() (empty without offload), and the
   // seconds of them spent inside optimizer_step (the report counts them as offload).
   TransferBytes transfers() const { return links_ ? links_->bytes() : TransferBytes{}; }
+  // Whether some tier is NVMe (the rank has an NvmeStore, whose io_uring engine is one thread's).
+  bool has_nvme_store() const { return links_ && links_->has_store(); }
   double optimizer_transfer_s() const { return optimizer_transfer_s_.load(); }
   void reset_transfers();
   int prefetch_distance() const { return options_.prefetch_depth; }

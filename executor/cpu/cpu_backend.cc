@@ -99,4 +99,11 @@ void CpuBackend::clear_timestamps() {
   stamps_.clear();
 }
 
+engine::BackendMaker cpu_backend_maker() {
+  return [](AccountingAllocator& alloc,
+            const engine::RankPlace& place) -> std::unique_ptr<engine::Backend> {
+    return std::make_unique<CpuBackend>(alloc, *place.host);
+  };
+}
+
 }  // namespace strata::cpu_backend

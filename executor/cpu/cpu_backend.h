@@ -11,6 +11,7 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -90,5 +91,8 @@ class CpuBackend : public engine::Backend {
   std::deque<std::chrono::steady_clock::time_point> stamps_;
   HostStream host_;  // last: its thread ends before the members its work may touch
 };
+
+// The CPU backend's maker (backend.h): its groups are the host groups it is given.
+engine::BackendMaker cpu_backend_maker();
 
 }  // namespace strata::cpu_backend

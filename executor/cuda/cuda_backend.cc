@@ -12,7 +12,6 @@
 #include "executor/comm/group_streams.h"
 #include "executor/cuda/communicator_factories.h"
 #include "executor/cuda/host_staged_communicator.h"
-#include "executor/runtime/mpi_launch.h"
 #ifdef STRATA_HAVE_NCCL
 #include "executor/cuda/nccl_communicator.h"
 #endif
@@ -45,16 +44,11 @@ bool is_host_memory(const void* p) {
 
 }  // namespace
 
-// mpirun's, srun's or a PMI launcher's local rank (mpi_launch.h): the GPU is this modulo
-// the node's GPUs.
-int local_rank_from_environment() { return detect_launch_env().local_rank; }
-
-CudaBackend::CudaBackend(AccountingAllocator& alloc, const MpiCommunicator& world,
-                         int local_rank, const CudaBackendOptions& options)
-    : alloc_(&alloc), mpi_host_(std::make_unique<MpiCommunicatorFactory>(world)),
-      host_(mpi_host_.get()) {
-  set_up_device(local_rank, options);
-  if (options.ranks_per_gpu > 1) {
+CudaBackend::CudaBackend(AccountingAllocator& alloc, const engine::RankPlace& place,
+                         const CudaBackendOptions& options)
+    : alloc_(&alloc), host_(place.host) {
+  set_up_device(place.device, options);
+  if (options.ranks_per_gpu > 1 || place.ranks_are_threads) {
     comms_ = std::make_unique<HostStagedCommunicatorFactory>(*host_, group_streams());
   } else {
 #ifdef STRATA_HAVE_NCCL
@@ -63,12 +57,6 @@ CudaBackend::CudaBackend(AccountingAllocator& alloc, const MpiCommunicator& worl
     comms_ = std::make_unique<HostStagedCommunicatorFactory>(*host_, group_streams());
 #endif
   }
-}
-
-CudaBackend::CudaBackend(AccountingAllocator& alloc, CommunicatorFactory& host, int device)
-    : alloc_(&alloc), host_(&host) {
-  set_up_device(device, CudaBackendOptions{});
-  comms_ = std::make_unique<HostStagedCommunicatorFactory>(*host_, group_streams());
 }
 
 void CudaBackend::set_up_device(int device_index, const CudaBackendOptions& options) {
@@ -292,17 +280,10 @@ double CudaBackend::seconds_between(int origin, int mark) {
   return static_cast<double>(ms) * 1e-3;
 }
 
-engine::ThreadBackendMaker cuda_thread_backend_maker() {
-  return [](AccountingAllocator& alloc, CommunicatorFactory& host,
-            int device) -> std::unique_ptr<engine::Backend> {
-    return std::make_unique<CudaBackend>(alloc, host, device);
-  };
-}
-
 engine::BackendMaker cuda_backend_maker(const CudaBackendOptions& options) {
   return [options](AccountingAllocator& alloc,
-                   const MpiCommunicator& world) -> std::unique_ptr<engine::Backend> {
-    return std::make_unique<CudaBackend>(alloc, world, local_rank_from_environment(), options);
+                   const engine::RankPlace& place) -> std::unique_ptr<engine::Backend> {
+    return std::make_unique<CudaBackend>(alloc, place, options);
   };
 }
 

@@ -41,15 +41,11 @@ struct CudaBackendOptions {
 
 class CudaBackend final : public engine::Backend {
  public:
-  // Selects the device (local rank mod device count), creates the streams, the pool and the
-  // communicator factory, bootstrapped over MPI groups of `world` (which must outlive the
-  // backend).
-  CudaBackend(AccountingAllocator& alloc, const MpiCommunicator& world, int local_rank,
+  // Selects the device (place.device mod the device count), creates the streams, the pool
+  // and the device communicators, bootstrapped over place.host (which must outlive the
+  // backend): NCCL's, or host-staged ones where ranks share a GPU or are threads.
+  CudaBackend(AccountingAllocator& alloc, const engine::RankPlace& place,
               const CudaBackendOptions& options);
-  // A rank that is a thread (strata select): device `device` mod the device count, and
-  // host-staged communicators over `host` (the job's thread world, which must outlive the
-  // backend).
-  CudaBackend(AccountingAllocator& alloc, CommunicatorFactory& host, int device);
   ~CudaBackend() override;
 
   std::string_view name() const override { return "cuda"; }
@@ -102,7 +98,6 @@ class CudaBackend final : public engine::Backend {
   GroupStreams group_streams() const;
 
   AccountingAllocator* alloc_;
-  std::unique_ptr<MpiCommunicatorFactory> mpi_host_;  // an MPI rank's: owned here
   CommunicatorFactory* host_ = nullptr;  // bootstraps the device communicators
   int device_ = 0;
   kernels::cuda::Stream compute_, comm_, copy_, p2p_;
@@ -115,14 +110,8 @@ class CudaBackend final : public engine::Backend {
   kernels::cuda::DeviceBuffer norm_;          // sum_of_squares: result + partials
 };
 
-// The BackendMaker of `strata run --backend cuda` (rank_training.h): the device of local rank
-// `local_rank` (from the launcher's environment), NCCL or host-staged communicators.
-engine::BackendMaker cuda_backend_maker(const CudaBackendOptions& options);
-
-// The ThreadBackendMaker of `strata select --cluster <a CUDA cluster>` (backend.h).
-engine::ThreadBackendMaker cuda_thread_backend_maker();
-
-// The launcher's local rank of this process (OMPI_COMM_WORLD_LOCAL_RANK), 0 outside mpirun.
-int local_rank_from_environment();
+// The CUDA backend's maker (backend.h), for `strata run --backend cuda` and `strata select` on
+// a CUDA cluster alike.
+engine::BackendMaker cuda_backend_maker(const CudaBackendOptions& options = {});
 
 }  // namespace strata::cuda

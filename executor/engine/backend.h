@@ -35,10 +35,6 @@
 #include "executor/model/layer_ops.h"
 #include "kernels/dtype.h"
 
-namespace strata {
-class MpiCommunicator;
-}
-
 namespace strata::engine {
 
 // A range of host memory that host work reads or writes (Backend::on_host).
@@ -203,20 +199,25 @@ class Backend {
   virtual std::vector<std::string> notes() const { return {}; }
 };
 
-class Backend;
+// Where a rank runs, for the maker of its backend.
+struct RankPlace {
+  // Host-memory groups over the rank's job (MPI's when its ranks are processes, a
+  // LocalWorld's when they are threads of one process); the backend bootstraps its own
+  // communicators over them. Outlives the backend.
+  CommunicatorFactory* host = nullptr;
+  // The rank's GPU (mod the GPUs the machine has): its local rank on the node, or the device
+  // of the strata select worker that runs it. Unused by the CPU backends.
+  int device = 0;
+  // The job's ranks are threads of one process (strata select). NCCL between threads would
+  // need one communicator per device, all made by a single thread, so CUDA stages through
+  // the host there.
+  bool ranks_are_threads = false;
+};
 
-// Makes a rank's backend over its allocator and the MPI world (which bootstraps every
-// communicator: MPI's own on the CPU, NCCL's or host-staged ones on CUDA). Both must outlive
-// the backend. rank_training.h has the CPU one, executor/cuda the CUDA one.
+// Makes a rank's backend over its allocator (which outlives it). One maker per backend: the
+// CPU one (executor/cpu), its CUDA-semantics mode (executor/cpu/cuda_semantics), CUDA
+// (executor/cuda); executor/run/rank_training.h builds every rank through one.
 using BackendMaker =
-    std::function<std::unique_ptr<Backend>(AccountingAllocator& alloc, const MpiCommunicator& world)>;
-
-// Makes the backend of a rank that is a thread (strata select: a job's ranks are threads of
-// one process) on device `device`, its communicators bootstrapped over `host` (the job's
-// thread world). Both must outlive the backend. executor/select has the CPU one,
-// executor/cuda the CUDA one (host-staged communicators: NCCL between threads of one
-// process would need one communicator per device set up by a single thread).
-using ThreadBackendMaker = std::function<std::unique_ptr<Backend>(
-    AccountingAllocator& alloc, CommunicatorFactory& host, int device)>;
+    std::function<std::unique_ptr<Backend>(AccountingAllocator& alloc, const RankPlace& place)>;
 
 }  // namespace strata::engine

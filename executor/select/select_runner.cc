@@ -16,11 +16,10 @@
 #include "cost_model/specs/errors.h"
 #include "cost_model/specs/partition.h"
 #include "executor/comm/local_communicator.h"
-#include "executor/comm/process_groups.h"
 #include "executor/cpu/cpu_backend.h"
-#include "executor/data/batch.h"
 #include "executor/engine/engine.h"
-#include "executor/engine/validation_loss.h"
+#include "executor/run/rank_loop.h"
+#include "executor/run/rank_training.h"
 #include "kernels/cpu/gemm.h"
 
 namespace strata::select {
@@ -28,25 +27,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// One rank of a job: everything `strata run` builds for a rank, over a LocalWorld.
+// One rank of a job: built and trained as `strata run` builds and trains a rank, over a
+// LocalWorld.
 struct RankState {
-  std::unique_ptr<CommunicatorFactory> factory;
-  std::unique_ptr<AccountingAllocator> alloc;
-  std::unique_ptr<engine::Backend> backend;
-  std::unique_ptr<ProcessGroups> groups;
-  std::unique_ptr<data::BatchSampler> sampler;
-  std::unique_ptr<data::BatchSampler> valid;  // when the run validates
-  std::unique_ptr<engine::Engine> engine;
+  std::unique_ptr<engine::RankTraining> training;
+  std::unique_ptr<engine::RankLoop> loop;
 
-  // In the reverse of building: each part refers to the ones built before it.
+  // The loop refers to the rank.
   void release() {
-    engine.reset();
-    valid.reset();
-    sampler.reset();
-    groups.reset();
-    backend.reset();
-    alloc.reset();
-    factory.reset();
+    loop.reset();
+    training.reset();
   }
 };
 
@@ -64,7 +54,8 @@ class Runner {
          const SelectSchedule& schedule, std::int64_t devices, const ClusterSpec& cluster,
          const RunOptions& options)
       : jobs_(jobs), plans_(plans), schedule_(schedule), devices_(devices), options_(options),
-        make_backend_(options.make_backend ? options.make_backend : cpu_thread_backend_maker()),
+        make_backend_(options.make_backend ? options.make_backend
+                                           : cpu_backend::cpu_backend_maker()),
         states_(jobs.size()) {
     budgets_ = TierBudgets::per_rank(cluster, devices);
     if (options.device_budget_bytes > 0) {
@@ -115,21 +106,11 @@ class Runner {
   void build_rank(std::size_t j, int rank, std::int64_t device) {
     JobState& s = *states_[j];
     RankState& r = s.ranks[static_cast<std::size_t>(rank)];
-    r.factory = s.world->factory(rank);
-    r.alloc = std::make_unique<AccountingAllocator>(budgets_);
-    r.backend = make_backend_(*r.alloc, *r.factory, static_cast<int>(device));
-    r.groups = std::make_unique<ProcessGroups>(*r.factory, parallel_dims(plans_[j], jobs_[j].model));
     const JobTokens& tokens = options_.tokens[j];
-    r.sampler = std::make_unique<data::BatchSampler>(tokens.train, jobs_[j].train.seed,
-                                                     jobs_[j].model.seq_len);
-    if (options_.eval.has_validation()) {
-      r.valid = std::make_unique<data::BatchSampler>(tokens.valid, jobs_[j].train.seed,
-                                                     jobs_[j].model.seq_len,
-                                                     data::SampleStream::kValidation);
-    }
-    r.engine = std::make_unique<engine::Engine>(*r.backend, jobs_[j].model, jobs_[j].train,
-                                                plans_[j], *r.groups, r.groups->world(),
-                                                *r.sampler);
+    r.training = std::make_unique<engine::RankTraining>(
+        jobs_[j].model, jobs_[j].train, plans_[j], s.world->factory(rank),
+        static_cast<int>(device), budgets_, tokens.train, make_backend_);
+    r.loop = std::make_unique<engine::RankLoop>(*r.training, options_.eval, tokens.valid);
   }
 
   void run_slice(const ScheduleSlice& slice, int rank, std::int64_t device) {
@@ -151,33 +132,27 @@ class Runner {
     }
     // Its ranks are built by their threads together, at the job's first slice.
     RankState& mine = s.ranks[static_cast<std::size_t>(rank)];
-    if (!mine.engine) build_rank(slice.job, rank, device);
-    mine.backend->bind_to_calling_thread();
+    if (!mine.training) build_rank(slice.job, rank, device);
+    mine.training->backend().bind_to_calling_thread();
     JobRun& out = run_.jobs[slice.job];
     const double start = now_s();
-    for (std::int64_t k = 0; k < slice.steps; ++k) {
-      const std::int64_t step = slice.first_step + k;
-      const double t0 = now_s();
-      RankState& me = s.ranks[static_cast<std::size_t>(rank)];
-      const engine::StepResult r = me.engine->step(step);
-      // Every rank evaluates (a collective); its time counts in the slice, not the step.
-      std::optional<double> eval_loss;
-      if (options_.eval.evaluates_after(step + 1, jobs_[slice.job].train.steps)) {
-        eval_loss = engine::validation_loss(*me.engine, *me.valid, options_.eval.eval_batches);
-      }
-      if (rank != 0) continue;
-      const double t1 = now_s();
+    mine.loop->run(slice.first_step, slice.first_step + slice.steps, [&](engine::LoopStep& done) {
+      if (rank != 0) return;
+      const double t0 = std::chrono::duration<double>(done.start - origin_).count();
+      const double t1 = now_s();  // the evaluation counts in the slice, not the step
+      const std::int64_t step = done.step;
+      const engine::StepResult& r = done.result;
       out.losses[static_cast<std::size_t>(step)] = r.loss;
-      if (eval_loss) out.evals.push_back({step + 1, *eval_loss});
+      if (done.eval_loss) out.evals.push_back({step + 1, *done.eval_loss});
       out.step_s[static_cast<std::size_t>(step)] = r.step_s;
       if (out.start_s < 0) out.start_s = t0;
       out.end_s = t1;
       if (options_.progress) {
         const std::int64_t left = jobs_[slice.job].train.steps - step - 1;
-        options_.progress({slice.job, step + 1, r.loss, eval_loss, r.step_s,
+        options_.progress({slice.job, step + 1, r.loss, done.eval_loss, r.step_s,
                            static_cast<double>(left) * r.step_s, t1});
       }
-    }
+    });
     const double end = now_s();
     {
       const std::lock_guard<std::mutex> lock(run_mutex_);
@@ -185,13 +160,13 @@ class Runner {
       run_.device_busy_s[static_cast<std::size_t>(device)] += end - start;
       out.peak_device_bytes = std::max(
           out.peak_device_bytes,
-          static_cast<double>(s.ranks[static_cast<std::size_t>(rank)].alloc->peak_bytes().device));
+          static_cast<double>(mine.training->allocator().peak_bytes().device));
     }
     if (slice.first_step + slice.steps == jobs_[slice.job].train.steps) {
       // The job's last slice: its rank lets go of everything it holds (model state, the
       // backend's memory, its communicators) so that the jobs after it on this device find
       // the memory free. Every rank of the job is here, past its last collective.
-      s.ranks[static_cast<std::size_t>(rank)].release();
+      mine.release();
     }
     if (rank == 0) {
       {
@@ -207,7 +182,7 @@ class Runner {
   const SelectSchedule& schedule_;
   std::int64_t devices_;
   RunOptions options_;
-  engine::ThreadBackendMaker make_backend_;
+  engine::BackendMaker make_backend_;
   TierBudgets budgets_;
   std::vector<std::unique_ptr<JobState>> states_;
   Clock::time_point origin_;
@@ -217,13 +192,6 @@ class Runner {
 };
 
 }  // namespace
-
-engine::ThreadBackendMaker cpu_thread_backend_maker() {
-  return [](AccountingAllocator& alloc, CommunicatorFactory& host,
-            int) -> std::unique_ptr<engine::Backend> {
-    return std::make_unique<cpu_backend::CpuBackend>(alloc, host);
-  };
-}
 
 SelectRun run_schedule(const std::vector<Job>& jobs, const std::vector<Plan>& plans,
                        const SelectSchedule& schedule, std::int64_t devices,

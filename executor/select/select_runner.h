@@ -69,9 +69,6 @@ struct Progress {
   double elapsed_s = 0;
 };
 
-// The CPU backend of a job rank (one kernel thread; the device index is only a worker's).
-engine::ThreadBackendMaker cpu_thread_backend_maker();
-
 // A job's tokens (views of a data::TokenStreams the caller keeps for the run): what it trains
 // on and, when the run validates, what it validates on.
 struct JobTokens {
@@ -86,9 +83,9 @@ struct RunOptions {
   // its steps, the mean of eval.eval_batches batches (engine/validation_loss.h), as `strata
   // run` does; each job's tokens.valid must hold at least seq_len + 1 tokens.
   EvalSpec eval;
-  // Each job rank's backend on its worker's device (empty: the CPU backend); the CUDA one is
-  // cuda::cuda_thread_backend_maker().
-  engine::ThreadBackendMaker make_backend;
+  // Each job rank's backend on its worker's device (empty: the CPU backend, one kernel thread
+  // a worker); the CUDA one is cuda::cuda_backend_maker().
+  engine::BackendMaker make_backend;
   std::function<void(const Progress&)> progress;  // called by the job's rank 0 after each step
   // A worker that fails cannot be unwound alone: its job's other ranks wait in a collective
   // forever. So the first failure is handed to `fatal` (print it, end the process), then the

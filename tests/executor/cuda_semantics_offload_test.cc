@@ -34,9 +34,8 @@ enum class Fault { kNone, kCastUnordered, kNoHostWait };
 // The CUDA-semantics backend with one ordering taken out.
 class PlantedFaultBackend final : public cuda_semantics::CudaSemanticsBackend {
  public:
-  PlantedFaultBackend(AccountingAllocator& alloc, std::unique_ptr<MpiCommunicatorFactory> host,
-                      Fault fault)
-      : CudaSemanticsBackend(alloc, *host), host_(std::move(host)), fault_(fault) {}
+  PlantedFaultBackend(AccountingAllocator& alloc, CommunicatorFactory& host, Fault fault)
+      : CudaSemanticsBackend(alloc, host), fault_(fault) {}
 
   using CudaSemanticsBackend::wait;
   void to_compute(void* dst, const float* src, std::int64_t n, Stream stream) override {
@@ -51,15 +50,13 @@ class PlantedFaultBackend final : public cuda_semantics::CudaSemanticsBackend {
   }
 
  private:
-  std::unique_ptr<MpiCommunicatorFactory> host_;
   Fault fault_;
 };
 
 engine::BackendMaker backend_with(Fault fault) {
   return [fault](AccountingAllocator& alloc,
-                 const MpiCommunicator& world) -> std::unique_ptr<engine::Backend> {
-    return std::make_unique<PlantedFaultBackend>(alloc, std::make_unique<MpiCommunicatorFactory>(world),
-                                                 fault);
+                 const engine::RankPlace& place) -> std::unique_ptr<engine::Backend> {
+    return std::make_unique<PlantedFaultBackend>(alloc, *place.host, fault);
   };
 }
 

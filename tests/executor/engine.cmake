@@ -185,6 +185,12 @@ strata_add_test(executor_engine_trace_test IN executor_engine_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_trace_test.cc
   LIBS strata_executor)
 
+# RankLoop, the one loop of run and select: its evaluation schedule, stop, and results equal
+# to the engine's own (one process, < 1 s).
+strata_add_test(executor_rank_loop_test IN executor_engine_tests
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/rank_loop_test.cc
+  LIBS strata_executor)
+
 # Token files (Megatron, llm.c, bytes) and safetensors: round trips and every corruption.
 strata_add_test(executor_data_formats_test IN executor_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/data_formats_test.cc

@@ -17,6 +17,6 @@ int cuda_device_count();
 
 // A select job rank's CUDA backend (executor/cuda: host-staged communicators over the job's
 // thread world).
-engine::ThreadBackendMaker cuda_select_backend_maker();
+engine::BackendMaker cuda_select_backend_maker();
 
 }  // namespace strata::cli

@@ -75,10 +75,9 @@
 #include "executor/comm/rank_liveness.h"
 #include "executor/comm/shared_dir_probe.h"
 #include "executor/cpu/cuda_semantics/cuda_semantics_backend.h"
-#include "executor/data/batch.h"
 #include "executor/data/dataset.h"
 #include "executor/run/rank_training.h"
-#include "executor/engine/validation_loss.h"
+#include "executor/run/rank_loop.h"
 #include "executor/offload/nvme_store.h"
 #include "executor/report/run_report.h"
 #include "executor/runtime/backend_select.h"
@@ -264,10 +263,8 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
     saved_step = done;
     if (world.rank() == 0) out << fmt::format("wrote checkpoint {}\n", dir.string()) << std::flush;
   };
-  std::optional<data::BatchSampler> valid;
-  if (run_data.has_valid()) {
-    valid.emplace(run_data.valid_tokens, v.train.seed, v.model.seq_len, data::SampleStream::kValidation);
-  }
+  engine::RankLoop loop(rank, o.eval,
+                        run_data.has_valid() ? run_data.valid_tokens : data::TokenView{});
   const bool printer = world.rank() == 0;
   std::ofstream metrics;
   if (printer) {
@@ -276,7 +273,9 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
                        v.plan.label(), v.plan.world_size(), to_string(backend),
                        to_string(rank.backend().compute_dtype()), v.model.name, v.train.steps,
                        v.train.global_batch, v.model.seq_len, run_data.train.description(),
-                       valid ? fmt::format(", validation {} tokens", run_data.valid_tokens.count) : "",
+                       loop.validates()
+                           ? fmt::format(", validation {} tokens", run_data.valid_tokens.count)
+                           : "",
                        o.init_from.empty() ? "" : ", weights from " + o.init_from)
         << (v.resume_dir.empty() ? std::string()
                                  : fmt::format("resumed from {} after step {}\n", v.resume_dir,
@@ -294,39 +293,40 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
   const double tokens = static_cast<double>(v.train.global_batch * v.model.seq_len);
   const auto t0 = std::chrono::steady_clock::now();
   int stop = 0;
-  for (std::int64_t s = v.start_step; s < v.train.steps; ++s) {
-    if ((stop = agreed_stop(world)) != 0) break;
-    engine::StepResult r = rank.engine().step(s);
-    samples.push_back({r.step_s, r.parts});
-    losses.push_back(r.loss);
-    last_events = std::move(r.events);
-    transfers = r.transfers;
-    // Validation every --eval-every steps and after the last, on the same batches each time.
-    const bool last = s + 1 == v.train.steps;
-    std::optional<double> eval_loss;
-    if (valid && o.eval.evaluates_after(s + 1, v.train.steps)) {
-      eval_loss = engine::validation_loss(rank.engine(), *valid, o.eval.eval_batches);
-    }
-    if (printer && s == v.start_step) {
-      for (const std::string& note : rank.backend().notes()) out << note << "\n";
-    }
-    if (printer) {
-      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const double eta = elapsed / static_cast<double>(s + 1 - v.start_step) *
-                         static_cast<double>(v.train.steps - s - 1);
-      out << fmt::format("step {:>5}/{}  loss {:.4f}  {:>9.0f} tokens/s  ETA {:.1f} s{}\n", s + 1,
-                         v.train.steps, r.loss, tokens / r.step_s, eta,
-                         eval_loss ? fmt::format("  validation loss {:.4f}", *eval_loss) : "")
-          << std::flush;
-      Json line{{"step", s + 1}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
-                {"tokens_per_s", tokens / r.step_s}};
-      if (eval_loss) line["eval_loss"] = *eval_loss;
-      metrics << line.dump() << "\n" << std::flush;
-    }
-    if (!o.save.empty() && (last || (o.save_every && (s + 1) % *o.save_every == 0))) {
-      save_checkpoint(s + 1);
-    }
-  }
+  loop.run(
+      v.start_step, v.train.steps,
+      [&](engine::LoopStep& step) {
+        const std::int64_t s = step.step;
+        engine::StepResult& r = step.result;
+        samples.push_back({r.step_s, r.parts});
+        losses.push_back(r.loss);
+        last_events = std::move(r.events);
+        transfers = r.transfers;
+        if (printer && s == v.start_step) {
+          for (const std::string& note : rank.backend().notes()) out << note << "\n";
+        }
+        if (printer) {
+          const double elapsed =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          const double eta = elapsed / static_cast<double>(s + 1 - v.start_step) *
+                             static_cast<double>(v.train.steps - s - 1);
+          out << fmt::format("step {:>5}/{}  loss {:.4f}  {:>9.0f} tokens/s  ETA {:.1f} s{}\n",
+                             s + 1, v.train.steps, r.loss, tokens / r.step_s, eta,
+                             step.eval_loss
+                                 ? fmt::format("  validation loss {:.4f}", *step.eval_loss)
+                                 : "")
+              << std::flush;
+          Json line{{"step", s + 1}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
+                    {"tokens_per_s", tokens / r.step_s}};
+          if (step.eval_loss) line["eval_loss"] = *step.eval_loss;
+          metrics << line.dump() << "\n" << std::flush;
+        }
+        const bool last = s + 1 == v.train.steps;
+        if (!o.save.empty() && (last || (o.save_every && (s + 1) % *o.save_every == 0))) {
+          save_checkpoint(s + 1);
+        }
+      },
+      [&] { return (stop = agreed_stop(world)) != 0; });
   const std::int64_t done = v.start_step + static_cast<std::int64_t>(samples.size());
   // A stop keeps the steps done: with --save-on-signal as a checkpoint to resume from.
   if (stop != 0 && o.save_on_signal && done > saved_step) save_checkpoint(done);

@@ -28,7 +28,7 @@ int cuda_device_count() {
   return devices;
 }
 
-engine::ThreadBackendMaker cuda_select_backend_maker() { return cuda::cuda_thread_backend_maker(); }
+engine::BackendMaker cuda_select_backend_maker() { return cuda::cuda_backend_maker(); }
 
 void check_cuda_run(const RunOptions& o, const Validated& v) {
   check_plan_runs(v.model, v.train, v.plan, Backend::kCuda, o.prefetch_depth, v.plan_source());
@@ -70,7 +70,7 @@ void check_cuda_run(const RunOptions&, const Validated&) {
 
 int cuda_device_count() { return 0; }
 
-engine::ThreadBackendMaker cuda_select_backend_maker() {
+engine::BackendMaker cuda_select_backend_maker() {
   throw ConfigError("a CUDA cluster: this strata was built without the CUDA toolkit");
 }
 

@@ -10,7 +10,6 @@
 #include <stdexcept>
 #include <utility>
 
-#include "executor/comm/mpi_communicator.h"
 #include "executor/memory/pool_size_class.h"
 
 namespace strata::cuda_semantics {
@@ -287,17 +286,9 @@ void CudaSemanticsBackend::clear_timestamps() {
 }
 
 engine::BackendMaker cuda_semantics_backend_maker() {
-  return [](AccountingAllocator& alloc, const MpiCommunicator& world) -> std::unique_ptr<engine::Backend> {
-    // The factory must outlive the backend's groups: the backend owns it through a subclass.
-    class WithHost final : public CudaSemanticsBackend {
-     public:
-      WithHost(AccountingAllocator& a, std::unique_ptr<MpiCommunicatorFactory> host)
-          : CudaSemanticsBackend(a, *host), host_(std::move(host)) {}
-
-     private:
-      std::unique_ptr<MpiCommunicatorFactory> host_;
-    };
-    return std::make_unique<WithHost>(alloc, std::make_unique<MpiCommunicatorFactory>(world));
+  return [](AccountingAllocator& alloc,
+            const engine::RankPlace& place) -> std::unique_ptr<engine::Backend> {
+    return std::make_unique<CudaSemanticsBackend>(alloc, *place.host);
   };
 }
 

@@ -21,6 +21,9 @@
 
 #include "executor/model/layer_ops.h"
 
+// A kernel's parameter list (layer_kernels.def) with the workspace appended: the hooks'.
+#define STRATA_WITH_SCRATCH(...) (__VA_ARGS__, float* scratch)
+
 namespace strata::cuda {
 
 // Bytes the CUDA backend asks its pool for n elements of `dtype` (CudaBackend::allocate
@@ -37,13 +40,10 @@ class CudaShapedLayerOps : public model::LayerOps {
   // Every row of the aligned shard (unaligned logits GEMMs ran 7x slower on an H100).
   int logits_width(int /*valid*/, int shard_rows) const final { return shard_rows; }
 
-  void layernorm_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp,
-                          const void* w, const float* mean, const float* rstd, int rows,
-                          int C) final;
-  void rmsnorm_backward(void* dinp, float* dw, const void* dout, const void* inp, const void* w,
-                        const float* rstd, int rows, int C) final;
-  void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out,
-                          const float* stats, int B, int T, int C, int NH, int KVH) final;
+  // The kernels that need a workspace (layer_kernels.def): allocated here, run by the hooks.
+#define STRATA_LAYER_KERNEL(name, params, args, ...)
+#define STRATA_LAYER_KERNEL_WITH_SCRATCH(name, params, args, ...) void name params final;
+#include "executor/model/layer_kernels.def"
   void cross_entropy_forward_backward(float* losses, engine::Tensor& logits,
                                       const float* dlosses, const std::int32_t* targets, int BT,
                                       int Vlocal, int ld, int v0, model::TpContext& tp) final;
@@ -51,16 +51,12 @@ class CudaShapedLayerOps : public model::LayerOps {
  protected:
   // A pool block of `bytes` for n elements of `dtype` under `tag`, contents undefined.
   virtual engine::Tensor block(std::int64_t bytes, DType dtype, const std::string& tag) = 0;
-  // The allocating ops' work, given the scratch allocated for them above.
-  virtual void layernorm_backward_with(void* dinp, float* dw, float* db, const void* dout,
-                                       const void* inp, const void* w, const float* mean,
-                                       const float* rstd, int rows, int C, float* scratch) = 0;
-  virtual void rmsnorm_backward_with(void* dinp, float* dw, const void* dout, const void* inp,
-                                     const void* w, const float* rstd, int rows, int C,
-                                     float* scratch) = 0;
-  virtual void attention_backward_with(void* dqkv, const void* dout, const void* qkv,
-                                       const void* out, const float* stats, int B, int T, int C,
-                                       int NH, int KVH, float* scratch) = 0;
+  // The allocating ops' work, given the scratch allocated for them above: name_with, the
+  // kernel's parameters and then `float* scratch`.
+#define STRATA_LAYER_KERNEL(name, params, args, ...)
+#define STRATA_LAYER_KERNEL_WITH_SCRATCH(name, params, args, ...) \
+  virtual void name##_with STRATA_WITH_SCRATCH params = 0;
+#include "executor/model/layer_kernels.def"
   // stats: 4 BT floats (row max, sum of exp, target logit, log-sum-exp).
   virtual void cross_entropy_with(float* losses, engine::Tensor& logits, const float* dlosses,
                                   const std::int32_t* targets, int BT, int Vlocal, int ld, int v0,

@@ -87,63 +87,46 @@ std::unique_ptr<Communicator> SilentCommunicatorFactory::split(GroupKind kind, i
                                               static_cast<int>(members.size()));
 }
 
-// The model's ops: CudaShapedLayerOps' allocations on the recorder, no kernels.
-class PoolRecorder::Ops final : public CudaShapedLayerOps {
+namespace {
+// Every kernel of layer_kernels.def a no-op: CudaShapedLayerOps' allocations alone.
+class NoKernels : public CudaShapedLayerOps {
+ public:
+#define STRATA_LAYER_KERNEL(name, params, args, ...) void name params override {}
+#define STRATA_LAYER_KERNEL_WITH_SCRATCH(name, params, args, ...)
+#include "executor/model/layer_kernels.def"
+
+ protected:
+#define STRATA_LAYER_KERNEL(name, params, args, ...)
+#define STRATA_LAYER_KERNEL_WITH_SCRATCH(name, params, args, ...) \
+  void name##_with STRATA_WITH_SCRATCH params override {}
+#include "executor/model/layer_kernels.def"
+  void cross_entropy_with(float*, engine::Tensor&, const float*, const std::int32_t*, int, int,
+                          int, int, model::TpContext&, float*) override {}
+};
+}  // namespace
+
+// The model's ops on the recorder: its pool, and the attention kernels' shape checks (a GPU
+// run would refuse these shapes at the launch).
+class PoolRecorder::Ops final : public NoKernels {
  public:
   explicit Ops(PoolRecorder& owner) : owner_(&owner) {}
-  void layernorm_forward(void*, float*, float*, const void*, const void*, const void*, int,
-                         int) override {}
-  void residual_layernorm_forward(void*, void*, float*, float*, const void*, const void*,
-                                  const void*, const void*, const void*, int, int) override {}
-  void matmul_forward(void*, const void*, const void*, const void*, int, int, int) override {}
-  void matmul_gelu_forward(void*, void*, const void*, const void*, const void*, int, int,
-                           int) override {}
-  void matmul_residual_forward(void*, const void*, const void*, const void*, const void*, int,
-                               int, int) override {}
-  void matmul_backward(void*, float*, float*, const void*, const void*, const void*, int, int,
-                       int) override {}
-  void matmul_gelu_backward(void*, float*, float*, const void*, const void*, const void*,
-                            const void*, int, int, int) override {}
-  void rmsnorm_forward(void*, float*, const void*, const void*, int, int, float) override {}
-  void residual_rmsnorm_forward(void*, void*, float*, const void*, const void*, const void*,
-                                const void*, int, int, float) override {}
-  void swiglu_forward(void*, const void*, int, int) override {}
-  void matmul_swiglu_backward(void*, float*, float*, const void*, void*, const void*,
-                              const void*, int, int, int) override {}
-  void rope_forward(void*, int, int, int, int, int, const kernels::RopeFrequencies&) override {}
-  void rope_backward(void*, int, int, int, int, int, const kernels::RopeFrequencies&) override {}
-  // The kernels' shape checks run (a GPU run would refuse these shapes at the launch).
   void attention_forward(void*, float*, const void*, int B, int T, int C, int NH,
                          int KVH) override {
     if (owner_->checks_ == KernelShapeChecks::kOn) {
       kernels::cuda::check_attention_shapes("attention_forward", B, T, C, NH, KVH);
     }
   }
-  void bias_residual(void*, const void*, const void*, const void*, int, int) override {}
-  void add_bias(void*, const void*, int, int) override {}
-  void copy(void*, const void*, std::int64_t) override {}
-  void zero(void*, std::int64_t) override {}
-  void embedding_forward(void*, const std::int32_t*, const void*, const void*, int, int, int, int,
-                         int) override {}
-  void embedding_backward(float*, float*, const void*, const std::int32_t*, int, int, int, int,
-                          int) override {}
 
  protected:
   engine::Tensor block(std::int64_t bytes, DType dtype, const std::string& tag) override {
     return owner_->device_block(bytes, dtype, tag);
   }
-  void layernorm_backward_with(void*, float*, float*, const void*, const void*, const void*,
-                               const float*, const float*, int, int, float*) override {}
-  void rmsnorm_backward_with(void*, float*, const void*, const void*, const void*, const float*,
-                             int, int, float*) override {}
   void attention_backward_with(void*, const void*, const void*, const void*, const float*,
                                int B, int T, int C, int NH, int KVH, float*) override {
     if (owner_->checks_ == KernelShapeChecks::kOn) {
       kernels::cuda::check_attention_shapes("attention_backward", B, T, C, NH, KVH);
     }
   }
-  void cross_entropy_with(float*, engine::Tensor&, const float*, const std::int32_t*, int, int,
-                          int, int, model::TpContext&, float*) override {}
 
  private:
   PoolRecorder* owner_;

@@ -1,6 +1,6 @@
 // The layer ops of the CUDA-semantics CPU mode: the CPU backend's kernels (cpu_layer_ops.h),
-// each queued on the simulated compute stream with the bytes it reads and writes (from the
-// shapes in layer_ops.h's comments), as the CUDA backend launches them on its compute stream.
+// each queued on the simulated compute stream with the bytes it reads and writes (the list
+// layer_kernels.def gives each), as the CUDA backend launches them on its compute stream.
 // The vocab-parallel loss runs at once (it holds the TP group's collectives, which are
 // communicators' ops). Activations come from the backend's stream-ordered pool.
 // Deliberately not here: the arithmetic (CpuLayerOps), the pool (the backend).
@@ -31,53 +31,8 @@ class DeferredLayerOps final : public model::LayerOps {
     return cpu_.logits_width(valid, shard_rows);
   }
 
-  void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const void* w,
-                         const void* b, int rows, int C) override;
-  void residual_layernorm_forward(void* resid, void* out, float* mean, float* rstd, const void* x,
-                                  const void* y, const void* bias, const void* w, const void* b,
-                                  int rows, int C) override;
-  void layernorm_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp,
-                          const void* w, const float* mean, const float* rstd, int rows,
-                          int C) override;
-  void rmsnorm_forward(void* out, float* rstd, const void* inp, const void* w, int rows, int C,
-                       float eps) override;
-  void residual_rmsnorm_forward(void* resid, void* out, float* rstd, const void* x, const void* y,
-                                const void* bias, const void* w, int rows, int C,
-                                float eps) override;
-  void rmsnorm_backward(void* dinp, float* dw, const void* dout, const void* inp, const void* w,
-                        const float* rstd, int rows, int C) override;
-  void matmul_forward(void* out, const void* inp, const void* w, const void* bias, int BT, int C,
-                      int OC) override;
-  void matmul_gelu_forward(void* out, void* pre, const void* inp, const void* w, const void* bias,
-                           int BT, int C, int OC) override;
-  void matmul_residual_forward(void* out, const void* inp, const void* w, const void* bias,
-                               const void* residual, int BT, int C, int OC) override;
-  void matmul_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp,
-                       const void* w, int BT, int C, int OC) override;
-  void matmul_gelu_backward(void* dinp, float* dw, float* db, const void* dout,
-                            const void* gelu_out, const void* w, const void* pre, int BT, int C,
-                            int OC) override;
-  void swiglu_forward(void* out, const void* inp, int BT, int F) override;
-  void matmul_swiglu_backward(void* dinp, float* dw, float* db, const void* dout,
-                              void* swiglu_out, const void* w, const void* pre, int BT, int C,
-                              int OC) override;
-  void rope_forward(void* x, int B, int T, int heads, int HS, int row_stride,
-                    const kernels::RopeFrequencies& freq) override;
-  void rope_backward(void* dx, int B, int T, int heads, int HS, int row_stride,
-                     const kernels::RopeFrequencies& freq) override;
-  void attention_forward(void* out, float* stats, const void* qkv, int B, int T, int C, int NH,
-                         int KVH) override;
-  void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out,
-                          const float* stats, int B, int T, int C, int NH, int KVH) override;
-  void bias_residual(void* out, const void* y, const void* bias, const void* residual, int rows,
-                     int C) override;
-  void add_bias(void* out, const void* bias, int rows, int C) override;
-  void copy(void* dst, const void* src, std::int64_t n) override;
-  void zero(void* dst, std::int64_t n) override;
-  void embedding_forward(void* out, const std::int32_t* tokens, const void* wte, const void* wpe,
-                         int B, int T, int C, int v0, int v1) override;
-  void embedding_backward(float* dwte, float* dwpe, const void* dout, const std::int32_t* tokens,
-                          int B, int T, int C, int v0, int v1) override;
+#define STRATA_LAYER_KERNEL(name, params, args, ...) void name params override;
+#include "executor/model/layer_kernels.def"
   void cross_entropy_forward_backward(float* losses, engine::Tensor& logits, const float* dlosses,
                                       const std::int32_t* targets, int BT, int Vlocal, int ld,
                                       int v0, model::TpContext& tp) override;

@@ -10,7 +10,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/cpu/arg_checks.h"
+#include "kernels/cpu/norm_args.h"
 #include "kernels/cpu/parallel.h"
 
 namespace strata::kernels::cpu {
@@ -125,14 +125,7 @@ void column_block_baseline(float* dweight, float* dbias, const float* dout, cons
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
                        const float* weight, const float* bias, int BT, int C, Isa isa) {
   constexpr const char* kName = "layernorm_forward";
-  detail::require_tensor(kName, "out", out);
-  detail::require_tensor(kName, "mean", mean);
-  detail::require_tensor(kName, "rstd", rstd);
-  detail::require_tensor(kName, "inp", inp);
-  detail::require_tensor(kName, "weight", weight);
-  detail::require_tensor(kName, "bias", bias);
-  detail::require_positive(kName, "BT", BT);
-  detail::require_positive(kName, "C", C);
+  detail::check_layernorm_forward_args(kName, out, mean, rstd, inp, weight, bias, BT, C);
   const auto row = (use_avx512(isa, kName) ? forward_row_avx512 : forward_row_baseline);
 #pragma omp parallel for schedule(static) \
     if (static_cast<std::int64_t>(BT) * C >= kParallelMinElements)
@@ -146,16 +139,8 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
                         const float* inp, const float* weight, const float* mean,
                         const float* rstd, int BT, int C, Isa isa) {
   constexpr const char* kName = "layernorm_backward";
-  detail::require_tensor(kName, "dinp", dinp);
-  detail::require_tensor(kName, "dweight", dweight);
-  detail::require_tensor(kName, "dbias", dbias);
-  detail::require_tensor(kName, "dout", dout);
-  detail::require_tensor(kName, "inp", inp);
-  detail::require_tensor(kName, "weight", weight);
-  detail::require_tensor(kName, "mean", mean);
-  detail::require_tensor(kName, "rstd", rstd);
-  detail::require_positive(kName, "BT", BT);
-  detail::require_positive(kName, "C", C);
+  detail::check_layernorm_backward_args(kName, dinp, dweight, dbias, dout, inp, weight, mean,
+                                        rstd, BT, C);
 
   const bool wide = use_avx512(isa, kName);
   const auto row = wide ? backward_row_avx512 : backward_row_baseline;

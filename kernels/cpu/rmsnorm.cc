@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "kernels/cpu/arg_checks.h"
+#include "kernels/cpu/norm_args.h"
 #include "kernels/cpu/parallel.h"
 
 namespace strata::kernels::cpu {
@@ -67,15 +67,7 @@ void column_block(float* dweight, const float* dout, const float* inp, const flo
 void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int BT,
                      int C, float eps) {
   constexpr const char* kName = "rmsnorm_forward";
-  detail::require_tensor(kName, "out", out);
-  detail::require_tensor(kName, "rstd", rstd);
-  detail::require_tensor(kName, "inp", inp);
-  detail::require_tensor(kName, "weight", weight);
-  detail::require_positive(kName, "BT", BT);
-  detail::require_positive(kName, "C", C);
-  if (!(eps >= 0.0f)) {
-    throw KernelError(fmt::format("{}: eps = {}; expected >= 0", kName, eps));
-  }
+  detail::check_rmsnorm_forward_args(kName, out, rstd, inp, weight, BT, C, eps);
 #pragma omp parallel for schedule(static) \
     if (static_cast<std::int64_t>(BT) * C >= kParallelMinElements)
   for (int i = 0; i < BT; ++i) {
@@ -87,14 +79,7 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* wei
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
                       const float* weight, const float* rstd, int BT, int C) {
   constexpr const char* kName = "rmsnorm_backward";
-  detail::require_tensor(kName, "dinp", dinp);
-  detail::require_tensor(kName, "dweight", dweight);
-  detail::require_tensor(kName, "dout", dout);
-  detail::require_tensor(kName, "inp", inp);
-  detail::require_tensor(kName, "weight", weight);
-  detail::require_tensor(kName, "rstd", rstd);
-  detail::require_positive(kName, "BT", BT);
-  detail::require_positive(kName, "C", C);
+  detail::check_rmsnorm_backward_args(kName, dinp, dweight, dout, inp, weight, rstd, BT, C);
 #pragma omp parallel for schedule(static) \
     if (static_cast<std::int64_t>(BT) * C >= kParallelMinElements)
   for (int i = 0; i < BT; ++i) {

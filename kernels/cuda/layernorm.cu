@@ -5,7 +5,7 @@
 // write. Backward: with aligned rows one warp per row, its dweight/dbias terms in per-warp
 // shared-memory accumulators; otherwise one block per group of rows, thread t owning columns
 // t, t + 256, .... Either way each block writes one partial, with no atomics, and a second
-// kernel adds the partials in block order.
+// kernel adds the partials in block order (norm_common.cuh, shared with RMSNorm).
 #include "kernels/cuda/layernorm.h"
 
 #include <cstdint>
@@ -13,20 +13,18 @@
 #include <algorithm>
 
 #include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/norm_args.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/norm_common.cuh"
 
 namespace strata::kernels::cuda {
 namespace {
 
 constexpr float kEps = cpu::kLayerNormEps;
-constexpr int kForwardWarps = 8;        // rows per forward block
-constexpr int kBackwardThreads = 256;   // threads per backward block
-constexpr int kReduceCols = 32;  // partial reduction: columns per block (one per lane)
-constexpr int kReduceRows = 8;   // ... and row groups, combined in y order
-
-// Backward blocks, each owning a dweight/dbias partial (scratch_sizes.h).
-int backward_blocks(int BT) { return layernorm_backward_blocks(BT); }
+using norm::backward_blocks;
+using norm::kBackwardThreads;
+using norm::kForwardWarps;
 
 // ---------------------------------------------------------------------------------------
 // Kernels
@@ -42,16 +40,7 @@ __global__ void layernorm_forward_kernel(bf16* __restrict__ out, float* __restri
   const int row = blockIdx.x * kForwardWarps + threadIdx.x / device::kWarpSize;
   if (row >= BT) return;  // whole warp leaves together: no block-level sync below
   const std::int64_t base = static_cast<std::int64_t>(row) * C;
-  const bf16* x = inp1 + base;
-  if (inp2 != nullptr) {
-    // residual may alias inp1 or inp2: each element is read, then written, by one lane.
-    for (int c = lane; c < C; c += device::kWarpSize) {
-      residual[base + c] = device::to_bf16(device::to_f32(inp1[base + c]) +
-                                           device::to_f32(inp2[base + c]));
-    }
-    x = residual + base;  // this lane re-reads only elements it wrote itself
-    __syncwarp();         // ...but the sum below reads other lanes' elements
-  }
+  const bf16* x = norm::residual_row(residual, inp1, inp2, base, C, lane);
   float sum = 0.0f;
   for (int c = lane; c < C; c += device::kWarpSize) sum += device::to_f32(x[c]);
   const float m = device::warp_sum(sum) / C;
@@ -145,27 +134,6 @@ int vector_slots(int C) {
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
-// Sums a and b over the block (256 threads) in a fixed order; every thread gets the totals.
-__device__ void block_sum2(float& a, float& b) {
-  __shared__ float warp_a[kBackwardThreads / device::kWarpSize];
-  __shared__ float warp_b[kBackwardThreads / device::kWarpSize];
-  const int warp = threadIdx.x / device::kWarpSize;
-  const float wa = device::warp_sum(a);
-  const float wb = device::warp_sum(b);
-  __syncthreads();  // the previous call's readers are done with warp_a / warp_b
-  if (threadIdx.x % device::kWarpSize == 0) {
-    warp_a[warp] = wa;
-    warp_b[warp] = wb;
-  }
-  __syncthreads();
-  a = 0.0f;
-  b = 0.0f;
-  for (int w = 0; w < kBackwardThreads / device::kWarpSize; ++w) {
-    a += warp_a[w];
-    b += warp_b[w];
-  }
-}
-
 // Block `blk` handles rows blk, blk + gridDim.x, ...; partial: (gridDim.x, 2, C) gets this
 // block's dweight (first C) and dbias (next C) sums.
 __global__ void layernorm_backward_kernel(bf16* __restrict__ dinp, float* __restrict__ partial,
@@ -192,9 +160,10 @@ __global__ void layernorm_backward_kernel(bf16* __restrict__ dinp, float* __rest
       g_sum += g;
       gx_sum += g * ((device::to_f32(inp[base + c]) - m) * s);
     }
-    block_sum2(g_sum, gx_sum);
-    const float g_mean = g_sum / C;
-    const float gx_mean = gx_sum / C;
+    float sums[2] = {g_sum, gx_sum};
+    norm::block_sums(sums);
+    const float g_mean = sums[0] / C;
+    const float gx_mean = sums[1] / C;
     for (int c = threadIdx.x; c < C; c += kBackwardThreads) {
       const float dy = device::to_f32(dout[base + c]);
       const float xhat = (device::to_f32(inp[base + c]) - m) * s;
@@ -301,51 +270,8 @@ __global__ void __launch_bounds__(kBackwardWarps * device::kWarpSize)
   }
 }
 
-// dweight[c] += sum over blocks of the partials: thread (x, y) sums blocks y, y + 8, ... of
-// column x, then the 8 sums are added in y order (a fixed order: the same bits every run).
-__global__ void layernorm_reduce_partials_kernel(float* __restrict__ dweight,
-                                                 float* __restrict__ dbias,
-                                                 const float* __restrict__ partial, int blocks,
-                                                 int C) {
-  __shared__ float sum_w[kReduceRows][kReduceCols + 1];
-  __shared__ float sum_b[kReduceRows][kReduceCols + 1];
-  const int c = blockIdx.x * kReduceCols + threadIdx.x;
-  float dw = 0.0f;
-  float db = 0.0f;
-  if (c < C) {
-    for (int b = threadIdx.y; b < blocks; b += kReduceRows) {
-      dw += partial[static_cast<std::int64_t>(b) * 2 * C + c];
-      db += partial[static_cast<std::int64_t>(b) * 2 * C + C + c];
-    }
-  }
-  sum_w[threadIdx.y][threadIdx.x] = dw;
-  sum_b[threadIdx.y][threadIdx.x] = db;
-  __syncthreads();
-  if (threadIdx.y != 0 || c >= C) return;
-  float w = 0.0f;
-  float bsum = 0.0f;
-  for (int y = 0; y < kReduceRows; ++y) {
-    w += sum_w[y][threadIdx.x];
-    bsum += sum_b[y][threadIdx.x];
-  }
-  dweight[c] += w;
-  dbias[c] += bsum;
-}
-
 // ---------------------------------------------------------------------------------------
 // Launchers
-
-void check_forward(const char* kName, const bf16* out, const float* mean, const float* rstd,
-                   const bf16* inp, const bf16* weight, const bf16* bias, int BT, int C) {
-  detail::require_tensor(kName, "out", out);
-  detail::require_tensor(kName, "mean", mean);
-  detail::require_tensor(kName, "rstd", rstd);
-  detail::require_tensor(kName, "inp", inp);
-  detail::require_tensor(kName, "weight", weight);
-  detail::require_tensor(kName, "bias", bias);
-  detail::require_positive(kName, "BT", BT);
-  detail::require_positive(kName, "C", C);
-}
 
 void launch_forward(bf16* out, float* mean, float* rstd, bf16* residual, const bf16* inp1,
                     const bf16* inp2, const bf16* weight, const bf16* bias, int BT, int C,
@@ -373,7 +299,8 @@ void launch_forward(bf16* out, float* mean, float* rstd, bf16* residual, const b
 void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp,
                        const bf16* weight, const bf16* bias, int BT, int C,
                        cudaStream_t stream) {
-  check_forward("layernorm_forward", out, mean, rstd, inp, weight, bias, BT, C);
+  cpu::detail::check_layernorm_forward_args("layernorm_forward", out, mean, rstd, inp, weight,
+                                            bias, BT, C);
   launch_forward(out, mean, rstd, nullptr, inp, nullptr, weight, bias, BT, C, stream);
 }
 
@@ -383,7 +310,7 @@ void fused_residual_layernorm_forward(bf16* residual, bf16* out, float* mean, fl
   constexpr const char* kName = "fused_residual_layernorm_forward";
   detail::require_tensor(kName, "residual", residual);
   detail::require_tensor(kName, "inp2", inp2);
-  check_forward(kName, out, mean, rstd, inp1, weight, bias, BT, C);
+  cpu::detail::check_layernorm_forward_args(kName, out, mean, rstd, inp1, weight, bias, BT, C);
   if (out == residual || out == inp1 || out == inp2) {
     throw KernelError(fmt::format("{}: out aliases residual or an input; expected its own "
                                   "buffer (other rows' lanes still read them)",
@@ -397,17 +324,9 @@ void layernorm_backward(bf16* dinp, float* dweight, float* dbias, const bf16* do
                         const float* rstd, int BT, int C, float* scratch,
                         cudaStream_t stream) {
   constexpr const char* kName = "layernorm_backward";
-  detail::require_tensor(kName, "dinp", dinp);
-  detail::require_tensor(kName, "dweight", dweight);
-  detail::require_tensor(kName, "dbias", dbias);
-  detail::require_tensor(kName, "dout", dout);
-  detail::require_tensor(kName, "inp", inp);
-  detail::require_tensor(kName, "weight", weight);
-  detail::require_tensor(kName, "mean", mean);
-  detail::require_tensor(kName, "rstd", rstd);
+  cpu::detail::check_layernorm_backward_args(kName, dinp, dweight, dbias, dout, inp, weight,
+                                             mean, rstd, BT, C);
   detail::require_tensor(kName, "scratch", scratch);
-  detail::require_positive(kName, "BT", BT);
-  detail::require_positive(kName, "C", C);
   const int slots = vector_slots(C);
   const bool vector_path = slots > 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp) &&
                            aligned16(weight);
@@ -430,11 +349,7 @@ void layernorm_backward(bf16* dinp, float* dweight, float* dbias, const bf16* do
                                                                        weight, mean, rstd, BT, C);
   }
   CUDA_CHECK_LAUNCH();
-  const dim3 reduce_block(kReduceCols, kReduceRows);
-  const dim3 reduce_grid(static_cast<unsigned>(device::ceil_div(C, kReduceCols)));
-  layernorm_reduce_partials_kernel<<<reduce_grid, reduce_block, 0, stream>>>(dweight, dbias,
-                                                                            scratch, blocks, C);
-  CUDA_CHECK_LAUNCH();
+  norm::reduce_partials<2>(dweight, dbias, scratch, blocks, C, stream);
 }
 
 }  // namespace strata::kernels::cuda

@@ -550,16 +550,16 @@ std::function<void()> ModelState::host_optimizer_step(std::size_t u, const Optim
 
 void ModelState::optimizer_step(const std::vector<std::size_t>& units, const OptimizerSpec& opt,
                                 int step, double lr) {
+  if (optimizer_off()) {
+    // The Program puts an offloaded optimizer's steps on the host stream (program.h).
+    throw std::logic_error("ModelState: optimizer_step with the optimizer state offloaded; "
+                           "its steps are host_optimizer_step's");
+  }
   const AdamWStep hp = adamw_step(opt, step, lr);
   land_pending_down();
   std::vector<AdamWSpan> batch;
   for (std::size_t u : units) {
-    const std::vector<DecayRun> runs = decay_runs(units_.at(u), opt);
-    if (optimizer_off()) {
-      update_on_cpu(units_.at(u), hp, runs, clip_);
-    } else {
-      update_on_device(units_.at(u), hp, runs, batch);
-    }
+    update_on_device(units_.at(u), hp, decay_runs(units_.at(u), opt), batch);
   }
   if (!batch.empty()) backend_->adamw(batch, hp, clip_);
 }

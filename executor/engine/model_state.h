@@ -120,9 +120,10 @@ class ModelState {
   // The global gradient norm (before clipping); keeps the clip factor for optimizer_step.
   double grad_norm(const OptimizerSpec& opt);
   // AdamW step `step` (1-based) of the given units at learning rate lr (optimizer_schedule.h),
-  // weight decay on the tensors decays() names. The units whose optimizer state and
-  // gradients stay on the device go to the backend as one list (one fused launch on CUDA);
-  // the others are updated one by one, each with its own transfers.
+  // weight decay on the tensors decays() names, with the optimizer state on the device: the
+  // units go to the backend as one list (one fused launch on CUDA), offloaded gradients
+  // brought up first. std::logic_error when the optimizer state is offloaded (its steps are
+  // host_optimizer_step's).
   void optimizer_step(const std::vector<std::size_t>& units, const OptimizerSpec& opt, int step,
                       double lr);
   // The same step of one unit whose optimizer state is offloaded, in two parts: the gradient

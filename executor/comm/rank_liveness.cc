@@ -73,6 +73,23 @@ std::vector<LivenessListener::Ended> LivenessListener::unfinished() const {
   return unfinished_;
 }
 
+std::vector<LivenessListener::Ended> LivenessListener::finished() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return finished_;
+}
+
+bool LivenessListener::all_finished_cleanly(int ranks) const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<bool> clean(static_cast<std::size_t>(std::max(ranks, 0)), false);
+  for (const Ended& e : finished_) {
+    if (e.rank >= 0 && e.rank < ranks && e.exit_code == 0) {
+      clean[static_cast<std::size_t>(e.rank)] = true;
+    }
+  }
+  return ranks > 0 && unfinished_.empty() && connected_.empty() &&
+         std::all_of(clean.begin(), clean.end(), [](bool c) { return c; });
+}
+
 std::vector<LivenessListener::Ended> LivenessListener::still_connected() const {
   const std::lock_guard<std::mutex> lock(mutex_);
   return connected_;
@@ -104,14 +121,16 @@ void LivenessListener::loop() {
         c.text.append(buffer, static_cast<size_t>(n));
         continue;
       }
-      // Closed (or reset): an end; unfinished unless it said "done".
-      if (c.text.find("\ndone\n") == std::string::npos) {
-        Ended e;
-        std::istringstream words(c.text);
-        words >> e.rank >> e.host;
-        e.at_s = now_s() - started_s_;
+      // Closed (or reset): an end; unfinished unless it said "done CODE".
+      Ended e;
+      std::istringstream words(c.text);
+      words >> e.rank >> e.host;
+      e.at_s = now_s() - started_s_;
+      std::string done;
+      const bool finished = (words >> done) && done == "done" && (words >> e.exit_code);
+      {
         const std::lock_guard<std::mutex> lock(mutex_);
-        unfinished_.push_back(e);
+        (finished ? finished_ : unfinished_).push_back(e);
       }
       ::close(fds[i].fd);
       connections.erase(fds[i].fd);
@@ -161,9 +180,9 @@ LivenessBeacon::~LivenessBeacon() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void LivenessBeacon::finished() {
+void LivenessBeacon::finished(int exit_code) {
   if (fd_ < 0) return;
-  const std::string done = "done\n";
+  const std::string done = fmt::format("done {}\n", exit_code);
   if (::send(fd_, done.data(), done.size(), MSG_NOSIGNAL) < 0) {}  // best effort
 }
 

@@ -41,6 +41,61 @@ TEST(RankLiveness, NamesTheRanksThatEndedUnfinishedInOrder) {
   EXPECT_LE(ended[0].at_s, ended[1].at_s);
 }
 
+// all_finished_cleanly once it holds, or after 10 s (a bound for a stuck thread).
+bool wait_for_clean(const LivenessListener& l, int ranks) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!l.all_finished_cleanly(ranks) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return l.all_finished_cleanly(ranks);
+}
+
+TEST(RankLiveness, AJobIsCompleteOnlyWhenEveryRankSaidDoneWithCodeZeroAndClosed) {
+  LivenessListener listener;
+  std::optional<LivenessBeacon> r0(std::in_place, listener.address(), 0, "node-a");
+  std::optional<LivenessBeacon> r1(std::in_place, listener.address(), 1, "node-a");
+  r0->finished(0);
+  r0.reset();
+  // Rank 1 has said nothing yet and is still connected: not complete (whether or not the
+  // listener has read rank 0's close yet).
+  EXPECT_FALSE(listener.all_finished_cleanly(2));
+  r1->finished(0);
+  r1.reset();
+  EXPECT_TRUE(wait_for_clean(listener, 2));
+  const std::vector<LivenessListener::Ended> done = listener.finished();
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].rank, 0);
+  EXPECT_EQ(done[0].exit_code, 0);
+  EXPECT_TRUE(listener.unfinished().empty());
+  // A world of three: rank 2 never connected.
+  EXPECT_FALSE(listener.all_finished_cleanly(3));
+}
+
+TEST(RankLiveness, ARankThatFinishedWithAStopCodeOrEndedUnfinishedLeavesTheJobIncomplete) {
+  LivenessListener stopped;
+  {
+    LivenessBeacon r0(stopped.address(), 0, "node-a");
+    LivenessBeacon r1(stopped.address(), 1, "node-a");
+    r0.finished(0);
+    r1.finished(143);  // stopped by SIGTERM: a finished run, but not the whole one
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (stopped.finished().size() < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(stopped.finished().size(), 2u);
+  EXPECT_FALSE(stopped.all_finished_cleanly(2));
+
+  LivenessListener lost;
+  {
+    LivenessBeacon r0(lost.address(), 0, "node-a");
+    LivenessBeacon r1(lost.address(), 1, "node-b");
+    r0.finished(0);  // rank 1 ends without a word
+  }
+  ASSERT_EQ(wait_for_unfinished(lost, 1).size(), 1u);
+  EXPECT_FALSE(lost.all_finished_cleanly(2));
+}
+
 TEST(RankLiveness, ABeaconThatCannotConnectIsSilent) {
   // Nothing listens on port 1 of an unresolvable host: the rank runs on without.
   // (and an address without a port): no exception, no SIGPIPE on finished().

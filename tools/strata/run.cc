@@ -56,6 +56,7 @@
 #include <ostream>
 #include <optional>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -378,6 +379,17 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
   return 0;
 }
 
+// Whether every rank said it finished cleanly, allowing the listener's thread a moment to
+// read the last ranks' closes after mpirun's end.
+bool finished_cleanly(const LivenessListener& liveness, int ranks) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (!liveness.all_finished_cleanly(ranks)) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
 // The launcher of a multi-rank run: a job directory for OpenMPI's shared-memory files and
 // the ranks' status records, mpirun with stops forwarded, and after it whatever ranks that
 // were killed could not remove.
@@ -428,6 +440,15 @@ int launch_job(const RunOptions& o, const Validated& v, Backend backend) {
     }
     if (result.stop_signal == 0 && CommWatch::timeout_reported(job.path())) {
       result.exit_code = kExitCommTimeout;  // the watchdog's; mpirun may pass on a killed rank's
+    }
+    if (liveness && result.stop_signal == 0 && result.exit_code >= 128 &&
+        finished_cleanly(*liveness, relaunch.ranks)) {
+      // mpirun itself died of a signal after every rank had finished and said so (Open MPI
+      // 4.1.4's mpirun segfaults now and then as a job ends): the run is complete.
+      std::cerr << fmt::format("strata: mpirun ended with code {} after every rank had finished "
+                               "its run; the run is complete\n", result.exit_code)
+                << std::flush;
+      result.exit_code = 0;
     }
     if (liveness && result.stop_signal == 0) report_first_lost(*liveness, result.exit_code);
   }  // every rank is gone: the job directory goes, with any segment a killed mpirun left
@@ -627,9 +648,10 @@ int run_command(const RunOptions& o, std::ostream& out) {
     abort_job_from_rank(world->rank(), e);
   }
   watchdog.reset();
-  if (beacon) beacon->finished();
+  const int exit_code = stop != 0 ? StopSignals::exit_code(stop) : 0;
+  if (beacon) beacon->finished(exit_code);
   world.reset();  // communicators go before the session finalises MPI
-  return stop != 0 ? StopSignals::exit_code(stop) : 0;
+  return exit_code;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // RoPE forward/backward (see rope.h): OpenMP over rows when the tensor is worth a team
-// (parallel.h); each row computes its HS/2 cosines and sines once and applies them to all its
-// heads. Every element's arithmetic is the same on any thread count.
+// (parallel.h); each position's HS/2 cosines and sines are computed once and applied to the
+// rows of every sequence and all their heads. Every element's arithmetic is the same on any
+// thread count.
 #include "kernels/cpu/rope.h"
 
 #include <cmath>
@@ -38,34 +39,39 @@ void check(const char* kernel, const float* x, int B, int T, int heads, int HS,
   }
 }
 
-// sign +1: forward rotation; -1: backward (sin negated).
+// sign +1: forward rotation; -1: backward (sin negated). The B sequences share their T
+// positions, so the cosines and sines are computed once per position (T x HS/2, in double as
+// every RoPE angle in strata) and applied to every sequence's row and head.
 void rotate(float* x, int B, int T, int heads, int HS, std::int64_t row_stride,
             int pos_offset, const RopeFrequencies& freq, float sign) {
   const int half = HS / 2;
   const std::int64_t rows = static_cast<std::int64_t>(B) * T;
-  std::vector<double> inv_freq(half);  // the same for every row: computed once
+  const bool team = rows * heads * HS >= kParallelMinElements;
+  std::vector<double> inv_freq(half);
   for (int i = 0; i < half; ++i) inv_freq[i] = rope_inverse_frequency(freq, i, HS);
-#pragma omp parallel if (rows * heads * HS >= kParallelMinElements)
-  {
-    std::vector<float> cos_t(half), sin_t(half);  // this thread's, reused across its rows
-#pragma omp for schedule(static)
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const double pos = static_cast<double>(pos_offset) + static_cast<double>(r % T);
-      for (int i = 0; i < half; ++i) {
-        const double angle = pos * inv_freq[i];
-        cos_t[i] = static_cast<float>(std::cos(angle));
-        sin_t[i] = sign * static_cast<float>(std::sin(angle));
-      }
-      float* row = x + r * row_stride;
-      for (int h = 0; h < heads; ++h) {
-        float* lo = row + static_cast<std::int64_t>(h) * HS;
-        float* hi = lo + half;
+  std::vector<float> cos_t(static_cast<std::size_t>(T) * half), sin_t(cos_t.size());
+#pragma omp parallel for schedule(static) if (team)
+  for (int t = 0; t < T; ++t) {
+    const double pos = static_cast<double>(pos_offset) + static_cast<double>(t);
+    for (int i = 0; i < half; ++i) {
+      const double angle = pos * inv_freq[i];
+      cos_t[static_cast<std::size_t>(t) * half + i] = static_cast<float>(std::cos(angle));
+      sin_t[static_cast<std::size_t>(t) * half + i] = sign * static_cast<float>(std::sin(angle));
+    }
+  }
+#pragma omp parallel for schedule(static) if (team)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* c = cos_t.data() + (r % T) * half;
+    const float* sn = sin_t.data() + (r % T) * half;
+    float* row = x + r * row_stride;
+    for (int h = 0; h < heads; ++h) {
+      float* lo = row + static_cast<std::int64_t>(h) * HS;
+      float* hi = lo + half;
 #pragma omp simd
-        for (int i = 0; i < half; ++i) {
-          const float a = lo[i], b = hi[i];
-          lo[i] = a * cos_t[i] - b * sin_t[i];
-          hi[i] = b * cos_t[i] + a * sin_t[i];
-        }
+      for (int i = 0; i < half; ++i) {
+        const float a = lo[i], b = hi[i];
+        lo[i] = a * c[i] - b * sn[i];
+        hi[i] = b * c[i] + a * sn[i];
       }
     }
   }

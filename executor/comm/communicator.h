@@ -30,9 +30,9 @@
 //   line and the library's text.
 // The typed calls take void*; the inline overloads below keep the pointer-typed calls
 // (all_reduce_sum(float*, n), send(const float*, n, peer, tag), ...) that pick the DType
-// from the pointer, so most call sites never spell a DType. A derived class that overrides
-// the virtuals re-exposes them with `using Communicator::all_reduce_sum;` (and so on), since
-// an override hides the base's other overloads of the same name.
+// from the pointer, so most call sites never spell a DType. The typed calls are not virtual:
+// an implementation overrides the protected do_* ones, so that no override hides the
+// overloads (the non-virtual interface idiom).
 // Deliberately not here: tensors, streams, async collectives, group creation
 // (communicator_factory.h).
 #pragma once
@@ -157,23 +157,39 @@ class Communicator {
   // ---- the typed interface ----
 
   // In place: data (n) becomes the element-wise sum / max over the group's ranks.
-  virtual void all_reduce_sum(void* data, std::int64_t n, DType dtype) = 0;
-  virtual void all_reduce_max(void* data, std::int64_t n, DType dtype) = 0;
+  void all_reduce_sum(void* data, std::int64_t n, DType dtype) {
+    do_all_reduce_sum(data, n, dtype);
+  }
+  void all_reduce_max(void* data, std::int64_t n, DType dtype) {
+    do_all_reduce_max(data, n, dtype);
+  }
   // in: (size, n) rank-major; out: (n) = sum over ranks r of in_r[rank()*n .. rank()*n + n).
-  virtual void reduce_scatter_sum(const void* in, void* out, std::int64_t n, DType dtype) = 0;
+  void reduce_scatter_sum(const void* in, void* out, std::int64_t n, DType dtype) {
+    do_reduce_scatter_sum(in, out, n, dtype);
+  }
   // in: (n); out: (size, n) with row r = rank r's in.
-  virtual void all_gather(const void* in, void* out, std::int64_t n, DType dtype) = 0;
+  void all_gather(const void* in, void* out, std::int64_t n, DType dtype) {
+    do_all_gather(in, out, n, dtype);
+  }
   // data (n) on every rank becomes root's data.
-  virtual void broadcast(void* data, std::int64_t n, DType dtype, int root) = 0;
+  void broadcast(void* data, std::int64_t n, DType dtype, int root) {
+    do_broadcast(data, n, dtype, root);
+  }
 
   // Point-to-point within the group. send() returns at once; the buffer must stay alive and
   // unchanged until the Request completes. recv() blocks until the message has arrived.
   // Messages between one pair of ranks with one tag arrive in the order they were sent; the
   // receiver names the same n and dtype as the sender.
-  virtual Request send(const void* data, std::int64_t n, DType dtype, int peer, int tag) = 0;
-  virtual void recv(void* data, std::int64_t n, DType dtype, int peer, int tag) = 0;
+  Request send(const void* data, std::int64_t n, DType dtype, int peer, int tag) {
+    return do_send(data, n, dtype, peer, tag);
+  }
+  void recv(void* data, std::int64_t n, DType dtype, int peer, int tag) {
+    do_recv(data, n, dtype, peer, tag);
+  }
   // Non-blocking receive, for overlapping a pipeline receive with compute.
-  virtual Request irecv(void* data, std::int64_t n, DType dtype, int peer, int tag) = 0;
+  Request irecv(void* data, std::int64_t n, DType dtype, int peer, int tag) {
+    return do_irecv(data, n, dtype, peer, tag);
+  }
 
   virtual void barrier() = 0;
   // Waits for work enqueued on the backend's stream (NCCL, host-staged); MPI's calls
@@ -244,6 +260,18 @@ class Communicator {
   Request irecv(T* data, std::int64_t n, int peer, int tag) {
     return irecv(static_cast<void*>(data), n, detail::pointer_dtype<T>(), peer, tag);
   }
+
+ protected:
+  // What an implementation provides: the typed calls above, one each.
+  virtual void do_all_reduce_sum(void* data, std::int64_t n, DType dtype) = 0;
+  virtual void do_all_reduce_max(void* data, std::int64_t n, DType dtype) = 0;
+  virtual void do_reduce_scatter_sum(const void* in, void* out, std::int64_t n,
+                                     DType dtype) = 0;
+  virtual void do_all_gather(const void* in, void* out, std::int64_t n, DType dtype) = 0;
+  virtual void do_broadcast(void* data, std::int64_t n, DType dtype, int root) = 0;
+  virtual Request do_send(const void* data, std::int64_t n, DType dtype, int peer, int tag) = 0;
+  virtual void do_recv(void* data, std::int64_t n, DType dtype, int peer, int tag) = 0;
+  virtual Request do_irecv(void* data, std::int64_t n, DType dtype, int peer, int tag) = 0;
 };
 
 }  // namespace strata

@@ -90,7 +90,7 @@ void LocalGroup::take(int from, int to, int tag, void* data, std::int64_t bytes)
   if (bytes > 0) std::memcpy(data, message.data(), static_cast<std::size_t>(bytes));
 }
 
-void LocalCommunicator::all_reduce_sum(void* data, std::int64_t n, DType dtype) {
+void LocalCommunicator::do_all_reduce_sum(void* data, std::int64_t n, DType dtype) {
   require_reducible(dtype, "LocalCommunicator", "all_reduce_sum");
   if (size() == 1 || n == 0) return;
   // Each rank sums into a private copy, then (after everyone has read) writes it back.
@@ -99,7 +99,7 @@ void LocalCommunicator::all_reduce_sum(void* data, std::int64_t n, DType dtype) 
   std::memcpy(data, sum.data(), sum.size());
 }
 
-void LocalCommunicator::all_reduce_max(void* data, std::int64_t n, DType dtype) {
+void LocalCommunicator::do_all_reduce_max(void* data, std::int64_t n, DType dtype) {
   require_reducible(dtype, "LocalCommunicator", "all_reduce_max");
   if (size() == 1 || n == 0) return;
   std::vector<unsigned char> best(static_cast<std::size_t>(n * dtype_bytes(dtype)));
@@ -121,12 +121,13 @@ void LocalCommunicator::all_reduce_max(void* data, std::int64_t n, DType dtype) 
   std::memcpy(data, best.data(), best.size());
 }
 
-void LocalCommunicator::reduce_scatter_sum(const void* in, void* out, std::int64_t n, DType dtype) {
+void LocalCommunicator::do_reduce_scatter_sum(const void* in, void* out, std::int64_t n,
+                                              DType dtype) {
   require_reducible(dtype, "LocalCommunicator", "reduce_scatter_sum");
   group_->rendezvous(rank_, in, out, [&] { reduce_into(*group_, dtype, rank_ * n, n, out); });
 }
 
-void LocalCommunicator::all_gather(const void* in, void* out, std::int64_t n, DType dtype) {
+void LocalCommunicator::do_all_gather(const void* in, void* out, std::int64_t n, DType dtype) {
   require_movable(dtype, "LocalCommunicator", "all_gather");
   const std::int64_t bytes = n * dtype_bytes(dtype);
   group_->rendezvous(rank_, in, out, [&] {
@@ -136,7 +137,7 @@ void LocalCommunicator::all_gather(const void* in, void* out, std::int64_t n, DT
   });
 }
 
-void LocalCommunicator::broadcast(void* data, std::int64_t n, DType dtype, int root) {
+void LocalCommunicator::do_broadcast(void* data, std::int64_t n, DType dtype, int root) {
   require_movable(dtype, "LocalCommunicator", "broadcast");
   check_peer(root, "broadcast");
   const std::int64_t bytes = n * dtype_bytes(dtype);
@@ -148,20 +149,21 @@ void LocalCommunicator::broadcast(void* data, std::int64_t n, DType dtype, int r
   if (rank_ != root) std::memcpy(data, copy.data(), copy.size());
 }
 
-Request LocalCommunicator::send(const void* data, std::int64_t n, DType dtype, int peer, int tag) {
+Request LocalCommunicator::do_send(const void* data, std::int64_t n, DType dtype, int peer,
+                                   int tag) {
   require_movable(dtype, "LocalCommunicator", "send");
   check_peer(peer, "send");
   group_->post(rank_, peer, tag, data, n * dtype_bytes(dtype));
   return Request{};  // buffered: complete at once
 }
 
-void LocalCommunicator::recv(void* data, std::int64_t n, DType dtype, int peer, int tag) {
+void LocalCommunicator::do_recv(void* data, std::int64_t n, DType dtype, int peer, int tag) {
   require_movable(dtype, "LocalCommunicator", "recv");
   check_peer(peer, "recv");
   group_->take(peer, rank_, tag, data, n * dtype_bytes(dtype));
 }
 
-Request LocalCommunicator::irecv(void* data, std::int64_t n, DType dtype, int peer, int tag) {
+Request LocalCommunicator::do_irecv(void* data, std::int64_t n, DType dtype, int peer, int tag) {
   require_movable(dtype, "LocalCommunicator", "irecv");
   check_peer(peer, "irecv");
   // Completed by wait(): the message is taken then.

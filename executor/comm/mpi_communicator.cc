@@ -250,7 +250,7 @@ MpiCommunicator::~MpiCommunicator() {
   }
 }
 
-void MpiCommunicator::all_reduce_sum(void* data, std::int64_t n, DType dtype) {
+void MpiCommunicator::do_all_reduce_sum(void* data, std::int64_t n, DType dtype) {
   require_reducible(dtype, kWho, "all_reduce_sum");
   switch (dtype) {
     case DType::kF32:
@@ -270,7 +270,7 @@ void MpiCommunicator::all_reduce_sum(void* data, std::int64_t n, DType dtype) {
   }
 }
 
-void MpiCommunicator::all_reduce_max(void* data, std::int64_t n, DType dtype) {
+void MpiCommunicator::do_all_reduce_max(void* data, std::int64_t n, DType dtype) {
   require_reducible(dtype, kWho, "all_reduce_max");
   if (dtype != DType::kBF16) {
     exact_all_reduce(*this, data, n, mpi_type(dtype), MPI_MAX, "all_reduce_max");
@@ -285,7 +285,7 @@ void MpiCommunicator::all_reduce_max(void* data, std::int64_t n, DType dtype) {
   for (int i = 0; i < count; ++i) bits[i] = float_to_bf16(wide[static_cast<std::size_t>(i)]);
 }
 
-void MpiCommunicator::reduce_scatter_sum(const void* in, void* out, std::int64_t n,
+void MpiCommunicator::do_reduce_scatter_sum(const void* in, void* out, std::int64_t n,
                                          DType dtype) {
   require_reducible(dtype, kWho, "reduce_scatter_sum");
   switch (dtype) {
@@ -310,7 +310,7 @@ void MpiCommunicator::reduce_scatter_sum(const void* in, void* out, std::int64_t
   }
 }
 
-void MpiCommunicator::all_gather(const void* in, void* out, std::int64_t n, DType dtype) {
+void MpiCommunicator::do_all_gather(const void* in, void* out, std::int64_t n, DType dtype) {
   require_movable(dtype, kWho, "all_gather");
   const int count = checked_count(n, "all_gather");
   if (count == 0) {
@@ -321,14 +321,14 @@ void MpiCommunicator::all_gather(const void* in, void* out, std::int64_t n, DTyp
   MPI_CHECK(MPI_Allgather(in, count, type, out, count, type, comm_));
 }
 
-void MpiCommunicator::broadcast(void* data, std::int64_t n, DType dtype, int root) {
+void MpiCommunicator::do_broadcast(void* data, std::int64_t n, DType dtype, int root) {
   require_movable(dtype, kWho, "broadcast");
   const int count = checked_count(n, "broadcast");
   const CommWatch::Scope watched = blocking(CommCall::kBcast);
   MPI_CHECK(MPI_Bcast(data, count, mpi_type(dtype), root, comm_));
 }
 
-Request MpiCommunicator::send(const void* data, std::int64_t n, DType dtype, int peer, int tag) {
+Request MpiCommunicator::do_send(const void* data, std::int64_t n, DType dtype, int peer, int tag) {
   require_movable(dtype, kWho, "send");
   const int count = checked_count(n, "send");
   MPI_Request request = MPI_REQUEST_NULL;
@@ -336,7 +336,7 @@ Request MpiCommunicator::send(const void* data, std::int64_t n, DType dtype, int
   return Request(std::make_unique<MpiRequest>(request, *this, CommCall::kWaitSend, peer));
 }
 
-void MpiCommunicator::recv(void* data, std::int64_t n, DType dtype, int peer, int tag) {
+void MpiCommunicator::do_recv(void* data, std::int64_t n, DType dtype, int peer, int tag) {
   require_movable(dtype, kWho, "recv");
   const int count = checked_count(n, "recv");
   const MPI_Datatype type = mpi_type(dtype);
@@ -353,7 +353,7 @@ void MpiCommunicator::recv(void* data, std::int64_t n, DType dtype, int peer, in
   }
 }
 
-Request MpiCommunicator::irecv(void* data, std::int64_t n, DType dtype, int peer, int tag) {
+Request MpiCommunicator::do_irecv(void* data, std::int64_t n, DType dtype, int peer, int tag) {
   require_movable(dtype, kWho, "irecv");
   const int count = checked_count(n, "irecv");
   MPI_Request request = MPI_REQUEST_NULL;

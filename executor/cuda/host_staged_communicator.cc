@@ -191,7 +191,7 @@ HostStagedCommunicator::HostStagedCommunicator(std::unique_ptr<Communicator> hos
 
 HostStagedCommunicator::~HostStagedCommunicator() = default;
 
-void HostStagedCommunicator::all_reduce_sum(void* data, std::int64_t n, DType dtype) {
+void HostStagedCommunicator::do_all_reduce_sum(void* data, std::int64_t n, DType dtype) {
   require_reducible(dtype, kWho, "all_reduce_sum");
   const std::size_t bytes = checked_bytes(n, dtype, "all_reduce_sum");
   const Lease stage(pool_, bytes);
@@ -200,7 +200,7 @@ void HostStagedCommunicator::all_reduce_sum(void* data, std::int64_t n, DType dt
   to_device(data, stage.data(), bytes, stream_);
 }
 
-void HostStagedCommunicator::all_reduce_max(void* data, std::int64_t n, DType dtype) {
+void HostStagedCommunicator::do_all_reduce_max(void* data, std::int64_t n, DType dtype) {
   require_reducible(dtype, kWho, "all_reduce_max");
   const std::size_t bytes = checked_bytes(n, dtype, "all_reduce_max");
   const Lease stage(pool_, bytes);
@@ -209,7 +209,7 @@ void HostStagedCommunicator::all_reduce_max(void* data, std::int64_t n, DType dt
   to_device(data, stage.data(), bytes, stream_);
 }
 
-void HostStagedCommunicator::reduce_scatter_sum(const void* in, void* out, std::int64_t n,
+void HostStagedCommunicator::do_reduce_scatter_sum(const void* in, void* out, std::int64_t n,
                                                 DType dtype) {
   require_reducible(dtype, kWho, "reduce_scatter_sum");
   const std::size_t bytes = checked_bytes(n, dtype, "reduce_scatter_sum");
@@ -221,7 +221,7 @@ void HostStagedCommunicator::reduce_scatter_sum(const void* in, void* out, std::
   to_device(out, stage_out.data(), bytes, stream_);
 }
 
-void HostStagedCommunicator::all_gather(const void* in, void* out, std::int64_t n, DType dtype) {
+void HostStagedCommunicator::do_all_gather(const void* in, void* out, std::int64_t n, DType dtype) {
   require_movable(dtype, kWho, "all_gather");
   const std::size_t bytes = checked_bytes(n, dtype, "all_gather");
   const std::size_t out_bytes = bytes * static_cast<std::size_t>(size());
@@ -232,7 +232,7 @@ void HostStagedCommunicator::all_gather(const void* in, void* out, std::int64_t 
   to_device(out, stage_out.data(), out_bytes, stream_);
 }
 
-void HostStagedCommunicator::broadcast(void* data, std::int64_t n, DType dtype, int root) {
+void HostStagedCommunicator::do_broadcast(void* data, std::int64_t n, DType dtype, int root) {
   require_movable(dtype, kWho, "broadcast");
   const std::size_t bytes = checked_bytes(n, dtype, "broadcast");
   const Lease stage(pool_, bytes);
@@ -243,7 +243,7 @@ void HostStagedCommunicator::broadcast(void* data, std::int64_t n, DType dtype, 
   to_device(data, stage.data(), bytes, stream_);
 }
 
-Request HostStagedCommunicator::send(const void* data, std::int64_t n, DType dtype, int peer,
+Request HostStagedCommunicator::do_send(const void* data, std::int64_t n, DType dtype, int peer,
                                      int tag) {
   require_movable(dtype, kWho, "send");
   const std::size_t bytes = checked_bytes(n, dtype, "send");
@@ -253,11 +253,11 @@ Request HostStagedCommunicator::send(const void* data, std::int64_t n, DType dty
   return Request(std::make_unique<StagedSend>(std::move(stage), std::move(host)));
 }
 
-void HostStagedCommunicator::recv(void* data, std::int64_t n, DType dtype, int peer, int tag) {
+void HostStagedCommunicator::do_recv(void* data, std::int64_t n, DType dtype, int peer, int tag) {
   irecv(data, n, dtype, peer, tag).wait();
 }
 
-Request HostStagedCommunicator::irecv(void* data, std::int64_t n, DType dtype, int peer,
+Request HostStagedCommunicator::do_irecv(void* data, std::int64_t n, DType dtype, int peer,
                                       int tag) {
   require_movable(dtype, kWho, "irecv");
   const std::size_t bytes = checked_bytes(n, dtype, "irecv");

@@ -259,7 +259,7 @@ void NcclCommunicator::deterministic_all_reduce_sum(void* data, std::int64_t n, 
   });
 }
 
-void NcclCommunicator::all_reduce_sum(void* data, std::int64_t n, DType dtype) {
+void NcclCommunicator::do_all_reduce_sum(void* data, std::int64_t n, DType dtype) {
   require_reducible(dtype, kWho, "all_reduce_sum");
   const std::size_t count = checked_count(n, "all_reduce_sum");
   if (dtype != DType::kI64) {
@@ -272,7 +272,7 @@ void NcclCommunicator::all_reduce_sum(void* data, std::int64_t n, DType dtype) {
   });
 }
 
-void NcclCommunicator::all_reduce_max(void* data, std::int64_t n, DType dtype) {
+void NcclCommunicator::do_all_reduce_max(void* data, std::int64_t n, DType dtype) {
   require_reducible(dtype, kWho, "all_reduce_max");
   const std::size_t count = checked_count(n, "all_reduce_max");
   if (count == 0) return;
@@ -281,7 +281,7 @@ void NcclCommunicator::all_reduce_max(void* data, std::int64_t n, DType dtype) {
   });
 }
 
-void NcclCommunicator::reduce_scatter_sum(const void* in, void* out, std::int64_t n,
+void NcclCommunicator::do_reduce_scatter_sum(const void* in, void* out, std::int64_t n,
                                           DType dtype) {
   require_reducible(dtype, kWho, "reduce_scatter_sum");
   const std::size_t count = checked_count(n, "reduce_scatter_sum");
@@ -312,7 +312,7 @@ void NcclCommunicator::reduce_scatter_sum(const void* in, void* out, std::int64_
   });
 }
 
-void NcclCommunicator::all_gather(const void* in, void* out, std::int64_t n, DType dtype) {
+void NcclCommunicator::do_all_gather(const void* in, void* out, std::int64_t n, DType dtype) {
   require_movable(dtype, kWho, "all_gather");
   const std::size_t count = checked_count(n, "all_gather");
   if (count == 0) return;
@@ -321,7 +321,7 @@ void NcclCommunicator::all_gather(const void* in, void* out, std::int64_t n, DTy
   });
 }
 
-void NcclCommunicator::broadcast(void* data, std::int64_t n, DType dtype, int root) {
+void NcclCommunicator::do_broadcast(void* data, std::int64_t n, DType dtype, int root) {
   require_movable(dtype, kWho, "broadcast");
   const std::size_t count = checked_count(n, "broadcast");
   check_rank(root, size_, "broadcast", "root");
@@ -339,7 +339,7 @@ Request NcclCommunicator::event_request() {
   });
 }
 
-Request NcclCommunicator::send(const void* data, std::int64_t n, DType dtype, int peer,
+Request NcclCommunicator::do_send(const void* data, std::int64_t n, DType dtype, int peer,
                                int /*tag*/) {
   require_movable(dtype, kWho, "send");
   const std::size_t count = checked_count(n, "send");
@@ -355,11 +355,11 @@ Request NcclCommunicator::send(const void* data, std::int64_t n, DType dtype, in
   return event_request();
 }
 
-void NcclCommunicator::recv(void* data, std::int64_t n, DType dtype, int peer, int tag) {
+void NcclCommunicator::do_recv(void* data, std::int64_t n, DType dtype, int peer, int tag) {
   irecv(data, n, dtype, peer, tag).wait();
 }
 
-Request NcclCommunicator::irecv(void* data, std::int64_t n, DType dtype, int peer,
+Request NcclCommunicator::do_irecv(void* data, std::int64_t n, DType dtype, int peer,
                                 int /*tag*/) {
   require_movable(dtype, kWho, "recv");
   const std::size_t count = checked_count(n, "recv");

@@ -21,24 +21,16 @@ namespace {
 class SilentCommunicator final : public Communicator {
  public:
   SilentCommunicator(int rank, int size) : rank_(rank), size_(size) {}
-  using Communicator::all_gather;
-  using Communicator::all_reduce_max;
-  using Communicator::all_reduce_sum;
-  using Communicator::broadcast;
-  using Communicator::irecv;
-  using Communicator::recv;
-  using Communicator::reduce_scatter_sum;
-  using Communicator::send;
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  void all_reduce_sum(void*, std::int64_t, DType) override {}
-  void all_reduce_max(void*, std::int64_t, DType) override {}
-  void reduce_scatter_sum(const void*, void*, std::int64_t, DType) override {}
-  void all_gather(const void*, void*, std::int64_t, DType) override {}
-  void broadcast(void*, std::int64_t, DType, int) override {}
-  Request send(const void*, std::int64_t, DType, int, int) override { return Request{}; }
-  void recv(void*, std::int64_t, DType, int, int) override {}
-  Request irecv(void*, std::int64_t, DType, int, int) override { return Request{}; }
+  void do_all_reduce_sum(void*, std::int64_t, DType) override {}
+  void do_all_reduce_max(void*, std::int64_t, DType) override {}
+  void do_reduce_scatter_sum(const void*, void*, std::int64_t, DType) override {}
+  void do_all_gather(const void*, void*, std::int64_t, DType) override {}
+  void do_broadcast(void*, std::int64_t, DType, int) override {}
+  Request do_send(const void*, std::int64_t, DType, int, int) override { return Request{}; }
+  void do_recv(void*, std::int64_t, DType, int, int) override {}
+  Request do_irecv(void*, std::int64_t, DType, int, int) override { return Request{}; }
   void barrier() override {}
 
  private:

@@ -342,35 +342,35 @@ class MirrorPair final : public Communicator {
  public:
   int rank() const override { return 0; }
   int size() const override { return 2; }
-  void all_reduce_sum(void* data, std::int64_t n, DType t) override {
+  void do_all_reduce_sum(void* data, std::int64_t n, DType t) override {
     require_reducible(t, "MirrorPair", "all_reduce_sum");
     double_in_place(data, n, t);
   }
-  void all_reduce_max(void* /*data*/, std::int64_t /*n*/, DType t) override {
+  void do_all_reduce_max(void* /*data*/, std::int64_t /*n*/, DType t) override {
     require_reducible(t, "MirrorPair", "all_reduce_max");
   }
-  void reduce_scatter_sum(const void* in, void* out, std::int64_t n, DType t) override {
+  void do_reduce_scatter_sum(const void* in, void* out, std::int64_t n, DType t) override {
     require_reducible(t, "MirrorPair", "reduce_scatter_sum");
     std::memcpy(out, in, bytes(n, t));  // my row, from both "ranks"
     double_in_place(out, n, t);
   }
-  void all_gather(const void* in, void* out, std::int64_t n, DType t) override {
+  void do_all_gather(const void* in, void* out, std::int64_t n, DType t) override {
     std::memcpy(out, in, bytes(n, t));
     std::memcpy(static_cast<std::byte*>(out) + bytes(n, t), in, bytes(n, t));
   }
-  void broadcast(void* /*data*/, std::int64_t /*n*/, DType /*t*/, int /*root*/) override {}
-  Request send(const void* data, std::int64_t n, DType t, int /*peer*/, int tag) override {
+  void do_broadcast(void* /*data*/, std::int64_t /*n*/, DType /*t*/, int /*root*/) override {}
+  Request do_send(const void* data, std::int64_t n, DType t, int /*peer*/, int tag) override {
     const auto* p = static_cast<const std::byte*>(data);
     queues_[tag].emplace_back(p, p + bytes(n, t));
     return Request();
   }
-  void recv(void* data, std::int64_t n, DType t, int /*peer*/, int tag) override {
+  void do_recv(void* data, std::int64_t n, DType t, int /*peer*/, int tag) override {
     std::deque<std::vector<std::byte>>& q = queues_.at(tag);
     ASSERT_EQ(q.front().size(), bytes(n, t));
     std::memcpy(data, q.front().data(), q.front().size());
     q.pop_front();
   }
-  Request irecv(void* data, std::int64_t n, DType t, int peer, int tag) override {
+  Request do_irecv(void* data, std::int64_t n, DType t, int peer, int tag) override {
     recv(data, n, t, peer, tag);  // the loopback message is already queued
     return Request();
   }

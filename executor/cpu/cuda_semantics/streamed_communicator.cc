@@ -42,34 +42,34 @@ class StreamRequest final : public Request::Impl {
 
 }  // namespace
 
-void StreamedCommunicator::all_reduce_sum(void* data, std::int64_t n, DType dtype) {
+void StreamedCommunicator::do_all_reduce_sum(void* data, std::int64_t n, DType dtype) {
   scheduler_->run_now(stream_, "all_reduce_sum", {reads(data, n, dtype), writes(data, n, dtype)},
                       [&] { inner_->all_reduce_sum(data, n, dtype); });
 }
 
-void StreamedCommunicator::all_reduce_max(void* data, std::int64_t n, DType dtype) {
+void StreamedCommunicator::do_all_reduce_max(void* data, std::int64_t n, DType dtype) {
   scheduler_->run_now(stream_, "all_reduce_max", {reads(data, n, dtype), writes(data, n, dtype)},
                       [&] { inner_->all_reduce_max(data, n, dtype); });
 }
 
-void StreamedCommunicator::reduce_scatter_sum(const void* in, void* out, std::int64_t n,
+void StreamedCommunicator::do_reduce_scatter_sum(const void* in, void* out, std::int64_t n,
                                               DType dtype) {
   scheduler_->run_now(stream_, "reduce_scatter_sum",
                       {reads(in, n * size(), dtype), writes(out, n, dtype)},
                       [&] { inner_->reduce_scatter_sum(in, out, n, dtype); });
 }
 
-void StreamedCommunicator::all_gather(const void* in, void* out, std::int64_t n, DType dtype) {
+void StreamedCommunicator::do_all_gather(const void* in, void* out, std::int64_t n, DType dtype) {
   scheduler_->run_now(stream_, "all_gather", {reads(in, n, dtype), writes(out, n * size(), dtype)},
                       [&] { inner_->all_gather(in, out, n, dtype); });
 }
 
-void StreamedCommunicator::broadcast(void* data, std::int64_t n, DType dtype, int root) {
+void StreamedCommunicator::do_broadcast(void* data, std::int64_t n, DType dtype, int root) {
   scheduler_->run_now(stream_, "broadcast", {reads(data, n, dtype), writes(data, n, dtype)},
                       [&] { inner_->broadcast(data, n, dtype, root); });
 }
 
-Request StreamedCommunicator::send(const void* data, std::int64_t n, DType dtype, int peer,
+Request StreamedCommunicator::do_send(const void* data, std::int64_t n, DType dtype, int peer,
                                    int tag) {
   Request request;
   scheduler_->run_now(stream_, "send", {reads(data, n, dtype)},
@@ -77,13 +77,13 @@ Request StreamedCommunicator::send(const void* data, std::int64_t n, DType dtype
   return Request(std::make_unique<StreamRequest>(std::move(request), stream_, *scheduler_));
 }
 
-void StreamedCommunicator::recv(void* data, std::int64_t n, DType dtype, int peer, int tag) {
+void StreamedCommunicator::do_recv(void* data, std::int64_t n, DType dtype, int peer, int tag) {
   scheduler_->run_now(stream_, "recv", {writes(data, n, dtype)},
                       [&] { inner_->recv(data, n, dtype, peer, tag); });
   if (!scheduler_->running()) scheduler_->host_wait(stream_);
 }
 
-Request StreamedCommunicator::irecv(void* data, std::int64_t n, DType dtype, int peer, int tag) {
+Request StreamedCommunicator::do_irecv(void* data, std::int64_t n, DType dtype, int peer, int tag) {
   Request request;
   scheduler_->run_now(stream_, "irecv", {writes(data, n, dtype)},
                       [&] { request = inner_->irecv(data, n, dtype, peer, tag); });

@@ -45,6 +45,18 @@
 
 #include "kernels/dtype.h"
 
+// The overrides of an implementation's transport (Communicator's protected do_* calls), one
+// declaration each, for its class body; its .cc defines them.
+#define STRATA_COMMUNICATOR_TRANSPORT                                                        \
+  void do_all_reduce_sum(void* data, std::int64_t n, DType dtype) override;                  \
+  void do_all_reduce_max(void* data, std::int64_t n, DType dtype) override;                  \
+  void do_reduce_scatter_sum(const void* in, void* out, std::int64_t n, DType dtype) override; \
+  void do_all_gather(const void* in, void* out, std::int64_t n, DType dtype) override;       \
+  void do_broadcast(void* data, std::int64_t n, DType dtype, int root) override;             \
+  Request do_send(const void* data, std::int64_t n, DType dtype, int peer, int tag) override; \
+  void do_recv(void* data, std::int64_t n, DType dtype, int peer, int tag) override;         \
+  Request do_irecv(void* data, std::int64_t n, DType dtype, int peer, int tag) override;
+
 namespace strata {
 
 // A pending non-blocking operation. Move-only RAII: wait() completes it (throwing on

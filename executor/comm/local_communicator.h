@@ -70,14 +70,7 @@ class LocalCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return group_->size(); }
-  void do_all_reduce_sum(void* data, std::int64_t n, DType dtype) override;
-  void do_all_reduce_max(void* data, std::int64_t n, DType dtype) override;
-  void do_reduce_scatter_sum(const void* in, void* out, std::int64_t n, DType dtype) override;
-  void do_all_gather(const void* in, void* out, std::int64_t n, DType dtype) override;
-  void do_broadcast(void* data, std::int64_t n, DType dtype, int root) override;
-  Request do_send(const void* data, std::int64_t n, DType dtype, int peer, int tag) override;
-  void do_recv(void* data, std::int64_t n, DType dtype, int peer, int tag) override;
-  Request do_irecv(void* data, std::int64_t n, DType dtype, int peer, int tag) override;
+  STRATA_COMMUNICATOR_TRANSPORT
   void barrier() override { group_->barrier(); }
 
  private:

@@ -51,14 +51,7 @@ class HostStagedCommunicator final : public Communicator {
   int rank() const override { return host_->rank(); }
   int size() const override { return host_->size(); }
 
-  void do_all_reduce_sum(void* data, std::int64_t n, DType dtype) override;
-  void do_all_reduce_max(void* data, std::int64_t n, DType dtype) override;
-  void do_reduce_scatter_sum(const void* in, void* out, std::int64_t n, DType dtype) override;
-  void do_all_gather(const void* in, void* out, std::int64_t n, DType dtype) override;
-  void do_broadcast(void* data, std::int64_t n, DType dtype, int root) override;
-  Request do_send(const void* data, std::int64_t n, DType dtype, int peer, int tag) override;
-  void do_recv(void* data, std::int64_t n, DType dtype, int peer, int tag) override;
-  Request do_irecv(void* data, std::int64_t n, DType dtype, int peer, int tag) override;
+  STRATA_COMMUNICATOR_TRANSPORT
   // This rank's stream has drained, then every rank has reached the host barrier.
   void barrier() override;
   void synchronize() override;

@@ -65,15 +65,8 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  void do_all_reduce_sum(void* data, std::int64_t n, DType dtype) override;
-  void do_all_reduce_max(void* data, std::int64_t n, DType dtype) override;
-  void do_reduce_scatter_sum(const void* in, void* out, std::int64_t n, DType dtype) override;
-  void do_all_gather(const void* in, void* out, std::int64_t n, DType dtype) override;
-  void do_broadcast(void* data, std::int64_t n, DType dtype, int root) override;
   // send/irecv: the Request completes when the stream has run the operation (an event).
-  Request do_send(const void* data, std::int64_t n, DType dtype, int peer, int tag) override;
-  void do_recv(void* data, std::int64_t n, DType dtype, int peer, int tag) override;
-  Request do_irecv(void* data, std::int64_t n, DType dtype, int peer, int tag) override;
+  STRATA_COMMUNICATOR_TRANSPORT
   // Sends send_data (n) to peer and receives n elements from it into recv_data, as one NCCL
   // group (no rendezvous deadlock). Enqueued; wait with synchronize().
   void send_recv(const void* send_data, void* recv_data, std::int64_t n, DType dtype, int peer);

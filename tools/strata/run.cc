@@ -42,13 +42,11 @@
 #include <CLI/CLI.hpp>
 #include <mpi.h>
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <cstdio>
-#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <iostream>
@@ -56,7 +54,6 @@
 #include <ostream>
 #include <optional>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -64,11 +61,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cost_model/program/chrome_trace.h"
-#include "cost_model/pricing/cost_model.h"
 #include "cost_model/specs/errors.h"
-#include "cost_model/pricing/compute_model.h"
-#include "cost_model/pricing/profile_feedback.h"
-#include "cost_model/pricing/time_model.h"
 #include "executor/checkpoint/checkpoint_io.h"
 #include "executor/comm/comm_watch.h"
 #include "executor/comm/mpi_communicator.h"
@@ -79,11 +72,9 @@
 #include "executor/data/dataset.h"
 #include "executor/run/rank_training.h"
 #include "executor/run/rank_loop.h"
-#include "executor/offload/nvme_store.h"
 #include "executor/report/run_report.h"
 #include "executor/runtime/backend_select.h"
 #include "executor/runtime/file_lock.h"
-#include "executor/runtime/locked_dir.h"
 #include "executor/runtime/mpi_launch.h"
 #include "executor/runtime/stop_signals.h"
 #include "executor/weights/weights_io.h"
@@ -93,84 +84,13 @@
 #include "tools/strata/out_dir.h"
 #include "tools/strata/plot.h"
 #include "tools/strata/run_common.h"
+#include "tools/strata/run_launch.h"
 #include "tools/strata/run_nodes.h"
 #include "tools/strata/setup_progress.h"
 
 namespace strata::cli {
 namespace fs = std::filesystem;
-// The measured step time and offload bytes beside the cost model's for the same plan: with
-// the chosen profile's rates (profile_choice.h), else the cluster file's.
-void print_predicted(const Validated& v, const StepReport& rep, std::ostream& out) {
-  double predicted_s = 0;
-  try {
-    predicted_s = predict(v.model, v.cluster, v.train, v.plan, v.profile.get()).step_time_s;
-  } catch (const InfeasiblePlan& e) {
-    out << fmt::format("no prediction for this plan on cluster {}: {}\n", v.cluster.name, e.what());
-  }
-  if (predicted_s > 0) {
-    out << fmt::format("step time {:.4f} s measured, {:.4f} s predicted by the cost model "
-                       "(cluster {}, {})\n", rep.step_time_s, predicted_s, v.cluster.name,
-                       v.profile ? "profile " + v.profile.name : std::string("no profile"));
-  }
-  if (rep.transfers.empty()) return;
-  TransferBytes want;
-  for (std::int64_t r = 0; r < v.plan.pp; ++r) {
-    const TransferBytes t = offload_transfer_bytes(v.model, v.plan, v.train, r);
-    want.device_to_host = std::max(want.device_to_host, t.device_to_host);
-    want.host_to_device = std::max(want.host_to_device, t.host_to_device);
-    want.host_to_nvme = std::max(want.host_to_nvme, t.host_to_nvme);
-    want.nvme_to_host = std::max(want.nvme_to_host, t.nvme_to_host);
-  }
-  const TransferBytes& got = rep.transfers;
-  out << fmt::format("offload bytes per step (worst rank), measured / predicted: device->host "
-                     "{:.0f} / {:.0f}, host->device {:.0f} / {:.0f}, host->nvme {:.0f} / {:.0f}, "
-                     "nvme->host {:.0f} / {:.0f}\n",
-                     got.device_to_host, want.device_to_host, got.host_to_device,
-                     want.host_to_device, got.host_to_nvme, want.host_to_nvme, got.nvme_to_host,
-                     want.nvme_to_host);
-}
-
-// --update-profile: the run's report against the prediction with the same profile, folded
-// into the profile's compute_time_scale and comm_time_scale (profile_feedback.h) and written
-// back atomically. Rank 0 only, after the report is written.
-void update_profile(const std::string& path, const Validated& v, const StepReport& measured,
-                    std::ostream& out) {
-  Profile profile = Profile::load(path);
-  // On the CPU backend a rank keeps threads_per_rank cores busy; a GPU rank, one GPU.
-  const std::int64_t threads =
-      v.cluster.backend == Backend::kCpu ? std::max<std::int64_t>(profile.threads_per_rank, 1) : 1;
-  RunPlacement placement;
-  placement.busy_cores = plan_ranks_per_node(v.plan, v.cluster) * threads;
-  placement.node_cores =
-      v.cluster.backend == Backend::kCpu ? v.cluster.host.cpu_cores : v.cluster.gpus_per_node;
-  const FeedbackFit fit =
-      fold_run_into_profile(profile, measured, placement, [&](const Profile& p) {
-        return predict(v.model, v.cluster, v.train, v.plan, &p);
-      });
-  write_json_file(path, profile.to_json());
-  std::string fitted;
-  for (const auto& [name, u] : {std::pair{"compute_time_scale", fit.compute},
-                                std::pair{"comm_time_scale", fit.comm},
-                                std::pair{"busy_cores_slowdown", fit.busy_cores},
-                                std::pair{"time_sliced_sync_s", fit.time_sliced}}) {
-    if (!u.fitted) continue;
-    fitted += fmt::format("{}{} {:.4g} -> {:.4g} (this run asks for {:.4g}; trimmed mean of {} runs)",
-                          fitted.empty() ? "" : "; ", name, u.old_scale, u.new_scale,
-                          u.run_scale, u.runs);
-  }
-  out << fmt::format("updated {} (step measured {:.4f} s, predicted {:.4f} s): {}\n", path,
-                     fit.measured_step_s, fit.predicted_step_s, fitted);
-}
-
 namespace {
-
-constexpr const char* kJobDirPrefix = "strata-job-";
-
-// Shared memory for the job's OpenMPI files and status records: /dev/shm where there is one.
-fs::path shm_base() {
-  std::error_code ec;
-  return fs::is_directory("/dev/shm", ec) ? fs::path("/dev/shm") : fs::temp_directory_path();
-}
 
 // Every rank agrees at each step boundary whether to stop: the largest signal any of them
 // received (one 8-byte all-reduce per step), so all stop after the same step.
@@ -377,131 +297,6 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
   out << fmt::format("wrote {}/report.json, trace.json, memory_tags.json\n", o.out);
   if (!o.update_profile.empty()) update_profile(o.update_profile, v, rep, out);
   return 0;
-}
-
-// Whether every rank said it finished cleanly, allowing the listener's thread a moment to
-// read the last ranks' closes after mpirun's end.
-bool finished_cleanly(const LivenessListener& liveness, int ranks) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (!liveness.all_finished_cleanly(ranks)) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
-}
-
-// The launcher of a multi-rank run: a job directory for OpenMPI's shared-memory files and
-// the ranks' status records, mpirun with stops forwarded, and after it whatever ranks that
-// were killed could not remove.
-int launch_job(const RunOptions& o, const Validated& v, Backend backend) {
-  const fs::path shm = shm_base();
-  remove_unlocked_dirs(shm, kJobDirPrefix);  // of launchers killed outright
-  RelaunchResult result;
-  {
-    const LockedDir job(shm, kJobDirPrefix);
-    RelaunchOptions relaunch;
-    relaunch.ranks = static_cast<int>(v.plan.world_size());
-    relaunch.stop_grace_s = o.stop_grace_s;
-    relaunch.threads = o.threads;
-    relaunch.job_dir = job.path().string();
-    // mpirun reads the same hostfile; its default mapping (by slot) is the one
-    // check_node_layout was given.
-    if (!o.hostfile.empty()) {
-      relaunch.extra_args = {"--hostfile", fs::absolute(o.hostfile).string()};
-      relaunch.quiet = false;  // mpirun names a node it lost
-      relaunch.mpi_files_in_job_dir = false;
-    }
-    // Which rank ended first when the job fails (rank_liveness.h); without the listener
-    // the job runs as well, its failure only less precisely named.
-    std::optional<LivenessListener> liveness;
-    std::vector<std::string> args = relaunch_args(o, v, backend, relaunch.job_dir);
-    try {
-      liveness.emplace();
-      args.insert(args.end(), {"--liveness", liveness->address()});
-    } catch (const SystemError&) {
-    }
-    // mpirun ends a job whose rank died, within a second or two, unless it waits for the
-    // daemon of a node that stopped answering: then the job is ended here, kEndAfterS after
-    // its first rank ended (that rank's watchdog said why, --comm-timeout-s after the node
-    // went quiet).
-    constexpr double kEndAfterS = 5;
-    std::optional<std::chrono::steady_clock::time_point> first_end;
-    if (liveness) {
-      relaunch.end_job = [&] {
-        const auto now = std::chrono::steady_clock::now();
-        if (!first_end && !liveness->unfinished().empty()) first_end = now;
-        return first_end && now - *first_end > std::chrono::duration<double>(kEndAfterS);
-      };
-    }
-    result = relaunch_under_mpirun(relaunch, args);
-    if (result.ended_by_launcher) {
-      result.exit_code = kExitCommTimeout;  // a node that stopped answering
-      report_silent_ranks(*liveness, kEndAfterS);
-    }
-    if (result.stop_signal == 0 && CommWatch::timeout_reported(job.path())) {
-      result.exit_code = kExitCommTimeout;  // the watchdog's; mpirun may pass on a killed rank's
-    }
-    if (liveness && result.stop_signal == 0 && result.exit_code >= 128 &&
-        finished_cleanly(*liveness, relaunch.ranks)) {
-      // mpirun itself died of a signal after every rank had finished and said so (Open MPI
-      // 4.1.4's mpirun segfaults now and then as a job ends): the run is complete.
-      std::cerr << fmt::format("strata: mpirun ended with code {} after every rank had finished "
-                               "its run; the run is complete\n", result.exit_code)
-                << std::flush;
-      result.exit_code = 0;
-    }
-    if (liveness && result.stop_signal == 0) report_first_lost(*liveness, result.exit_code);
-  }  // every rank is gone: the job directory goes, with any segment a killed mpirun left
-  if (v.uses_nvme()) {  // killed ranks' tensors, on this machine (other nodes: their next run)
-    offload::remove_stale_run_dirs(o.nvme_dir);
-    remove_stale_node_run_dirs(o.nvme_dir);
-  }
-  if (result.stop_signal == 0) return result.exit_code;  // the ranks printed their own errors
-  const int code = StopSignals::exit_code(result.stop_signal);
-  const std::string name = StopSignals::name(result.stop_signal);
-  if (result.killed) {
-    std::cerr << fmt::format("strata: stopped by {}: the ranks did not finish their step within "
-                             "{:g} s (--stop-grace-s) and were killed; no report of this run\n",
-                             name, o.stop_grace_s);
-  } else if (result.exit_code != code) {
-    std::cerr << fmt::format("strata: stopped by {}; the ranks ended with exit code {}\n", name,
-                             result.exit_code);
-  }
-  return code;
-}
-
-// libgomp and OpenBLAS read their thread settings from the environment once, when they load,
-// so a run in this process (one rank) takes them by executing itself again with them set:
-// the count --threads names, and OMP_WAIT_POLICY=passive, as a multi-rank launch gives its
-// ranks (mpi_launch.cc). Without passive, an OpenMP thread spins for a while after each
-// region on the core that OpenBLAS's own worker needs next: perf showed 55% of a 2-thread
-// step's samples in libgomp's spin loop and the step 3x slower than with one thread.
-// The second process finds everything set and goes on; a failed exec leaves this one going.
-void reexec_with_thread_env(int threads) {
-  const std::string count = std::to_string(threads);
-  const auto differs = [&](const char* name) {
-    const char* value = std::getenv(name);
-    return value == nullptr || count != value;
-  };
-  const bool set_count =
-      threads > 0 && (differs("OMP_NUM_THREADS") || differs("OPENBLAS_NUM_THREADS"));
-  const bool set_policy = std::getenv("OMP_WAIT_POLICY") == nullptr;
-  if (!set_count && !set_policy) return;
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::vector<std::string> words;
-  for (std::string word; std::getline(in, word, '\0');) words.push_back(word);
-  if (words.empty()) return;
-  std::vector<char*> argv;
-  for (std::string& word : words) argv.push_back(word.data());
-  argv.push_back(nullptr);
-  if (set_count) {
-    ::setenv("OMP_NUM_THREADS", count.c_str(), 1);
-    ::setenv("OPENBLAS_NUM_THREADS", count.c_str(), 1);
-  }
-  if (set_policy) ::setenv("OMP_WAIT_POLICY", "passive", 1);
-  std::cout << std::flush;
-  std::cerr << std::flush;
-  ::execv("/proc/self/exe", argv.data());  // returns only on failure: go on as we are
 }
 
 // A rank of several that cannot go on: its peers would wait for it forever in a collective,

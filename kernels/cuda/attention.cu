@@ -153,6 +153,24 @@ __device__ __forceinline__ void load_tile(bf16* tile, const bf16* head, std::int
   }
 }
 
+// Every kernel streams tiles through two shared-memory buffers: step `step` computes on buffer
+// step & 1 while the loads of step + 1 (load(step + 1, buffer)) fill the other. Starts those
+// loads, waits for this step's and syncs the block; returns this step's buffer. The caller
+// syncs again after its compute, before the next step's loads refill the buffer.
+template <class Load>
+__device__ __forceinline__ int begin_stream_step(int step, int steps, Load&& load) {
+  const int st = step & 1;
+  if (step + 1 < steps) {
+    load(step + 1, st ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+  } else {
+    cp_async_wait<0>();
+  }
+  __syncthreads();
+  return st;
+}
+
 // 2^x on the SFU, flushing denormal results to zero (p below 2^-126 is noise against l >= 1).
 __device__ __forceinline__ float exp2_ftz(float x) {
   float y;
@@ -238,9 +256,13 @@ __global__ void __launch_bounds__(kThreads)
   const bf16* v_head = qkv + L.v(b, 0, L.kv_head(h));
   const float sl2 = rsqrtf(static_cast<float>(HS)) * kLog2e;
 
+  // Key tile j (K and V) into buffer `buf`.
+  const auto load_kv = [&](int j, int buf) {
+    load_tile<HS, kKeys>(ks + buf * Cfg::kTileElems, k_head, stride, j * kKeys, T);
+    load_tile<HS, kKeys>(vs + buf * Cfg::kTileElems, v_head, stride, j * kKeys, T);
+  };
   load_tile<HS, kBlockRows>(qs, q_head, stride, q0, T);
-  load_tile<HS, kKeys>(ks, k_head, stride, 0, T);
-  load_tile<HS, kKeys>(vs, v_head, stride, 0, T);
+  load_kv(0, 0);
   cp_async_commit();
 
   // Key tiles covering keys 0 .. min(q0 + kBlockRows, T) - 1: all this block's rows see.
@@ -257,16 +279,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   for (int j = 0; j < n_tiles; ++j) {
-    const int st = j & 1;
-    if (j + 1 < n_tiles) {
-      load_tile<HS, kKeys>(ks + (st ^ 1) * Cfg::kTileElems, k_head, stride, (j + 1) * kKeys, T);
-      load_tile<HS, kKeys>(vs + (st ^ 1) * Cfg::kTileElems, v_head, stride, (j + 1) * kKeys, T);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
+    const int st = begin_stream_step(j, n_tiles, load_kv);
     if (j == 0) {
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt)
@@ -485,15 +498,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   for (int step = 0; step < steps; ++step) {
-    const int st = step & 1;
-    if (step + 1 < steps) {
-      load_stream(step + 1, st ^ 1);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
+    const int st = begin_stream_step(step, steps, load_stream);
     const int q0 = (qt_first + step % per_head) * kQ;
     // Skip (warp-uniformly) a tile whose queries all precede this warp's keys.
     if (q0 + kQ - 1 >= k0 + warp * 16) {
@@ -640,10 +645,14 @@ __global__ void __launch_bounds__(kThreads)
     d_r[r] = row < T ? D[L.stat(b, h, row)] : 0.0f;
   }
 
+  // Key tile j (K and V) into buffer `buf`.
+  const auto load_kv = [&](int j, int buf) {
+    load_tile<HS, kK>(ks + buf * Cfg::kStreamElems, k_head, stride, j * kK, T);
+    load_tile<HS, kK>(vs + buf * Cfg::kStreamElems, v_head, stride, j * kK, T);
+  };
   load_tile<HS, kRows>(qs, q_head, stride, q0, T);
   load_tile<HS, kRows>(dos, dout + L.o(b, 0, h), L.C, q0, T);
-  load_tile<HS, kK>(ks, k_head, stride, 0, T);
-  load_tile<HS, kK>(vs, v_head, stride, 0, T);
+  load_kv(0, 0);
   cp_async_commit();
 
   // Key tiles covering keys 0 .. min(q0 + 63, T - 1).
@@ -653,16 +662,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < kDTiles; ++i) dq[i][0] = dq[i][1] = dq[i][2] = dq[i][3] = 0.0f;
 
   for (int j = 0; j < n_kt; ++j) {
-    const int st = j & 1;
-    if (j + 1 < n_kt) {
-      load_tile<HS, kK>(ks + (st ^ 1) * Cfg::kStreamElems, k_head, stride, (j + 1) * kK, T);
-      load_tile<HS, kK>(vs + (st ^ 1) * Cfg::kStreamElems, v_head, stride, (j + 1) * kK, T);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
+    const int st = begin_stream_step(j, n_kt, load_kv);
     if (j == 0) {
       for (int kk = 0; kk < kKSteps; ++kk) {
         ldsm_x4(qf[kk], frag_a<kStride>(qs, warp * 16, kk * 16, lane));

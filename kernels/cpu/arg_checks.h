@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -16,6 +18,12 @@ inline void require_tensor(const char* kernel, const char* name, const void* p) 
   if (p == nullptr) {
     throw KernelError(fmt::format("{}: tensor '{}' is null; expected a buffer", kernel, name));
   }
+}
+
+// Each named tensor, in order.
+inline void require_tensors(
+    const char* kernel, std::initializer_list<std::pair<const char*, const void*>> tensors) {
+  for (const auto& [name, p] : tensors) require_tensor(kernel, name, p);
 }
 
 inline void require_positive(const char* kernel, const char* name, std::int64_t value) {

@@ -532,9 +532,7 @@ void flash_attention_forward(float* out, float* lse, const float* qkv, int B, in
 void flash_attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C,
                              int NH, int KVH, Isa isa) {
   constexpr const char* kName = "flash_attention_forward";
-  detail::require_tensor(kName, "out", out);
-  detail::require_tensor(kName, "lse", lse);
-  detail::require_tensor(kName, "qkv", qkv);
+  detail::require_tensors(kName, {{"out", out}, {"lse", lse}, {"qkv", qkv}});
   check_shapes(kName, B, T, C, NH, KVH);
   const Shape g(B, T, C, NH, KVH, isa_level_for(isa, kName));
   const std::int64_t tasks = static_cast<std::int64_t>(B) * NH * g.blocks;
@@ -568,12 +566,8 @@ void flash_attention_backward(float* dqkv, float* scratch, const float* dout, co
                               const float* out, const float* lse, int B, int T, int C, int NH,
                               int KVH, Isa isa) {
   constexpr const char* kName = "flash_attention_backward";
-  detail::require_tensor(kName, "dqkv", dqkv);
-  detail::require_tensor(kName, "scratch", scratch);
-  detail::require_tensor(kName, "dout", dout);
-  detail::require_tensor(kName, "qkv", qkv);
-  detail::require_tensor(kName, "out", out);
-  detail::require_tensor(kName, "lse", lse);
+  detail::require_tensors(kName, {{"dqkv", dqkv}, {"scratch", scratch}, {"dout", dout},
+                                  {"qkv", qkv}, {"out", out}, {"lse", lse}});
   check_shapes(kName, B, T, C, NH, KVH);
   const Shape g(B, T, C, NH, KVH, isa_level_for(isa, kName));
   // A task is a (b, KV head): it owns that head's dk and dv, so a group's query heads never

@@ -4,9 +4,6 @@
 // the argument and what was expected (arg_checks.h).
 #pragma once
 
-#include <initializer_list>
-#include <utility>
-
 #include <fmt/format.h>
 
 #include "kernels/cpu/arg_checks.h"
@@ -21,10 +18,8 @@ inline void check_rows(const char* kernel, int BT, int C) {
 inline void check_layernorm_forward_args(const char* kernel, const void* out, const void* mean,
                                          const void* rstd, const void* inp, const void* weight,
                                          const void* bias, int BT, int C) {
-  for (const auto& [name, p] : {std::pair{"out", out}, {"mean", mean}, {"rstd", rstd},
-                                {"inp", inp}, {"weight", weight}, {"bias", bias}}) {
-    require_tensor(kernel, name, p);
-  }
+  require_tensors(kernel, {{"out", out}, {"mean", mean}, {"rstd", rstd}, {"inp", inp},
+                           {"weight", weight}, {"bias", bias}});
   check_rows(kernel, BT, C);
 }
 
@@ -32,21 +27,16 @@ inline void check_layernorm_backward_args(const char* kernel, const void* dinp,
                                           const void* dweight, const void* dbias,
                                           const void* dout, const void* inp, const void* weight,
                                           const void* mean, const void* rstd, int BT, int C) {
-  for (const auto& [name, p] :
-       {std::pair{"dinp", dinp}, {"dweight", dweight}, {"dbias", dbias}, {"dout", dout},
-        {"inp", inp}, {"weight", weight}, {"mean", mean}, {"rstd", rstd}}) {
-    require_tensor(kernel, name, p);
-  }
+  require_tensors(kernel, {{"dinp", dinp}, {"dweight", dweight}, {"dbias", dbias},
+                           {"dout", dout}, {"inp", inp}, {"weight", weight}, {"mean", mean},
+                           {"rstd", rstd}});
   check_rows(kernel, BT, C);
 }
 
 inline void check_rmsnorm_forward_args(const char* kernel, const void* out, const void* rstd,
                                        const void* inp, const void* weight, int BT, int C,
                                        float eps) {
-  for (const auto& [name, p] :
-       {std::pair{"out", out}, {"rstd", rstd}, {"inp", inp}, {"weight", weight}}) {
-    require_tensor(kernel, name, p);
-  }
+  require_tensors(kernel, {{"out", out}, {"rstd", rstd}, {"inp", inp}, {"weight", weight}});
   check_rows(kernel, BT, C);
   if (!(eps >= 0.0f)) {
     throw KernelError(fmt::format("{}: eps = {}; expected >= 0", kernel, eps));
@@ -56,10 +46,8 @@ inline void check_rmsnorm_forward_args(const char* kernel, const void* out, cons
 inline void check_rmsnorm_backward_args(const char* kernel, const void* dinp,
                                         const void* dweight, const void* dout, const void* inp,
                                         const void* weight, const void* rstd, int BT, int C) {
-  for (const auto& [name, p] : {std::pair{"dinp", dinp}, {"dweight", dweight}, {"dout", dout},
-                                {"inp", inp}, {"weight", weight}, {"rstd", rstd}}) {
-    require_tensor(kernel, name, p);
-  }
+  require_tensors(kernel, {{"dinp", dinp}, {"dweight", dweight}, {"dout", dout},
+                           {"inp", inp}, {"weight", weight}, {"rstd", rstd}});
   check_rows(kernel, BT, C);
 }
 

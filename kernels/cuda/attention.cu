@@ -171,6 +171,50 @@ __device__ __forceinline__ int begin_stream_step(int step, int steps, Load&& loa
   return st;
 }
 
+// acc (16 rows x kCols, kCols / 8 n-tiles) = rows [row0, row0 + 16) of `own` times the
+// streamed tile's kCols rows, transposed, over HS dims: S^T = K Q^T and dP^T = V dO^T, the
+// own tile's A fragments loaded per k-step.
+template <int HS, int kStride, int kNTiles>
+__device__ __forceinline__ void mma_rows_by_tile_rows(float (&acc)[kNTiles][4], const bf16* own,
+                                                      int row0, const bf16* tile, int lane) {
+  for (int i = 0; i < kNTiles; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < HS / 16; ++kk) {
+    std::uint32_t a[4];
+    ldsm_x4(a, frag_a<kStride>(own, row0, kk * 16, lane));
+#pragma unroll
+    for (int np = 0; np < kNTiles / 2; ++np) {
+      std::uint32_t bt[4];
+      ldsm_x4(bt, frag_b_rows<kStride>(tile, np * 16, kk * 16, lane));
+      mma(acc[2 * np], a, bt[0], bt[1]);
+      mma(acc[2 * np + 1], a, bt[2], bt[3]);
+    }
+  }
+}
+
+// acc (16 x HS) += P (16 x kCols, in the accumulator layout of kCols / 8 n-tiles) times the
+// tile's kCols rows of HS dims: P's two adjacent n-tiles re-packed as the A fragment of one
+// 16-column k-step, the tile ([row][dim]) read by ldmatrix.trans. dV += P^T dO,
+// dK += dS^T Q, dQ += dS K.
+template <int HS, int kStride, int kNTiles>
+__device__ __forceinline__ void mma_p_by_tile(float (&acc)[HS / 8][4], const float (&p)[kNTiles][4],
+                                              const bf16* tile, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < kNTiles / 2; ++kk) {
+    const std::uint32_t pa[4] = {
+        pack_bf16(p[2 * kk][0], p[2 * kk][1]), pack_bf16(p[2 * kk][2], p[2 * kk][3]),
+        pack_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1]),
+        pack_bf16(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+#pragma unroll
+    for (int np = 0; np < HS / 16; ++np) {
+      std::uint32_t bt[4];
+      ldsm_x4_trans(bt, frag_a<kStride>(tile, kk * 16, np * 16, lane));
+      mma(acc[2 * np], pa, bt[0], bt[1]);
+      mma(acc[2 * np + 1], pa, bt[2], bt[3]);
+    }
+  }
+}
+
 // 2^x on the SFU, flushing denormal results to zero (p below 2^-126 is noise against l >= 1).
 __device__ __forceinline__ float exp2_ftz(float x) {
   float y;
@@ -441,7 +485,6 @@ __global__ void __launch_bounds__(kThreads)
   using Cfg = BwdConfig<HS>;
   constexpr int kStride = Cfg::kStride;
   constexpr int kQ = Cfg::kCols;     // queries per streamed tile
-  constexpr int kKSteps = HS / 16;   // k-steps over head dims
   constexpr int kDTiles = HS / 8;    // n-tiles of dK, dV
   constexpr int kSTiles = kQ / 8;    // n-tiles of S^T (queries)
   extern __shared__ __align__(16) unsigned char smem[];
@@ -509,19 +552,7 @@ __global__ void __launch_bounds__(kThreads)
 
       // S^T = K Q^T: 16 keys x kQ queries.
       float s[kSTiles][4];
-      for (int i = 0; i < kSTiles; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
-#pragma unroll
-      for (int kk = 0; kk < kKSteps; ++kk) {
-        std::uint32_t ka[4];
-        ldsm_x4(ka, frag_a<kStride>(ks, warp * 16, kk * 16, lane));
-#pragma unroll
-        for (int np = 0; np < kSTiles / 2; ++np) {
-          std::uint32_t bq[4];
-          ldsm_x4(bq, frag_b_rows<kStride>(qt_s, np * 16, kk * 16, lane));
-          mma(s[2 * np], ka, bq[0], bq[1]);
-          mma(s[2 * np + 1], ka, bq[2], bq[3]);
-        }
-      }
+      mma_rows_by_tile_rows<HS, kStride>(s, ks, warp * 16, qt_s, lane);
       // P^T = 2^(S^T scale log2e - lse log2e); zero where query < key or query >= T.
       const bool masked_tile = q0 < k0 + kRows || q0 + kQ > T;
 #pragma unroll
@@ -538,57 +569,19 @@ __global__ void __launch_bounds__(kThreads)
           s[nt][e] = p;
         }
       }
-      // dV += P^T dO: k-steps over queries; dO is [query][dim] -> ldmatrix.trans.
-#pragma unroll
-      for (int kk = 0; kk < kQ / 16; ++kk) {
-        const std::uint32_t pa[4] = {
-            pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-            pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-            pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-        for (int np = 0; np < HS / 16; ++np) {
-          std::uint32_t bd[4];
-          ldsm_x4_trans(bd, frag_a<kStride>(dot_s, kk * 16, np * 16, lane));
-          mma(dv[2 * np], pa, bd[0], bd[1]);
-          mma(dv[2 * np + 1], pa, bd[2], bd[3]);
-        }
-      }
+      // dV += P^T dO: k-steps over queries.
+      mma_p_by_tile<HS, kStride>(dv, s, dot_s, lane);
       // dP^T = V dO^T: 16 keys x kQ queries.
       float dp[kSTiles][4];
-      for (int i = 0; i < kSTiles; ++i) dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.0f;
-#pragma unroll
-      for (int kk = 0; kk < kKSteps; ++kk) {
-        std::uint32_t va[4];
-        ldsm_x4(va, frag_a<kStride>(vs, warp * 16, kk * 16, lane));
-#pragma unroll
-        for (int np = 0; np < kSTiles / 2; ++np) {
-          std::uint32_t bd[4];
-          ldsm_x4(bd, frag_b_rows<kStride>(dot_s, np * 16, kk * 16, lane));
-          mma(dp[2 * np], va, bd[0], bd[1]);
-          mma(dp[2 * np + 1], va, bd[2], bd[3]);
-        }
-      }
+      mma_rows_by_tile_rows<HS, kStride>(dp, vs, warp * 16, dot_s, lane);
       // dS^T = P^T (dP^T - D[query]).
 #pragma unroll
       for (int nt = 0; nt < kSTiles; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) dp[nt][e] = s[nt][e] * (dp[nt][e] - d_t[nt * 8 + 2 * c + (e & 1)]);
       }
-      // dK += dS^T Q: Q is [query][dim] -> ldmatrix.trans.
-#pragma unroll
-      for (int kk = 0; kk < kQ / 16; ++kk) {
-        const std::uint32_t pa[4] = {
-            pack_bf16(dp[2 * kk][0], dp[2 * kk][1]), pack_bf16(dp[2 * kk][2], dp[2 * kk][3]),
-            pack_bf16(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
-            pack_bf16(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
-#pragma unroll
-        for (int np = 0; np < HS / 16; ++np) {
-          std::uint32_t bq[4];
-          ldsm_x4_trans(bq, frag_a<kStride>(qt_s, kk * 16, np * 16, lane));
-          mma(dk[2 * np], pa, bq[0], bq[1]);
-          mma(dk[2 * np + 1], pa, bq[2], bq[3]);
-        }
-      }
+      // dK += dS^T Q.
+      mma_p_by_tile<HS, kStride>(dk, dp, qt_s, lane);
     }
     __syncthreads();  // buffer st is refilled by the next iteration's prefetch
   }
@@ -708,21 +701,8 @@ __global__ void __launch_bounds__(kThreads)
           dp[nt][e] = p * (dp[nt][e] - d_r[r]);
         }
       }
-      // dQ += dS K: K is [key][dim] -> ldmatrix.trans.
-#pragma unroll
-      for (int kk = 0; kk < kK / 16; ++kk) {
-        const std::uint32_t pa[4] = {
-            pack_bf16(dp[2 * kk][0], dp[2 * kk][1]), pack_bf16(dp[2 * kk][2], dp[2 * kk][3]),
-            pack_bf16(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
-            pack_bf16(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
-#pragma unroll
-        for (int np = 0; np < HS / 16; ++np) {
-          std::uint32_t bk[4];
-          ldsm_x4_trans(bk, frag_a<kStride>(kt, kk * 16, np * 16, lane));
-          mma(dq[2 * np], pa, bk[0], bk[1]);
-          mma(dq[2 * np + 1], pa, bk[2], bk[3]);
-        }
-      }
+      // dQ += dS K.
+      mma_p_by_tile<HS, kStride>(dq, dp, kt, lane);
     }
     __syncthreads();
   }
@@ -801,9 +781,7 @@ void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int
 void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH,
                        int KVH, cudaStream_t stream) {
   constexpr const char* kName = "attention_forward";
-  detail::require_tensor(kName, "out", out);
-  detail::require_tensor(kName, "lse", lse);
-  detail::require_tensor(kName, "qkv", qkv);
+  cpu::detail::require_tensors(kName, {{"out", out}, {"lse", lse}, {"qkv", qkv}});
   check_attention_shapes(kName, B, T, C, NH, KVH);
   require_aligned(kName, "qkv", qkv);
   require_aligned(kName, "out", out);
@@ -825,12 +803,8 @@ void attention_backward(bf16* dqkv, float* scratch, const bf16* dout, const bf16
                         const bf16* out, const float* lse, int B, int T, int C, int NH, int KVH,
                         cudaStream_t stream, bool overwrite) {
   constexpr const char* kName = "attention_backward";
-  detail::require_tensor(kName, "dqkv", dqkv);
-  detail::require_tensor(kName, "scratch", scratch);
-  detail::require_tensor(kName, "dout", dout);
-  detail::require_tensor(kName, "qkv", qkv);
-  detail::require_tensor(kName, "out", out);
-  detail::require_tensor(kName, "lse", lse);
+  cpu::detail::require_tensors(kName, {{"dqkv", dqkv}, {"scratch", scratch}, {"dout", dout},
+                                       {"qkv", qkv}, {"out", out}, {"lse", lse}});
   check_attention_shapes(kName, B, T, C, NH, KVH);
   require_aligned(kName, "dqkv", dqkv);
   require_aligned(kName, "dout", dout);

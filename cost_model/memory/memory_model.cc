@@ -247,14 +247,40 @@ std::int64_t in_flight_chunks(ScheduleKind kind, std::int64_t pp, std::int64_t v
   return m * v;  // unreachable: every enumerator returns above
 }
 
-MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluster,
-                               const TrainSpec& train, const Plan& plan) {
-  return estimate_memory(model, cluster, train, plan, MemoryModelOptions{});
-}
+namespace {
 
-MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluster,
-                               const TrainSpec& train, const Plan& plan,
-                               const MemoryModelOptions& options) {
+// ---- estimate_memory's parts --------------------------------------------------------------
+
+// The plan's terms that are the same on every stage (a layer's activations, a micro-batch's
+// edges, a message, the bytes per parameter), computed once per estimate.
+struct PlanMemoryTerms {
+  std::int64_t micro_batches = 0;  // m
+  int compute_bytes = 0;           // the train spec's width
+  double full_layer_bytes = 0;
+  double kept_layer_bytes = 0;     // after recomputation drops its tensors
+  // During a layer's backward under recomputation its dropped tensors are rebuilt: one
+  // layer's worth is live on top of the stored ones.
+  double recompute_working = 0;
+  double embedding_bytes = 0;
+  double head_bytes = 0;
+  double logits_bytes = 0;
+  double message_bytes = 0;
+  ModelStateBytesPerParam per_param;
+  double workspace = 0;
+  // strata's executor is predicted by walking its Program (program_memory.h), on either
+  // backend; the published convention keeps the closed forms.
+  bool executor_peak = false;
+  bool cuda_walk = false;
+  // The byte width the executor computes in: the CPU backend the train spec's (its
+  // predictions are pinned to it), CUDA bf16.
+  int executor_cb = 0;
+  ActivationConvention convention = ActivationConvention::kPublished;
+  ExecutorMemoryTerms activation_terms;
+};
+
+PlanMemoryTerms plan_memory_terms(const ModelSpec& model, const ClusterSpec& cluster,
+                                  const TrainSpec& train, const Plan& plan,
+                                  const MemoryModelOptions& options) {
   require_positive("tp", plan.tp);
   require_positive("pp", plan.pp);
   require_positive("dp", plan.dp);
@@ -266,49 +292,41 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluste
         "memory model: global_batch % (dp * micro_batch) = {} % ({} * {}) != 0",
         train.global_batch, plan.dp, plan.micro_batch));
   }
-  const std::int64_t m = train.global_batch / (plan.dp * plan.micro_batch);
-  const std::int64_t p = plan.pp;
-  const std::int64_t v = plan.virtual_stages;
+  PlanMemoryTerms t;
+  t.micro_batches = train.global_batch / (plan.dp * plan.micro_batch);
   const int c = train.compute_bytes();
-  const ActivationConvention convention = options.published_activations
-                                              ? ActivationConvention::kPublished
-                                              : activation_convention(cluster.backend);
-
-  // Per-layer and per-micro-batch terms: the same on every stage, computed once.
+  t.compute_bytes = c;
+  t.convention = options.published_activations ? ActivationConvention::kPublished
+                                               : activation_convention(cluster.backend);
   const auto full_layer = layer_activation_tensors(model, plan.micro_batch, plan.tp,
-                                                   plan.sequence_parallel, convention, c);
-  const double full_layer_bytes = sum_bytes(full_layer);
-  const double kept_layer_bytes = sum_bytes(apply_recompute(full_layer, plan.recompute));
-  // During a layer's backward under recomputation its dropped tensors are rebuilt: one
-  // layer's worth is live on top of the stored ones.
-  const double recompute_working = full_layer_bytes - kept_layer_bytes;
-  const double embedding_bytes = sum_bytes(embedding_activation_tensors(
-      model, plan.micro_batch, plan.tp, plan.sequence_parallel, convention, c));
-  const double head_bytes = sum_bytes(head_activation_tensors(
-      model, plan.micro_batch, plan.tp, plan.sequence_parallel, convention, c));
-  const double logits_bytes = sum_bytes(logits_tensors(model, plan.micro_batch, plan.tp, c));
-  const double message_bytes = static_cast<double>(
+                                                   plan.sequence_parallel, t.convention, c);
+  t.full_layer_bytes = sum_bytes(full_layer);
+  t.kept_layer_bytes = sum_bytes(apply_recompute(full_layer, plan.recompute));
+  t.recompute_working = t.full_layer_bytes - t.kept_layer_bytes;
+  t.embedding_bytes = sum_bytes(embedding_activation_tensors(
+      model, plan.micro_batch, plan.tp, plan.sequence_parallel, t.convention, c));
+  t.head_bytes = sum_bytes(head_activation_tensors(
+      model, plan.micro_batch, plan.tp, plan.sequence_parallel, t.convention, c));
+  t.logits_bytes = sum_bytes(logits_tensors(model, plan.micro_batch, plan.tp, c));
+  t.message_bytes = static_cast<double>(
       (plan.sequence_parallel ? model.seq_len / plan.tp : model.seq_len) * plan.micro_batch *
       model.hidden * c);
+  t.per_param = zero_model_state_bytes_per_param(plan.zero_stage, plan.dp, train.precision);
+  t.workspace = device_workspace_bytes(options, cluster.backend);
+  t.executor_peak = t.convention != ActivationConvention::kPublished;
+  t.cuda_walk = t.convention == ActivationConvention::kCudaExecutor;
+  t.executor_cb = t.cuda_walk ? backend_compute_bytes(Backend::kCuda) : train.compute_bytes();
+  if (t.executor_peak) {
+    t.activation_terms = executor_activation_terms(model, plan, t.convention, t.executor_cb);
+  }
+  return t;
+}
 
-  const ModelStateBytesPerParam per_param =
-      zero_model_state_bytes_per_param(plan.zero_stage, plan.dp, train.precision);
-  const double workspace = device_workspace_bytes(options, cluster.backend);
-
-  // strata's executor is predicted by walking its Program (program_memory.h), on either
-  // backend; the published convention keeps the closed forms below.
-  const bool executor_peak = convention != ActivationConvention::kPublished;
-  const bool cuda_walk = convention == ActivationConvention::kCudaExecutor;
-  // The byte width the executor computes in: the CPU backend the train spec's (its
-  // predictions are pinned to it), CUDA bf16.
-  const int executor_cb = cuda_walk ? backend_compute_bytes(Backend::kCuda) : train.compute_bytes();
-  const ExecutorMemoryTerms activation_terms =
-      executor_peak ? executor_activation_terms(model, plan, convention, executor_cb)
-                    : ExecutorMemoryTerms{};
-
-  MemoryEstimate estimate;
-  estimate.stages.reserve(static_cast<std::size_t>(p));
-  // The ranks estimated (MemoryModelOptions::every_rank says why these hold the worst).
+// The ranks estimated (MemoryModelOptions::every_rank says why these hold the worst).
+std::vector<bool> estimated_ranks(const Plan& plan, std::int64_t m,
+                                  const MemoryModelOptions& options) {
+  const std::int64_t p = plan.pp;
+  const std::int64_t v = plan.virtual_stages;
   std::vector<bool> estimated(static_cast<std::size_t>(p), options.every_rank);
   if (!options.every_rank) {
     estimated.front() = estimated.back() = true;
@@ -322,109 +340,143 @@ MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluste
       estimated[1] = estimated[static_cast<std::size_t>(last_alike)] = true;
     }
   }
-  for (std::int64_t r = 0; r < p; ++r) {
-    if (!estimated[static_cast<std::size_t>(r)]) continue;
-    StageMemory stage;
-    stage.pp_rank = r;
-    stage.stage_params = stage_params(model, plan, r);
-    const double n_params = static_cast<double>(stage.stage_params.total());
+  return estimated;
+}
 
-    add_to_tier(stage.params, plan.offload.params, n_params * per_param.params);
-    add_to_tier(stage.gradients, plan.offload.gradients, n_params * per_param.gradients);
-    add_to_tier(stage.optimizer, plan.offload.optimizer, n_params * per_param.optimizer);
+// Pipeline rank r by the closed forms: model state in its tiers, the in-flight micro-batches'
+// activations, the buffers.
+StageMemory closed_form_stage(const ModelSpec& model, const Plan& plan, std::int64_t r,
+                              const PlanMemoryTerms& t, const MemoryModelOptions& options) {
+  const std::int64_t p = plan.pp;
+  const std::int64_t v = plan.virtual_stages;
+  const std::int64_t m = t.micro_batches;
+  StageMemory stage;
+  stage.pp_rank = r;
+  stage.stage_params = stage_params(model, plan, r);
+  const double n_params = static_cast<double>(stage.stage_params.total());
 
-    // Activations.
-    stage.in_flight = in_flight_chunks(plan.schedule, p, v, m, r);
-    stage.layer_activation_bytes = kept_layer_bytes;
-    stage.recompute_working_bytes = recompute_working;
-    // Each in-flight micro-batch holds one chunk's layers: the rank's largest chunk (with
-    // uneven stages the first and last virtual stage are shorter than the others).
-    std::int64_t chunk_layers_max = 0;
-    for (std::int64_t c = 0; c < v; ++c) {
-      chunk_layers_max = std::max(chunk_layers_max, chunk_layers(model, plan, r, c).layers);
-    }
-    const double layers_bytes =
-        kept_layer_bytes * static_cast<double>(chunk_layers_max * stage.in_flight);
-    // Micro-batches of the first chunk (embedding) / last chunk (head) among the in-flight
-    // forwards at the rank's peak.
-    double edge_bytes = 0;
-    if (r == 0) {
-      edge_bytes += embedding_bytes *
-                    static_cast<double>(std::min(forwards_of_chunk(stage.in_flight, p, v, 0), m));
-    }
-    if (r == p - 1) {
-      edge_bytes += head_bytes * static_cast<double>(
+  add_to_tier(stage.params, plan.offload.params, n_params * t.per_param.params);
+  add_to_tier(stage.gradients, plan.offload.gradients, n_params * t.per_param.gradients);
+  add_to_tier(stage.optimizer, plan.offload.optimizer, n_params * t.per_param.optimizer);
+
+  // Activations.
+  stage.in_flight = in_flight_chunks(plan.schedule, p, v, m, r);
+  stage.layer_activation_bytes = t.kept_layer_bytes;
+  stage.recompute_working_bytes = t.recompute_working;
+  // Each in-flight micro-batch holds one chunk's layers: the rank's largest chunk (with
+  // uneven stages the first and last virtual stage are shorter than the others).
+  std::int64_t chunk_layers_max = 0;
+  for (std::int64_t c = 0; c < v; ++c) {
+    chunk_layers_max = std::max(chunk_layers_max, chunk_layers(model, plan, r, c).layers);
+  }
+  const double layers_bytes =
+      t.kept_layer_bytes * static_cast<double>(chunk_layers_max * stage.in_flight);
+  // Micro-batches of the first chunk (embedding) / last chunk (head) among the in-flight
+  // forwards at the rank's peak.
+  double edge_bytes = 0;
+  if (r == 0) {
+    edge_bytes += t.embedding_bytes *
+                  static_cast<double>(std::min(forwards_of_chunk(stage.in_flight, p, v, 0), m));
+  }
+  if (r == p - 1) {
+    edge_bytes += t.head_bytes * static_cast<double>(
                                      std::min(forwards_of_chunk(stage.in_flight, p, v, v - 1), m));
-      stage.logits_bytes = logits_bytes;
-    }
-    stage.embedding_head_bytes = edge_bytes;
-    // A layer's recomputed tensors live during its backward, the logits during the head's
-    // forward and backward: never at once, so the larger of the two.
-    stage.activations.device =
-        layers_bytes + edge_bytes + std::max(recompute_working, stage.logits_bytes);
+    stage.logits_bytes = t.logits_bytes;
+  }
+  stage.embedding_head_bytes = edge_bytes;
+  // A layer's recomputed tensors live during its backward, the logits during the head's
+  // forward and backward: never at once, so the larger of the two.
+  stage.activations.device =
+      layers_bytes + edge_bytes + std::max(t.recompute_working, stage.logits_bytes);
 
-    // Buffers (device).
-    if (plan.dp > 1) {
-      const std::int64_t bucket =
-          std::min<std::int64_t>(options.grad_bucket_elements, stage.stage_params.total());
-      stage.grad_bucket_bytes = static_cast<double>(bucket) * c;
-    }
-    if (plan.zero_stage == 3 && (plan.dp > 1 || plan.offload.params != OffloadTier::kNone)) {
-      // ZeRO-3 all-gathers (or, with parameters offloaded, fetches) one unit (a layer or
-      // the embedding) while the next is prefetched: the device's parameter working set.
-      const std::int64_t unit = options.zero3_module_gathers ? stage.stage_params.largest_module
-                                                              : stage.stage_params.largest_unit;
-      stage.zero3_gather_bytes = 2.0 * static_cast<double>(unit) * c;
-    }
-    stage.pipeline_buffer_bytes =
-        static_cast<double>(pipeline_messages(plan.schedule, p, v, r)) * message_bytes;
-    stage.workspace_bytes = workspace;
-    stage.buffers.device = stage.grad_bucket_bytes + stage.zero3_gather_bytes +
-                           stage.pipeline_buffer_bytes + stage.workspace_bytes;
+  // Buffers (device).
+  if (plan.dp > 1) {
+    const std::int64_t bucket =
+        std::min<std::int64_t>(options.grad_bucket_elements, stage.stage_params.total());
+    stage.grad_bucket_bytes = static_cast<double>(bucket) * t.compute_bytes;
+  }
+  if (plan.zero_stage == 3 && (plan.dp > 1 || plan.offload.params != OffloadTier::kNone)) {
+    // ZeRO-3 all-gathers (or, with parameters offloaded, fetches) one unit (a layer or
+    // the embedding) while the next is prefetched: the device's parameter working set.
+    const std::int64_t unit = options.zero3_module_gathers ? stage.stage_params.largest_module
+                                                            : stage.stage_params.largest_unit;
+    stage.zero3_gather_bytes = 2.0 * static_cast<double>(unit) * t.compute_bytes;
+  }
+  stage.pipeline_buffer_bytes =
+      static_cast<double>(pipeline_messages(plan.schedule, p, v, r)) * t.message_bytes;
+  stage.workspace_bytes = t.workspace;
+  stage.buffers.device = stage.grad_bucket_bytes + stage.zero3_gather_bytes +
+                         stage.pipeline_buffer_bytes + stage.workspace_bytes;
 
-    stage.total = stage.params + stage.gradients + stage.optimizer + stage.activations +
-                  stage.buffers;
-    if (executor_peak) {
-      // Replaces the conservative sum's device terms by the walk's peak.
-      const ProgramOptions program_options =
-          options.program ? *options.program : executor_program_options(cluster.backend);
-      // The walk of a shorter steady phase, the same peak (steady_cut.h); the terms (the
-      // losses) from the real micro-batch count.
-      const SteadyCut cut = options.walk_cuts_steady_phase
-                                ? steady_cut(plan.schedule, p, v, m, r)
-                                : SteadyCut{m, 0, -1};
-      TrainSpec walked_train = train;
-      walked_train.global_batch = cut.micro_batches * plan.dp * plan.micro_batch;
-      RankProgram made;
-      const RankProgram& program =
-          options.programs != nullptr
-              ? options.programs->get(model, walked_train, plan, r, program_options)
-              : (made = make_rank_program(model, walked_train, plan, r, program_options));
-      StageMemory walked = stage;
-      walked.params.device = walked.gradients.device = walked.optimizer.device = 0;
-      if (cuda_walk) walked.params = walked.gradients = walked.optimizer = TierBytes{};
-      const ExecutorMemoryTerms terms =
-          executor_terms(model, train, plan, program, convention, executor_cb, activation_terms, walked);
-      const ProgramMemoryPeak peak =
-          walk_program_memory(program, terms,
-                              WalkOptions{options.walk_reuses_passes, cut.shift, cut.from_pass});
-      stage.params = walked.params;
-      stage.gradients = walked.gradients;
-      stage.gradients.device += peak.step_gradients_at_peak;
-      stage.optimizer = walked.optimizer;
-      stage.activations.device = peak.activations_at_peak;
-      stage.step_gradient_bytes = peak.step_gradients_at_peak;
-      stage.grad_bucket_bytes = 0;  // gradients are reduced in place
-      stage.pipeline_buffer_bytes = 0;
-      stage.zero3_gather_bytes = 0;  // in the walk's activations
-      // CUDA: the cuBLASLt workspace and the bias-gradient scratch are outside the pool the
-      // walk prices (kernels/cuda/cuda_resources.h); the CPU backend has none.
-      stage.buffers.device = stage.workspace_bytes;
-      stage.peak_moment = peak.peak_at;
-      stage.total = stage.params + stage.gradients + stage.optimizer + stage.activations + stage.buffers;
-      stage.total.device = peak.peak_bytes + stage.workspace_bytes;
-    }
+  stage.total = stage.params + stage.gradients + stage.optimizer + stage.activations +
+                stage.buffers;
+  return stage;
+}
 
+// Replaces the closed forms' device terms of `stage` by the peak of the executor's Program
+// walked op by op (program_memory.h).
+void walk_executor_peak(StageMemory& stage, const ModelSpec& model, const ClusterSpec& cluster,
+                        const TrainSpec& train, const Plan& plan, const PlanMemoryTerms& t,
+                        const MemoryModelOptions& options) {
+  const std::int64_t r = stage.pp_rank;
+  const ProgramOptions program_options =
+      options.program ? *options.program : executor_program_options(cluster.backend);
+  // The walk of a shorter steady phase, the same peak (steady_cut.h); the terms (the
+  // losses) from the real micro-batch count.
+  const SteadyCut cut =
+      options.walk_cuts_steady_phase
+          ? steady_cut(plan.schedule, plan.pp, plan.virtual_stages, t.micro_batches, r)
+          : SteadyCut{t.micro_batches, 0, -1};
+  TrainSpec walked_train = train;
+  walked_train.global_batch = cut.micro_batches * plan.dp * plan.micro_batch;
+  RankProgram made;
+  const RankProgram& program =
+      options.programs != nullptr
+          ? options.programs->get(model, walked_train, plan, r, program_options)
+          : (made = make_rank_program(model, walked_train, plan, r, program_options));
+  StageMemory walked = stage;
+  walked.params.device = walked.gradients.device = walked.optimizer.device = 0;
+  if (t.cuda_walk) walked.params = walked.gradients = walked.optimizer = TierBytes{};
+  const ExecutorMemoryTerms terms = executor_terms(model, train, plan, program, t.convention,
+                                                   t.executor_cb, t.activation_terms, walked);
+  const ProgramMemoryPeak peak =
+      walk_program_memory(program, terms,
+                          WalkOptions{options.walk_reuses_passes, cut.shift, cut.from_pass});
+  stage.params = walked.params;
+  stage.gradients = walked.gradients;
+  stage.gradients.device += peak.step_gradients_at_peak;
+  stage.optimizer = walked.optimizer;
+  stage.activations.device = peak.activations_at_peak;
+  stage.step_gradient_bytes = peak.step_gradients_at_peak;
+  stage.grad_bucket_bytes = 0;  // gradients are reduced in place
+  stage.pipeline_buffer_bytes = 0;
+  stage.zero3_gather_bytes = 0;  // in the walk's activations
+  // CUDA: the cuBLASLt workspace and the bias-gradient scratch are outside the pool the
+  // walk prices (kernels/cuda/cuda_resources.h); the CPU backend has none.
+  stage.buffers.device = stage.workspace_bytes;
+  stage.peak_moment = peak.peak_at;
+  stage.total = stage.params + stage.gradients + stage.optimizer + stage.activations + stage.buffers;
+  stage.total.device = peak.peak_bytes + stage.workspace_bytes;
+}
+
+}  // namespace
+
+MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluster,
+                               const TrainSpec& train, const Plan& plan) {
+  return estimate_memory(model, cluster, train, plan, MemoryModelOptions{});
+}
+
+MemoryEstimate estimate_memory(const ModelSpec& model, const ClusterSpec& cluster,
+                               const TrainSpec& train, const Plan& plan,
+                               const MemoryModelOptions& options) {
+  const PlanMemoryTerms terms = plan_memory_terms(model, cluster, train, plan, options);
+  MemoryEstimate estimate;
+  estimate.stages.reserve(static_cast<std::size_t>(plan.pp));
+  const std::vector<bool> estimated = estimated_ranks(plan, terms.micro_batches, options);
+  for (std::int64_t r = 0; r < plan.pp; ++r) {
+    if (!estimated[static_cast<std::size_t>(r)]) continue;
+    StageMemory stage = closed_form_stage(model, plan, r, terms, options);
+    if (terms.executor_peak) walk_executor_peak(stage, model, cluster, train, plan, terms, options);
     if (options.headroom.any()) {
       stage.headroom_bytes = device_headroom_bytes(stage.total.device, plan, options.headroom);
       stage.buffers.device += stage.headroom_bytes;

@@ -170,10 +170,6 @@ void CpuLayerOps::bias_residual(void* out, const void* y, const void* bias, cons
   cpu::bias_residual_forward(f(out), f(y), f(bias), f(residual), rows, C);
 }
 
-void CpuLayerOps::add_bias(void* out, const void* bias, int rows, int C) {
-  cpu::add_bias(f(out), f(bias), rows, C);
-}
-
 void CpuLayerOps::copy(void* dst, const void* src, std::int64_t n) { cpu::copy(f(dst), f(src), n); }
 
 void CpuLayerOps::zero(void* dst, std::int64_t n) { cpu::zero(f(dst), n); }

@@ -26,7 +26,7 @@ class CpuLayerOps final : public model::LayerOps {
   const char* attention_stats_name() const override { return "attn_lse"; }
   int logits_width(int valid, int shard_rows) const override { return valid; }
 
-#define STRATA_LAYER_KERNEL(name, params, args, ...) void name params override;
+#define STRATA_LAYER_KERNEL(name, uses, params, args, flops, ...) void name params override;
 #include "executor/model/layer_kernels.def"
   void cross_entropy_forward_backward(float* losses, Tensor& logits, const float* dlosses,
                                       const std::int32_t* targets, int BT, int Vlocal, int ld,

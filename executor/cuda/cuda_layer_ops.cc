@@ -235,12 +235,6 @@ void CudaLayerOps::bias_residual(void* out, const void* y, const void* bias, con
   });
 }
 
-void CudaLayerOps::add_bias(void* out, const void* bias, int rows, int C) {
-  timed("add_bias", [&] {
-    kc::add_bias(h(out), h(bias), rows, C, stream_);
-  });
-}
-
 void CudaLayerOps::copy(void* dst, const void* src, std::int64_t n) {
   timed("copy", [&] {
     as_system_error([&] {

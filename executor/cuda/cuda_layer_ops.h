@@ -35,8 +35,8 @@ class CudaLayerOps final : public CudaShapedLayerOps {
                kernels::cuda::AttentionMode attention = kernels::cuda::AttentionMode::kAuto);
 
   // The kernels (layer_kernels.def) but those CudaShapedLayerOps gives a workspace.
-#define STRATA_LAYER_KERNEL(name, params, args, ...) void name params override;
-#define STRATA_LAYER_KERNEL_WITH_SCRATCH(name, params, args, ...)
+#define STRATA_LAYER_KERNEL(name, uses, params, args, flops, ...) void name params override;
+#define STRATA_LAYER_KERNEL_WITH_SCRATCH(name, uses, params, args, flops, ...)
 #include "executor/model/layer_kernels.def"
 
   // Kernel tracing (CudaBackendOptions::kernel_trace): from now on every op is a span between
@@ -50,8 +50,8 @@ class CudaLayerOps final : public CudaShapedLayerOps {
 
  protected:
   Tensor block(std::int64_t bytes, DType dtype, const std::string& tag) override;
-#define STRATA_LAYER_KERNEL(name, params, args, ...)
-#define STRATA_LAYER_KERNEL_WITH_SCRATCH(name, params, args, ...) \
+#define STRATA_LAYER_KERNEL(name, uses, params, args, flops, ...)
+#define STRATA_LAYER_KERNEL_WITH_SCRATCH(name, uses, params, args, flops, ...) \
   void name##_with STRATA_WITH_SCRATCH params override;
 #include "executor/model/layer_kernels.def"
   void cross_entropy_with(float* losses, Tensor& logits, const float* dlosses,

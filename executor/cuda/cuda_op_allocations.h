@@ -41,8 +41,9 @@ class CudaShapedLayerOps : public model::LayerOps {
   int logits_width(int /*valid*/, int shard_rows) const final { return shard_rows; }
 
   // The kernels that need a workspace (layer_kernels.def): allocated here, run by the hooks.
-#define STRATA_LAYER_KERNEL(name, params, args, ...)
-#define STRATA_LAYER_KERNEL_WITH_SCRATCH(name, params, args, ...) void name params final;
+#define STRATA_LAYER_KERNEL(name, uses, params, args, flops, ...)
+#define STRATA_LAYER_KERNEL_WITH_SCRATCH(name, uses, params, args, flops, ...) \
+  void name params final;
 #include "executor/model/layer_kernels.def"
   void cross_entropy_forward_backward(float* losses, engine::Tensor& logits,
                                       const float* dlosses, const std::int32_t* targets, int BT,
@@ -53,8 +54,8 @@ class CudaShapedLayerOps : public model::LayerOps {
   virtual engine::Tensor block(std::int64_t bytes, DType dtype, const std::string& tag) = 0;
   // The allocating ops' work, given the scratch allocated for them above: name_with, the
   // kernel's parameters and then `float* scratch`.
-#define STRATA_LAYER_KERNEL(name, params, args, ...)
-#define STRATA_LAYER_KERNEL_WITH_SCRATCH(name, params, args, ...) \
+#define STRATA_LAYER_KERNEL(name, uses, params, args, flops, ...)
+#define STRATA_LAYER_KERNEL_WITH_SCRATCH(name, uses, params, args, flops, ...) \
   virtual void name##_with STRATA_WITH_SCRATCH params = 0;
 #include "executor/model/layer_kernels.def"
   // stats: 4 BT floats (row max, sum of exp, target logit, log-sum-exp).

@@ -83,13 +83,13 @@ namespace {
 // Every kernel of layer_kernels.def a no-op: CudaShapedLayerOps' allocations alone.
 class NoKernels : public CudaShapedLayerOps {
  public:
-#define STRATA_LAYER_KERNEL(name, params, args, ...) void name params override {}
-#define STRATA_LAYER_KERNEL_WITH_SCRATCH(name, params, args, ...)
+#define STRATA_LAYER_KERNEL(name, uses, params, args, flops, ...) void name params override {}
+#define STRATA_LAYER_KERNEL_WITH_SCRATCH(name, uses, params, args, flops, ...)
 #include "executor/model/layer_kernels.def"
 
  protected:
-#define STRATA_LAYER_KERNEL(name, params, args, ...)
-#define STRATA_LAYER_KERNEL_WITH_SCRATCH(name, params, args, ...) \
+#define STRATA_LAYER_KERNEL(name, uses, params, args, flops, ...)
+#define STRATA_LAYER_KERNEL_WITH_SCRATCH(name, uses, params, args, flops, ...) \
   void name##_with STRATA_WITH_SCRATCH params override {}
 #include "executor/model/layer_kernels.def"
   void cross_entropy_with(float*, engine::Tensor&, const float*, const std::int32_t*, int, int,

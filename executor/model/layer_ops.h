@@ -49,7 +49,7 @@ class LayerOps {
   virtual const char* attention_stats_name() const = 0;
 
   // The kernels, one pure virtual each, described in layer_kernels.def.
-#define STRATA_LAYER_KERNEL(name, params, args, ...) virtual void name params = 0;
+#define STRATA_LAYER_KERNEL(name, uses, params, args, flops, ...) virtual void name params = 0;
 #include "executor/model/layer_kernels.def"
 
   // Columns of the head's logits GEMM for a wte shard of `shard_rows` rows of which `valid`

@@ -191,6 +191,12 @@ strata_add_test(executor_rank_loop_test IN executor_engine_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/rank_loop_test.cc
   LIBS strata_executor)
 
+# The layer kernel list against a GPT and a Llama step: the kernels called and their uses,
+# their FLOPs against the cost model's count (one process, < 1 s).
+strata_add_test(executor_layer_kernels_test IN executor_engine_tests
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/layer_kernels_test.cc
+  LIBS strata_executor)
+
 # Token files (Megatron, llm.c, bytes) and safetensors: round trips and every corruption.
 strata_add_test(executor_data_formats_test IN executor_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/data_formats_test.cc

@@ -32,9 +32,9 @@ engine::Tensor DeferredLayerOps::floats(std::int64_t count, const std::string& t
 }
 
 // Each kernel: its reads and writes (layer_kernels.def), then the CPU kernel on the stream.
-#define STRATA_LAYER_KERNEL(name, params, args, ...)            \
-  void DeferredLayerOps::name params {                          \
-    launch(#name, {__VA_ARGS__}, [=, this] { cpu_.name args; }); \
+#define STRATA_LAYER_KERNEL(name, uses, params, args, flops, ...) \
+  void DeferredLayerOps::name params {                              \
+    launch(#name, {__VA_ARGS__}, [=, this] { cpu_.name args; });    \
   }
 #include "executor/model/layer_kernels.def"
 

@@ -31,7 +31,7 @@ class DeferredLayerOps final : public model::LayerOps {
     return cpu_.logits_width(valid, shard_rows);
   }
 
-#define STRATA_LAYER_KERNEL(name, params, args, ...) void name params override;
+#define STRATA_LAYER_KERNEL(name, uses, params, args, flops, ...) void name params override;
 #include "executor/model/layer_kernels.def"
   void cross_entropy_forward_backward(float* losses, engine::Tensor& logits, const float* dlosses,
                                       const std::int32_t* targets, int BT, int Vlocal, int ld,

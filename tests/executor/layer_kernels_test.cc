@@ -149,24 +149,26 @@ void expect_flops_match(const ModelSpec& model, const StepCount& step) {
   EXPECT_NEAR(backward, 2 * forward, 1e-9 * forward) << model.name;
 }
 
-TEST(LayerKernels, AGptStepCallsWhatTheListSaysAndCountsTheCostModelsFlops) {
-  const ModelSpec model = testing_support::tiny_model();
+// One step of `model`: `called` among its kernels, `not_called` not (the other norm), then
+// the uses and the FLOPs.
+void expect_step_matches_the_list(const ModelSpec& model, const char* called,
+                                  const char* not_called) {
   const StepCount step = count_one_step(model);
   ASSERT_FALSE(step.calls.empty());
-  EXPECT_EQ(step.calls.count("layernorm_forward"), 1u);
-  EXPECT_EQ(step.calls.count("rmsnorm_forward"), 0u);
+  EXPECT_EQ(step.calls.count(called), 1u) << model.name;
+  EXPECT_EQ(step.calls.count(not_called), 0u) << model.name;
   expect_uses_match(model, step);
   expect_flops_match(model, step);
 }
 
+TEST(LayerKernels, AGptStepCallsWhatTheListSaysAndCountsTheCostModelsFlops) {
+  expect_step_matches_the_list(testing_support::tiny_model(), "layernorm_forward",
+                               "rmsnorm_forward");
+}
+
 TEST(LayerKernels, ALlamaStepCallsWhatTheListSaysAndCountsTheCostModelsFlops) {
-  const ModelSpec model = testing_support::tiny_llama_model();
-  const StepCount step = count_one_step(model);
-  ASSERT_FALSE(step.calls.empty());
-  EXPECT_EQ(step.calls.count("rope_forward"), 1u);
-  EXPECT_EQ(step.calls.count("layernorm_forward"), 0u);
-  expect_uses_match(model, step);
-  expect_flops_match(model, step);
+  expect_step_matches_the_list(testing_support::tiny_llama_model(), "rope_forward",
+                               "layernorm_forward");
 }
 
 TEST(LayerKernels, EveryListedKernelHasAUse) {

@@ -328,6 +328,18 @@ ProgramGraph timing_graph(const Program& program, const std::vector<PricedRank>&
         if (a >= 0) add_edge(g, done[static_cast<std::size_t>(a)], v);
       }
     };
+    // The last step's carried host steps (program.h, "carried"): from the step's start, one
+    // after another on the host thread, each before the first use that waits for it.
+    const std::size_t carried_from = rank.first_carried_in_tail();
+    std::vector<Vertex> carried(rank.carried_waits.size(), kNone);
+    for (std::size_t w = 0; w < carried.size(); ++w) {
+      const Vertex v = vertex[static_cast<std::size_t>(rank.carried_begin) + w];
+      g.vertices[v].duration_s = pr.tail_times[carried_from + w].sum();
+      g.vertices[v].parts = &pr.tail_times[carried_from + w];
+      if (w > 0) add_edge(g, carried[w - 1], v);
+      add_edge(g, v, g.step_end);
+      carried[w] = v;
+    }
     for (std::size_t i = 0; i < static_cast<std::size_t>(rank.tail_begin); ++i) {
       const ProgramOp& op = rank.ops[i];
       const Vertex v = vertex[i];
@@ -343,6 +355,12 @@ ProgramGraph timing_graph(const Program& program, const std::vector<PricedRank>&
                                          static_cast<std::int32_t>(k), body.op_s[k], &body.op_times[k]);
           body_vertex[k] = b;
           add_edge(g, v, b);
+          for (std::size_t w = 0; w < carried.size(); ++w) {
+            const RankProgram::CarriedWait& wait = rank.carried_waits[w];
+            if (static_cast<std::size_t>(wait.op) == i && static_cast<std::size_t>(wait.body_op) == k) {
+              add_edge(g, carried[w], b);
+            }
+          }
           if (serial) {
             add_edge(g, compute, b);
             compute = b;
@@ -389,7 +407,7 @@ ProgramGraph timing_graph(const Program& program, const std::vector<PricedRank>&
     // The tail, from the pipeline's end on free streams.
     RankLanes tail;
     Vertex tail_clock = kNone;
-    for (std::size_t k = 0; k < pr.tail_times.size(); ++k) {
+    for (std::size_t k = 0; k < carried_from; ++k) {
       const std::size_t i = static_cast<std::size_t>(rank.tail_begin) + k;
       const ProgramOp& op = rank.ops[i];
       const Vertex v = vertex[i];

@@ -329,6 +329,51 @@ bool optimizer_in_backward(const Plan& plan, const TrainSpec& train, const Progr
          train.optimizer.grad_clip == 0.0;
 }
 
+namespace {
+
+// The first op of the step that names each carried unit (program.h, "carried"): a body op of
+// a pass (under ZeRO-3 with offloaded parameters every unit a pass uses is fetched in it).
+std::vector<RankProgram::CarriedWait> carried_waits(const RankProgram& rank) {
+  std::vector<RankProgram::CarriedWait> waits;
+  for (std::size_t t = static_cast<std::size_t>(rank.carried_begin); t < rank.ops.size(); ++t) {
+    const ProgramOp& update = rank.ops[t];
+    if (update.kind != Kind::kOptimizerStep || update.stream != Stream::kHost) {
+      throw std::logic_error("program: a carried " + to_string(update.kind) + " on the " +
+                             to_string(update.stream) + " stream (only host optimizer steps are)");
+    }
+    RankProgram::CarriedWait wait;
+    wait.unit = update.unit;
+    for (std::int32_t i = 0; i < rank.tail_begin && wait.op < 0; ++i) {
+      const ProgramOp& op = rank.ops[static_cast<std::size_t>(i)];
+      if (!op.is_pass()) continue;
+      const auto& body = rank.bodies[static_cast<std::size_t>(op.body)].ops;
+      for (std::size_t j = 0; j < body.size(); ++j) {
+        if (body[j].unit == update.unit) {
+          wait.op = i;
+          wait.body_op = static_cast<std::int32_t>(j);
+          break;
+        }
+      }
+    }
+    if (wait.op < 0) {
+      throw std::logic_error("program: no pass uses " +
+                             rank.units[static_cast<std::size_t>(update.unit)].name +
+                             ", whose update is carried");
+    }
+    waits.push_back(wait);
+  }
+  return waits;
+}
+
+}  // namespace
+
+bool host_optimizer_carried(const Plan& plan, const TrainSpec& train, const ProgramOptions& options) {
+  const auto on_host = [](OffloadTier t) { return t == OffloadTier::kCpu; };
+  return options.host_steps_carried && train.optimizer.grad_clip != 0.0 &&
+         plan.zero_stage == 3 && on_host(plan.offload.optimizer) &&
+         on_host(plan.offload.gradients) && on_host(plan.offload.params);
+}
+
 Plan program_plan(const Plan& plan, const ProgramOptions& options) {
   Plan read = plan;
   read.dp = 1;
@@ -467,6 +512,8 @@ RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train,
       if (op.kind == Kind::kOptimizerStep) stepped[static_cast<std::size_t>(op.unit)] = true;
     }
   }
+  const bool carried = host_optimizer_carried(given_plan, train, options);
+  const auto first_step = static_cast<std::int32_t>(rank.ops.size());
   for (std::size_t u = 0; u < rank.units.size(); ++u) {
     std::int32_t updated = -1;  // stepped in a body: done before the tail starts (rule 3)
     if (!stepped[u]) {
@@ -480,6 +527,8 @@ RankProgram make_rank_program(const ModelSpec& model, const TrainSpec& train,
       emit(gather);
     }
   }
+  rank.carried_begin = carried ? first_step : -1;
+  if (carried) rank.carried_waits = carried_waits(rank);
   return rank;
 }
 
@@ -509,6 +558,7 @@ ProgramOptions program_options(const BackendFacts& backend, const KernelConventi
   options.vocab_row_alignment = backend.vocab_row_alignment;
   options.message_dtype = backend.compute_dtype;
   options.host_optimizer_in_backward = backend.host_optimizer_in_backward;
+  options.host_steps_carried = backend.host_steps_carried;
   return options;
 }
 
@@ -571,7 +621,12 @@ std::string describe(const RankProgram& rank) {
   }
   for (std::size_t i = 0; i < rank.ops.size(); ++i) {
     if (static_cast<std::int32_t>(i) == rank.tail_begin) out += "tail:\n";
+    if (static_cast<std::int32_t>(i) == rank.carried_begin) out += "carried into the next step:\n";
     out += describe_op(i, rank.ops[i], rank) + "\n";
+  }
+  for (const RankProgram::CarriedWait& w : rank.carried_waits) {
+    out += fmt::format("next step: {} waits for its update at op {} body op {}\n",
+                       rank.units[static_cast<std::size_t>(w.unit)].name, w.op, w.body_op);
   }
   return out;
 }

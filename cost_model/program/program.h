@@ -48,16 +48,26 @@
 //             layers whose gradients are final while the backward of the layers below runs
 //             (ZeRO-Offload's overlap), and the tail steps only the vocabulary-sized units,
 //             which are reduced there.
+//   carried   with clipping on, the host steps wait for the global norm, so they cannot run
+//             in the backward; instead the tail's host steps are carried into the next step
+//             (host_optimizer_carried): the step ends without waiting for them, and the
+//             next step waits for a unit's update right before its first use (its fetch:
+//             carried plans offload parameters, gradients and optimizer state to host
+//             memory, so a unit's update touches host memory only). The tail steps the
+//             units in forward order, so the CPU updates layer i while the GPU runs the
+//             forward of the layers before it: the same bits as stepping in the tail, as
+//             the update of a unit reads nothing but its own state, gradient and the norm.
 //
 // Streams and order: every op runs on one of the rank's streams (Stream below). The CPU
 // backend runs every op in list order on one thread, each a blocking call, so list order is
 // the whole truth there, except host-stream ops, which a host thread runs in their own order
 // beside it, each started after what the rules below make it wait for (where the rank has a
 // core its compute threads leave free and no tier is NVMe: the NVMe store's one io_uring
-// engine is the issuing thread's). The CUDA backend runs host work on the thread that issues
-// the device's work, so its Programs keep the host optimizer in the tail
-// (BackendFacts::host_optimizer_in_backward). The CUDA backend and the simulator follow these
-// rules:
+// engine is the issuing thread's). The CUDA backend runs host work that touches host memory
+// alone as host functions on a stream of its own (the carried steps above), and any other on
+// the thread that issues the device's work, so its Programs keep the host optimizer of a
+// plan with device parameters in the tail (BackendFacts::host_optimizer_in_backward,
+// host_steps_carried). The CUDA backend and the simulator follow these rules:
 //   1. an op starts after the op before it on the same stream (of the same list, or of the
 //      pass whose body it is in, for body ops); an op on another stream than compute also
 //      starts after every compute-stream op issued before it (the executor hands device
@@ -215,6 +225,23 @@ struct RankProgram {
   std::vector<PassBody> bodies;
   std::vector<ProgramOp> ops;      // the step: pipeline ops, then the tail
   std::int32_t tail_begin = 0;     // index of the first tail op in `ops`
+  // The tail's ops from here on are carried into the next step ("carried" above); -1 when
+  // none is. Each carried op is a host optimizer step of its unit.
+  std::int32_t carried_begin = -1;
+  // Where the next step waits for a carried unit's update: before body op `body_op` of the
+  // pass at step op `op` (the first op of the step that names the unit).
+  struct CarriedWait {
+    std::int32_t unit = -1, op = -1, body_op = -1;
+    bool operator==(const CarriedWait&) const = default;
+  };
+  std::vector<CarriedWait> carried_waits;
+
+  bool carries() const { return carried_begin >= 0; }
+  // The first carried op's index in the tail (the tail's length when none is).
+  std::size_t first_carried_in_tail() const {
+    return static_cast<std::size_t>((carries() ? carried_begin : static_cast<std::int32_t>(ops.size())) -
+                                    tail_begin);
+  }
 
   std::int32_t unit_index(const std::string& name) const;  // -1 when absent
 };
@@ -241,6 +268,10 @@ struct ProgramOptions {
   // The backend runs host work beside the device's (BackendFacts::host_optimizer_in_backward):
   // where the train spec clips nothing, the host optimizer steps layers in the backward.
   bool host_optimizer_in_backward = false;
+  // The backend runs host-memory-only host steps beside the device's
+  // (BackendFacts::host_steps_carried): with clipping, the tail's are carried into the next
+  // step (host_optimizer_carried).
+  bool host_steps_carried = false;
 };
 
 // The one maker of a Program's options, for the engine that replays it, `strata run`'s
@@ -276,6 +307,15 @@ Plan program_plan(const Plan& plan, const ProgramOptions& options);
 // optimizer state is offloaded and the train spec clips no gradients (with clipping, every
 // step waits for the global norm). RankProgramCache keys on it.
 bool optimizer_in_backward(const Plan& plan, const TrainSpec& train, const ProgramOptions& options);
+
+// Whether the tail's host optimizer steps are carried into the next step (program.h,
+// "carried"): the backend runs host-memory-only host work beside the device's
+// (options.host_steps_carried), the train spec clips (else they run in the backward where
+// the backend can: optimizer_in_backward), and the optimizer state, the gradients and the ZeRO-3
+// parameters are all in host memory (not NVMe: its one io_uring engine is the issuing
+// thread's), so that a unit's update touches nothing the next step's device work reads
+// before the unit's fetch. RankProgramCache keys on it.
+bool host_optimizer_carried(const Plan& plan, const TrainSpec& train, const ProgramOptions& options);
 
 // `pipelines`: where the schedule's part is reused from (rank_pipeline_ops.h); made afresh
 // when null.

@@ -450,10 +450,19 @@ PricedRank price_rank(const RankProgram& rank, const OpCosts& costs, SimulationM
   priced.tail_times.reserve(tail_ops);
   priced.tail_start_s.reserve(tail_ops);
   priced.tail_end_s.reserve(tail_ops);
+  const std::size_t carried_from = rank.first_carried_in_tail();
+  double host_clock = 0;  // carried ops: on the host thread from the next step's start
   for (std::size_t k = 0; k < tail_ops; ++k) {
     const ProgramOp& op = rank.ops[static_cast<std::size_t>(rank.tail_begin) + k];
     const StepTimeParts t = costs.tail(rank, op);
     const double s = checked(t.sum(), "tail op", op.kind);
+    if (k >= carried_from) {
+      priced.tail_times.push_back(t);
+      priced.tail_start_s.push_back(host_clock);
+      host_clock += s;
+      priced.tail_end_s.push_back(host_clock);
+      continue;
+    }
     double start = 0;
     if (mode == SimulationMode::kSerial) {
       start = clock;
@@ -476,6 +485,16 @@ PricedRank price_rank(const RankProgram& rank, const OpCosts& costs, SimulationM
     priced.tail_end_s.push_back(end);
     priced.tail_s = std::max(priced.tail_s, end);
   }
+  std::vector<std::array<double, 2>> body_times;
+  for (std::size_t w = 0; w < rank.carried_waits.size(); ++w) {
+    const RankProgram::CarriedWait& wait = rank.carried_waits[w];
+    const ProgramOp& pass = rank.ops[static_cast<std::size_t>(wait.op)];
+    expand_body(priced.bodies[static_cast<std::size_t>(pass.body)], mode, 0, 0, 0, body_times);
+    const double used = body_times[static_cast<std::size_t>(wait.body_op)][0];
+    priced.carry_wait_s =
+        std::max(priced.carry_wait_s, priced.tail_end_s[carried_from + w] - used);
+  }
+  priced.tail_s += priced.carry_wait_s;
   return priced;
 }
 
@@ -627,6 +646,7 @@ StepSimulation simulate_step(const PipelineSkeleton& skeleton, const std::vector
 
   // Timelines: step ops, each pass followed by its body ops, then the tail from the barrier.
   std::array<std::vector<Span>, kLanes> lanes;
+  std::vector<Span> carried_spans;  // the host thread's, apart in both modes
   std::vector<std::array<double, 2>> body_times;
   for (std::size_t r = 0; r < p; ++r) {
     if (records[r].empty()) continue;
@@ -634,16 +654,20 @@ StepSimulation simulate_step(const PipelineSkeleton& skeleton, const std::vector
     const PricedRank& pr = priced(r);
     std::vector<TimedOp>* out = timeline != nullptr ? &(*timeline)[r] : nullptr;
     if (out != nullptr) out->clear();
+    // The wait for the last step's carried host steps holds up this rank's whole pipeline.
+    const double shift = pr.carry_wait_s;
     const auto& steps = skeleton.ranks[r];
     for (std::size_t i = 0; i < steps.size(); ++i) {
       const PipelineStep& op = steps[i];
-      const Record& rec = records[r][i];
+      Record rec = records[r][i];
+      rec.start += shift;
+      rec.end += shift;
       const auto index = static_cast<std::int32_t>(i);
       if (out != nullptr) out->push_back({index, -1, rec.start, rec.end});
       if (is_pass(op.kind)) {
         const PricedBody& body = pr.bodies[static_cast<std::size_t>(
             pr.body_of[static_cast<std::size_t>(op.chunk)][static_cast<std::size_t>(op.variant)])];
-        expand_body(body, mode, rec.start, rec.comm_in, rec.copy_in, body_times);
+        expand_body(body, mode, rec.start, rec.comm_in + shift, rec.copy_in + shift, body_times);
         for (std::size_t k = 0; k < body_times.size(); ++k) {
           if (out != nullptr) {
             out->push_back({index, static_cast<std::int32_t>(k), body_times[k][0], body_times[k][1]});
@@ -661,20 +685,28 @@ StepSimulation simulate_step(const PipelineSkeleton& skeleton, const std::vector
               {rec.start, rec.end, &pr.transfer[chunk][dir], pr.transfer_s[chunk][dir]});
         } else {
           const auto slot = static_cast<std::size_t>(op.message);
-          lanes[kRecvLane].push_back({rec.start, rec.end, nullptr, 0, send_start[slot], send_end[slot]});
+          lanes[kRecvLane].push_back(
+              {rec.start, rec.end, nullptr, 0, send_start[slot] + shift, send_end[slot] + shift});
         }
       }
     }
     const RankProgram& program = *pr.program;
     for (std::size_t k = 0; k < pr.tail_times.size(); ++k) {
-      const double start = barrier + pr.tail_start_s[k];
-      const double end = barrier + pr.tail_end_s[k];
       const auto op_index = static_cast<std::int32_t>(program.tail_begin + static_cast<std::int32_t>(k));
+      // A carried op: the last step's, on the host thread from this step's start.
+      const bool carried = program.carries() && op_index >= program.carried_begin;
+      const double from = carried ? 0.0 : barrier + shift;
+      const double start = from + pr.tail_start_s[k];
+      const double end = from + pr.tail_end_s[k];
       if (out != nullptr) out->push_back({op_index, -1, start, end});
       if (is_critical && end > start) {
         const Stream stream = program.ops[static_cast<std::size_t>(op_index)].stream;
-        lanes[serial ? kComputeLane : lane_of(stream)].push_back(
-            {start, end, &pr.tail_times[k], pr.tail_times[k].sum()});
+        const Span span{start, end, &pr.tail_times[k], pr.tail_times[k].sum()};
+        if (carried) {
+          carried_spans.push_back(span);
+        } else {
+          lanes[serial ? kComputeLane : lane_of(stream)].push_back(span);
+        }
       }
     }
   }
@@ -688,6 +720,9 @@ StepSimulation simulate_step(const PipelineSkeleton& skeleton, const std::vector
     std::stable_sort(lanes[kComputeLane].begin(), lanes[kComputeLane].end(),
                      [](const Span& a, const Span& b) { return a.start < b.start; });
   }
+  auto& host = lanes[kHostLane];
+  host.insert(host.end(), carried_spans.begin(), carried_spans.end());
+  std::stable_sort(host.begin(), host.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
   if (with_parts) sim.parts = attribute(lanes, sim.step_s);
   return sim;
 }

@@ -124,8 +124,17 @@ struct PricedRank {
   std::vector<std::array<StepTimeParts, 2>> transfer;
   std::vector<std::array<double, 2>> transfer_s;
   std::vector<StepTimeParts> tail_times;   // [op - tail_begin]
-  // The tail replayed alone from 0 on free streams (it starts on free streams: rule 3).
+  // The tail replayed alone from 0 on free streams (it starts on free streams: rule 3). Its
+  // carried ops (program.h, "carried") run in the next step, from its start: their start and
+  // end there, back to back on the host thread.
   std::vector<double> tail_start_s, tail_end_s;
+  // A Program that carries host steps: how long the pipeline waits for the last step's, in
+  // the steady state: the most any carried unit's update ends after the first use that waits
+  // for it (program.h, RankProgram::carried_waits), from the body's start. The pass that
+  // holds that use is taken to start with the step (the first forward of pipeline rank 0
+  // does; a later one would wait less): the wait shifts the whole pipeline.
+  double carry_wait_s = 0;
+  // The step after the pipeline: carry_wait_s plus the tail's ops that are not carried.
   double tail_s = 0;
 };
 

@@ -5,9 +5,9 @@ namespace strata {
 namespace {
 
 // Everything make_rank_program's result depends on besides the model: program_plan's
-// fields, where the host optimizer steps (the train spec's clipping), the micro-batch count,
+// fields, where the host optimizer steps (the train spec's clipping; carried or not), the micro-batch count,
 // the rank and the options.
-std::vector<std::int64_t> key_of(const Plan& read, bool optimizer_in_backward, std::int64_t m,
+std::vector<std::int64_t> key_of(const Plan& read, bool optimizer_in_backward, bool carried, std::int64_t m,
                                  std::int64_t pp_rank, const ProgramOptions& options) {
   return {read.tp,
           read.pp,
@@ -26,6 +26,7 @@ std::vector<std::int64_t> key_of(const Plan& read, bool optimizer_in_backward, s
           read.embedding_counts_as_layer ? 1 : 0,
           read.loss_counts_as_layer ? 1 : 0,
           optimizer_in_backward ? 1 : 0,
+          carried ? 1 : 0,
           m,
           pp_rank,
           options.prefetch_distance,
@@ -46,6 +47,7 @@ const RankProgram& RankProgramCache::get(const ModelSpec& model, const TrainSpec
   }
   const Plan read = program_plan(plan, options);
   std::vector<std::int64_t> key = key_of(read, optimizer_in_backward(read, train, options),
+                                         host_optimizer_carried(plan, train, options),
                                          plan.micro_batches(train), pp_rank, options);
   if (const auto it = programs_.find(key); it != programs_.end()) {
     ++reused_;

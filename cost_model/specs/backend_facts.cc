@@ -32,6 +32,7 @@ BackendFacts cpu_facts() {
   f.tp_width_multiple = 1;
   f.workspace_bytes = 0;
   f.host_optimizer_in_backward = true;
+  f.host_steps_carried = true;
   f.default_host_headroom = measured_host_headroom();
   return f;
 }
@@ -55,6 +56,7 @@ BackendFacts cuda_facts() {
       "(configs/profiles/h200-calibrated-2026-11-26.json): 533 MiB of CUDA context with "
       "cuBLASLt, 576 MiB per NCCL communicator, no caching allocator";
   f.default_host_headroom = measured_host_headroom();
+  f.host_steps_carried = true;
   return f;
 }
 

@@ -54,6 +54,11 @@ struct BackendFacts {
   // the backward would hold the issue of the layers below behind its reduction, D2H copy and
   // AdamW (slower than the tail); a host thread there needs a GPU to write and check.
   bool host_optimizer_in_backward = false;
+  // Host optimizer steps that touch host memory only (ZeRO-3 with parameters, gradients and
+  // optimizer state in host memory) run on a host stream beside the device's and may be
+  // carried into the next step (program.h, "carried"): the CPU backend's host thread, CUDA's
+  // host functions on a stream of their own (which make no CUDA call: cuda_backend.h).
+  bool host_steps_carried = false;
   // Device memory outside the pool a Program's walk prices: CUDA's cuBLASLt workspace
   // (32 MiB, the size NVIDIA recommends for Hopper: CUBLAS_WORKSPACE_CONFIG) and the
   // bias-gradient scratch (4 MiB; kernels/cuda/cuda_resources.h); none on the CPU.

@@ -64,7 +64,10 @@ class CpuBackend : public engine::Backend {
   }
   void host_wait_for(int mark) override { host_.wait_for(mark); }
 
-  void run_on_host_stream(std::function<void()> work) override { host_.submit(std::move(work)); }
+  void run_on_host_stream(const std::string&, std::vector<engine::HostTouch>,
+                          std::function<void()> work) override {
+    host_.submit(std::move(work));
+  }
   // Where the rank has a core its compute threads leave free (host_thread_has_a_core).
   bool host_stream_apart() const override;
 
@@ -89,6 +92,7 @@ class CpuBackend : public engine::Backend {
   CpuLayerOps ops_;
   mutable std::mutex stamps_mutex_;  // the host stream's thread writes its stamps
   std::deque<std::chrono::steady_clock::time_point> stamps_;
+  int last_stamp_ticket_ = 0;  // the host stream's last stamp (clear_timestamps waits for it)
   HostStream host_;  // last: its thread ends before the members its work may touch
 };
 

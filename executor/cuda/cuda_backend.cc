@@ -46,15 +46,15 @@ bool is_host_memory(const void* p) {
 
 CudaBackend::CudaBackend(AccountingAllocator& alloc, const engine::RankPlace& place,
                          const CudaBackendOptions& options)
-    : alloc_(&alloc), host_(place.host) {
+    : alloc_(&alloc), host_comms_(place.host) {
   set_up_device(place.device, options);
   if (options.ranks_per_gpu > 1 || place.ranks_are_threads) {
-    comms_ = std::make_unique<HostStagedCommunicatorFactory>(*host_, group_streams());
+    comms_ = std::make_unique<HostStagedCommunicatorFactory>(*host_comms_, group_streams());
   } else {
 #ifdef STRATA_HAVE_NCCL
-    comms_ = std::make_unique<NcclCommunicatorFactory>(*host_, group_streams());
+    comms_ = std::make_unique<NcclCommunicatorFactory>(*host_comms_, group_streams());
 #else
-    comms_ = std::make_unique<HostStagedCommunicatorFactory>(*host_, group_streams());
+    comms_ = std::make_unique<HostStagedCommunicatorFactory>(*host_comms_, group_streams());
 #endif
   }
 }
@@ -71,8 +71,10 @@ void CudaBackend::set_up_device(int device_index, const CudaBackendOptions& opti
     copy_ = kc::Stream::create();
     p2p_ = kc::Stream::create();
     for (auto& link : links_) link = kc::Stream::create();
+    host_ = HostFunctionStream::create();
     norm_ = kc::DeviceBuffer((1 + kc::kSumOfSquaresScratchDoubles) * sizeof(double));
   });
+  host_stream_apart_ = options.host_stream;
   pool_ = std::make_unique<DevicePool>(*alloc_, compute_.get());
   ops_ = std::make_unique<CudaLayerOps>(*pool_, compute_.get(), options.attention);
   if (options.kernel_trace) ops_->trace_kernels([this] { return timestamp(Stream::kCompute); });
@@ -116,8 +118,8 @@ CudaBackend::~CudaBackend() {
 
 cudaStream_t CudaBackend::stream_of(Stream s) const {
   switch (s) {
-    case Stream::kCompute:
-    case Stream::kHost: return compute_.get();
+    case Stream::kCompute: return compute_.get();
+    case Stream::kHost: return host_.get();
     case Stream::kComm: return comm_.get();
     case Stream::kCopy: return copy_.get();
     case Stream::kP2p: return p2p_.get();
@@ -223,10 +225,30 @@ void CudaBackend::copy_async(void* dst, const void* src, std::int64_t bytes, Str
 }
 
 cudaEvent_t CudaBackend::event(int mark) const {
+  if (mark >= kHostMarkBase) return host_events_.at(static_cast<std::size_t>(mark - kHostMarkBase)).get();
   return events_.at(static_cast<std::size_t>(mark)).get();
 }
 
+void CudaBackend::run_on_host_stream(const std::string&, std::vector<engine::HostTouch>,
+                                     std::function<void()> work) {
+  if (!host_stream_apart_) {
+    work();
+    return;
+  }
+  as_system_error([&] { host_.submit(std::move(work)); });
+}
+
 int CudaBackend::record(Stream stream) {
+  if (stream == Stream::kHost) {
+    const int slot = next_host_event_++ % kHostMarks;
+    as_system_error([&] {
+      while (host_events_.size() <= static_cast<std::size_t>(slot)) {
+        host_events_.push_back(kc::Event::create(/*timing=*/true));
+      }
+      host_events_[static_cast<std::size_t>(slot)].record(host_.get());
+    });
+    return kHostMarkBase + slot;
+  }
   as_system_error([&] {
     if (next_event_ == static_cast<int>(events_.size())) {
       events_.push_back(kc::Event::create(/*timing=*/true));
@@ -262,16 +284,20 @@ void CudaBackend::synchronize() {
                            links_[1].get(), links_[2].get(), links_[3].get()}) {
       CUDA_CHECK(cudaStreamSynchronize(s));
     }
+    CUDA_CHECK(cudaStreamSynchronize(host_.get()));
   });
+  host_.rethrow_failure();
 }
 
 void CudaBackend::host_wait(Stream stream) {
   as_system_error([&] { CUDA_CHECK(cudaStreamSynchronize(stream_of(stream))); });
+  if (stream == Stream::kHost) host_.rethrow_failure();
 }
 
 void CudaBackend::host_wait_for(int mark) {
   if (mark < 0) return;
   as_system_error([&] { CUDA_CHECK(cudaEventSynchronize(event(mark))); });
+  if (mark >= kHostMarkBase) host_.rethrow_failure();
 }
 
 double CudaBackend::seconds_between(int origin, int mark) {

@@ -1,8 +1,8 @@
 // The CUDA backend (executor/engine/backend.h): one GPU per process (or one GPU shared by
 // several processes, --ranks-per-gpu), bf16 mixed precision through kernels/cuda, device
 // memory from the accounted DevicePool, pinned host memory for the host tier, and one CUDA
-// stream per Program stream (compute, comm, copy, p2p; the host stream's marks are the
-// compute stream's). The communicators are NCCL's, bootstrapped over MPI, with the TP group
+// stream per Program stream (compute, comm, copy, p2p, and the host stream: host functions on
+// a stream of their own, host_function_stream.h). The communicators are NCCL's, bootstrapped over MPI, with the TP group
 // on the compute stream (its collectives sit between dependent kernels), DP / world /
 // embedding groups on the comm stream and the pipeline group on the p2p stream; or, when
 // processes share a GPU, host-staged communicators over MPI on the same streams.
@@ -23,6 +23,7 @@
 #include "executor/cuda/communicator_factories.h"
 #include "executor/cuda/cuda_layer_ops.h"
 #include "executor/cuda/device_pool.h"
+#include "executor/cuda/host_function_stream.h"
 #include "executor/engine/backend.h"
 #include "kernels/cuda/cuda_resources.h"
 
@@ -37,6 +38,10 @@ struct CudaBackendOptions {
   // Attention through cuDNN's fused SDPA where it is found and agrees with strata's kernels
   // (auto), always (cudnn), or never (kernels): kernels/cuda/attention_launcher.h.
   kernels::cuda::AttentionMode attention = kernels::cuda::AttentionMode::kAuto;
+  // Host-memory-only host work (the CPU AdamW of a plan whose ZeRO-3 state is all in host
+  // memory) runs as host functions on a stream of its own, beside the issue of the GPU's work
+  // (`strata run --no-host-stream`: on the issuing thread instead).
+  bool host_stream = true;
 };
 
 class CudaBackend final : public engine::Backend {
@@ -77,6 +82,10 @@ class CudaBackend final : public engine::Backend {
   void host_wait(Stream stream) override;
   void host_wait_for(int mark) override;
   void bind_to_calling_thread() override;
+  void run_on_host_stream(const std::string& op, std::vector<engine::HostTouch> touches,
+                          std::function<void()> work) override;
+  bool host_stream_apart() const override { return host_stream_apart_; }
+  bool host_stream_host_memory_only() const override { return true; }
 
   int timestamp(Stream stream) override { return record(stream); }
   double seconds_between(int origin, int mark) override;
@@ -98,7 +107,7 @@ class CudaBackend final : public engine::Backend {
   GroupStreams group_streams() const;
 
   AccountingAllocator* alloc_;
-  CommunicatorFactory* host_ = nullptr;  // bootstraps the device communicators
+  CommunicatorFactory* host_comms_ = nullptr;  // bootstraps the device communicators
   int device_ = 0;
   kernels::cuda::Stream compute_, comm_, copy_, p2p_;
   kernels::cuda::Stream links_[4];  // the pipeline links' streams (process_groups.h)
@@ -107,6 +116,14 @@ class CudaBackend final : public engine::Backend {
   std::unique_ptr<CommunicatorFactory> comms_;
   std::vector<kernels::cuda::Event> events_;  // reused every step (clear_timestamps)
   int next_event_ = 0;
+  HostFunctionStream host_;
+  bool host_stream_apart_ = false;
+  // The host stream's marks: a ring numbered from kHostMarkBase on, not cleared with the
+  // step's, as a step's carried host work (engine.h) is waited for by the next.
+  static constexpr int kHostMarkBase = 1 << 30;
+  static constexpr int kHostMarks = 4096;
+  std::vector<kernels::cuda::Event> host_events_;
+  int next_host_event_ = 0;
   kernels::cuda::DeviceBuffer norm_;          // sum_of_squares: result + partials
 };
 

@@ -161,12 +161,23 @@ class Backend {
   }
 
   // Host work of a host-stream op (the CPU optimizer of offloaded optimizer state), in that
-  // stream's order. With a host thread (host_stream_apart) it is queued there and the call
-  // returns at once: record(Stream::kHost) marks it, and waits for such a mark wait for it;
-  // an exception it throws comes out of the next wait or synchronize(). Without one (CUDA
-  // today: its host work holds the issue of the device work after it) it runs now.
-  virtual void run_on_host_stream(std::function<void()> work) { work(); }
+  // stream's order. With a host stream apart (host_stream_apart) it is queued there and the
+  // call returns at once: record(Stream::kHost) marks it, wait(Stream::kHost, mark) makes
+  // the work queued after it wait for a mark, and waits for a host mark wait for it; an
+  // exception it throws comes out of the next wait or synchronize(). `touches`: the host
+  // memory it reads and writes (the CUDA-semantics mode checks them when it is queued).
+  // Without a host stream apart it runs now.
+  virtual void run_on_host_stream(const std::string& op, std::vector<HostTouch> touches,
+                                  std::function<void()> work) {
+    (void)op;
+    (void)touches;
+    work();
+  }
   virtual bool host_stream_apart() const { return false; }
+  // The host stream runs only work that touches host memory alone, no device memory, copy
+  // or backend call: CUDA's (host functions may make no CUDA call) and its CUDA-semantics
+  // model's, which names any such call. The CPU backend's host thread runs any host work.
+  virtual bool host_stream_host_memory_only() const { return false; }
 
   virtual int record(Stream stream) = 0;
   virtual void wait(Stream waiter, int mark) = 0;

@@ -86,7 +86,9 @@ Engine::Engine(Backend& backend, const ModelSpec& model, const TrainSpec& train,
         "executor: {} micro-batches x {} virtual stages need more pipeline message tags than "
         "MPI guarantees ({})", m, plan.pp * plan.virtual_stages, kMaxTag));
   }
-  host_apart_ = backend.host_stream_apart() && !state_.has_nvme_store();
+  host_apart_ = backend.host_stream_apart() && !state_.has_nvme_store() &&
+                (!backend.host_stream_host_memory_only() || state_.host_steps_host_only());
+  carrying_ = host_apart_ && program_.carries();
   global_tokens_ = static_cast<double>(train.global_batch) * static_cast<double>(model.seq_len);
   bool has_head = false;
   for (const auto& c : chunks_) has_head = has_head || c.last;
@@ -103,6 +105,18 @@ Engine::~Engine() {
     // A step that failed on this thread may leave host work that failed too: the step's own
     // error is the one reported.
   }
+}
+
+ModelState& Engine::state() {
+  finish_carried();
+  return state_;
+}
+
+void Engine::finish_carried() {
+  if (carried_.empty() && carried_in_.empty()) return;
+  backend_->host_wait(Stream::kHost);
+  carried_.clear();
+  carried_in_.clear();
 }
 
 Stream Engine::issue_stream(const ProgramOp& op) const {
@@ -227,11 +241,11 @@ void Engine::state_move(const ProgramOp& op, std::int64_t step, StepResult& resu
         state_.optimizer_step({u}, train_.optimizer, adam_step, result.lr);
         return;
       }
-      std::function<void()> work = state_.host_optimizer_step(u, train_.optimizer, adam_step, result.lr);
+      ModelState::HostStep host = state_.host_optimizer_step(u, train_.optimizer, adam_step, result.lr, host_apart_);
       if (host_apart_) {
-        backend_->run_on_host_stream(std::move(work));
+        backend_->run_on_host_stream(host.op, std::move(host.touches), std::move(host.work));
       } else {
-        work();
+        host.work();
       }
       return;
     }
@@ -400,7 +414,7 @@ void Engine::end_pass(const ProgramOp& pass) {
 
 Engine::Marks Engine::issue(const ProgramOp& op, const MarkList& done, const Marks& floor,
                             std::vector<OpRecord>& records, bool in_pass, std::int32_t mb,
-                            std::int32_t chunk, const std::function<void()>& run) {
+                            std::int32_t chunk, const std::function<void()>& run, bool timed) {
   const Stream s = issue_stream(op);
   // Device memory is handed out in compute-stream order: another stream first waits for
   // what the compute stream has been given so far.
@@ -422,9 +436,9 @@ Engine::Marks Engine::issue(const ProgramOp& op, const MarkList& done, const Mar
   const bool compute_too = s != Stream::kCompute && also_on_compute(op.kind);
   if (compute_too) backend_->wait(Stream::kCompute, backend_->record(s));
   const double tp_before = tp_.comm_seconds();
-  records[index].start = backend_->timestamp(s);
+  if (timed) records[index].start = backend_->timestamp(s);
   run();
-  records[index].end = backend_->timestamp(s);
+  if (timed) records[index].end = backend_->timestamp(s);
   records[index].tp_s = tp_.comm_seconds() - tp_before;
   if (compute_too) return {{s, backend_->record(s)}, {Stream::kCompute, backend_->record(Stream::kCompute)}};
   return {{s, backend_->record(s)}};
@@ -455,6 +469,8 @@ void Engine::run_pipeline(std::int64_t step, std::vector<OpRecord>& records) {
           body_done.emplace_back();  // evaluation and gradient checks step no optimizer
           continue;
         }
+        records[record].carried_wait_s += wait_for_carried(
+            i, static_cast<std::int32_t>(body_done.size()), issue_stream(b));
         const std::size_t body_record = records.size();
         body_done.push_back(issue(b, body_done, floor, records, true, op.micro_batch, op.chunk, [&] {
           if (b.kind == Kind::kCompute) {
@@ -486,6 +502,11 @@ void Engine::run_tail(std::int64_t step, std::vector<OpRecord>& records) {
     ProgramOp local = op;
     for (auto& a : local.after) a = a >= program_.tail_begin ? a - program_.tail_begin : -1;
     const std::size_t record = records.size();
+    if (carrying_ && static_cast<std::int32_t>(i) >= program_.carried_begin) {
+      done.push_back(issue_carried(local, i, step, done, floor, records));
+      ++i;
+      continue;
+    }
     const std::size_t fused = fused_optimizer_steps(i);
     if (fused == 1) {
       done.push_back(issue(local, done, floor, records, false, -1, -1,
@@ -518,6 +539,67 @@ void Engine::run_tail(std::int64_t step, std::vector<OpRecord>& records) {
       records.push_back(rec);
     }
     i += fused;
+  }
+}
+
+Engine::Marks Engine::issue_carried(const ProgramOp& local, std::size_t i, std::int64_t step,
+                                   const MarkList& done, const Marks& floor,
+                                   std::vector<OpRecord>& records) {
+  const ProgramOp& op = program_.ops[i];
+  auto span = std::make_shared<HostSpan>();
+  // Untimed by the backend: its marks are cleared with the step, and this op runs past it.
+  // The host thread stamps it instead, for the trace of the step it runs in.
+  const Marks marks = issue(local, done, floor, records, false, -1, -1, [&] {
+    ModelState::HostStep host = state_.host_optimizer_step(
+        static_cast<std::size_t>(op.unit), train_.optimizer, static_cast<int>(step + 1), result_->lr,
+        /*apart=*/true);
+    backend_->run_on_host_stream(host.op, std::move(host.touches), [work = std::move(host.work), span] {
+      span->start = std::chrono::steady_clock::now();
+      work();
+      span->end = std::chrono::steady_clock::now();
+      span->done.store(true, std::memory_order_release);
+    });
+  }, /*timed=*/false);
+  records.pop_back();
+  carried_.push_back({static_cast<std::int32_t>(i), program_.units[static_cast<std::size_t>(op.unit)].name,
+                      span, marks});
+  return marks;
+}
+
+double Engine::wait_for_carried(std::int32_t op, std::int32_t body_op, Stream stream) {
+  if (carried_in_.empty()) return 0;
+  double waited = 0;
+  for (std::size_t w = 0; w < program_.carried_waits.size(); ++w) {
+    const RankProgram::CarriedWait& at = program_.carried_waits[w];
+    if (at.op != op || at.body_op != body_op || w >= carried_in_.size()) continue;
+    CarriedStep& carried = carried_in_[w];
+    const auto start = std::chrono::steady_clock::now();
+    for (const auto& [s, mark] : carried.done) backend_->wait(stream, mark);
+    waited += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    carried.done.clear();
+  }
+  return waited;
+}
+
+void Engine::trace_carried(std::chrono::steady_clock::time_point step_start, std::int64_t pp_rank,
+                           std::vector<TraceEvent>& events) const {
+  for (const CarriedStep& c : carried_in_) {
+    if (!c.span->done.load(std::memory_order_acquire)) continue;
+    // What ran before this step began is not this step's time.
+    const double start = std::max(0.0, std::chrono::duration<double>(c.span->start - step_start).count());
+    const double end = std::chrono::duration<double>(c.span->end - step_start).count();
+    if (end <= start) continue;
+    TraceEvent event;
+    event.name = to_string(Kind::kOptimizerStep);
+    event.category = op_category(event.name);
+    event.tid = stream_tid(pp_rank, Stream::kHost);
+    event.start_s = start;
+    event.duration_s = end - start;
+    event.args = Json::object();
+    event.args["unit"] = c.unit;
+    event.args["op"] = c.op;
+    event.args["carried"] = true;  // the last step's update, run beside this step
+    events.push_back(std::move(event));
   }
 }
 
@@ -578,6 +660,7 @@ void Engine::finish_sends(std::vector<OpRecord>& records) {
 }
 
 double Engine::forward_backward(std::int64_t step) {
+  finish_carried();  // its passes wait for no carried step
   StepResult result;
   result_ = &result;
   std::vector<OpRecord> records;
@@ -611,6 +694,8 @@ StepResult Engine::step(std::int64_t step) {
   const auto t_start = std::chrono::steady_clock::now();
   begin_step();
   const int origin = backend_->timestamp(Stream::kCompute);
+  carried_in_ = std::move(carried_);
+  carried_.clear();
   stepping_ = true;
   try {
     run_pipeline(step, records);
@@ -621,7 +706,12 @@ StepResult Engine::step(std::int64_t step) {
   stepping_ = false;
   finish_sends(records);
   run_tail(step, records);
-  backend_->synchronize();
+  if (carried_.empty()) {
+    backend_->synchronize();
+  } else {
+    // The carried host steps run on past the step's end (program.h, "carried").
+    for (Stream s : {Stream::kCompute, Stream::kComm, Stream::kCopy, Stream::kP2p}) backend_->host_wait(s);
+  }
   result.loss = global_loss();
   result.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   result_ = nullptr;
@@ -683,7 +773,8 @@ StepResult Engine::step(std::int64_t step) {
   for (std::size_t i = 0; i < records.size(); ++i) {
     const OpRecord& r = records[i];
     if (r.kind != Kind::kForward && r.kind != Kind::kBackward) continue;
-    double inside = r.tp_s;
+    double inside = r.tp_s + r.carried_wait_s;
+    parts.optimizer_s += r.carried_wait_s;  // the last step's update, not this pass's work
     for (std::size_t j = i + 1; j < records.size() && records[j].in_pass; ++j) {
       // A host step that ran on the host stream's thread took none of the pass's time.
       if (records[j].stream == Stream::kHost && host_apart_) continue;
@@ -695,6 +786,8 @@ StepResult Engine::step(std::int64_t step) {
     (r.kind == Kind::kForward ? parts.forward_s : parts.backward_s) += dur;
   }
   (void)pass_inside;
+  trace_carried(t_start, pp_rank, result.events);
+  carried_in_.clear();
   parts.tp_comm_s += tp_.comm_seconds();
   parts.offload_s += state_.optimizer_transfer_s();
   parts.optimizer_s -= state_.optimizer_transfer_s();

@@ -21,10 +21,13 @@
 #pragma once
 
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -84,7 +87,9 @@ class Engine {
   // as they are. Collective.
   double evaluate(const data::BatchSampler& sampler, std::int64_t batch);
 
-  ModelState& state() { return state_; }
+  // The model state, with the host steps carried from the last step (program.h, "carried")
+  // done first: what a checkpoint, a test or a select slice reads is the stepped state.
+  ModelState& state();
   const RankProgram& program() const { return program_; }
 
  private:
@@ -109,10 +114,22 @@ class Engine {
     std::string unit;
     bool in_pass = false;
     double tp_s = 0;           // TP collectives inside (host-timed)
+    double carried_wait_s = 0; // passes: waiting for the last step's carried host steps
   };
   // What waiting for an op means: a mark on each stream it touched.
   using Marks = std::vector<std::pair<Stream, int>>;
   using MarkList = std::vector<Marks>;
+  // A carried host step's run on the host thread, for the trace of the step it ran in.
+  struct HostSpan {
+    std::chrono::steady_clock::time_point start, end;  // written before `done`
+    std::atomic<bool> done{false};
+  };
+  struct CarriedStep {
+    std::int32_t op = -1;  // its place in the Program
+    std::string unit;
+    std::shared_ptr<HostSpan> span;
+    Marks done;            // waiting for it; empty once waited for
+  };
   using Key = std::pair<std::int64_t, std::int64_t>;  // (micro-batch, chunk)
 
   void begin_step();
@@ -126,7 +143,19 @@ class Engine {
   // runs it and times it; returns what waiting for it means.
   Marks issue(const ProgramOp& op, const MarkList& done, const Marks& floor,
               std::vector<OpRecord>& records, bool in_pass, std::int32_t mb, std::int32_t chunk,
-              const std::function<void()>& run);
+              const std::function<void()>& run, bool timed = true);
+  // Issues the carried host step at step op i (`local`: it with the tail's own `after`;
+  // program.h, "carried"); returns what waiting for it means.
+  Marks issue_carried(const ProgramOp& local, std::size_t i, std::int64_t step, const MarkList& done,
+                      const Marks& floor, std::vector<OpRecord>& records);
+  // The exposed wait for the last step's carried steps before body op `body_op` of step op
+  // `op`, in seconds (0 when none waits there).
+  double wait_for_carried(std::int32_t op, std::int32_t body_op, Stream stream);
+  // The last step's carried steps' trace events (carried_in_), from `step_start` on.
+  void trace_carried(std::chrono::steady_clock::time_point step_start, std::int64_t pp_rank,
+                     std::vector<TraceEvent>& events) const;
+  // Waits for every carried step still running (evaluation, gradient checks, state()).
+  void finish_carried();
   void begin_pass(const ProgramOp& pass, std::int64_t step);
   void end_pass(const ProgramOp& pass);
   void compute(const ProgramOp& op, bool forward, std::int64_t step, std::int64_t mb,
@@ -177,6 +206,12 @@ class Engine {
   // has one for this rank (host_stream_apart) and no tier is NVMe (the store's one io_uring engine, which this thread's
   // parameter prefetches keep busy across ops, is not to be shared).
   bool host_apart_ = false;
+  // The tail's carried host steps run past the step's end (program.h, "carried"): the Program
+  // carries them and they run apart (host_apart_); else they are waited for in the step.
+  bool carrying_ = false;
+  // In the Program's carried order: the steps this step's tail carries, and (while a step
+  // runs) the last step's, which its pipeline waits for.
+  std::vector<CarriedStep> carried_, carried_in_;
   // In step()'s pipeline: the optimizer steps in the backward bodies run (program.h); in
   // forward_backward and evaluate they do not.
   bool stepping_ = false;

@@ -131,8 +131,20 @@ class ModelState {
   // host work that touches only this unit's host state and its device parameters (and the
   // locked transfer counters), so the caller may run it on the backend's host stream while
   // it goes on with other units (program.h: the host optimizer inside the backward).
-  std::function<void()> host_optimizer_step(std::size_t u, const OptimizerSpec& opt, int step,
-                                            double lr);
+  // apart: the work runs on a host stream apart (Backend::host_stream_apart), which waits
+  // here for the reads of the unit's host shard it overwrites (this step's fetches); else it
+  // runs now, and the work waits for them itself.
+  struct HostStep {
+    std::string op;                         // "CPU AdamW of layer3"
+    std::vector<HostTouch> touches;         // host memory it touches (host_steps_host_only)
+    std::function<void()> work;
+  };
+  HostStep host_optimizer_step(std::size_t u, const OptimizerSpec& opt, int step, double lr,
+                               bool apart);
+  // Whether a host optimizer step touches host memory alone (parameters, gradients and
+  // optimizer state all in host memory; no device copy, no NVMe): what a host stream that
+  // runs nothing else (Backend::host_stream_host_memory_only) may run.
+  bool host_steps_host_only() const;
   void gather_params(std::size_t u);
 
   // Bytes moved between tiers since reset_transfers() (empty without offload), and the
@@ -203,9 +215,10 @@ class ModelState {
   // the update (offloaded parameters); optimizer_step launches what is left.
   void update_on_device(ParamUnit& u, const AdamWStep& hp, const std::vector<DecayRun>& runs,
                         std::vector<AdamWSpan>& batch);
-  // grad_scale: the clip factor the step's norm gave (1 without clipping).
+  // grad_scale: the clip factor the step's norm gave (1 without clipping); host_read_mark:
+  // u's, when the step was issued (the fetches that read its host shard).
   void update_on_cpu(ParamUnit& u, const AdamWStep& hp, const std::vector<DecayRun>& runs,
-                     float grad_scale);
+                     float grad_scale, int host_read_mark);
 
   Backend* backend_;
   const ProcessGroups* groups_;

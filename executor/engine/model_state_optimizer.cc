@@ -65,17 +65,39 @@ AdamWStep adamw_step(const OptimizerSpec& opt, int step, double lr) {
 }
 }  // namespace
 
-std::function<void()> ModelState::host_optimizer_step(std::size_t u, const OptimizerSpec& opt,
-                                                      int step, double lr) {
+bool ModelState::host_steps_host_only() const {
+  return optimizer_off() && offload_.optimizer == OffloadTier::kCpu && params_off() &&
+         offload_.params == OffloadTier::kCpu && grads_off() &&
+         offload_.gradients == OffloadTier::kCpu;
+}
+
+ModelState::HostStep ModelState::host_optimizer_step(std::size_t u, const OptimizerSpec& opt,
+                                                     int step, double lr, bool apart) {
   if (!optimizer_off()) {
     throw std::logic_error("ModelState: a host optimizer step of " + units_.at(u).layout.name +
                            " whose optimizer state is on the device");
   }
   land_pending_down();
   ParamUnit& p = units_.at(u);
-  return [this, &p, hp = adamw_step(opt, step, lr), runs = decay_runs(p, opt), scale = clip_] {
-    update_on_cpu(p, hp, runs, scale);
-  };
+  HostStep host;
+  host.op = "CPU AdamW of " + p.layout.name;
+  if (host_steps_host_only()) {
+    const std::int64_t bytes = opt_elements(p) * 4;
+    host.touches = {host_reads(p.host_grads.data(), bytes), host_writes(p.host_grads.data(), bytes),
+                    host_writes(p.host_params.data(), bytes), host_writes(p.host_m.data(), bytes),
+                    host_writes(p.host_v.data(), bytes)};
+  }
+  // The host shard of offloaded params is the master the step writes: this step's fetches,
+  // which read it, must be done first. Read here, on the issuing thread: a step carried into
+  // the next (engine.h) runs while that step's begin_step and fetches rewrite the marks.
+  int read_mark = params_off() ? p.host_read_mark : -1;
+  if (apart) {
+    backend_->wait(Stream::kHost, read_mark);
+    read_mark = -1;
+  }
+  host.work = [this, &p, hp = adamw_step(opt, step, lr), runs = decay_runs(p, opt), scale = clip_,
+               read_mark] { update_on_cpu(p, hp, runs, scale, read_mark); };
+  return host;
 }
 
 void ModelState::optimizer_step(const std::vector<std::size_t>& units, const OptimizerSpec& opt,
@@ -167,26 +189,27 @@ void ModelState::update_on_device(ParamUnit& u, const AdamWStep& hp,
 }
 
 void ModelState::update_on_cpu(ParamUnit& u, const AdamWStep& hp,
-                               const std::vector<DecayRun>& runs, float grad_scale) {
+                               const std::vector<DecayRun>& runs, float grad_scale,
+                               int host_read_mark) {
   const std::int64_t n = opt_elements(u);
   const std::int64_t off = opt_offset(u);
   double up_s = 0;
   // The gradient part in host memory (down from the device unless offloaded already).
   Tensor staging;
   float* g = nullptr;
-  timed(up_s, [&] {
-    if (grads_off() && offload_.gradients == OffloadTier::kCpu) {
-      g = u.host_grads.f32();
-      return;
-    }
-    staging = alloc(MemoryTier::kHost, DType::kF32, n, "offload:grad_staging");
-    g = staging.f32();
-    if (grads_off()) {
-      links_->nvme_to_host(u.nvme_grads, g, n);
-    } else {
-      links_->device_to_host(g, zero_stage_ <= 1 ? u.grads.f32() + off : u.grad_shard.f32(), n);
-    }
-  });
+  if (grads_off() && offload_.gradients == OffloadTier::kCpu) {
+    g = u.host_grads.f32();
+  } else {
+    timed(up_s, [&] {
+      staging = alloc(MemoryTier::kHost, DType::kF32, n, "offload:grad_staging");
+      g = staging.f32();
+      if (grads_off()) {
+        links_->nvme_to_host(u.nvme_grads, g, n);
+      } else {
+        links_->device_to_host(g, zero_stage_ <= 1 ? u.grads.f32() + off : u.grad_shard.f32(), n);
+      }
+    });
+  }
   offload::AdamState state;
   state.n = n;
   const auto array = [](Tensor& host, const std::string& nvme_name) {
@@ -212,9 +235,7 @@ void ModelState::update_on_cpu(ParamUnit& u, const AdamWStep& hp,
   for (const DecayRun& r : runs) {
     if (!r.decayed) no_decay.emplace_back(r.begin, r.end);
   }
-  // The host shard of offloaded params is the master the step writes: the async fetches
-  // that read it (this step's gathers) must be done first.
-  if (params_off()) backend_->host_wait_for(u.host_read_mark);
+  backend_->host_wait_for(host_read_mark);  // host_optimizer_step's
   const auto in_host = [](const offload::StateArray& a) -> void* {
     return a.on_nvme() ? nullptr : a.host;
   };
@@ -241,8 +262,10 @@ void ModelState::update_on_cpu(ParamUnit& u, const AdamWStep& hp,
   // Logical NVMe bytes of the streamed step: each NVMe array read and written once.
   std::int64_t nvme_arrays = 0;
   for (const auto* a : {&state.param, &state.m, &state.v}) nvme_arrays += a->on_nvme() ? 1 : 0;
-  links_->count_nvme(nvme_arrays * n * 4, nvme_arrays * n * 4);
-  optimizer_transfer_s_ += up_s;
+  // Only where there was something to count: a step carried into the next (all of it in
+  // host memory) runs beside that step's own counting.
+  if (nvme_arrays > 0) links_->count_nvme(nvme_arrays * n * 4, nvme_arrays * n * 4);
+  if (up_s > 0) optimizer_transfer_s_ += up_s;
 }
 
 void ModelState::gather_params(std::size_t u) {

@@ -186,6 +186,49 @@ TEST(CriticalPath, TheLongestPathIsTheReplaysStepForEveryKindOfProgram) {
   }
 }
 
+// A Program that carries its host steps into the next step (program.h, "carried"): the
+// longest path goes through the carried steps, from the step's start, to the first use that
+// waits for each. On one clock (the CPU backend) that is the replay's step exactly: the wait
+// shifts the one chain. On streams the replay shifts the whole pipeline by the wait at the
+// fetch, which the graph may find slack to hide (the fetch runs ahead of its compute): the
+// replay is an upper bound there. Either way carrying costs at most the tail it replaces.
+TEST(CriticalPath, CarriedHostStepsAreOnTheLongestPathFromTheStepsStart) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> u(0.0, 2.0);
+  TrainSpec clipped = testing::train_of(8);
+  clipped.optimizer.grad_clip = 1.0;
+  const ProgramOptions beside = executor_program_options(Backend::kCpu);
+  for (std::int64_t d : {1, 2}) {
+    Plan plan = plan_of(ScheduleKind::kOneFOneB, 1, 1, d, 3);
+    plan.offload = {OffloadTier::kCpu, OffloadTier::kCpu, OffloadTier::kCpu};
+    const Program program = make_program(testing::small_gpt(12), clipped, plan, beside);
+    ASSERT_TRUE(program.ranks[0].carries());
+    Program waiting = program;  // the same steps, waited for in the tail
+    for (RankProgram& rank : waiting.ranks) {
+      rank.carried_begin = -1;
+      rank.carried_waits.clear();
+    }
+    for (SimulationMode mode : {SimulationMode::kSerial, SimulationMode::kStreams}) {
+      for (int trial = 0; trial < 4; ++trial) {
+        SCOPED_TRACE(plan.label() + " " + to_string(mode) + " trial " + std::to_string(trial));
+        RandomCosts costs;
+        for (int i = 0; i < 101; ++i) costs.table.push_back(u(rng));
+        const auto priced = price(program, costs, mode);
+        const CriticalPath path = critical_path(program, priced, mode);
+        const double step = replayed_step(program, priced, mode);
+        if (mode == SimulationMode::kSerial) {
+          EXPECT_NEAR(path.step_s, step, 1e-9 * step);
+        } else {
+          EXPECT_LE(path.step_s, step * (1 + 1e-9));
+        }
+        expect_a_chain(path);
+        const double tail_waited = replayed_step(waiting, price(waiting, costs, mode), mode);
+        EXPECT_LE(step, tail_waited * (1 + 1e-9));
+      }
+    }
+  }
+}
+
 struct Bundled {
   const char* plan;
   const char* model;

@@ -347,6 +347,81 @@ TEST(Program, TheCacheKeysOnWhereTheHostOptimizerSteps) {
   EXPECT_EQ(overlapped.ops, make_rank_program(model, train_of(8), plan, 0, beside).ops);
 }
 
+// With clipping on and everything of ZeRO-3 in host memory, the tail's host steps are
+// carried into the next step (program.h, "carried"): after the norm, one per unit in the
+// units' (forward) order, each waited for at the first op of the step that names its unit,
+// which is that unit's fetch in the first forward pass. Nothing else carries.
+TEST(Program, ClippedHostStepsOfAHostResidentZeroThreeAreCarriedToTheirFetch) {
+  const ModelSpec model = tiny_model();
+  Plan plan = program_plan(1, 2, 2, 1, ScheduleKind::kOneFOneB, 3, 1);
+  plan.offload = {OffloadTier::kCpu, OffloadTier::kCpu, OffloadTier::kCpu};
+  TrainSpec clipped = train_of(8);
+  clipped.optimizer.grad_clip = 1.0;
+  const ProgramOptions beside = executor_program_options(Backend::kCpu);
+  for (std::int64_t r = 0; r < plan.pp; ++r) {
+    SCOPED_TRACE("pipeline rank " + std::to_string(r));
+    const RankProgram rank = make_rank_program(model, clipped, plan, r, beside);
+    ASSERT_TRUE(rank.carries());
+    const auto carried = static_cast<std::size_t>(rank.carried_begin);
+    ASSERT_EQ(rank.ops.size() - carried, rank.units.size());
+    EXPECT_EQ(rank.ops[carried - 1].kind, ProgramOpKind::kGradNorm);
+    ASSERT_EQ(rank.carried_waits.size(), rank.units.size());
+    for (std::size_t u = 0; u < rank.units.size(); ++u) {
+      const ProgramOp& update = rank.ops[carried + u];
+      EXPECT_EQ(update.kind, ProgramOpKind::kOptimizerStep);
+      EXPECT_EQ(update.stream, Stream::kHost);
+      EXPECT_EQ(update.unit, static_cast<std::int32_t>(u));
+      const RankProgram::CarriedWait& wait = rank.carried_waits[u];
+      EXPECT_EQ(wait.unit, update.unit);
+      const ProgramOp& pass = rank.ops[static_cast<std::size_t>(wait.op)];
+      ASSERT_TRUE(pass.is_pass());
+      EXPECT_EQ(pass.kind, ProgramOpKind::kForward);
+      const auto& body = rank.bodies[static_cast<std::size_t>(pass.body)].ops;
+      EXPECT_EQ(body[static_cast<std::size_t>(wait.body_op)].kind, ProgramOpKind::kFetch);
+      EXPECT_EQ(body[static_cast<std::size_t>(wait.body_op)].unit, update.unit);
+      // No op before it names the unit: not an earlier body op of this pass ...
+      for (std::int32_t j = 0; j < wait.body_op; ++j) {
+        EXPECT_NE(body[static_cast<std::size_t>(j)].unit, update.unit);
+      }
+      // ... nor one of an earlier pass.
+      for (std::int32_t i = 0; i < wait.op; ++i) {
+        const ProgramOp& earlier = rank.ops[static_cast<std::size_t>(i)];
+        if (!earlier.is_pass()) continue;
+        for (const ProgramOp& op : rank.bodies[static_cast<std::size_t>(earlier.body)].ops) {
+          EXPECT_NE(op.unit, update.unit);
+        }
+      }
+    }
+    EXPECT_NE(describe(rank).find("carried into the next step:"), std::string::npos);
+  }
+  // CUDA carries them too (its host functions: cuda_backend.h).
+  EXPECT_TRUE(make_rank_program(model, clipped, plan, 0, executor_program_options(Backend::kCuda)).carries());
+  // Not carried: without clipping (the steps run in the backward), on a backend without a
+  // host stream beside the device's, with a tier on NVMe (its engine is the issuing
+  // thread's), below ZeRO-3 (parameter all-gathers follow the steps), or with the
+  // parameters on the device (the update writes them).
+  EXPECT_FALSE(make_rank_program(model, train_of(8), plan, 0, beside).carries());
+  ProgramOptions issuing = beside;
+  issuing.host_steps_carried = false;
+  EXPECT_FALSE(make_rank_program(model, clipped, plan, 0, issuing).carries());
+  Plan nvme = plan;
+  nvme.offload.optimizer = OffloadTier::kNvme;
+  EXPECT_FALSE(make_rank_program(model, clipped, nvme, 0, beside).carries());
+  Plan z2 = plan;
+  z2.zero_stage = 2;
+  z2.offload.params = OffloadTier::kNone;
+  EXPECT_FALSE(make_rank_program(model, clipped, z2, 0, beside).carries());
+  Plan device_params = plan;
+  device_params.offload.params = OffloadTier::kNone;
+  EXPECT_FALSE(make_rank_program(model, clipped, device_params, 0, beside).carries());
+  // The cache tells the NVMe plan's Program from the host one's (program_plan reads both
+  // tiers as offloaded).
+  RankProgramCache cache;
+  EXPECT_TRUE(cache.get(model, clipped, plan, 0, beside).carries());
+  EXPECT_FALSE(cache.get(model, clipped, nvme, 0, beside).carries());
+  EXPECT_EQ(cache.made(), 2);
+}
+
 TEST(Program, ReplicatedKvHeadsAreSummedRightBeforeEachReductionOfALayer) {
   ModelSpec model = tiny_model();
   model.kv_heads = 2;  // t = 4 > 2: each KV head on 2 TP ranks

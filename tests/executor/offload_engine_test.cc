@@ -266,6 +266,80 @@ ModelSpec wide_model() {
                               "wide model");
 }
 
+// With clipping on, the host AdamW of a step cannot start before the global norm, so the tail
+// carries it into the next step (program.h, "carried"): the step ends without waiting for it
+// and the next step waits for each unit's update right before its fetch. The training is the
+// same as stepping in the tail (bit for bit: the update of a unit reads only its own state,
+// its gradient and the norm), with evaluation and state() in between seeing the stepped
+// state; the next step's trace shows the carried updates on the host track beside its
+// forward.
+TEST(OffloadEngine, TheClippedHostOptimizerIsCarriedIntoTheNextForward) {
+  auto self = MpiCommunicator::duplicate(MPI_COMM_SELF);
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  if (cores < 2) GTEST_SKIP() << "needs a core beside the compute thread";
+  const testing_support::ScopedThreads threads(1);
+  // Layers of 789,760 parameters: an update (28 bytes a parameter) takes about as long as the
+  // layer's forward, long enough to be seen beside it.
+  const ModelSpec model = wide_model();
+  TrainSpec train = testing_support::tiny_train();
+  train.optimizer.grad_clip = 1.0;
+  using T = OffloadTier;
+  const Plan z3 = make_plan(1, 1, 1, 1, ScheduleKind::kOneFOneB, 3, 2);
+  const Plan plan = with_offload(z3, T::kCpu, T::kCpu, T::kCpu);
+  const auto corpus = data::generated_corpus(train.seed, 1 << 16);
+  engine::RankTraining rank(model, train, plan, *self, {}, corpus, {});
+  ASSERT_TRUE(rank.engine().program().carries()) << describe(rank.engine().program());
+  // The same plan without a host thread (every core computing): the tail steps inline.
+  std::vector<engine::StepResult> inline_steps;
+  std::vector<double> inline_valid;
+  const data::BatchSampler validation(corpus, train.seed + 1, model.seq_len);
+  constexpr int kSteps = 4;
+  {
+    const testing_support::ScopedThreads all(cores);
+    engine::RankTraining inline_rank(model, train, plan, *self, {}, corpus, {});
+    for (int s = 0; s < kSteps; ++s) {
+      inline_steps.push_back(inline_rank.engine().step(s));
+      inline_valid.push_back(inline_rank.engine().evaluate(validation, s));
+    }
+  }
+  int carried_events = 0, overlapped = 0, clipped = 0;
+  for (int s = 0; s < kSteps; ++s) {
+    const engine::StepResult step = rank.engine().step(s);
+    // Bit for bit: the same updates in the same order, only later.
+    EXPECT_EQ(step.loss, inline_steps[static_cast<std::size_t>(s)].loss) << "step " << s;
+    EXPECT_EQ(step.grad_norm, inline_steps[static_cast<std::size_t>(s)].grad_norm) << "step " << s;
+    clipped += step.grad_norm > train.optimizer.grad_clip ? 1 : 0;
+    EXPECT_GE(step.parts.other_s, 0.0) << "step " << s;
+    EXPECT_NEAR(step.parts.sum(), step.step_s, 1e-9 * step.step_s + 1e-12) << "step " << s;
+    for (const TraceEvent& host : step.events) {
+      if (!host.args.value("carried", false)) continue;
+      ++carried_events;
+      EXPECT_GT(s, 0) << "the first step has no last step to carry from";
+      EXPECT_EQ(host.tid, stream_tid(0, Stream::kHost));
+      const double host_end = host.start_s + host.duration_s;
+      for (const TraceEvent& c : step.events) {
+        if (c.name == "compute" && c.start_s < host_end && c.start_s + c.duration_s > host.start_s) {
+          ++overlapped;
+          break;
+        }
+      }
+    }
+    // Every other step: evaluation drains the carried updates first (state() alike).
+    if (s % 2 == 1) {
+      EXPECT_EQ(rank.engine().evaluate(validation, s), inline_valid[static_cast<std::size_t>(s)]);
+    }
+  }
+  // The clipping ran (the first steps' norms are above 1): what the carry must not change.
+  EXPECT_GT(clipped, 0);
+  // Steps 1 and 3 follow a step whose updates were carried and not drained (2 follows an
+  // evaluation): 8 layers, the embedding and the final norm each.
+  EXPECT_GT(carried_events, 0);
+  EXPECT_LE(carried_events, 2 * 10);
+  EXPECT_GT(overlapped, 0);
+  std::printf("carried host AdamW steps in the next step's trace: %d, beside a compute op: %d\n",
+              carried_events, overlapped);
+}
+
 TEST(OffloadEngine, ModelFourTimesTheDeviceBudgetTrainsFromNvme) {
   auto self = MpiCommunicator::duplicate(MPI_COMM_SELF);
   NvmeDir nvme("budget");

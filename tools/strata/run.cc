@@ -342,6 +342,11 @@ int run_command(const RunOptions& o, std::ostream& out) {
     throw ConfigError("--kernel-trace: times the CUDA backend's layer ops, but this run uses the "
                       "cpu backend; drop --kernel-trace or run on a GPU with --backend cuda");
   }
+  if (o.no_host_stream && backend != Backend::kCuda) {
+    throw ConfigError("--no-host-stream: moves the CUDA backend's host AdamW onto the thread that "
+                      "issues the GPU's work, but this run uses the cpu backend; drop it or run "
+                      "on a GPU with --backend cuda");
+  }
   if (o.attention != "auto" && backend != Backend::kCuda) {
     throw ConfigError(fmt::format("--attention {}: chooses the CUDA backend's attention, but this "
                                   "run uses the cpu backend; drop it or run with --backend cuda",
@@ -530,6 +535,10 @@ void add_run_command(CLI::App& app, CommandContext& context) {
                     "CUDA: time every layer op on its own and put each in trace.json as a span "
                     "(category \"kernel\") inside the op that ran it; the events between the "
                     "ops slow the steps a little, so time speed without it");
+  command->add_flag("--no-host-stream", options->no_host_stream,
+                    "CUDA: run the CPU AdamW of a plan whose ZeRO-3 state is all in host memory "
+                    "on the thread that issues the GPU's work, not as host functions on a "
+                    "stream of their own (which let it run beside the GPU's next forward)");
   command->add_option("--comm-timeout-s", options->comm_timeout_s,
                       "a rank blocked this long in one MPI call (a hung or stopped peer) ends "
                       "the job naming the call and the peer, exit 4 (default 300)");

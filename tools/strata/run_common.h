@@ -57,6 +57,7 @@ struct RunOptions {
   std::optional<std::string> backend;  // --backend cpu|cuda; unset: cuda when a GPU is found
   int ranks_per_gpu = 1;          // CUDA: processes sharing one GPU (host-staged communicators)
   bool kernel_trace = false;      // CUDA: every layer op a span of its own in trace.json
+  bool no_host_stream = false;    // CUDA: host AdamW on the issuing thread, not host functions
   std::string attention = "auto";  // CUDA: auto | cudnn | kernels (attention_choice.h)
   bool cuda_semantics = false;    // CPU backend with CUDA's stream semantics and the race check
   int threads = 0;                // CPU kernel threads per rank; 0: max(1, cores / ranks)

@@ -51,6 +51,7 @@ engine::BackendMaker cuda_backend_maker(const RunOptions& o) {
   cuda::CudaBackendOptions options;
   options.ranks_per_gpu = o.ranks_per_gpu;
   options.kernel_trace = o.kernel_trace;
+  options.host_stream = !o.no_host_stream;
   const auto attention = kernels::cuda::attention_mode_from(o.attention);
   if (!attention) {
     throw ConfigError(fmt::format("--attention: value '{}', expected auto, cudnn or kernels",

@@ -241,14 +241,33 @@ void CudaSemanticsBackend::on_host(const std::string& op,
   scheduler_.host_op(op, accesses, work);
 }
 
+void CudaSemanticsBackend::run_on_host_stream(const std::string& op, std::vector<engine::HostTouch> touches,
+                                              std::function<void()> work) {
+  std::vector<Access> accesses;
+  accesses.reserve(touches.size());
+  for (const engine::HostTouch& t : touches) accesses.push_back(Access{t.data, t.bytes, t.write});
+  scheduler_.enqueue(SimStream::kHostFunctions, op, accesses, std::move(work));
+}
+
 int CudaSemanticsBackend::record(Stream stream) {
+  if (stream == Stream::kHost) {
+    if (host_marks_.size() < static_cast<std::size_t>(kHostMarks)) host_marks_.resize(kHostMarks);
+    const int slot = next_host_mark_++ % kHostMarks;
+    host_marks_[static_cast<std::size_t>(slot)] = scheduler_.record(sim_stream_of(stream));
+    return kHostMarkBase + slot;
+  }
   marks_.push_back(scheduler_.record(sim_stream_of(stream)));
   return static_cast<int>(marks_.size()) - 1;
 }
 
+const StreamScheduler::Mark& CudaSemanticsBackend::mark_at(int mark) const {
+  if (mark >= kHostMarkBase) return host_marks_.at(static_cast<std::size_t>(mark - kHostMarkBase));
+  return marks_.at(static_cast<std::size_t>(mark));
+}
+
 void CudaSemanticsBackend::wait(Stream waiter, int mark) {
   if (mark < 0) return;
-  scheduler_.wait(sim_stream_of(waiter), marks_.at(static_cast<std::size_t>(mark)));
+  scheduler_.wait(sim_stream_of(waiter), mark_at(mark));
 }
 
 void CudaSemanticsBackend::wait(Communicator& comm, int mark) {
@@ -257,7 +276,7 @@ void CudaSemanticsBackend::wait(Communicator& comm, int mark) {
   if (streamed == nullptr) {
     throw std::logic_error("cuda semantics: a communicator this backend did not make");
   }
-  scheduler_.wait(streamed->stream(), marks_.at(static_cast<std::size_t>(mark)));
+  scheduler_.wait(streamed->stream(), mark_at(mark));
 }
 
 void CudaSemanticsBackend::synchronize() {
@@ -269,7 +288,7 @@ void CudaSemanticsBackend::host_wait(Stream stream) { scheduler_.host_wait(sim_s
 
 void CudaSemanticsBackend::host_wait_for(int mark) {
   if (mark < 0) return;
-  scheduler_.host_wait(marks_.at(static_cast<std::size_t>(mark)));
+  scheduler_.host_wait(mark_at(mark));
 }
 
 int CudaSemanticsBackend::timestamp(Stream stream) {

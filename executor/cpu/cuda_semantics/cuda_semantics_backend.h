@@ -73,6 +73,12 @@ class CudaSemanticsBackend : public engine::Backend {
   void copy_async(void* dst, const void* src, std::int64_t bytes, Stream stream) override;
   void on_host(const std::string& op, std::initializer_list<engine::HostTouch> touches,
                const std::function<void()>& work) override;
+  // The CUDA backend's host-function stream: queued host work, run when something waits for
+  // it, which may touch host memory alone (stream_scheduler.h names any CUDA call it makes).
+  void run_on_host_stream(const std::string& op, std::vector<engine::HostTouch> touches,
+                          std::function<void()> work) override;
+  bool host_stream_apart() const override { return true; }
+  bool host_stream_host_memory_only() const override { return true; }
 
   int record(Stream stream) override;
   void wait(Stream waiter, int mark) override;
@@ -86,6 +92,8 @@ class CudaSemanticsBackend : public engine::Backend {
   void clear_timestamps() override;
 
   StreamScheduler& scheduler() { return scheduler_; }
+  // Marks of the host stream (Stream::kHost) are numbered from here on.
+  static constexpr int kHostMarkBase = 1 << 30;
 
   // Device memory in compute-stream order (the pool): `bytes` uninitialised (NaN when never
   // used), tagged. Used by allocate() and the layer ops.
@@ -116,7 +124,14 @@ class CudaSemanticsBackend : public engine::Backend {
   DeferredLayerOps ops_;
   std::map<std::int64_t, std::vector<Buffer>> cache_;  // freed blocks by class, last freed last
   std::vector<engine::Tensor> adopted_freed_;          // until everything has run
+  // Marks: the step's (cleared with its timestamps), and the host-function stream's, which
+  // a step's carried host work (engine.h) is waited for by in the next: a ring, numbered
+  // from kHostMarkBase on.
+  const StreamScheduler::Mark& mark_at(int mark) const;
+  static constexpr int kHostMarks = 4096;
   std::vector<StreamScheduler::Mark> marks_;
+  std::vector<StreamScheduler::Mark> host_marks_;
+  int next_host_mark_ = 0;
 };
 
 // The BackendMaker of `strata run --cuda-semantics` and the matrix's CUDA-semantics pass.

@@ -14,6 +14,7 @@ std::string to_string(SimStream s) {
     case SimStream::kLinkSend1: return "pipeline send link 1";
     case SimStream::kLinkRecv0: return "pipeline receive link 0";
     case SimStream::kLinkRecv1: return "pipeline receive link 1";
+    case SimStream::kHostFunctions: return "host-function";
     case SimStream::kHost: return "host";
   }
   return "unknown stream";
@@ -21,8 +22,8 @@ std::string to_string(SimStream s) {
 
 SimStream sim_stream_of(Stream s) {
   switch (s) {
-    case Stream::kCompute:
-    case Stream::kHost: return SimStream::kCompute;
+    case Stream::kCompute: return SimStream::kCompute;
+    case Stream::kHost: return SimStream::kHostFunctions;
     case Stream::kComm: return SimStream::kComm;
     case Stream::kCopy: return SimStream::kCopy;
     case Stream::kP2p: return SimStream::kP2p;

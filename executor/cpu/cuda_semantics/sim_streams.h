@@ -24,9 +24,12 @@ enum class SimStream : std::uint8_t {
   kLinkSend1,
   kLinkRecv0,
   kLinkRecv1,
-  kHost,
+  // The CUDA backend's host-function stream (Stream::kHost when host work runs apart): host
+  // work queued in stream order, run by the driver's thread, not the issuing one.
+  kHostFunctions,
+  kHost,  // the issuing thread (last: the actor every stream's launches come after)
 };
-inline constexpr int kSimStreams = 9;
+inline constexpr int kSimStreams = 10;
 
 inline int index_of(SimStream s) { return static_cast<int>(s); }
 std::string to_string(SimStream s);

@@ -34,6 +34,13 @@ void poison(void* data, std::int64_t bytes) {
 
 }  // namespace
 
+void StreamScheduler::refuse_in_host_function(const std::string& what) const {
+  if (in_host_function()) {
+    throw StreamRace("cuda semantics: host work on the host-function stream made a CUDA call (" +
+                     what + "), which a CUDA host function may not");
+  }
+}
+
 void StreamScheduler::throw_pending() {
   if (!pending_race_.empty()) {
     const std::string message = std::move(pending_race_);
@@ -54,6 +61,7 @@ std::int64_t StreamScheduler::push_op(SimStream stream, Entry entry) {
 std::int64_t StreamScheduler::enqueue(SimStream stream, const std::string& op,
                                       const std::vector<Access>& accesses,
                                       std::function<void()> run) {
+  refuse_in_host_function(op);
   if (running()) {  // issued by the running op itself: part of it
     run();
     return 0;
@@ -74,6 +82,7 @@ std::int64_t StreamScheduler::enqueue(SimStream stream, const std::string& op,
 void StreamScheduler::run_now(SimStream stream, const std::string& op,
                               const std::vector<Access>& accesses,
                               const std::function<void()>& run) {
+  refuse_in_host_function(op);
   if (running()) {
     run();
     return;
@@ -83,6 +92,10 @@ void StreamScheduler::run_now(SimStream stream, const std::string& op,
 }
 
 void StreamScheduler::enqueue_free(void* data, std::int64_t bytes, const std::string& tag) noexcept {
+  if (in_host_function() && pending_race_.empty()) {
+    pending_race_ = "cuda semantics: host work on the host-function stream freed device block '" +
+                    tag + "', a CUDA call a CUDA host function may not make";
+  }
   const int c = index_of(SimStream::kCompute);
   join(clocks_[c], clocks_[kHost]);
   Entry entry;
@@ -95,6 +108,10 @@ void StreamScheduler::enqueue_free(void* data, std::int64_t bytes, const std::st
 
 void StreamScheduler::host_op(const std::string& op, const std::vector<Access>& accesses,
                               const std::function<void()>& run) {
+  if (in_host_function()) {  // declared when the host function was queued
+    run();
+    return;
+  }
   throw_pending();
   Queue& q = queues_[kHost];
   const std::int64_t position = ++q.issued;
@@ -106,6 +123,10 @@ void StreamScheduler::host_op(const std::string& op, const std::vector<Access>& 
 }
 
 void StreamScheduler::host_free(const void* data, std::int64_t bytes, const std::string& tag) noexcept {
+  if (in_host_function() && pending_race_.empty()) {
+    pending_race_ = "cuda semantics: host work on the host-function stream freed pinned block '" +
+                    tag + "', a CUDA call a CUDA host function may not make";
+  }
   Queue& q = queues_[kHost];
   const std::int64_t position = ++q.issued;
   clocks_[kHost][kHost] = position;
@@ -120,6 +141,7 @@ StreamScheduler::Mark StreamScheduler::record(SimStream stream) const {
 }
 
 void StreamScheduler::wait(SimStream waiter, const Mark& mark) {
+  refuse_in_host_function("a stream wait");
   throw_pending();
   const int w = index_of(waiter);
   join(clocks_[w], mark.clock);
@@ -139,7 +161,15 @@ void StreamScheduler::flush(SimStream stream, std::int64_t position) {
     switch (e.kind) {
       case Entry::Kind::kOp: {
         const Running guard(running_);
-        e.run();
+        const SimStream outer = running_stream_;
+        running_stream_ = stream;
+        try {
+          e.run();
+        } catch (...) {
+          running_stream_ = outer;
+          throw;
+        }
+        running_stream_ = outer;
         break;
       }
       case Entry::Kind::kWait: flush(e.target, e.target_position); break;
@@ -153,6 +183,7 @@ void StreamScheduler::flush(SimStream stream, std::int64_t position) {
 }
 
 void StreamScheduler::host_wait(SimStream stream) {
+  refuse_in_host_function("a host wait for the " + to_string(stream) + " stream");
   throw_pending();
   const int s = index_of(stream);
   flush(stream, queues_[s].issued);
@@ -160,12 +191,14 @@ void StreamScheduler::host_wait(SimStream stream) {
 }
 
 void StreamScheduler::host_wait(const Mark& mark) {
+  refuse_in_host_function("a host wait for a mark of the " + to_string(mark.stream) + " stream");
   throw_pending();
   flush(mark.stream, mark.position);
   join(clocks_[kHost], mark.clock);
 }
 
 void StreamScheduler::synchronize() {
+  refuse_in_host_function("a synchronize");
   throw_pending();
   // A flush may queue frees (an op dropping a tensor): go round until nothing is left.
   while (!idle()) {

@@ -17,6 +17,10 @@
 //   work on host memory at once (the CPU optimizer, accumulating offloaded gradients, NVMe
 //   reads and writes) and checks what it touches against the copies the host has not waited
 //   for; a host wait for a stream or a mark joins what the host knows.
+// - Host functions (SimStream::kHostFunctions: the CUDA backend's host stream) are queued
+//   and run as any stream's work, their host memory touches declared when queued. CUDA lets
+//   a host function make no CUDA call: one that queues, waits for or records device work
+//   is a StreamRace naming it (its own on_host declarations run as part of it).
 // - Every op declares what it reads and writes; the RaceChecker (race_checker.h) checks each
 //   against the vector clocks of the happens-before order at issue, so a race is reported
 //   whether or not this execution order happens to expose it. The first race is thrown as a
@@ -87,6 +91,8 @@ class StreamScheduler {
   }
 
   bool running() const { return running_ > 0; }
+  // Inside a host function's run (host work on SimStream::kHostFunctions).
+  bool in_host_function() const { return running() && running_stream_ == SimStream::kHostFunctions; }
   void throw_pending();
 
  private:
@@ -111,6 +117,9 @@ class StreamScheduler {
   std::vector<std::chrono::steady_clock::time_point> stamps_;
   std::vector<bool> stamped_;
   int running_ = 0;
+  SimStream running_stream_ = SimStream::kCompute;  // the stream of the op running
+  // Throws StreamRace when a host function makes a backend call (`what`).
+  void refuse_in_host_function(const std::string& what) const;
   std::string pending_race_;
 };
 

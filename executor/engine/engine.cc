@@ -584,11 +584,13 @@ double Engine::wait_for_carried(std::int32_t op, std::int32_t body_op, Stream st
 void Engine::trace_carried(std::chrono::steady_clock::time_point step_start, std::int64_t pp_rank,
                            std::vector<TraceEvent>& events) const {
   for (const CarriedStep& c : carried_in_) {
-    if (!c.span->done.load(std::memory_order_acquire)) continue;
-    // What ran before this step began is not this step's time.
-    const double start = std::max(0.0, std::chrono::duration<double>(c.span->start - step_start).count());
-    const double end = std::chrono::duration<double>(c.span->end - step_start).count();
-    if (end <= start) continue;
+    // Every carried op has its event, so that a step's trace is its Program op for op; what
+    // of it ran before this step began is not this step's time (a length 0 at 0 when all).
+    double start = 0, end = 0;
+    if (c.span->done.load(std::memory_order_acquire)) {
+      start = std::max(0.0, std::chrono::duration<double>(c.span->start - step_start).count());
+      end = std::max(start, std::chrono::duration<double>(c.span->end - step_start).count());
+    }
     TraceEvent event;
     event.name = to_string(Kind::kOptimizerStep);
     event.category = op_category(event.name);

@@ -91,6 +91,10 @@ class Engine {
   // done first: what a checkpoint, a test or a select slice reads is the stepped state.
   ModelState& state();
   const RankProgram& program() const { return program_; }
+  // Whether this rank carries its tail's host steps into the next step (program.h, "carried"):
+  // the Program does and the backend runs them apart. A step's trace then has the last
+  // step's carried ops (args "carried": true) in place of its own; the first step's none.
+  bool carries_host_steps() const { return carrying_; }
 
  private:
   struct Saved {  // what the forward of (micro-batch, chunk) keeps for its backward

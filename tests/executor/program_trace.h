@@ -19,12 +19,18 @@ struct TracedOp {
   bool operator==(const TracedOp&) const = default;
 };
 
-inline std::vector<TracedOp> program_order(const RankProgram& rank) {
+// with_carried: the tail's carried ops too (program.h, "carried"); a step's trace has them
+// (the last step's) unless the engine carried and it follows no carrying step
+// (Engine::carries_host_steps).
+inline std::vector<TracedOp> program_order(const RankProgram& rank, bool with_carried = true) {
   std::vector<TracedOp> out;
   const auto unit = [&](std::int32_t u) {
     return u >= 0 ? rank.units[static_cast<std::size_t>(u)].name : std::string();
   };
-  for (const ProgramOp& op : rank.ops) {
+  const std::size_t end = with_carried || !rank.carries() ? rank.ops.size()
+                                                          : static_cast<std::size_t>(rank.carried_begin);
+  for (std::size_t i = 0; i < end; ++i) {
+    const ProgramOp& op = rank.ops[i];
     out.push_back({to_string(op.kind), op.micro_batch, op.chunk, unit(op.unit)});
     if (!op.is_pass()) continue;
     for (const ProgramOp& b : rank.bodies[static_cast<std::size_t>(op.body)].ops) {

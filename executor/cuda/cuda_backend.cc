@@ -278,15 +278,19 @@ void CudaBackend::wait(Communicator& comm, int mark) {
   as_system_error([&] { CUDA_CHECK(cudaStreamWaitEvent(stream, event(mark), 0)); });
 }
 
-void CudaBackend::synchronize() {
+void CudaBackend::synchronize_device() {
   as_system_error([&] {
     for (cudaStream_t s : {compute_.get(), comm_.get(), copy_.get(), p2p_.get(), links_[0].get(),
                            links_[1].get(), links_[2].get(), links_[3].get()}) {
       CUDA_CHECK(cudaStreamSynchronize(s));
     }
-    CUDA_CHECK(cudaStreamSynchronize(host_.get()));
   });
   host_.rethrow_failure();
+}
+
+void CudaBackend::synchronize() {
+  as_system_error([&] { CUDA_CHECK(cudaStreamSynchronize(host_.get())); });
+  synchronize_device();
 }
 
 void CudaBackend::host_wait(Stream stream) {

@@ -79,6 +79,7 @@ class CudaBackend final : public engine::Backend {
   void wait(Stream waiter, int mark) override;
   void wait(Communicator& comm, int mark) override;
   void synchronize() override;
+  void synchronize_device() override;
   void host_wait(Stream stream) override;
   void host_wait_for(int mark) override;
   void bind_to_calling_thread() override;

@@ -188,6 +188,11 @@ class Backend {
   // a host stall; nothing on the CPU backend, where every call has finished on return.
   virtual void wait(Communicator& comm, int mark) = 0;
   virtual void synchronize() = 0;  // every stream done
+  // Every stream but the host stream done: the end of a step whose host work runs on past it
+  // (engine.h, carried host steps). Throws what host work that has already run threw.
+  virtual void synchronize_device() {
+    for (Stream s : {Stream::kCompute, Stream::kComm, Stream::kCopy, Stream::kP2p}) host_wait(s);
+  }
   virtual void host_wait(Stream stream) = 0;  // the host waits for one stream
   // The host waits for a mark (cudaEventSynchronize): for what its stream had been given
   // when it was recorded, not for the work issued since.

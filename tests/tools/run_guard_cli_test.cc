@@ -110,6 +110,9 @@ TEST_F(RunGuard, EveryBadArgumentIsExitTwoBeforeAnyStep) {
       {"--profile bad_profile.json", "bad_profile.json: machine"},
       {"--update-profile bad_profile.json", "bad_profile.json: machine"},
       {"--out a_file", "--out: cannot create directory 'a_file'"},
+      // The CUDA backend's options on the CPU backend.
+      {"--backend cpu --no-host-stream", "--no-host-stream: moves the CUDA backend's host AdamW"},
+      {"--backend cpu --kernel-trace", "--kernel-trace: times the CUDA backend's layer ops"},
   };
   for (const auto& [flag, fragment] : cases) {
     const Result r = strata(dir_, run + flag + (flag.starts_with("--out") ? "" : " --out out"));

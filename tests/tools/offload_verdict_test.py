@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tools/device/offload_verdict.py, the offload phase's verdict, on made-up comparisons and run
-logs: runs within the bounds pass and their line carries first step, tokens/s, MFU, step and
-memory per tier; a first step past its bound, a step time or device memory just over theirs,
+logs: runs within the bounds pass and their line carries first step, tokens/s, MFU, step, the
+optimizer's exposed part and memory per tier; a first step past its bound, a step time or device memory just over theirs,
 a missing comparison and a run without a step fail, naming what; a malformed argument is exit 2.
 Usage: offload_verdict_test.py PYTHON SCRIPT
 """
@@ -32,6 +32,7 @@ def write_case(work, name, first_step_s, step=(6.0, 6.2), device=(60.0, 61.0)):
         field("step_time_s", *step),
         field("tokens_per_s", 5400.0, 5300.0),
         field("mfu", 0.42, 0.413),
+        field("parts.optimizer_s", 0.31, 0.35),
         field("memory_bytes.device", device[0] * GIB, device[1] * GIB),
         field("memory_bytes.host", 123.2 * GIB, 123.3 * GIB),
         field("memory_bytes.nvme", 0.0, 0.0),
@@ -60,7 +61,8 @@ def main():
         rc, out = verdict(ok, write_case(work, "llama3-8b", 29.9, step=(10.0, 10.9)))
         check("runs within the bounds pass", rc == 0, out)
         for text in ("gpt-8b: first step 24.1 s", "5300 tokens/s", "MFU 41.3%",
-                     "step 6.20 s predicted 6.00 (+3.3%)", "device 61.0/60.0 GiB (+1.7%)",
+                     "step 6.20 s predicted 6.00 (+3.3%)", "optimizer 0.35 s predicted 0.31 (+12.9%)",
+                     "device 61.0/60.0 GiB (+1.7%)",
                      "host 123.3/123.2 GiB (+0.1%)", "nvme 0.0/0.0 GiB", "llama3-8b: first step 29.9 s",
                      "(bounds: first step 30 s, step 10%, device memory 5%)"):
             check(f"the line says '{text}'", text in out, out)

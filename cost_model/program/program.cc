@@ -369,7 +369,7 @@ std::vector<RankProgram::CarriedWait> carried_waits(const RankProgram& rank) {
 
 bool host_optimizer_carried(const Plan& plan, const TrainSpec& train, const ProgramOptions& options) {
   const auto on_host = [](OffloadTier t) { return t == OffloadTier::kCpu; };
-  return options.host_steps_carried && train.optimizer.grad_clip != 0.0 &&
+  return options.host_steps_carried && !optimizer_in_backward(plan, train, options) &&
          plan.zero_stage == 3 && on_host(plan.offload.optimizer) &&
          on_host(plan.offload.gradients) && on_host(plan.offload.params);
 }

@@ -49,7 +49,8 @@
 //             (ZeRO-Offload's overlap), and the tail steps only the vocabulary-sized units,
 //             which are reduced there.
 //   carried   with clipping on, the host steps wait for the global norm, so they cannot run
-//             in the backward; instead the tail's host steps are carried into the next step
+//             in the backward (nor on CUDA, whose issuing thread a layer's step there would
+//             hold); instead the tail's host steps are carried into the next step
 //             (host_optimizer_carried): the step ends without waiting for them, and the
 //             next step waits for a unit's update right before its first use (its fetch:
 //             carried plans offload parameters, gradients and optimizer state to host
@@ -310,8 +311,8 @@ bool optimizer_in_backward(const Plan& plan, const TrainSpec& train, const Progr
 
 // Whether the tail's host optimizer steps are carried into the next step (program.h,
 // "carried"): the backend runs host-memory-only host work beside the device's
-// (options.host_steps_carried), the train spec clips (else they run in the backward where
-// the backend can: optimizer_in_backward), and the optimizer state, the gradients and the ZeRO-3
+// (options.host_steps_carried), they do not run in the backward (optimizer_in_backward:
+// the train spec clips, or the backend cannot run a layer's step there: CUDA), and the optimizer state, the gradients and the ZeRO-3
 // parameters are all in host memory (not NVMe: its one io_uring engine is the issuing
 // thread's), so that a unit's update touches nothing the next step's device work reads
 // before the unit's fetch. RankProgramCache keys on it.

@@ -394,9 +394,11 @@ TEST(Program, ClippedHostStepsOfAHostResidentZeroThreeAreCarriedToTheirFetch) {
     }
     EXPECT_NE(describe(rank).find("carried into the next step:"), std::string::npos);
   }
-  // CUDA carries them too (its host functions: cuda_backend.h).
+  // CUDA carries them too (its host functions: cuda_backend.h), clipping or not: it steps no
+  // layer in the backward.
   EXPECT_TRUE(make_rank_program(model, clipped, plan, 0, executor_program_options(Backend::kCuda)).carries());
-  // Not carried: without clipping (the steps run in the backward), on a backend without a
+  EXPECT_TRUE(make_rank_program(model, train_of(8), plan, 0, executor_program_options(Backend::kCuda)).carries());
+  // Not carried: without clipping where the backend steps layers in the backward, on a backend without a
   // host stream beside the device's, with a tier on NVMe (its engine is the issuing
   // thread's), below ZeRO-3 (parameter all-gathers follow the steps), or with the
   // parameters on the device (the update writes them).

@@ -138,9 +138,16 @@ struct RandomCosts final : OpCosts {
   }
 };
 
+// 101 durations drawn uniformly from [0, 2) s.
+RandomCosts random_costs(std::mt19937& rng) {
+  std::uniform_real_distribution<double> u(0.0, 2.0);
+  RandomCosts costs;
+  for (int i = 0; i < 101; ++i) costs.table.push_back(u(rng));
+  return costs;
+}
+
 TEST(CriticalPath, TheLongestPathIsTheReplaysStepForEveryKindOfProgram) {
   std::mt19937 rng(11);
-  std::uniform_real_distribution<double> u(0.0, 2.0);
   struct Case {
     ScheduleKind kind;
     std::int64_t p, v, d;
@@ -173,8 +180,7 @@ TEST(CriticalPath, TheLongestPathIsTheReplaysStepForEveryKindOfProgram) {
     for (SimulationMode mode : {SimulationMode::kStreams, SimulationMode::kSerial}) {
       for (int trial = 0; trial < 3; ++trial) {
         SCOPED_TRACE(plan.label() + " " + to_string(mode) + " trial " + std::to_string(trial));
-        RandomCosts costs;
-        for (int i = 0; i < 101; ++i) costs.table.push_back(u(rng));
+        const RandomCosts costs = random_costs(rng);
         const auto priced = price(program, costs, mode);
         const CriticalPath path = critical_path(program, priced, mode);
         const double step = replayed_step(program, priced, mode);
@@ -194,7 +200,6 @@ TEST(CriticalPath, TheLongestPathIsTheReplaysStepForEveryKindOfProgram) {
 // replay is an upper bound there. Either way carrying costs at most the tail it replaces.
 TEST(CriticalPath, CarriedHostStepsAreOnTheLongestPathFromTheStepsStart) {
   std::mt19937 rng(5);
-  std::uniform_real_distribution<double> u(0.0, 2.0);
   TrainSpec clipped = testing::train_of(8);
   clipped.optimizer.grad_clip = 1.0;
   const ProgramOptions beside = executor_program_options(Backend::kCpu);
@@ -211,8 +216,7 @@ TEST(CriticalPath, CarriedHostStepsAreOnTheLongestPathFromTheStepsStart) {
     for (SimulationMode mode : {SimulationMode::kSerial, SimulationMode::kStreams}) {
       for (int trial = 0; trial < 4; ++trial) {
         SCOPED_TRACE(plan.label() + " " + to_string(mode) + " trial " + std::to_string(trial));
-        RandomCosts costs;
-        for (int i = 0; i < 101; ++i) costs.table.push_back(u(rng));
+        const RandomCosts costs = random_costs(rng);
         const auto priced = price(program, costs, mode);
         const CriticalPath path = critical_path(program, priced, mode);
         const double step = replayed_step(program, priced, mode);

@@ -305,6 +305,12 @@ void ModelState::gather(std::size_t u) {
     backend_->wait(Stream::kComm, fetched.ready);
     if (own_master()) {
       up = std::move(fetched.device);
+    } else if (groups_->dp().size() == 1) {
+      // One rank: the gathered parameters are the shard, cast straight in (a one-rank
+      // all-gather would copy them once more).
+      backend_->to_compute(p.gathered.data(), fetched.device.f32(), p.shard, Stream::kComm);
+      backend_->release_after(std::move(fetched.device), Stream::kComm);
+      return;
     } else {
       // The cast on the gather's own stream, between the copy it reads and the all-gather
       // that reads it (on a GPU it once ran on the compute stream, ordered with neither: the

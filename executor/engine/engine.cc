@@ -469,8 +469,8 @@ void Engine::run_pipeline(std::int64_t step, std::vector<OpRecord>& records) {
           body_done.emplace_back();  // evaluation and gradient checks step no optimizer
           continue;
         }
-        records[record].carried_wait_s += wait_for_carried(
-            i, static_cast<std::int32_t>(body_done.size()), issue_stream(b));
+        wait_for_carried(i, static_cast<std::int32_t>(body_done.size()), issue_stream(b),
+                         records[record]);
         const std::size_t body_record = records.size();
         body_done.push_back(issue(b, body_done, floor, records, true, op.micro_batch, op.chunk, [&] {
           if (b.kind == Kind::kCompute) {
@@ -566,19 +566,17 @@ Engine::Marks Engine::issue_carried(const ProgramOp& local, std::size_t i, std::
   return marks;
 }
 
-double Engine::wait_for_carried(std::int32_t op, std::int32_t body_op, Stream stream) {
-  if (carried_in_.empty()) return 0;
-  double waited = 0;
+void Engine::wait_for_carried(std::int32_t op, std::int32_t body_op, Stream stream, OpRecord& pass) {
+  if (carried_in_.empty()) return;
   for (std::size_t w = 0; w < program_.carried_waits.size(); ++w) {
     const RankProgram::CarriedWait& at = program_.carried_waits[w];
     if (at.op != op || at.body_op != body_op || w >= carried_in_.size()) continue;
     CarriedStep& carried = carried_in_[w];
-    const auto start = std::chrono::steady_clock::now();
+    const int before = backend_->timestamp(stream);
     for (const auto& [s, mark] : carried.done) backend_->wait(stream, mark);
-    waited += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    pass.carried_waits.push_back({before, backend_->timestamp(stream)});
     carried.done.clear();
   }
-  return waited;
 }
 
 void Engine::trace_carried(std::chrono::steady_clock::time_point step_start, std::int64_t pp_rank,
@@ -774,8 +772,13 @@ StepResult Engine::step(std::int64_t step) {
   for (std::size_t i = 0; i < records.size(); ++i) {
     const OpRecord& r = records[i];
     if (r.kind != Kind::kForward && r.kind != Kind::kBackward) continue;
-    double inside = r.tp_s + r.carried_wait_s;
-    parts.optimizer_s += r.carried_wait_s;  // the last step's update, not this pass's work
+    // The last step's updates waited for: optimizer time, not this pass's work.
+    double carried_wait_s = 0;
+    for (const auto& [before, after] : r.carried_waits) {
+      carried_wait_s += backend_->seconds_between(before, after);
+    }
+    double inside = r.tp_s + carried_wait_s;
+    parts.optimizer_s += carried_wait_s;
     for (std::size_t j = i + 1; j < records.size() && records[j].in_pass; ++j) {
       // A host step that ran on the host stream's thread took none of the pass's time.
       if (records[j].stream == Stream::kHost && host_apart_) continue;

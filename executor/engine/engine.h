@@ -118,7 +118,10 @@ class Engine {
     std::string unit;
     bool in_pass = false;
     double tp_s = 0;           // TP collectives inside (host-timed)
-    double carried_wait_s = 0; // passes: waiting for the last step's carried host steps
+    // Passes: each wait for the last step's carried host steps, as timestamps on the stream
+    // that waited, right before and after the wait (the CPU backend: the issuing thread
+    // blocked; CUDA: the stream stalled).
+    std::vector<std::array<int, 2>> carried_waits;
   };
   // What waiting for an op means: a mark on each stream it touched.
   using Marks = std::vector<std::pair<Stream, int>>;
@@ -152,9 +155,9 @@ class Engine {
   // program.h, "carried"); returns what waiting for it means.
   Marks issue_carried(const ProgramOp& local, std::size_t i, std::int64_t step, const MarkList& done,
                       const Marks& floor, std::vector<OpRecord>& records);
-  // The exposed wait for the last step's carried steps before body op `body_op` of step op
-  // `op`, in seconds (0 when none waits there).
-  double wait_for_carried(std::int32_t op, std::int32_t body_op, Stream stream);
+  // Makes `stream` wait for the last step's carried steps that body op `body_op` of step op
+  // `op` waits for; adds the wait's timestamps to `pass` (none when nothing waits there).
+  void wait_for_carried(std::int32_t op, std::int32_t body_op, Stream stream, OpRecord& pass);
   // The last step's carried steps' trace events (carried_in_), from `step_start` on.
   void trace_carried(std::chrono::steady_clock::time_point step_start, std::int64_t pp_rank,
                      std::vector<TraceEvent>& events) const;

@@ -368,10 +368,8 @@ std::vector<RankProgram::CarriedWait> carried_waits(const RankProgram& rank) {
 }  // namespace
 
 bool host_optimizer_carried(const Plan& plan, const TrainSpec& train, const ProgramOptions& options) {
-  const auto on_host = [](OffloadTier t) { return t == OffloadTier::kCpu; };
   return options.host_steps_carried && !optimizer_in_backward(plan, train, options) &&
-         plan.zero_stage == 3 && on_host(plan.offload.optimizer) &&
-         on_host(plan.offload.gradients) && on_host(plan.offload.params);
+         plan.zero3_state_in_host_memory();
 }
 
 Plan program_plan(const Plan& plan, const ProgramOptions& options) {

@@ -64,6 +64,12 @@ struct Plan {
   Json to_json() const;
 
   std::int64_t world_size() const { return tp * pp * dp; }
+  // ZeRO-3 with the optimizer state, the gradients and the parameters all in host memory
+  // (the CPU tier, not NVMe): a unit's optimizer step then touches host memory alone.
+  bool zero3_state_in_host_memory() const {
+    return zero_stage == 3 && offload.optimizer == OffloadTier::kCpu &&
+           offload.gradients == OffloadTier::kCpu && offload.params == OffloadTier::kCpu;
+  }
   // Micro-batches per pipeline per step: global_batch / (dp * micro_batch).
   std::int64_t micro_batches(const TrainSpec& train) const;
 

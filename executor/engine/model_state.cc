@@ -42,6 +42,7 @@ ModelState::ModelState(Backend& backend, std::vector<UnitLayout> layouts, const 
       host_world_(&host_world),
       zero_stage_(plan.zero_stage),
       offload_(plan.offload),
+      host_only_(plan.zero3_state_in_host_memory()),
       options_(options),
       micro_batches_(micro_batches),
       sequence_parallel_(plan.sequence_parallel) {

@@ -144,7 +144,7 @@ class ModelState {
   // Whether a host optimizer step touches host memory alone (parameters, gradients and
   // optimizer state all in host memory; no device copy, no NVMe): what a host stream that
   // runs nothing else (Backend::host_stream_host_memory_only) may run.
-  bool host_steps_host_only() const;
+  bool host_steps_host_only() const { return host_only_; }
   void gather_params(std::size_t u);
 
   // Bytes moved between tiers since reset_transfers() (empty without offload), and the
@@ -225,6 +225,7 @@ class ModelState {
   Communicator* host_world_;
   int zero_stage_;
   OffloadPlan offload_;
+  bool host_only_ = false;  // Plan::zero3_state_in_host_memory
   OffloadOptions options_;
   std::int64_t micro_batches_;
   bool sequence_parallel_;

@@ -65,12 +65,6 @@ AdamWStep adamw_step(const OptimizerSpec& opt, int step, double lr) {
 }
 }  // namespace
 
-bool ModelState::host_steps_host_only() const {
-  return optimizer_off() && offload_.optimizer == OffloadTier::kCpu && params_off() &&
-         offload_.params == OffloadTier::kCpu && grads_off() &&
-         offload_.gradients == OffloadTier::kCpu;
-}
-
 ModelState::HostStep ModelState::host_optimizer_step(std::size_t u, const OptimizerSpec& opt,
                                                      int step, double lr, bool apart) {
   if (!optimizer_off()) {

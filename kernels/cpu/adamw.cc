@@ -128,8 +128,8 @@ void adamw_update_range(float* param, const float* grad, float* m, float* v,
   StepConstants k;
   k.b1 = hp.beta1;
   k.b2 = hp.beta2;
-  k.bc1 = 1.0f - static_cast<float>(std::pow(static_cast<double>(k.b1), step));
-  k.bc2 = 1.0f - static_cast<float>(std::pow(static_cast<double>(k.b2), step));
+  k.bc1 = adamw_bias_correction(k.b1, step);
+  k.bc2 = adamw_bias_correction(k.b2, step);
   k.lr = hp.lr;
   k.eps = hp.eps;
   k.wd = hp.weight_decay;

@@ -5,6 +5,7 @@
 // and no communication (the caller all-reduces sums of squares across ranks).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/cpu/isa.h"
@@ -44,6 +45,23 @@ void adamw_update_range(float* param, const float* grad, float* m, float* v,
 // a fixed order: deterministic for any thread count, and the same bits from either compiled
 // version (isa). Global norm = sqrt(sum over tensors and ranks).
 double sum_of_squares(const float* x, std::int64_t n, Isa isa = Isa::kBest);
+
+// The values of one AdamW step that change from step to step, in the form a captured step
+// (CUDA graphs) reads from memory when its update runs, not from its launch's arguments:
+// kernels/cuda/adamw.h's adamw_update_from_device reads these four floats.
+struct AdamWStepValues {
+  float grad_scale = 1;        // the clip factor (clip_scale), 1 without clipping
+  float lr = 0;
+  float bias_correction1 = 1;  // adamw_bias_correction(beta1, step)
+  float bias_correction2 = 1;  // adamw_bias_correction(beta2, step)
+};
+
+// Bias correction 1 - beta^step, as every AdamW of strata rounds it (pow in double, rounded
+// once to float): the CPU kernels, the CUDA launcher and a captured step's device scalars.
+// Inline: the CUDA kernels' library uses it without linking the CPU kernels.
+inline float adamw_bias_correction(float beta, int step) {
+  return 1.0f - static_cast<float>(std::pow(static_cast<double>(beta), step));
+}
 
 // Clip factor for global-norm clipping: min(1, max_norm / (norm + 1e-6)); 1 when
 // max_norm <= 0 (clipping off).

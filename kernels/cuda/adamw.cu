@@ -58,7 +58,16 @@ __device__ __forceinline__ void adamw_step_element(float& p, float& m, float& v,
 }
 
 __global__ void __launch_bounds__(kThreads)
-    adamw_kernel(const __grid_constant__ TensorList list, const StepConstants k) {
+    adamw_kernel(const __grid_constant__ TensorList list, const StepConstants launch_k,
+                 const AdamWStepValues* __restrict__ values) {
+  // A captured step's values are read from memory as the kernel runs, not baked into it.
+  StepConstants k = launch_k;
+  if (values != nullptr) {
+    k.grad_scale = values->grad_scale;
+    k.lr = values->lr;
+    k.bias_correction1 = values->bias_correction1;
+    k.bias_correction2 = values->bias_correction2;
+  }
   const std::int64_t tile = blockIdx.x;
   const int t = adamw_tile_tensor(list.tile_begin, list.count, tile);
   const std::int64_t n = list.n[t];
@@ -120,6 +129,21 @@ __global__ void sum_of_squares_final_kernel(double* result, const double* partia
   *result += total;
 }
 
+// *total += *part (a group's sum into the global one); with max_norm set, also the clip
+// factor of the finished total, as cpu::clip_scale computes it (IEEE double sqrt and divide,
+// std::min's comparison, one rounding to float).
+__global__ void add_and_clip_kernel(double* total, const double* part, float* grad_scale,
+                                    float max_norm, bool last) {
+  if (part != nullptr) *total += *part;
+  if (!last) return;
+  if (max_norm <= 0.0f) {
+    *grad_scale = 1.0f;
+    return;
+  }
+  const double ratio = static_cast<double>(max_norm) / (sqrt(*total) + 1e-6);
+  *grad_scale = static_cast<float>(ratio < 1.0 ? ratio : 1.0);
+}
+
 // ---------------------------------------------------------------------------------------
 // Launchers
 
@@ -159,6 +183,12 @@ int adamw_launches(const std::vector<AdamWTensor>& tensors) {
   return static_cast<int>((filled + kMaxTensors - 1) / kMaxTensors);
 }
 
+namespace {
+void launch_adamw(const char* kName, const std::vector<AdamWTensor>& tensors,
+                  const AdamWParams& hp, int step, float grad_scale,
+                  const AdamWStepValues* values, cudaStream_t stream);
+}  // namespace
+
 void adamw_update(const std::vector<AdamWTensor>& tensors, const AdamWParams& hp, int step,
                   float grad_scale, cudaStream_t stream) {
   constexpr const char* kName = "adamw_update";
@@ -168,6 +198,47 @@ void adamw_update(const std::vector<AdamWTensor>& tensors, const AdamWParams& hp
                                   grad_scale));
   }
   check_tensors(kName, tensors);
+  launch_adamw(kName, tensors, hp, step, grad_scale, nullptr, stream);
+}
+
+void adamw_update_from_device(const std::vector<AdamWTensor>& tensors, const AdamWParams& hp,
+                              const AdamWStepValues* values, cudaStream_t stream) {
+  constexpr const char* kName = "adamw_update_from_device";
+  check_hyper(kName, hp, /*step=*/1);  // the betas and eps; the step's values are read later
+  detail::require_tensor(kName, "values", values);
+  check_tensors(kName, tensors);
+  launch_adamw(kName, tensors, hp, 1, 1.0f, values, stream);
+}
+
+void clip_scale_on_device(double* grad_sq, float* grad_scale,
+                          const std::vector<std::vector<SquaredSpan>>& groups, float max_norm,
+                          double* scratch, cudaStream_t stream) {
+  constexpr const char* kName = "clip_scale_on_device";
+  detail::require_tensor(kName, "grad_sq", grad_sq);
+  detail::require_tensor(kName, "grad_scale", grad_scale);
+  detail::require_tensor(kName, "scratch", scratch);
+  for (const auto& group : groups) {
+    for (const SquaredSpan& s : group) {
+      detail::require_non_negative(kName, "n", s.n);
+      if (s.n > 0) detail::require_tensor(kName, "x", s.x);
+    }
+  }
+  double* part = scratch;
+  CUDA_CHECK(cudaMemsetAsync(grad_sq, 0, sizeof(double), stream));
+  for (const auto& group : groups) {
+    CUDA_CHECK(cudaMemsetAsync(part, 0, sizeof(double), stream));
+    for (const SquaredSpan& s : group) sum_of_squares(part, scratch + 1, s.x, s.n, stream);
+    add_and_clip_kernel<<<1, 1, 0, stream>>>(grad_sq, part, grad_scale, max_norm, false);
+    CUDA_CHECK_LAUNCH();
+  }
+  add_and_clip_kernel<<<1, 1, 0, stream>>>(grad_sq, nullptr, grad_scale, max_norm, true);
+  CUDA_CHECK_LAUNCH();
+}
+
+namespace {
+void launch_adamw(const char* kName, const std::vector<AdamWTensor>& tensors,
+                  const AdamWParams& hp, int step, float grad_scale,
+                  const AdamWStepValues* values, cudaStream_t stream) {
   // Same per-step constants as the CPU twin (pow in double, rounded once).
   const StepConstants k{hp.lr,
                         hp.beta1,
@@ -175,8 +246,8 @@ void adamw_update(const std::vector<AdamWTensor>& tensors, const AdamWParams& hp
                         hp.beta2,
                         1.0f - hp.beta2,
                         hp.eps,
-                        1.0f - static_cast<float>(std::pow(static_cast<double>(hp.beta1), step)),
-                        1.0f - static_cast<float>(std::pow(static_cast<double>(hp.beta2), step)),
+                        cpu::adamw_bias_correction(hp.beta1, step),
+                        cpu::adamw_bias_correction(hp.beta2, step),
                         grad_scale};
   // The non-empty tensors, kMaxTensors a launch (empty ones would give a tile-less entry).
   TensorList list{};
@@ -187,7 +258,7 @@ void adamw_update(const std::vector<AdamWTensor>& tensors, const AdamWParams& hp
       throw KernelError(fmt::format("{}: {} tiles of {} elements in one launch; expected at "
                                     "most 2^31 - 1 blocks", kName, tiles, kAdamWTile));
     }
-    adamw_kernel<<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(list, k);
+    adamw_kernel<<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(list, k, values);
     CUDA_CHECK_LAUNCH();
     list = TensorList{};
     tiles = 0;
@@ -208,6 +279,7 @@ void adamw_update(const std::vector<AdamWTensor>& tensors, const AdamWParams& hp
   }
   launch();
 }
+}  // namespace
 
 void sum_of_squares(double* result, double* scratch, const float* x, std::int64_t n,
                     cudaStream_t stream) {

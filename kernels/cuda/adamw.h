@@ -45,6 +45,29 @@ struct AdamWTensor {
 void adamw_update(const std::vector<AdamWTensor>& tensors, const AdamWParams& hp, int step,
                   float grad_scale, cudaStream_t stream);
 
+using AdamWStepValues = cpu::AdamWStepValues;
+
+// The same update with grad_scale, lr and the bias corrections read from `values` (device
+// memory) when the kernel runs, hp's lr ignored: the form a CUDA graph replays step after
+// step while the host rewrites the values (executor/engine/engine.h, "Captured steps"). Its
+// CPU twin is adamw_update with the same values. Throws KernelError (before any launch) as
+// adamw_update, and on a null `values`; the values themselves are not checked.
+void adamw_update_from_device(const std::vector<AdamWTensor>& tensors, const AdamWParams& hp,
+                              const AdamWStepValues* values, cudaStream_t stream);
+
+// The clip factor on the device, for a captured step: *grad_sq = the sum over the groups of
+// each group's sum of squares (each summed from 0 over its tensors in order, then added in
+// order: the host's per-unit sums, the same bits), and *grad_scale = cpu::clip_scale(
+// sqrt(*grad_sq), max_norm) (1 when max_norm <= 0). scratch: 1 + kSumOfSquaresScratchDoubles
+// doubles. No host wait. Its CPU twin: cpu::sum_of_squares and cpu::clip_scale.
+struct SquaredSpan {
+  const float* x = nullptr;
+  std::int64_t n = 0;
+};
+void clip_scale_on_device(double* grad_sq, float* grad_scale,
+                          const std::vector<std::vector<SquaredSpan>>& groups, float max_norm,
+                          double* scratch, cudaStream_t stream);
+
 // Kernel launches adamw_update makes for `tensors` (0 when every tensor is empty).
 int adamw_launches(const std::vector<AdamWTensor>& tensors);
 

@@ -130,6 +130,18 @@ TEST(CudaArgs, LossOptimizerEmbeddingAndElementwiseRejectBadArguments) {
             }).find("n = -1"),
             std::string::npos);
   EXPECT_NE(kernel_error([&] {
+              adamw_update_from_device({x}, AdamWParams{}, nullptr, nullptr);
+            }).find("'values'"),
+            std::string::npos);
+  EXPECT_NE(kernel_error([&] {
+              clip_scale_on_device(t.d(), nullptr, {}, 1.0f, t.d(), nullptr);
+            }).find("'grad_scale'"),
+            std::string::npos);
+  EXPECT_NE(kernel_error([&] {
+              clip_scale_on_device(t.d(), t.f(), {{SquaredSpan{t.f(), -1}}}, 1.0f, t.d(), nullptr);
+            }).find("n = -1"),
+            std::string::npos);
+  EXPECT_NE(kernel_error([&] {
               embedding_forward(t.h(), t.i(), t.h(), nullptr, 1, 4, 8, 5, 5, nullptr);
             }).find("vocab slice [5, 5)"),
             std::string::npos);

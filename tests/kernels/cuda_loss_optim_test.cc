@@ -247,5 +247,98 @@ TEST_F(CudaAdamW, SumOfSquaresMatchesCpuAndAccumulates) {
   EXPECT_EQ(from_device<double>(result, 1)[0], 2.0 * once);
 }
 
+// A captured step's form: lr, the bias corrections and the clip factor read from device memory
+// (AdamWStepValues), hp's lr ignored. Expected: the bits of the launch that takes them as
+// arguments (adamw_update, which the test above ties to the CPU twin's bits): the kernel
+// computes from the same four floats, the bias corrections rounded once on the host as
+// adamw_update's launcher rounds them (cpu::adamw_bias_correction). hp.lr is 0 here, so a
+// kernel that took the argument would move nothing.
+TEST_F(CudaAdamW, UpdateFromDeviceValuesGivesTheArgumentLaunchsBits) {
+  const std::vector<std::int64_t> sizes = {1, 1025, 70001};
+  const AdamWParams hp{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
+  const int step = 3;
+  const float grad_scale = 0.37f;
+  std::vector<DeviceBuffer> by_args, by_values;  // p, g, m, v, p16 per tensor
+  std::vector<AdamWTensor> args_list, values_list;
+  std::uint32_t seed = 300;
+  const auto add = [](std::vector<DeviceBuffer>& bufs, std::vector<AdamWTensor>& list,
+                      const std::vector<float>& p, const std::vector<float>& g,
+                      const std::vector<float>& m, const std::vector<float>& v) {
+    for (const auto* x : {&p, &g, &m, &v}) bufs.push_back(to_device(*x));
+    bufs.push_back(to_device_bf16(std::vector<float>(p.size(), std::nanf(""))));
+    const std::size_t k = bufs.size() - 5;
+    list.push_back({bufs[k].as<float>(), bufs[k + 1].as<float>(), bufs[k + 2].as<float>(),
+                    bufs[k + 3].as<float>(), bufs[k + 4].as<bf16>(),
+                    static_cast<std::int64_t>(p.size()), true});
+  };
+  for (std::int64_t n : sizes) {
+    const auto p = random_vector(n, seed++), g = random_vector(n, seed++);
+    const auto m = random_vector(n, seed++, -0.01f, 0.01f);
+    const auto v = random_vector(n, seed++, 0.0f, 0.01f);
+    add(by_args, args_list, p, g, m, v);
+    add(by_values, values_list, p, g, m, v);
+  }
+  const AdamWStepValues written{grad_scale, hp.lr, cpu::adamw_bias_correction(hp.beta1, step),
+                                cpu::adamw_bias_correction(hp.beta2, step)};
+  DeviceBuffer values(sizeof(AdamWStepValues));
+  CUDA_CHECK(cudaMemcpy(values.get(), &written, sizeof written, cudaMemcpyHostToDevice));
+  adamw_update(args_list, hp, step, grad_scale, stream());
+  AdamWParams no_lr = hp;
+  no_lr.lr = 0.0f;
+  adamw_update_from_device(values_list, no_lr, values.as<AdamWStepValues>(), stream());
+  sync();
+  for (std::size_t t = 0; t < sizes.size(); ++t) {
+    const auto n = static_cast<std::size_t>(sizes[t]);
+    SCOPED_TRACE(::testing::Message() << "tensor " << t << " of " << n << " elements");
+    for (int a : {0, 2, 3}) {  // p, m, v
+      EXPECT_EQ(first_bit_difference(from_device<float>(by_values[5 * t + a], n),
+                                     from_device<float>(by_args[5 * t + a], n)), -1) << a;
+    }
+    EXPECT_EQ(first_bit_difference(from_device_bf16(by_values[5 * t + 4], n),
+                                   from_device_bf16(by_args[5 * t + 4], n)), -1) << "bf16 copy";
+  }
+}
+
+// The clip factor taken on the device. Expected: grad_sq is the host's sum of each group's
+// device sum (each group summed from 0 by sum_of_squares, the groups added in order in double:
+// the same additions, so the same bits), and grad_scale is cpu::clip_scale of its square root
+// (IEEE double sqrt and division on both sides, one rounding to float). The clip is half the
+// norm, so the factor is about 0.5 and its rounding matters; max_norm 0 gives 1.
+TEST_F(CudaAdamW, ClipScaleOnDeviceIsTheCpuTwinsOfTheGroupsSums) {
+  const std::vector<std::vector<std::int64_t>> group_sizes = {{1000, 3}, {}, {300001}, {7, 70001, 1}};
+  std::vector<DeviceBuffer> bufs;
+  std::vector<std::vector<SquaredSpan>> groups;
+  std::uint32_t seed = 500;
+  for (const auto& sizes : group_sizes) {
+    std::vector<SquaredSpan>& group = groups.emplace_back();
+    for (std::int64_t n : sizes) {
+      bufs.push_back(to_device(random_vector(n, seed++)));
+      group.push_back({bufs.back().as<float>(), n});
+    }
+  }
+  DeviceBuffer part(sizeof(double)), scratch((1 + kSumOfSquaresScratchDoubles) * sizeof(double));
+  double want_sq = 0;
+  for (const auto& group : groups) {
+    CUDA_CHECK(cudaMemsetAsync(part.get(), 0, sizeof(double), stream()));
+    for (const SquaredSpan& x : group) {
+      sum_of_squares(part.as<double>(), scratch.as<double>() + 1, x.x, x.n, stream());
+    }
+    sync();
+    want_sq += from_device<double>(part, 1)[0];
+  }
+  const float max_norm = static_cast<float>(std::sqrt(want_sq) / 2);
+  DeviceBuffer sq(sizeof(double)), scale(sizeof(float));
+  for (const float clip : {max_norm, 0.0f}) {
+    SCOPED_TRACE(::testing::Message() << "max_norm " << clip);
+    clip_scale_on_device(sq.as<double>(), scale.as<float>(), groups, clip, scratch.as<double>(),
+                         stream());
+    sync();
+    const double got_sq = from_device<double>(sq, 1)[0];
+    EXPECT_EQ(got_sq, want_sq);
+    const float got_scale = from_device<float>(scale, 1)[0];
+    EXPECT_EQ(got_scale, cpu::clip_scale(std::sqrt(want_sq), clip));
+  }
+}
+
 }  // namespace
 }  // namespace strata::kernels::cuda

@@ -75,6 +75,7 @@ void CudaBackend::set_up_device(int device_index, const CudaBackendOptions& opti
     norm_ = kc::DeviceBuffer((1 + kc::kSumOfSquaresScratchDoubles) * sizeof(double));
   });
   host_stream_apart_ = options.host_stream;
+  capture_steps_ = options.capture_steps;
   pool_ = std::make_unique<DevicePool>(*alloc_, compute_.get());
   ops_ = std::make_unique<CudaLayerOps>(*pool_, compute_.get(), options.attention);
   if (options.kernel_trace) ops_->trace_kernels([this] { return timestamp(Stream::kCompute); });
@@ -197,6 +198,32 @@ void CudaBackend::adamw(const std::vector<engine::AdamWSpan>& tensors,
                    hp.step, grad_scale, compute_.get());
 }
 
+void CudaBackend::adamw_from_device(const std::vector<engine::AdamWSpan>& tensors,
+                                    const engine::AdamWStep& hp,
+                                    const engine::DeviceStepScalars* scalars) {
+  std::vector<kc::AdamWTensor> list;
+  list.reserve(tensors.size());
+  for (const engine::AdamWSpan& t : tensors) {
+    list.push_back({t.master, t.grad, t.m, t.v, static_cast<kc::bf16*>(t.copy), t.n, t.decayed});
+  }
+  kc::adamw_update_from_device(list, kc::AdamWParams{hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay},
+                               &scalars->values, compute_.get());
+}
+
+void CudaBackend::clip_on_device(const std::vector<std::vector<engine::FloatSpan>>& groups,
+                                 float max_norm, engine::DeviceStepScalars* scalars) {
+  std::vector<std::vector<kc::SquaredSpan>> spans;
+  spans.reserve(groups.size());
+  for (const auto& group : groups) {
+    std::vector<kc::SquaredSpan>& out = spans.emplace_back();
+    for (const engine::FloatSpan& s : group) out.push_back({s.data, s.n});
+  }
+  as_system_error([&] {
+    kc::clip_scale_on_device(&scalars->grad_sq, &scalars->values.grad_scale, spans, max_norm,
+                             norm_.as<double>(), compute_.get());
+  });
+}
+
 void CudaBackend::to_compute(void* dst, const float* src, std::int64_t n, Stream stream) {
   kc::cast_to_bf16(static_cast<kc::bf16*>(dst), src, n, stream_of(stream));
 }
@@ -302,6 +329,41 @@ void CudaBackend::host_wait_for(int mark) {
   if (mark < 0) return;
   as_system_error([&] { CUDA_CHECK(cudaEventSynchronize(event(mark))); });
   if (mark >= kHostMarkBase) host_.rethrow_failure();
+}
+
+std::vector<cudaStream_t> CudaBackend::other_streams() const {
+  return {comm_.get(),     copy_.get(),     p2p_.get(),      host_.get(),
+          links_[0].get(), links_[1].get(), links_[2].get(), links_[3].get()};
+}
+
+int CudaBackend::timestamp(Stream stream) {
+  if (!capturing_) return record(stream);
+  as_system_error([&] {
+    if (next_event_ == static_cast<int>(events_.size())) {
+      events_.push_back(kc::Event::create(/*timing=*/true));
+    }
+    CUDA_CHECK(cudaEventRecordWithFlags(events_[static_cast<std::size_t>(next_event_)].get(),
+                                        stream_of(stream), cudaEventRecordExternal));
+  });
+  return next_event_++;
+}
+
+void CudaBackend::begin_capture() {
+  if (!capture_steps_) Backend::begin_capture();
+  as_system_error([&] { CapturedGraph::begin(compute_.get(), other_streams(), capture_joins_); });
+  capturing_ = true;
+}
+
+void CudaBackend::end_capture() {
+  capturing_ = false;
+  as_system_error([&] {
+    graph_ = CapturedGraph::end(compute_.get(), other_streams(), capture_joins_);
+  });
+}
+
+void CudaBackend::launch_graph() {
+  if (graph_.empty()) throw std::logic_error("cuda backend: launch_graph without a captured graph");
+  as_system_error([&] { graph_.launch(compute_.get()); });
 }
 
 double CudaBackend::seconds_between(int origin, int mark) {

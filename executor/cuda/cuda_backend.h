@@ -22,6 +22,7 @@
 #include "executor/comm/communicator_factory.h"
 #include "executor/cuda/communicator_factories.h"
 #include "executor/cuda/cuda_layer_ops.h"
+#include "executor/cuda/captured_graph.h"
 #include "executor/cuda/device_pool.h"
 #include "executor/cuda/host_function_stream.h"
 #include "executor/engine/backend.h"
@@ -42,6 +43,9 @@ struct CudaBackendOptions {
   // memory) runs as host functions on a stream of its own, beside the issue of the GPU's work
   // (`strata run --no-host-stream`: on the issuing thread instead).
   bool host_stream = true;
+  // Steps captured once as a CUDA graph and replayed where the plan allows (engine.h,
+  // "Captured steps"; `strata run --cuda-graphs`).
+  bool capture_steps = false;
 };
 
 class CudaBackend final : public engine::Backend {
@@ -69,6 +73,10 @@ class CudaBackend final : public engine::Backend {
   double sum_of_squares_over(const std::vector<engine::FloatSpan>& spans) override;
   void adamw(const std::vector<engine::AdamWSpan>& tensors, const engine::AdamWStep& hp,
              float grad_scale) override;
+  void adamw_from_device(const std::vector<engine::AdamWSpan>& tensors, const engine::AdamWStep& hp,
+                         const engine::DeviceStepScalars* scalars) override;
+  void clip_on_device(const std::vector<std::vector<engine::FloatSpan>>& groups, float max_norm,
+                      engine::DeviceStepScalars* scalars) override;
   void to_compute(void* dst, const float* src, std::int64_t n, Stream stream = Stream::kCompute) override;
   bool init_seeded(float* dst, const UnitLayout& unit, std::uint64_t seed, std::int64_t begin,
                    std::int64_t end) override;  // on the GPU (seeded_init.h)
@@ -88,7 +96,9 @@ class CudaBackend final : public engine::Backend {
   bool host_stream_apart() const override { return host_stream_apart_; }
   bool host_stream_host_memory_only() const override { return true; }
 
-  int timestamp(Stream stream) override { return record(stream); }
+  // While capturing, an event record node of the graph (cudaEventRecordExternal): each launch
+  // records it, so the captured step's ops are timed as an eager step's are.
+  int timestamp(Stream stream) override;
   double seconds_between(int origin, int mark) override;
   void clear_timestamps() override {
     next_event_ = 0;
@@ -97,11 +107,20 @@ class CudaBackend final : public engine::Backend {
   std::vector<engine::TimedKernel> timed_kernels() const override { return ops_->spans(); }
   std::vector<std::string> notes() const override { return ops_->attention_notes(); }
 
+  bool captures_steps() const override { return capture_steps_; }
+  void begin_capture() override;
+  void end_capture() override;
+  void launch_graph() override;
+  void drop_graph() override { graph_ = CapturedGraph(); }
+  std::vector<FreeBlock> free_blocks() const override { return pool_->free_blocks(); }
+
   int device() const { return device_; }
   DevicePoolStats pool_stats() const { return pool_->stats(); }
 
  private:
   cudaStream_t stream_of(Stream s) const;
+  // Every stream a step may issue work on but the compute stream (a capture's joined streams).
+  std::vector<cudaStream_t> other_streams() const;
   cudaEvent_t event(int mark) const;
   // The device, streams, pool and layer ops: everything but the communicators.
   void set_up_device(int device_index, const CudaBackendOptions& options);
@@ -126,6 +145,10 @@ class CudaBackend final : public engine::Backend {
   std::vector<kernels::cuda::Event> host_events_;
   int next_host_event_ = 0;
   kernels::cuda::DeviceBuffer norm_;          // sum_of_squares: result + partials
+  bool capture_steps_ = false;                // CudaBackendOptions::capture_steps
+  bool capturing_ = false;
+  std::vector<kernels::cuda::Event> capture_joins_;
+  CapturedGraph graph_;
 };
 
 // The CUDA backend's maker (backend.h), for `strata run --backend cuda` and `strata select` on

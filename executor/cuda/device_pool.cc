@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <utility>
 
@@ -148,6 +149,16 @@ void DevicePool::free_cached_locked() noexcept {
     }
   }
   free_lists_.clear();
+}
+
+std::vector<FreeBlock> DevicePool::free_blocks() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<FreeBlock> blocks;
+  for (const auto& [class_bytes, list] : free_lists_) {
+    for (void* data : list) blocks.push_back({data, class_bytes});
+  }
+  std::sort(blocks.begin(), blocks.end());
+  return blocks;
 }
 
 DevicePoolStats DevicePool::stats() const {

@@ -98,6 +98,8 @@ class DevicePool {
   DeviceBlock allocate_uninitialized(std::int64_t bytes, const std::string& tag);
 
   DevicePoolStats stats() const;
+  // The blocks on the free lists, sorted (pool_size_class.h, FreeBlock).
+  std::vector<FreeBlock> free_blocks() const;
   cudaStream_t stream() const { return stream_; }
 
  private:

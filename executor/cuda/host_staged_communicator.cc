@@ -181,6 +181,15 @@ class StagedRecv final : public Request::Impl {
   cudaStream_t stream_;
 };
 
+// A one-rank group's result is its input: no round trip through the host, so that a step of
+// one rank issues no host wait (a captured step may make none: engine.h).
+void copy_on_stream(void* out, const void* in, std::size_t bytes, cudaStream_t stream) {
+  if (out == in || bytes == 0) return;
+  as_system_error([&] {
+    CUDA_CHECK(cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, stream));
+  });
+}
+
 }  // namespace
 
 HostStagedCommunicator::HostStagedCommunicator(std::unique_ptr<Communicator> host,
@@ -194,6 +203,7 @@ HostStagedCommunicator::~HostStagedCommunicator() = default;
 void HostStagedCommunicator::do_all_reduce_sum(void* data, std::int64_t n, DType dtype) {
   require_reducible(dtype, kWho, "all_reduce_sum");
   const std::size_t bytes = checked_bytes(n, dtype, "all_reduce_sum");
+  if (size() == 1) return;
   const Lease stage(pool_, bytes);
   to_host(stage.data(), data, bytes, stream_);
   host_->all_reduce_sum(stage.data(), n, dtype);
@@ -203,6 +213,7 @@ void HostStagedCommunicator::do_all_reduce_sum(void* data, std::int64_t n, DType
 void HostStagedCommunicator::do_all_reduce_max(void* data, std::int64_t n, DType dtype) {
   require_reducible(dtype, kWho, "all_reduce_max");
   const std::size_t bytes = checked_bytes(n, dtype, "all_reduce_max");
+  if (size() == 1) return;
   const Lease stage(pool_, bytes);
   to_host(stage.data(), data, bytes, stream_);
   host_->all_reduce_max(stage.data(), n, dtype);
@@ -213,6 +224,7 @@ void HostStagedCommunicator::do_reduce_scatter_sum(const void* in, void* out, st
                                                 DType dtype) {
   require_reducible(dtype, kWho, "reduce_scatter_sum");
   const std::size_t bytes = checked_bytes(n, dtype, "reduce_scatter_sum");
+  if (size() == 1) return copy_on_stream(out, in, bytes, stream_);
   const std::size_t in_bytes = bytes * static_cast<std::size_t>(size());
   const Lease stage_in(pool_, in_bytes);
   const Lease stage_out(pool_, bytes);
@@ -224,6 +236,7 @@ void HostStagedCommunicator::do_reduce_scatter_sum(const void* in, void* out, st
 void HostStagedCommunicator::do_all_gather(const void* in, void* out, std::int64_t n, DType dtype) {
   require_movable(dtype, kWho, "all_gather");
   const std::size_t bytes = checked_bytes(n, dtype, "all_gather");
+  if (size() == 1) return copy_on_stream(out, in, bytes, stream_);
   const std::size_t out_bytes = bytes * static_cast<std::size_t>(size());
   const Lease stage_in(pool_, bytes);
   const Lease stage_out(pool_, out_bytes);
@@ -235,6 +248,7 @@ void HostStagedCommunicator::do_all_gather(const void* in, void* out, std::int64
 void HostStagedCommunicator::do_broadcast(void* data, std::int64_t n, DType dtype, int root) {
   require_movable(dtype, kWho, "broadcast");
   const std::size_t bytes = checked_bytes(n, dtype, "broadcast");
+  if (size() == 1) return;
   const Lease stage(pool_, bytes);
   // Only the root's data matters; the others' is overwritten. (A bad root is the host's
   // error, raised on every rank alike.)

@@ -32,7 +32,9 @@
 #include "executor/comm/communicator_factory.h"
 #include "executor/engine/tensor.h"
 #include "executor/memory/accounting_allocator.h"
+#include "executor/memory/pool_size_class.h"
 #include "executor/model/layer_ops.h"
+#include "kernels/cpu/adamw.h"
 #include "kernels/dtype.h"
 
 namespace strata::engine {
@@ -51,6 +53,21 @@ struct AdamWStep {
   float lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
   int step = 1;
 };
+
+// The scalars of a captured step (engine.h, "Captured steps") in device memory, where its
+// replays read them when they run: the host writes the learning rate, AdamW's step and its
+// bias corrections before each launch; the device writes the gradients' sum of squares and
+// the clip factor (Backend::clip_on_device), which the host reads after the step. A kernel
+// launch's arguments are baked into a CUDA graph; these are not.
+struct DeviceStepScalars {
+  double grad_sq = 0;                   // sum of squares of the gradients (device-written)
+  kernels::cpu::AdamWStepValues values;  // grad_scale device-written, the rest the host's
+  std::int32_t step = 1;                // AdamW's (1-based)
+  std::int32_t pad = 0;
+};
+static_assert(sizeof(DeviceStepScalars) == 32, "DeviceStepScalars: 4 doubles of device memory");
+// The host-written part of the scalars of AdamW step hp.step at learning rate hp.lr.
+DeviceStepScalars step_scalars(const AdamWStep& hp);
 
 // n fp32 values in backend memory (Backend::sum_of_squares_over).
 struct FloatSpan {
@@ -128,6 +145,18 @@ class Backend {
   // scaled in place.
   virtual void adamw(const std::vector<AdamWSpan>& tensors, const AdamWStep& hp,
                      float grad_scale) = 0;
+  // The same update with the learning rate, step and clip factor read from `scalars` (device
+  // memory) when it runs, the betas, eps and weight decay from hp: the form a captured step
+  // replays. The default is for backends whose device memory the host reads (the CPU's).
+  virtual void adamw_from_device(const std::vector<AdamWSpan>& tensors, const AdamWStep& hp,
+                                 const DeviceStepScalars* scalars);
+  // scalars->grad_sq = the sum over `groups` of sum_of_squares_over(group), added in their
+  // order (ModelState::grad_norm's sums, unit by unit: the same bits), and
+  // scalars->grad_scale = its clip factor for max_norm (cpu::clip_scale: 1 when max_norm <= 0),
+  // on the compute stream, with no host wait: the norm a captured step clips by. The default
+  // as adamw_from_device's.
+  virtual void clip_on_device(const std::vector<std::vector<FloatSpan>>& groups, float max_norm,
+                              DeviceStepScalars* scalars);
   // dst (compute dtype) = src (fp32), on `stream`. A copy when the compute dtype is fp32.
   virtual void to_compute(void* dst, const float* src, std::int64_t n,
                           Stream stream = Stream::kCompute) = 0;
@@ -210,6 +239,23 @@ class Backend {
   // one by one (CUDA with CudaBackendOptions::kernel_trace: `strata run --kernel-trace`);
   // empty otherwise. Read after synchronize(), like every timestamp.
   virtual std::vector<TimedKernel> timed_kernels() const { return {}; }
+
+  // Captured steps (CUDA graphs; engine.h, "Captured steps"). captures_steps: the run asked
+  // for them and this backend can (CUDA, and the CUDA-semantics mode, which checks what CUDA
+  // forbids while capturing: any host wait, host work, pageable copy). Between begin_capture
+  // and end_capture the streams' work is recorded, not run; launch_graph runs it once more,
+  // as recorded (the same pointers and arguments), on the streams it was recorded on.
+  // Throws std::logic_error where captures_steps is false.
+  virtual bool captures_steps() const { return false; }
+  virtual void begin_capture();
+  virtual void end_capture();
+  virtual void launch_graph();
+  virtual void drop_graph() {}
+  // The device pool's free blocks, sorted. A captured step's scratch blocks are free between
+  // its runs; a replay is valid only while every block free after the capture still is
+  // (nothing else holds one).
+  virtual std::vector<FreeBlock> free_blocks() const { return {}; }
+
   // What the backend chose while running that a run should say, one line each (on CUDA:
   // which attention ran for each shape, cuDNN's or strata's kernels, and why).
   virtual std::vector<std::string> notes() const { return {}; }

@@ -19,6 +19,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -39,6 +41,11 @@ bool is_dp_comm(Kind k) {
 }
 bool is_offload(Kind k) { return k == Kind::kFetch || k == Kind::kOffloadGrads; }
 
+// Whether every block of `captured` is among `now` (both sorted).
+bool all_free(const std::vector<FreeBlock>& captured, const std::vector<FreeBlock>& now) {
+  return std::includes(now.begin(), now.end(), captured.begin(), captured.end());
+}
+
 // Ops the Program puts on another stream whose work also runs on the compute stream: the
 // gradient norm's sums of squares (Backend::sum_of_squares), the SP norm sums and the KV
 // copies' sums (the TP group's and its KV-copies groups' collectives are on the compute
@@ -49,6 +56,19 @@ bool also_on_compute(Kind k) {
 }
 
 }  // namespace
+
+std::string why_steps_not_captured(const Plan& plan) {
+  if (plan.world_size() != 1) {
+    return fmt::format("{} ranks (tp {}, pp {}, dp {}): a captured step is one rank's, with no "
+                       "collective or message that leaves the GPU", plan.world_size(), plan.tp,
+                       plan.pp, plan.dp);
+  }
+  if (plan.offload != OffloadPlan{}) {
+    return "offloaded model state: its host work and copies to and from host memory are not "
+           "captured";
+  }
+  return "";
+}
 
 Engine::Engine(Backend& backend, const ModelSpec& model, const TrainSpec& train, const Plan& plan,
                const ProcessGroups& groups, Communicator& host_world,
@@ -90,6 +110,17 @@ Engine::Engine(Backend& backend, const ModelSpec& model, const TrainSpec& train,
                 (!backend.host_stream_host_memory_only() || state_.host_steps_host_only());
   carrying_ = host_apart_ && program_.carries();
   global_tokens_ = static_cast<double>(train.global_batch) * static_cast<double>(model.seq_len);
+  if (backend.captures_steps()) {
+    why_not_captured_ = why_steps_not_captured(plan);
+    if (why_not_captured_.empty()) {
+      capture_ = std::make_unique<Capture>();
+      const auto floats = static_cast<std::int64_t>(sizeof(DeviceStepScalars) / sizeof(float));
+      capture_->scalars = backend.allocate(MemoryTier::kDevice, DType::kF32, floats, "step_scalars");
+      capture_->scalars_staged =
+          backend.allocate(MemoryTier::kHost, DType::kF32, floats, "step_scalars");
+      state_.use_device_scalars(static_cast<DeviceStepScalars*>(capture_->scalars.data()));
+    }
+  }
   bool has_head = false;
   for (const auto& c : chunks_) has_head = has_head || c.last;
   if (has_head) {
@@ -141,6 +172,43 @@ Tensor Engine::device_tokens(const std::vector<std::int32_t>& host, const char* 
                                 static_cast<std::int64_t>(host.size()), tag, false);
   backend_->copy(t.data(), host.data(), t.bytes(), Stream::kCompute);
   return t;
+}
+
+Tensor Engine::staged_device_tokens(const Key& key, int which) {
+  const Tensor& host = capture_->tokens.at(key)[static_cast<std::size_t>(which)];
+  Tensor t = backend_->allocate(MemoryTier::kDevice, DType::kI32, host.size(), "data", false);
+  backend_->copy_async(t.data(), host.data(), t.bytes(), Stream::kCompute);
+  return t;
+}
+
+void Engine::stage_inputs(std::int64_t step, double lr) {
+  const auto bt = static_cast<std::int64_t>(dims_.BT());
+  for (std::int32_t i = 0; i < program_.tail_begin; ++i) {
+    const ProgramOp& op = program_.ops[static_cast<std::size_t>(i)];
+    if (op.kind != Kind::kForward) continue;
+    const ChunkLayers& info = chunks_[static_cast<std::size_t>(op.chunk)];
+    if (!info.first && !info.last) continue;
+    auto& staged = capture_->tokens[{op.micro_batch, op.chunk}];
+    for (Tensor& t : staged) {
+      if (t.empty()) t = backend_->allocate(MemoryTier::kHost, DType::kI32, bt, "data_staging", false);
+    }
+    // The last launch's copies have run (the step ended with a synchronize).
+    backend_->on_host("stage the tokens of a captured step",
+                      {host_writes(staged[0].data(), staged[0].bytes()),
+                       host_writes(staged[1].data(), staged[1].bytes())},
+                      [&] {
+                        sampler_->micro_batch(step, train_.global_batch, plan_.dp,
+                                              groups_->coords().dp, op.micro_batch,
+                                              plan_.micro_batch, staged[0].as<std::int32_t>(),
+                                              staged[1].as<std::int32_t>());
+                      });
+  }
+  const AdamWStep hp{static_cast<float>(lr), static_cast<float>(train_.optimizer.beta1),
+                     static_cast<float>(train_.optimizer.beta2), 0, 0, static_cast<int>(step + 1)};
+  const DeviceStepScalars scalars = step_scalars(hp);
+  Tensor& staged = capture_->scalars_staged;
+  backend_->on_host("stage the scalars of a captured step", {host_writes(staged.data(), staged.bytes())},
+                    [&] { std::memcpy(staged.data(), &scalars, sizeof scalars); });
 }
 
 void Engine::compute(const ProgramOp& op, bool forward, std::int64_t step, std::int64_t mb,
@@ -360,7 +428,10 @@ void Engine::begin_pass(const ProgramOp& pass, std::int64_t step) {
   const Key key{pass.micro_batch, pass.chunk};
   if (forward) {
     Saved& s = saved_[key];
-    if (info.first || info.last) {
+    if (staged_inputs_ && (info.first || info.last)) {
+      if (info.first) s.tokens = staged_device_tokens(key, 0);
+      if (info.last) targets_[key] = staged_device_tokens(key, 1);
+    } else if (info.first || info.last) {
       const auto tokens = static_cast<std::size_t>(dims_.BT());
       std::vector<std::int32_t> inputs(tokens), targets(tokens);
       sampler_->micro_batch(step, train_.global_batch, plan_.dp, groups_->coords().dp,
@@ -685,17 +756,7 @@ double Engine::evaluate(const data::BatchSampler& sampler, std::int64_t batch) {
   }
 }
 
-StepResult Engine::step(std::int64_t step) {
-  StepResult result;
-  result.lr = learning_rate(train_.optimizer, step + 1, train_.steps);
-  result_ = &result;
-  std::vector<OpRecord> records;
-  host_world_->barrier();  // a common origin for every rank's trace and step time
-  const auto t_start = std::chrono::steady_clock::now();
-  begin_step();
-  const int origin = backend_->timestamp(Stream::kCompute);
-  carried_in_ = std::move(carried_);
-  carried_.clear();
+void Engine::run_ops(std::int64_t step, std::vector<OpRecord>& records) {
   stepping_ = true;
   try {
     run_pipeline(step, records);
@@ -706,6 +767,21 @@ StepResult Engine::step(std::int64_t step) {
   stepping_ = false;
   finish_sends(records);
   run_tail(step, records);
+}
+
+StepResult Engine::step(std::int64_t step) {
+  if (capture_) return captured_step(step);
+  StepResult result;
+  result.lr = learning_rate(train_.optimizer, step + 1, train_.steps);
+  result_ = &result;
+  std::vector<OpRecord> records;
+  host_world_->barrier();  // a common origin for every rank's trace and step time
+  const auto t_start = std::chrono::steady_clock::now();
+  begin_step();
+  const int origin = backend_->timestamp(Stream::kCompute);
+  carried_in_ = std::move(carried_);
+  carried_.clear();
+  run_ops(step, records);
   if (carried_.empty()) {
     backend_->synchronize();
   } else {
@@ -714,9 +790,77 @@ StepResult Engine::step(std::int64_t step) {
   result.loss = global_loss();
   result.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   result_ = nullptr;
-
-  // Durations, the trace and the report's split (see the top of this file).
   const std::int64_t pp_rank = groups_->coords().pp;
+  account(records, origin, pp_rank, result);
+  trace_carried(t_start, pp_rank, result.events);
+  carried_in_.clear();
+  return result;
+}
+
+StepResult Engine::captured_step(std::int64_t step) {
+  Capture& c = *capture_;
+  StepResult result;
+  result.lr = learning_rate(train_.optimizer, step + 1, train_.steps);
+  result_ = &result;
+  host_world_->barrier();
+  const auto t_start = std::chrono::steady_clock::now();
+  stage_inputs(step, result.lr);
+  if (c.captured && !all_free(c.free_blocks, backend_->free_blocks())) {
+    // Work between the steps holds a block the graph uses as scratch: capture afresh.
+    backend_->drop_graph();
+    c.captured = false;
+    ++c.recaptures;
+  }
+  if (!c.captured) {
+    // The first step runs the ops at once (the pool's blocks and the libraries' plans are made
+    // then); the next is captured, its ops recorded and not yet run.
+    const bool capture = c.warm;
+    std::vector<OpRecord> records;
+    if (capture) backend_->begin_capture();
+    try {
+      begin_step();
+      c.origin = backend_->timestamp(Stream::kCompute);
+      backend_->copy_async(c.scalars.data(), c.scalars_staged.data(), c.scalars.bytes(),
+                           Stream::kCompute);
+      staged_inputs_ = true;
+      run_ops(step, records);
+      staged_inputs_ = false;
+    } catch (...) {
+      staged_inputs_ = false;
+      result_ = nullptr;
+      if (capture) {
+        try {
+          backend_->end_capture();
+          backend_->drop_graph();
+        } catch (...) {
+          // The capture's own failure is the one reported.
+        }
+      }
+      throw;
+    }
+    if (capture) {
+      backend_->end_capture();
+      c.captured = true;
+      c.free_blocks = backend_->free_blocks();
+    }
+    c.records = std::move(records);
+    c.warm = true;
+  }
+  if (c.captured) backend_->launch_graph();
+  backend_->synchronize();
+  result.loss = global_loss();
+  DeviceStepScalars scalars;
+  backend_->copy(&scalars, c.scalars.data(), sizeof scalars, Stream::kCompute);
+  result.grad_norm = std::sqrt(scalars.grad_sq);
+  result.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  result_ = nullptr;
+  account(c.records, c.origin, groups_->coords().pp, result);
+  return result;
+}
+
+void Engine::account(const std::vector<OpRecord>& records, int origin, std::int64_t pp_rank,
+                     StepResult& result) {
+  // Durations, the trace and the report's split (see the top of this file).
   StepTimeParts& parts = result.parts;
   double pass_inside = 0;  // state moves inside the current pass
   for (std::size_t i = 0; i < records.size(); ++i) {
@@ -790,8 +934,6 @@ StepResult Engine::step(std::int64_t step) {
     (r.kind == Kind::kForward ? parts.forward_s : parts.backward_s) += dur;
   }
   (void)pass_inside;
-  trace_carried(t_start, pp_rank, result.events);
-  carried_in_.clear();
   parts.tp_comm_s += tp_.comm_seconds();
   parts.offload_s += state_.optimizer_transfer_s();
   parts.optimizer_s -= state_.optimizer_transfer_s();
@@ -805,7 +947,6 @@ StepResult Engine::step(std::int64_t step) {
   } else {
     parts.other_s = result.step_s - parts.sum();
   }
-  return result;
 }
 
 }  // namespace strata::engine

@@ -16,6 +16,19 @@
 //
 // Every op is timed on its stream (Backend timestamps) and becomes one trace event with the
 // Program's op name, in Program order: a pass's event, then its body's ops.
+//
+// Captured steps (CUDA graphs: `strata run --cuda-graphs`, where the backend captures_steps and
+// why_steps_not_captured is empty): a step's ops are issued once into a graph and each later
+// step replays it, one launch instead of thousands. A graph runs what was issued with the
+// arguments it was issued with, so a captured step makes no host round trip and takes every
+// value that changes from step to step from memory it reads when it runs: the tokens from
+// pinned buffers the host fills before each launch (stage_inputs), the learning rate, AdamW's
+// step and the clip factor from DeviceStepScalars (the norm summed and the clip factor taken
+// on the device), the loss and the norm read after the step. Its scratch comes from the pool
+// at fixed addresses: a replay checks that every block free after the capture still is
+// (Backend::free_blocks) and captures afresh where one is not. The first step runs these ops eagerly (the pool
+// and the libraries' plans warm), the second is captured and launched, the rest replay; each
+// reports the ops' times from the captured events.
 // Deliberately not here: printing or files (the report module and `strata run` do those),
 // launching ranks, the data format.
 #pragma once
@@ -59,6 +72,10 @@ struct StepResult {
   TransferBytes transfers;         // offload plans: bytes per link in this step
 };
 
+// Why `plan`'s steps cannot be captured as a graph (empty when they can): one rank (no
+// collective or message leaves the GPU) with all its model state on the device.
+std::string why_steps_not_captured(const Plan& plan);
+
 class Engine {
  public:
   // Collective over the world (all ranks construct it together). The plan must have passed
@@ -95,6 +112,13 @@ class Engine {
   // the Program does and the backend runs them apart. A step's trace then has the last
   // step's carried ops (args "carried": true) in place of its own; the first step's none.
   bool carries_host_steps() const { return carrying_; }
+  // Whether steps are captured and replayed (the top of this file), and when the backend
+  // would capture but the plan does not allow it, why not (else empty).
+  bool captures_steps() const { return capture_ != nullptr; }
+  const std::string& why_not_captured() const { return why_not_captured_; }
+  // Captures made after the first because other work (an evaluation that kept a block) held
+  // a block the graph uses as scratch when a replay was due.
+  int recaptures() const { return capture_ == nullptr ? 0 : capture_->recaptures; }
 
  private:
   struct Saved {  // what the forward of (micro-batch, chunk) keeps for its backward
@@ -138,8 +162,33 @@ class Engine {
     Marks done;            // waiting for it; empty once waited for
   };
   using Key = std::pair<std::int64_t, std::int64_t>;  // (micro-batch, chunk)
+  // Captured steps' state (the top of this file).
+  struct Capture {
+    Tensor scalars;         // device: DeviceStepScalars
+    Tensor scalars_staged;  // pinned host: the host-written part, copied up by the graph
+    // pinned host: a pass's tokens, [0] its inputs, [1] its targets (first / last chunk)
+    std::map<Key, std::array<Tensor, 2>> tokens;
+    bool warm = false;      // one step has run these ops (the pool holds their blocks)
+    bool captured = false;  // the backend holds the graph
+    std::vector<FreeBlock> free_blocks;  // the pool's free blocks after the capture
+    std::vector<OpRecord> records;  // the captured step's, whose timestamps each launch writes
+    int origin = -1;
+    int recaptures = 0;
+  };
 
   void begin_step();
+  // The step's ops after begin_step: the pipeline (optimizer steps in it run), the sends'
+  // completion, the tail.
+  void run_ops(std::int64_t step, std::vector<OpRecord>& records);
+  StepResult captured_step(std::int64_t step);
+  // The host-written inputs of a captured step: every pass's tokens and the step scalars.
+  void stage_inputs(std::int64_t step, double lr);
+  // A captured step's device tokens: copied from the staged pinned buffer (`which`: 0 inputs,
+  // 1 targets) on the compute stream.
+  Tensor staged_device_tokens(const Key& key, int which);
+  // The step's durations, trace events and split (engine.cc's top) from its records.
+  void account(const std::vector<OpRecord>& records, int origin, std::int64_t pp_rank,
+               StepResult& result);
   void run_pipeline(std::int64_t step, std::vector<OpRecord>& records);
   void finish_sends(std::vector<OpRecord>& records);
   void run_tail(std::int64_t step, std::vector<OpRecord>& records);
@@ -222,6 +271,11 @@ class Engine {
   // In step()'s pipeline: the optimizer steps in the backward bodies run (program.h); in
   // forward_backward and evaluate they do not.
   bool stepping_ = false;
+  std::unique_ptr<Capture> capture_;  // captured steps; null: every step issued anew
+  // In captured_step's ops: the passes' tokens come from the staged buffers (evaluation and
+  // gradient checks copy theirs from the host, as ever).
+  bool staged_inputs_ = false;
+  std::string why_not_captured_;
 };
 
 }  // namespace strata::engine

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <tuple>
 
@@ -448,32 +449,55 @@ void ModelState::tied_embedding_sum(std::size_t u) {
   groups_->embedding()->all_reduce_sum(grads(u) + wte.offset, wte.count(), DType::kF32);
 }
 
-double ModelState::local_sum_of_squares(const ParamUnit& u, const float* slice, std::int64_t lo,
-                                        bool on_host) const {
+std::vector<FloatSpan> ModelState::norm_spans(const ParamUnit& u, const float* slice,
+                                              std::int64_t lo) const {
   // The tied copy equals the embedding's wte after the embedding-group sum: counted there.
-  if (u.layout.kind == UnitKind::kTiedCopy) return 0.0;
+  if (u.layout.kind == UnitKind::kTiedCopy) return {};
   const std::int64_t tp_rank = groups_->coords().tp;
   const std::int64_t hi = lo + u.shard;
-  double sum = 0;
-  std::vector<FloatSpan> on_device;  // summed with one wait for the device below
+  std::vector<FloatSpan> spans;
   for (const auto& s : u.layout.segments) {
     if (!s.counted_on(tp_rank)) continue;
     const std::int64_t a = std::max(lo, s.offset);
     const std::int64_t b = std::min(hi, s.offset + s.count());
-    if (a >= b) continue;
-    if (!on_host) {
-      on_device.push_back({slice + (a - lo), b - a});
-      continue;
-    }
-    backend_->on_host("sum of squares of " + u.layout.name + "'s gradients",
-                      {host_reads(slice + (a - lo), (b - a) * 4)},
-                      [&] { sum += cpu::sum_of_squares(slice + (a - lo), b - a); });
+    if (a < b) spans.push_back({slice + (a - lo), b - a});
   }
-  return on_host ? sum : backend_->sum_of_squares_over(on_device);
+  return spans;
+}
+
+double ModelState::local_sum_of_squares(const ParamUnit& u, const float* slice, std::int64_t lo,
+                                        bool on_host) const {
+  const std::vector<FloatSpan> spans = norm_spans(u, slice, lo);
+  if (!on_host) return backend_->sum_of_squares_over(spans);  // one wait for the device
+  double sum = 0;
+  for (const FloatSpan& s : spans) {
+    backend_->on_host("sum of squares of " + u.layout.name + "'s gradients",
+                      {host_reads(s.data, s.n * 4)},
+                      [&] { sum += cpu::sum_of_squares(s.data, s.n); });
+  }
+  return sum;
+}
+
+void ModelState::use_device_scalars(DeviceStepScalars* scalars) {
+  if (scalars != nullptr && (groups_->world().size() != 1 || optimizer_off() || grads_off() ||
+                             params_off())) {
+    throw std::logic_error("ModelState: device step scalars need one rank with its optimizer "
+                           "state, gradients and parameters on the device");
+  }
+  device_scalars_ = scalars;
 }
 
 double ModelState::grad_norm(const OptimizerSpec& opt) {
   land_pending_down();
+  if (device_scalars_ != nullptr) {
+    // The same spans, unit by unit, as the host path below sums (the same bits).
+    std::vector<std::vector<FloatSpan>> groups;
+    for (auto& u : units_) {
+      groups.push_back(norm_spans(u, zero_stage_ <= 1 ? u.grads.f32() : u.grad_shard.f32(), 0));
+    }
+    backend_->clip_on_device(groups, static_cast<float>(opt.grad_clip), device_scalars_);
+    return std::numeric_limits<double>::quiet_NaN();
+  }
   // Every rank sums its slices; the world sum counts each parameter once.
   const std::int64_t dp_rank = groups_->coords().dp;
   double sq = 0;

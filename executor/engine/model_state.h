@@ -118,7 +118,14 @@ class ModelState {
   void offload_grads(std::size_t u);
   void tied_embedding_sum(std::size_t u);
   // The global gradient norm (before clipping); keeps the clip factor for optimizer_step.
+  // With device scalars (use_device_scalars) the norm and the factor stay on the device and
+  // this returns NaN: the caller reads scalars->grad_sq after the step.
   double grad_norm(const OptimizerSpec& opt);
+  // A captured step's form (engine.h, "Captured steps"): grad_norm sums on the device into
+  // `scalars` and optimizer_step's AdamW reads its learning rate, step and clip factor from
+  // them. One rank (its norm needs no host sum), optimizer state on the device. Null: the
+  // host path.
+  void use_device_scalars(DeviceStepScalars* scalars);
   // AdamW step `step` (1-based) of the given units at learning rate lr (optimizer_schedule.h),
   // weight decay on the tensors decays() names, with the optimizer state on the device: the
   // units go to the backend as one list (one fused launch on CUDA), offloaded gradients
@@ -200,6 +207,8 @@ class ModelState {
   ShardSource shard_source(const ParamUnit& u) const;
   double local_sum_of_squares(const ParamUnit& u, const float* slice, std::int64_t lo,
                               bool on_host) const;
+  // The parts of u's gradient slice (from unit element lo) that this rank counts in the norm.
+  std::vector<FloatSpan> norm_spans(const ParamUnit& u, const float* slice, std::int64_t lo) const;
   void send_grad_shard_down(ParamUnit& u);
   // Adds the gradient shard last sent down into its tier, after the host waits for its copy.
   // Called before anything reads the offloaded gradients (the next shard down, the norm, the
@@ -243,6 +252,7 @@ class ModelState {
   };
   std::optional<PendingDown> pending_down_;
   float clip_ = 1.0f;
+  DeviceStepScalars* device_scalars_ = nullptr;  // use_device_scalars
   std::atomic<double> optimizer_transfer_s_ = 0;  // added to by the host stream too
 };
 

@@ -107,7 +107,12 @@ void ModelState::optimizer_step(const std::vector<std::size_t>& units, const Opt
   for (std::size_t u : units) {
     update_on_device(units_.at(u), hp, decay_runs(units_.at(u), opt), batch);
   }
-  if (!batch.empty()) backend_->adamw(batch, hp, clip_);
+  if (batch.empty()) return;
+  if (device_scalars_ != nullptr) {
+    backend_->adamw_from_device(batch, hp, device_scalars_);
+  } else {
+    backend_->adamw(batch, hp, clip_);
+  }
 }
 
 void ModelState::update_on_device(ParamUnit& u, const AdamWStep& hp,

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 namespace strata {
 
@@ -16,5 +17,17 @@ inline constexpr std::int64_t kPoolLargeGranuleBytes = std::int64_t{2} << 20;  /
 
 // The class a request of `bytes` (>= 1) is served from; std::invalid_argument below 1.
 std::int64_t pool_size_class(std::int64_t bytes);
+
+// A free block of a pool: its address and size class. A captured step (CUDA graphs) may
+// replay only while the blocks it uses as scratch are all free, which the pool's free blocks
+// including those after the capture shows (Backend::free_blocks).
+struct FreeBlock {
+  const void* data = nullptr;
+  std::int64_t class_bytes = 0;
+  friend bool operator<(const FreeBlock& a, const FreeBlock& b) {
+    return a.data != b.data ? std::less<const void*>{}(a.data, b.data) : a.class_bytes < b.class_bytes;
+  }
+  friend bool operator==(const FreeBlock&, const FreeBlock&) = default;
+};
 
 }  // namespace strata

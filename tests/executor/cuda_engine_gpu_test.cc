@@ -172,5 +172,38 @@ TEST_F(CudaEngineDeterminism, ScheduleZeroAndRecomputeDoNotChangeTheBits) {
   for (int s = 0; s < steps; ++s) EXPECT_NEAR(gpipe[s], base[s], 1e-4 * base[s]) << "step " << s;
 }
 
+// Captured steps (`strata run --cuda-graphs`, engine.h "Captured steps"): the first step
+// issued op by op, the second captured and launched, the rest replayed. The same kernels run
+// in the same order on the same buffers' values, so the losses and gradient norms are the
+// bits of the run issued op by op, with the learning rate moving every step (warmup, then
+// cosine decay) and clipping active (the clip below every norm): a replay that kept a value of
+// its capture would drift. CUDA-semantics twin: cuda_semantics_graph_test.cc.
+class CudaCapturedSteps : public CudaEngineTest {};
+
+TEST_F(CudaCapturedSteps, TrainToTheBitsOfTheStepsIssuedOpByOp) {
+  auto world = MpiCommunicator::duplicate(MPI_COMM_SELF);
+  TrainSpec train = reference_train();
+  train.optimizer.grad_clip = 0.05;
+  train.optimizer.lr_warmup_steps = 2;
+  train.optimizer.lr_decay_style = OptimizerSpec::DecayStyle::kCosine;
+  train.optimizer.lr_decay_steps = 6;
+  train.optimizer.min_lr = train.optimizer.lr / 10;
+  const auto corpus = data::generated_corpus(train.seed, data::kGeneratedCorpusBytes);
+  cuda::CudaBackendOptions captured;
+  captured.capture_steps = true;
+  for (const CudaPlan& c : {CudaPlan{1, ScheduleKind::kOneFOneB, 0, 2, Recompute::kNone},
+                            CudaPlan{1, ScheduleKind::kOneFOneB, 3, 2, Recompute::kSelective}}) {
+    const Plan plan = to_plan(c);
+    SCOPED_TRACE(plan.label());
+    const StepValues want = run_steps(reference_model(), train, plan, *world, 5, corpus,
+                                      cuda::cuda_backend_maker({}));
+    const StepValues got = run_steps(reference_model(), train, plan, *world, 5, corpus,
+                                     cuda::cuda_backend_maker(captured));
+    EXPECT_EQ(got.losses, want.losses);
+    EXPECT_EQ(got.grad_norms, want.grad_norms);
+    EXPECT_GT(want.grad_norms.back(), train.optimizer.grad_clip);
+  }
+}
+
 }  // namespace
 }  // namespace strata::testing_support

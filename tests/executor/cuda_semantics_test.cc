@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -280,6 +281,77 @@ TEST(CudaSemanticsHost, ACopyFromPageableMemoryIsStagedOnTheCallAndIntoPageableM
   std::vector<float> back(4, -1.0f);
   backend.copy_async(back.data(), device.data(), 16, Stream::kCopy);
   EXPECT_EQ(back, (std::vector<float>{1, 2, 3, 4}));
+  backend.synchronize();
+}
+
+// Stream capture (CUDA graphs): recorded work runs only at a launch, each launch runs it again
+// in its recorded order across streams, and the host may not wait while capturing.
+TEST(StreamCapture, RecordedWorkRunsAtEachLaunchInItsOrderAcrossStreams) {
+  StreamScheduler s;
+  Log log;
+  s.begin_capture();
+  s.enqueue(SimStream::kCompute, "a", {}, [&] { log.push_back("a"); });
+  s.wait(SimStream::kComm, s.record(SimStream::kCompute));
+  s.enqueue(SimStream::kComm, "b", {}, [&] { log.push_back("b"); });
+  s.wait(SimStream::kCompute, s.record(SimStream::kComm));
+  s.enqueue(SimStream::kCompute, "c", {}, [&] { log.push_back("c"); });
+  s.end_capture();
+  EXPECT_TRUE(log.empty());  // captured, not run
+  EXPECT_TRUE(s.idle());
+  s.launch();
+  s.host_wait(SimStream::kCompute);  // c waits for b, which waits for a
+  EXPECT_EQ(log, (Log{"a", "b", "c"}));
+  s.launch();
+  s.synchronize();
+  EXPECT_EQ(log, (Log{"a", "b", "c", "a", "b", "c"}));
+}
+
+TEST(StreamCapture, AHostWaitOrHostWorkWhileCapturingIsRefused) {
+  StreamScheduler s;
+  s.begin_capture();
+  s.enqueue(SimStream::kCompute, "norm", {}, [] {});
+  const std::string wait = race_of([&] { s.host_wait(SimStream::kCompute); });
+  EXPECT_TRUE(has(wait, "host wait for the compute stream during stream capture")) << wait;
+  const std::string work = race_of([&] { s.host_op("CPU AdamW", {}, [] {}); });
+  EXPECT_TRUE(has(work, "host work (CPU AdamW) during stream capture")) << work;
+  s.end_capture();
+}
+
+TEST(StreamCapture, APageableCopyIsRefusedWhileCapturing) {
+  // The tokens of a step issued op by op come from a std::vector: CUDA stages such a copy
+  // through the host and waits for it, which a capture may not.
+  AccountingAllocator alloc(TierBudgets{});
+  NoGroups groups;
+  CudaSemanticsBackend backend(alloc, groups, /*capture_steps=*/true);
+  engine::Tensor device = backend.allocate(MemoryTier::kDevice, DType::kI32, 64, "data", false);
+  const std::vector<std::int32_t> tokens(64, 7);
+  backend.begin_capture();
+  const std::string race =
+      race_of([&] { backend.copy(device.data(), tokens.data(), device.bytes(), Stream::kCompute); });
+  EXPECT_TRUE(has(race, "during stream capture")) << race;
+  backend.end_capture();
+  backend.drop_graph();
+}
+
+TEST(StreamCapture, TheFreeBlocksAreThePoolsCachedBlocksSorted) {
+  AccountingAllocator alloc(TierBudgets{});
+  NoGroups groups;
+  CudaSemanticsBackend backend(alloc, groups, /*capture_steps=*/true);
+  engine::Tensor a = backend.allocate(MemoryTier::kDevice, DType::kF32, 256, "a", false);
+  engine::Tensor b = backend.allocate(MemoryTier::kDevice, DType::kF32, 256, "b", false);
+  EXPECT_TRUE(backend.free_blocks().empty());
+  std::vector<FreeBlock> both{{a.data(), 1024}, {b.data(), 1024}};  // 256 floats: class 1 KiB
+  std::sort(both.begin(), both.end());
+  a.reset();
+  b.reset();
+  EXPECT_EQ(backend.free_blocks(), both);
+  // Taken and given back in the other order: the same free blocks.
+  engine::Tensor first = backend.allocate(MemoryTier::kDevice, DType::kF32, 256, "c", false);
+  engine::Tensor second = backend.allocate(MemoryTier::kDevice, DType::kF32, 256, "d", false);
+  first.reset();
+  EXPECT_EQ(backend.free_blocks().size(), 1u);  // one still held
+  second.reset();
+  EXPECT_EQ(backend.free_blocks(), both);
   backend.synchronize();
 }
 

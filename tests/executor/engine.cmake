@@ -228,6 +228,13 @@ strata_add_test(executor_cuda_semantics_offload_test IN executor_engine_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_semantics_offload_test.cc
   LIBS strata_executor)
 
+# Captured steps (CUDA graphs) under the CUDA-semantics mode on one rank: the plain CPU
+# backend's bits with the learning rate and clip changing every step, a replay that bakes them
+# drifting, the host round trips refused while capturing, a scratch block taken between steps.
+strata_add_test(executor_cuda_semantics_graph_test IN executor_engine_tests
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_semantics_graph_test.cc
+  LIBS strata_executor)
+
 # The CUDA-semantics CPU mode's scheduler, race checker and pool on their own.
 strata_add_test(executor_cuda_semantics_test IN executor_tests
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_semantics_test.cc

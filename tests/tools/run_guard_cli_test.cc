@@ -96,6 +96,21 @@ TEST_F(RunGuard, ASecondRunIntoALockedOutIsRefusedAtStart) {
                 .exit_code, 0);
 }
 
+// --cuda-graphs under --cuda-semantics: one rank's steps are captured and replayed (the run
+// says so and trains), a plan of two ranks is run op by op and the run says why.
+TEST_F(RunGuard, CudaGraphsSayWhetherTheStepsAreCaptured) {
+  const CommandResult one = run_strata(dir_, "run --plan tiny-single --model tiny --train tiny "
+                                            "--steps 3 --cuda-semantics --cuda-graphs --out one",
+                                       "OMP_NUM_THREADS=1");
+  EXPECT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_NE(one.output.find("the second is captured as a graph"), std::string::npos) << one.output;
+  const CommandResult two = run_strata(dir_, "run --plan tiny-dp2 --model tiny --train tiny "
+                                            "--steps 2 --cuda-semantics --cuda-graphs --out two",
+                                       "OMP_NUM_THREADS=1");
+  EXPECT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_NE(two.output.find("steps not captured: 2 ranks"), std::string::npos) << two.output;
+}
+
 TEST_F(RunGuard, EveryBadArgumentIsExitTwoBeforeAnyStep) {
   std::ofstream(dir_ / "bad_profile.json") << R"({"machine": 1})";
   std::ofstream(dir_ / "a_file") << "x";
@@ -113,6 +128,8 @@ TEST_F(RunGuard, EveryBadArgumentIsExitTwoBeforeAnyStep) {
       // The CUDA backend's options on the CPU backend.
       {"--backend cpu --no-host-stream", "--no-host-stream: moves the CUDA backend's host AdamW"},
       {"--backend cpu --kernel-trace", "--kernel-trace: times the CUDA backend's layer ops"},
+      {"--backend cpu --cuda-graphs", "--cuda-graphs: captures the CUDA backend's steps"},
+      {"--cuda-semantics --cuda-graphs --kernel-trace", "--cuda-graphs with --kernel-trace"},
   };
   for (const auto& [flag, fragment] : cases) {
     const Result r = strata(dir_, run + flag + (flag.starts_with("--out") ? "" : " --out out"));

@@ -147,7 +147,7 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
   offload.on_placed = setup.placement();
   const engine::BackendMaker make_backend =
       backend == Backend::kCuda ? cuda_backend_maker(o)
-      : o.cuda_semantics        ? cuda_semantics::cuda_semantics_backend_maker()
+      : o.cuda_semantics        ? cuda_semantics::cuda_semantics_backend_maker(o.cuda_graphs)
                                 : engine::cpu_backend_maker();
   // A resumed run's parameters come in where a fresh run's initial values do; the moments
   // after the state exists. The checkpoint's full tensors are let go of before training.
@@ -225,6 +225,13 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
         transfers = r.transfers;
         if (printer && s == v.start_step) {
           for (const std::string& note : rank.backend().notes()) out << note << "\n";
+          if (o.cuda_graphs) {
+            out << (rank.engine().captures_steps()
+                        ? std::string("--cuda-graphs: the first step runs op by op, the second is "
+                                      "captured as a graph, the rest replay it\n")
+                        : "--cuda-graphs: steps not captured: " + rank.engine().why_not_captured() +
+                              "\n");
+          }
         }
         if (printer) {
           const double elapsed =
@@ -338,9 +345,18 @@ int run_command(const RunOptions& o, std::ostream& out) {
       backend = Backend::kCpu;
     }
   }
+  if (o.cuda_graphs && o.kernel_trace) {
+    throw ConfigError("--cuda-graphs with --kernel-trace: a captured step is timed op by op, not "
+                      "kernel by kernel; drop one of them");
+  }
   if (o.kernel_trace && backend != Backend::kCuda) {
     throw ConfigError("--kernel-trace: times the CUDA backend's layer ops, but this run uses the "
                       "cpu backend; drop --kernel-trace or run on a GPU with --backend cuda");
+  }
+  if (o.cuda_graphs && backend != Backend::kCuda && !o.cuda_semantics) {
+    throw ConfigError("--cuda-graphs: captures the CUDA backend's steps as CUDA graphs, but this "
+                      "run uses the cpu backend; run on a GPU with --backend cuda, or add "
+                      "--cuda-semantics to check the captured steps on the CPU");
   }
   if (o.no_host_stream && backend != Backend::kCuda) {
     throw ConfigError("--no-host-stream: moves the CUDA backend's host AdamW onto the thread that "
@@ -535,6 +551,10 @@ void add_run_command(CLI::App& app, CommandContext& context) {
                     "CUDA: time every layer op on its own and put each in trace.json as a span "
                     "(category \"kernel\") inside the op that ran it; the events between the "
                     "ops slow the steps a little, so time speed without it");
+  command->add_flag("--cuda-graphs", options->cuda_graphs,
+                    "CUDA (or --cuda-semantics): capture a step's ops once as a CUDA graph and "
+                    "replay it each step, one launch instead of thousands, where the plan allows "
+                    "(one GPU, model state on it; else the run says why not)");
   command->add_flag("--no-host-stream", options->no_host_stream,
                     "CUDA: run the CPU AdamW of a plan whose ZeRO-3 state is all in host memory "
                     "on the thread that issues the GPU's work, not as host functions on a "

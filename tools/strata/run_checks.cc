@@ -389,6 +389,7 @@ std::vector<std::string> relaunch_args(const RunOptions& o, const Validated& v, 
   args.push_back(std::to_string(o.ranks_per_gpu));
   if (o.kernel_trace) args.push_back("--kernel-trace");
   if (o.no_host_stream) args.push_back("--no-host-stream");
+  if (o.cuda_graphs) args.push_back("--cuda-graphs");
   args.insert(args.end(), {"--attention", o.attention});
   if (!o.data.empty()) {
     args.push_back("--data");

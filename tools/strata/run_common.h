@@ -58,6 +58,7 @@ struct RunOptions {
   int ranks_per_gpu = 1;          // CUDA: processes sharing one GPU (host-staged communicators)
   bool kernel_trace = false;      // CUDA: every layer op a span of its own in trace.json
   bool no_host_stream = false;    // CUDA: host AdamW on the issuing thread, not host functions
+  bool cuda_graphs = false;       // CUDA (and --cuda-semantics): steps captured once, replayed
   std::string attention = "auto";  // CUDA: auto | cudnn | kernels (attention_choice.h)
   bool cuda_semantics = false;    // CPU backend with CUDA's stream semantics and the race check
   int threads = 0;                // CPU kernel threads per rank; 0: max(1, cores / ranks)

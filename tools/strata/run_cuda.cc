@@ -52,6 +52,7 @@ engine::BackendMaker cuda_backend_maker(const RunOptions& o) {
   options.ranks_per_gpu = o.ranks_per_gpu;
   options.kernel_trace = o.kernel_trace;
   options.host_stream = !o.no_host_stream;
+  options.capture_steps = o.cuda_graphs;
   const auto attention = kernels::cuda::attention_mode_from(o.attention);
   if (!attention) {
     throw ConfigError(fmt::format("--attention: value '{}', expected auto, cudnn or kernels",

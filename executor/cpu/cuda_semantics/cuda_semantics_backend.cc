@@ -2,6 +2,7 @@
 // which stream the CUDA backend runs it on and whether the host waits (cuda_backend.cc).
 #include "executor/cpu/cuda_semantics/cuda_semantics_backend.h"
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <initializer_list>
@@ -59,8 +60,13 @@ class CudaSemanticsBackend::PinnedStorage final : public engine::Tensor::Storage
   std::string tag_;
 };
 
-CudaSemanticsBackend::CudaSemanticsBackend(AccountingAllocator& alloc, CommunicatorFactory& host)
-    : alloc_(&alloc), comms_(host, scheduler_), cpu_(alloc, host), ops_(alloc, *this, scheduler_) {}
+CudaSemanticsBackend::CudaSemanticsBackend(AccountingAllocator& alloc, CommunicatorFactory& host,
+                                           bool capture_steps)
+    : alloc_(&alloc),
+      capture_steps_(capture_steps),
+      comms_(host, scheduler_),
+      cpu_(alloc, host),
+      ops_(alloc, *this, scheduler_) {}
 
 CudaSemanticsBackend::~CudaSemanticsBackend() {
   // Queued work may still read blocks the members are about to free.
@@ -196,6 +202,34 @@ void CudaSemanticsBackend::adamw(const std::vector<engine::AdamWSpan>& tensors,
                      [=, this] { cpu_.adamw(tensors, hp, grad_scale); });
 }
 
+void CudaSemanticsBackend::adamw_from_device(const std::vector<engine::AdamWSpan>& tensors,
+                                             const engine::AdamWStep& hp,
+                                             const engine::DeviceStepScalars* scalars) {
+  std::vector<Access> accesses{reads(scalars, sizeof(engine::DeviceStepScalars))};
+  for (const engine::AdamWSpan& t : tensors) {
+    const std::int64_t bytes = t.n * 4;
+    for (const void* p : {static_cast<const void*>(t.master), static_cast<const void*>(t.grad),
+                          static_cast<const void*>(t.m), static_cast<const void*>(t.v)}) {
+      accesses.push_back(reads(p, bytes));
+      accesses.push_back(writes(p, bytes));
+    }
+    if (t.copy != nullptr && t.copy != t.master) accesses.push_back(writes(t.copy, bytes));
+  }
+  // The scalars are read when the kernel runs, as the CUDA kernel reads them.
+  scheduler_.enqueue(SimStream::kCompute, "adamw", accesses,
+                     [=, this] { cpu_.adamw_from_device(tensors, hp, scalars); });
+}
+
+void CudaSemanticsBackend::clip_on_device(const std::vector<std::vector<engine::FloatSpan>>& groups,
+                                          float max_norm, engine::DeviceStepScalars* scalars) {
+  std::vector<Access> accesses{writes(scalars, sizeof(engine::DeviceStepScalars))};
+  for (const auto& group : groups) {
+    for (const engine::FloatSpan& s : group) accesses.push_back(reads(s.data, s.n * 4));
+  }
+  scheduler_.enqueue(SimStream::kCompute, "clip_on_device", accesses,
+                     [=, this] { cpu_.clip_on_device(groups, max_norm, scalars); });
+}
+
 void CudaSemanticsBackend::to_compute(void* dst, const float* src, std::int64_t n,
                                       Stream stream) {
   scheduler_.enqueue(sim_stream_of(stream), "to_compute", {reads(src, n * 4), writes(dst, n * 4)},
@@ -281,7 +315,31 @@ void CudaSemanticsBackend::wait(Communicator& comm, int mark) {
 
 void CudaSemanticsBackend::synchronize() {
   scheduler_.synchronize();
-  release_cache();
+  // A captured graph holds the addresses of the cached blocks it uses as scratch.
+  if (!scheduler_.has_graph()) release_cache();
+}
+
+void CudaSemanticsBackend::begin_capture() {
+  if (!capture_steps_) Backend::begin_capture();
+  scheduler_.begin_capture();
+}
+
+void CudaSemanticsBackend::end_capture() { scheduler_.end_capture(); }
+
+void CudaSemanticsBackend::launch_graph() { scheduler_.launch(); }
+
+void CudaSemanticsBackend::drop_graph() {
+  scheduler_.drop_graph();
+  if (scheduler_.idle()) release_cache();
+}
+
+std::vector<FreeBlock> CudaSemanticsBackend::free_blocks() const {
+  std::vector<FreeBlock> blocks;
+  for (const auto& [bytes, list] : cache_) {
+    for (const Buffer& b : list) blocks.push_back({b.data(), bytes});
+  }
+  std::sort(blocks.begin(), blocks.end());
+  return blocks;
 }
 
 void CudaSemanticsBackend::host_wait(Stream stream) { scheduler_.host_wait(sim_stream_of(stream)); }
@@ -304,10 +362,10 @@ void CudaSemanticsBackend::clear_timestamps() {
   marks_.clear();
 }
 
-engine::BackendMaker cuda_semantics_backend_maker() {
-  return [](AccountingAllocator& alloc,
-            const engine::RankPlace& place) -> std::unique_ptr<engine::Backend> {
-    return std::make_unique<CudaSemanticsBackend>(alloc, *place.host);
+engine::BackendMaker cuda_semantics_backend_maker(bool capture_steps) {
+  return [capture_steps](AccountingAllocator& alloc,
+                         const engine::RankPlace& place) -> std::unique_ptr<engine::Backend> {
+    return std::make_unique<CudaSemanticsBackend>(alloc, *place.host, capture_steps);
   };
 }
 

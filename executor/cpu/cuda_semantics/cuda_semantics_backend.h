@@ -22,6 +22,10 @@
 //   writes what it receives;
 // - a happens-before checker (race_checker.h) reports any op touching a block from another
 //   stream with no ordering edge, naming the op, the block and both streams (StreamRace).
+// - captured steps (CUDA graphs, `--cuda-graphs`): the scheduler records a step's work and
+//   replays the same closures (stream_scheduler.h); the pool keeps its blocks while a graph
+//   holds their addresses, and the step's scalars are read from "device" memory when the
+//   kernels run, as the CUDA kernels read them.
 // The arithmetic is the CPU backend's (fp32), so a plan's losses equal the plain CPU
 // backend's bit for bit when the engine orders everything it must.
 // Not the same as the plain CPU backend: memory accounting counts the pool's cached blocks
@@ -47,7 +51,9 @@ namespace strata::cuda_semantics {
 class CudaSemanticsBackend : public engine::Backend {
  public:
   // alloc and host (MPI groups of the rank's world) must outlive the backend.
-  CudaSemanticsBackend(AccountingAllocator& alloc, CommunicatorFactory& host);
+  // capture_steps: steps are captured once and replayed where the plan allows (engine.h).
+  CudaSemanticsBackend(AccountingAllocator& alloc, CommunicatorFactory& host,
+                       bool capture_steps = false);
   ~CudaSemanticsBackend() override;
 
   std::string_view name() const override { return "cpu"; }
@@ -68,6 +74,10 @@ class CudaSemanticsBackend : public engine::Backend {
   double sum_of_squares(const float* data, std::int64_t n) override;
   void adamw(const std::vector<engine::AdamWSpan>& tensors, const engine::AdamWStep& hp,
              float grad_scale) override;
+  void adamw_from_device(const std::vector<engine::AdamWSpan>& tensors, const engine::AdamWStep& hp,
+                         const engine::DeviceStepScalars* scalars) override;
+  void clip_on_device(const std::vector<std::vector<engine::FloatSpan>>& groups, float max_norm,
+                      engine::DeviceStepScalars* scalars) override;
   void to_compute(void* dst, const float* src, std::int64_t n, Stream stream = Stream::kCompute) override;
   void copy(void* dst, const void* src, std::int64_t bytes, Stream stream) override;
   void copy_async(void* dst, const void* src, std::int64_t bytes, Stream stream) override;
@@ -90,6 +100,13 @@ class CudaSemanticsBackend : public engine::Backend {
   int timestamp(Stream stream) override;
   double seconds_between(int origin, int mark) override;
   void clear_timestamps() override;
+
+  bool captures_steps() const override { return capture_steps_; }
+  void begin_capture() override;
+  void end_capture() override;
+  void launch_graph() override;
+  void drop_graph() override;
+  std::vector<FreeBlock> free_blocks() const override;
 
   StreamScheduler& scheduler() { return scheduler_; }
   // Marks of the host stream (Stream::kHost) are numbered from here on.
@@ -118,6 +135,7 @@ class CudaSemanticsBackend : public engine::Backend {
   void release_cache();
 
   AccountingAllocator* alloc_;
+  bool capture_steps_ = false;
   StreamScheduler scheduler_;
   StreamedCommunicatorFactory comms_;
   cpu_backend::CpuBackend cpu_;  // the arithmetic
@@ -135,6 +153,7 @@ class CudaSemanticsBackend : public engine::Backend {
 };
 
 // The BackendMaker of `strata run --cuda-semantics` and the matrix's CUDA-semantics pass.
-engine::BackendMaker cuda_semantics_backend_maker();
+// capture_steps: `strata run --cuda-graphs` (CudaSemanticsBackend's).
+engine::BackendMaker cuda_semantics_backend_maker(bool capture_steps = false);
 
 }  // namespace strata::cuda_semantics

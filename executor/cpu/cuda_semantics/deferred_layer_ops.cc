@@ -3,6 +3,7 @@
 // elements of fp32 or int32.
 #include "executor/cpu/cuda_semantics/deferred_layer_ops.h"
 
+#include <cstring>
 #include <utility>
 
 #include "executor/cpu/cuda_semantics/cuda_semantics_backend.h"
@@ -43,6 +44,26 @@ void DeferredLayerOps::cross_entropy_forward_backward(float* losses, engine::Ten
                                                       const std::int32_t* targets, int BT,
                                                       int Vlocal, int ld, int v0,
                                                       model::TpContext& tp) {
+  if (scheduler_->capturing()) {
+    // Captured (TP = 1: no collective inside): a kernel like the others. The CPU kernel hands
+    // back a buffer of its own, so the gradient lands in a pool block taken now, at issue, as
+    // the CUDA kernel's does.
+    engine::Tensor dlogits = backend_->device_block(DType::kF32, logits.size(), "dlogits");
+    const std::int64_t count = logits.size();
+    void* z = logits.data();
+    float* out = dlogits.f32();
+    launch("cross_entropy_forward_backward",
+           {reads(z, count), reads(dlosses, BT), reads(targets, BT), writes(losses, BT),
+            writes(out, count)},
+           [=, this, tp = &tp] {
+             engine::Tensor view(z, count, DType::kF32, MemoryTier::kDevice, nullptr);
+             cpu_.cross_entropy_forward_backward(losses, view, dlosses, targets, BT, Vlocal, ld,
+                                                 v0, *tp);
+             std::memcpy(out, view.data(), static_cast<std::size_t>(count) * sizeof(float));
+           });
+    logits = std::move(dlogits);
+    return;
+  }
   scheduler_->run_now(
       SimStream::kCompute, "cross_entropy_forward_backward",
       {reads(logits.data(), elements(BT, ld)), reads(dlosses, BT), reads(targets, BT),

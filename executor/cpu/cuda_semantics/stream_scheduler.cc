@@ -1,6 +1,7 @@
 // CUDA's stream semantics for one CPU rank (see stream_scheduler.h).
 #include "executor/cpu/cuda_semantics/stream_scheduler.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -41,6 +42,81 @@ void StreamScheduler::refuse_in_host_function(const std::string& what) const {
   }
 }
 
+void StreamScheduler::refuse_in_capture(const std::string& what) const {
+  if (capturing_) {
+    throw StreamRace("cuda semantics: " + what + " during stream capture, which CUDA does not "
+                     "allow (cudaErrorStreamCaptureUnsupported): a captured step may make no "
+                     "host round trip");
+  }
+}
+
+void StreamScheduler::begin_capture() {
+  if (capturing_) throw std::logic_error("cuda semantics: begin_capture while capturing");
+  // Work queued before the capture comes before the graph on its stream: run it now (an
+  // order CUDA allows), so that the graph holds only what is captured.
+  while (!idle()) {
+    for (int s = 0; s < kHost; ++s) flush(static_cast<SimStream>(s), queues_[s].issued);
+  }
+  throw_pending();
+  for (int s = 0; s < kSimStreams; ++s) {
+    capture_base_[static_cast<std::size_t>(s)] = queues_[s].issued;
+    capture_clocks_[static_cast<std::size_t>(s)] = clocks_[s];
+  }
+  graph_ = {};
+  has_graph_ = false;
+  capturing_ = true;
+}
+
+void StreamScheduler::end_capture() {
+  if (!capturing_) throw std::logic_error("cuda semantics: end_capture without begin_capture");
+  capturing_ = false;
+  graph_stamps_ = static_cast<int>(stamps_.size());
+  for (int s = 0; s < kSimStreams; ++s) {
+    Queue& q = queues_[s];
+    std::vector<Entry>& recorded = graph_[static_cast<std::size_t>(s)];
+    for (Entry& e : q.pending) {
+      if (e.kind == Entry::Kind::kWait) {
+        const std::int64_t base = capture_base_[static_cast<std::size_t>(index_of(e.target))];
+        e.target_position = std::max<std::int64_t>(0, e.target_position - base);
+      }
+      recorded.push_back(std::move(e));
+    }
+    q.pending.clear();
+    // Nothing recorded has run: the streams are where the capture found them.
+    q.issued = capture_base_[static_cast<std::size_t>(s)];
+    q.executed = q.issued;
+    clocks_[s] = capture_clocks_[static_cast<std::size_t>(s)];
+  }
+  has_graph_ = true;
+  throw_pending();
+}
+
+void StreamScheduler::launch() {
+  if (!has_graph_) throw std::logic_error("cuda semantics: launch without a captured graph");
+  refuse_in_host_function("a graph launch");
+  refuse_in_capture("a graph launch");
+  throw_pending();
+  // The graph's timestamps are written afresh by this run.
+  if (stamps_.size() < static_cast<std::size_t>(graph_stamps_)) {
+    stamps_.resize(static_cast<std::size_t>(graph_stamps_));
+    stamped_.resize(static_cast<std::size_t>(graph_stamps_));
+  }
+  for (int i = 0; i < graph_stamps_; ++i) stamped_[static_cast<std::size_t>(i)] = false;
+  std::array<std::int64_t, kSimStreams> base{};
+  for (int s = 0; s < kSimStreams; ++s) base[static_cast<std::size_t>(s)] = queues_[s].issued;
+  for (int s = 0; s < kSimStreams; ++s) {
+    const auto stream = static_cast<SimStream>(s);
+    join(clocks_[s], clocks_[kHost]);  // a launch comes after what the host has seen complete
+    for (const Entry& recorded : graph_[static_cast<std::size_t>(s)]) {
+      Entry e = recorded;
+      if (e.kind == Entry::Kind::kWait && e.target_position > 0) {
+        e.target_position += base[static_cast<std::size_t>(index_of(e.target))];
+      }
+      push_op(stream, std::move(e));
+    }
+  }
+}
+
 void StreamScheduler::throw_pending() {
   if (!pending_race_.empty()) {
     const std::string message = std::move(pending_race_);
@@ -72,6 +148,7 @@ std::int64_t StreamScheduler::enqueue(SimStream stream, const std::string& op,
   join(clocks_[s], clocks_[kHost]);
   Entry entry;
   entry.run = std::move(run);
+  entry.op = op;
   const std::int64_t position = push_op(stream, std::move(entry));
   if (auto race = checker_.access(stream, position, clocks_[s], op, accesses)) {
     throw StreamRace(*race);
@@ -88,6 +165,8 @@ void StreamScheduler::run_now(SimStream stream, const std::string& op,
     return;
   }
   const std::int64_t position = enqueue(stream, op, accesses, run);
+  // Captured: a graph node like any other (NCCL's collectives are captured so), run at launch.
+  if (capturing_) return;
   flush(stream, position);
 }
 
@@ -100,6 +179,7 @@ void StreamScheduler::enqueue_free(void* data, std::int64_t bytes, const std::st
   join(clocks_[c], clocks_[kHost]);
   Entry entry;
   entry.run = [data, bytes] { poison(data, bytes); };
+  entry.op = "free of '" + tag + "'";
   const std::int64_t position = push_op(SimStream::kCompute, std::move(entry));
   auto race = checker_.access(SimStream::kCompute, position, clocks_[c], "free of '" + tag + "'",
                               {Access{data, bytes, true}});
@@ -112,6 +192,7 @@ void StreamScheduler::host_op(const std::string& op, const std::vector<Access>& 
     run();
     return;
   }
+  refuse_in_capture("host work (" + op + ")");
   throw_pending();
   Queue& q = queues_[kHost];
   const std::int64_t position = ++q.issued;
@@ -126,6 +207,10 @@ void StreamScheduler::host_free(const void* data, std::int64_t bytes, const std:
   if (in_host_function() && pending_race_.empty()) {
     pending_race_ = "cuda semantics: host work on the host-function stream freed pinned block '" +
                     tag + "', a CUDA call a CUDA host function may not make";
+  }
+  if (capturing_ && pending_race_.empty()) {
+    pending_race_ = "cuda semantics: pinned host block '" + tag + "' freed during stream capture, "
+                    "which CUDA does not allow (cudaFreeHost synchronizes the device)";
   }
   Queue& q = queues_[kHost];
   const std::int64_t position = ++q.issued;
@@ -184,6 +269,7 @@ void StreamScheduler::flush(SimStream stream, std::int64_t position) {
 
 void StreamScheduler::host_wait(SimStream stream) {
   refuse_in_host_function("a host wait for the " + to_string(stream) + " stream");
+  refuse_in_capture("a host wait for the " + to_string(stream) + " stream");
   throw_pending();
   const int s = index_of(stream);
   flush(stream, queues_[s].issued);
@@ -192,6 +278,7 @@ void StreamScheduler::host_wait(SimStream stream) {
 
 void StreamScheduler::host_wait(const Mark& mark) {
   refuse_in_host_function("a host wait for a mark of the " + to_string(mark.stream) + " stream");
+  refuse_in_capture("a host wait for a mark of the " + to_string(mark.stream) + " stream");
   throw_pending();
   flush(mark.stream, mark.position);
   join(clocks_[kHost], mark.clock);
@@ -199,6 +286,7 @@ void StreamScheduler::host_wait(const Mark& mark) {
 
 void StreamScheduler::synchronize() {
   refuse_in_host_function("a synchronize");
+  refuse_in_capture("a synchronize");
   throw_pending();
   // A flush may queue frees (an op dropping a tensor): go round until nothing is left.
   while (!idle()) {

@@ -21,6 +21,12 @@
 //   and run as any stream's work, their host memory touches declared when queued. CUDA lets
 //   a host function make no CUDA call: one that queues, waits for or records device work
 //   is a StreamRace naming it (its own on_host declarations run as part of it).
+// - Stream capture (CUDA graphs): between begin_capture and end_capture the streams' work is
+//   recorded, not run; the host may not wait for any of it, run host work or free pinned
+//   memory (a StreamRace names the call, as CUDA fails it: cudaErrorStreamCaptureUnsupported),
+//   and communicators' ops are recorded as any stream's. launch() queues the recorded work
+//   again in its recorded order, each wait moved to the launch's positions: a replay runs the
+//   same closures (the same pointers and arguments) as a graph does.
 // - Every op declares what it reads and writes; the RaceChecker (race_checker.h) checks each
 //   against the vector clocks of the happens-before order at issue, so a race is reported
 //   whether or not this execution order happens to expose it. The first race is thrown as a
@@ -29,6 +35,7 @@
 // Deliberately not here: what a kernel computes (the wrapped CPU backend), memory pools.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -90,6 +97,16 @@ class StreamScheduler {
     stamped_.clear();
   }
 
+  // Stream capture (see the top of this file). begin_capture first runs what is queued (it
+  // comes before the graph on its stream). A wait recorded in the capture for work issued
+  // before it is satisfied at every launch (that work is done) and is dropped.
+  void begin_capture();
+  void end_capture();
+  void launch();
+  void drop_graph() { graph_ = {}; has_graph_ = false; }
+  bool capturing() const { return capturing_; }
+  bool has_graph() const { return has_graph_; }
+
   bool running() const { return running_ > 0; }
   // Inside a host function's run (host work on SimStream::kHostFunctions).
   bool in_host_function() const { return running() && running_stream_ == SimStream::kHostFunctions; }
@@ -99,6 +116,7 @@ class StreamScheduler {
   struct Entry {
     enum class Kind { kOp, kWait, kStamp } kind = Kind::kOp;
     std::function<void()> run;          // kOp
+    std::string op;                     // kOp: what it is, for messages
     SimStream target = SimStream::kCompute;  // kWait
     std::int64_t target_position = 0;   // kWait
     int stamp = -1;                     // kStamp
@@ -109,6 +127,8 @@ class StreamScheduler {
     std::int64_t executed = 0; // ops run
   };
   std::int64_t push_op(SimStream stream, Entry entry);
+  // Throws StreamRace when stream capture is under way: `what` is not allowed then.
+  void refuse_in_capture(const std::string& what) const;
   void flush(SimStream stream, std::int64_t position);
 
   Queue queues_[kSimStreams];
@@ -121,6 +141,15 @@ class StreamScheduler {
   // Throws StreamRace when a host function makes a backend call (`what`).
   void refuse_in_host_function(const std::string& what) const;
   std::string pending_race_;
+  // Stream capture: the positions each stream had at begin_capture, the clocks then, and the
+  // graph (per stream, in order; waits' positions relative to the target's capture start,
+  // 0 for work before it).
+  bool capturing_ = false;
+  bool has_graph_ = false;
+  std::array<std::int64_t, kSimStreams> capture_base_{};
+  std::array<Clock, kSimStreams> capture_clocks_{};
+  std::array<std::vector<Entry>, kSimStreams> graph_;
+  int graph_stamps_ = 0;  // stamps the graph writes: [0, graph_stamps_)
 };
 
 }  // namespace strata::cuda_semantics

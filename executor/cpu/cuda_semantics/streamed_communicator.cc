@@ -42,35 +42,44 @@ class StreamRequest final : public Request::Impl {
 
 }  // namespace
 
+void StreamedCommunicator::refuse_in_capture(const char* op) const {
+  // Their requests are host objects a graph cannot hold: pipelined plans are not captured.
+  if (scheduler_->capturing()) {
+    throw StreamRace(std::string("cuda semantics: a pipeline ") + op +
+                     " during stream capture; this mode captures no point-to-point message");
+  }
+}
+
 void StreamedCommunicator::do_all_reduce_sum(void* data, std::int64_t n, DType dtype) {
   scheduler_->run_now(stream_, "all_reduce_sum", {reads(data, n, dtype), writes(data, n, dtype)},
-                      [&] { inner_->all_reduce_sum(data, n, dtype); });
+                      [=, this] { inner_->all_reduce_sum(data, n, dtype); });
 }
 
 void StreamedCommunicator::do_all_reduce_max(void* data, std::int64_t n, DType dtype) {
   scheduler_->run_now(stream_, "all_reduce_max", {reads(data, n, dtype), writes(data, n, dtype)},
-                      [&] { inner_->all_reduce_max(data, n, dtype); });
+                      [=, this] { inner_->all_reduce_max(data, n, dtype); });
 }
 
 void StreamedCommunicator::do_reduce_scatter_sum(const void* in, void* out, std::int64_t n,
                                               DType dtype) {
   scheduler_->run_now(stream_, "reduce_scatter_sum",
                       {reads(in, n * size(), dtype), writes(out, n, dtype)},
-                      [&] { inner_->reduce_scatter_sum(in, out, n, dtype); });
+                      [=, this] { inner_->reduce_scatter_sum(in, out, n, dtype); });
 }
 
 void StreamedCommunicator::do_all_gather(const void* in, void* out, std::int64_t n, DType dtype) {
   scheduler_->run_now(stream_, "all_gather", {reads(in, n, dtype), writes(out, n * size(), dtype)},
-                      [&] { inner_->all_gather(in, out, n, dtype); });
+                      [=, this] { inner_->all_gather(in, out, n, dtype); });
 }
 
 void StreamedCommunicator::do_broadcast(void* data, std::int64_t n, DType dtype, int root) {
   scheduler_->run_now(stream_, "broadcast", {reads(data, n, dtype), writes(data, n, dtype)},
-                      [&] { inner_->broadcast(data, n, dtype, root); });
+                      [=, this] { inner_->broadcast(data, n, dtype, root); });
 }
 
 Request StreamedCommunicator::do_send(const void* data, std::int64_t n, DType dtype, int peer,
                                    int tag) {
+  refuse_in_capture("send");
   Request request;
   scheduler_->run_now(stream_, "send", {reads(data, n, dtype)},
                       [&] { request = inner_->send(data, n, dtype, peer, tag); });
@@ -78,12 +87,14 @@ Request StreamedCommunicator::do_send(const void* data, std::int64_t n, DType dt
 }
 
 void StreamedCommunicator::do_recv(void* data, std::int64_t n, DType dtype, int peer, int tag) {
+  refuse_in_capture("recv");
   scheduler_->run_now(stream_, "recv", {writes(data, n, dtype)},
                       [&] { inner_->recv(data, n, dtype, peer, tag); });
   if (!scheduler_->running()) scheduler_->host_wait(stream_);
 }
 
 Request StreamedCommunicator::do_irecv(void* data, std::int64_t n, DType dtype, int peer, int tag) {
+  refuse_in_capture("irecv");
   Request request;
   scheduler_->run_now(stream_, "irecv", {writes(data, n, dtype)},
                       [&] { request = inner_->irecv(data, n, dtype, peer, tag); });

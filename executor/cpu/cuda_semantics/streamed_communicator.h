@@ -30,8 +30,9 @@ class StreamedCommunicator final : public Communicator {
   void barrier() override;
   void synchronize() override;
 
-
  private:
+  void refuse_in_capture(const char* op) const;
+
   std::unique_ptr<Communicator> inner_;
   SimStream stream_;
   StreamScheduler* scheduler_;

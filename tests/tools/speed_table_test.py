@@ -3,7 +3,8 @@
 strata's tokens/s over PyTorch's from their files; a model under its ratio target or its MFU
 floor, a missing side and a trace without kernel spans fail, naming the model; the table puts
 each side's ops by GPU time side by side (strata's kernel spans summed by name, its tail ops
-too, other spans not), largest first, cut at --top.
+too, other spans not), largest first, cut at --top; a --cuda-graphs report beside a run shows its
+speed-up, the target is met by the faster run, and graphs losses that are not the run's fail.
 Usage: speed_table_test.py PYTHON SCRIPT
 """
 import json
@@ -29,8 +30,8 @@ def event(name, cat, dur_us):
 def write_model(work, name, strata_tps, torch_tps, mfu=0.5, kernels=True):
     d = os.path.join(work, name)
     os.makedirs(d, exist_ok=True)
-    json.dump({"tokens_per_s": strata_tps, "mfu": mfu, "memory_bytes": {"device": 2 * 2**30}},
-              open(f"{d}/report.json", "w"))
+    json.dump({"tokens_per_s": strata_tps, "mfu": mfu, "memory_bytes": {"device": 2 * 2**30},
+               "losses": [5.0, 4.5]}, open(f"{d}/report.json", "w"))
     events = [event("forward", "compute", 9000)]  # an op span: not a layer op, not counted
     if kernels:
         # matmul_backward twice (3 + 4 ms), attention_forward once (2 ms), the optimizer (1 ms).
@@ -87,6 +88,16 @@ def main():
         rc, line, _ = run(python, script, work, c)
         check("a missing PyTorch result fails, naming the model",
               rc == 1 and "no-kernels: no PyTorch result" in line, line)
+        # b at 1050 tokens/s misses 1.10; its --cuda-graphs run at 1155 (1.100x) meets it.
+        graphs = os.path.join(work, "llama", "graphs.json")
+        json.dump({"tokens_per_s": 1155.0, "losses": [5.0, 4.5]}, open(graphs, "w"))
+        rc, line, table = run(python, script, work, "--target", "llama=1.10", f"{b}:{graphs}")
+        check("the faster --cuda-graphs run meets the target: exit 0", rc == 0, f"{rc}: {line}")
+        check("the table gives the graphs run's speed-up", "(1.100x op by op)" in table, table)
+        json.dump({"tokens_per_s": 1155.0, "losses": [5.0, 4.6]}, open(graphs, "w"))
+        rc, line, _ = run(python, script, work, f"{b}:{graphs}")
+        check("graphs losses that are not the run's fail", rc == 1 and "--cuda-graphs losses" in line,
+              f"{rc}: {line}")
         rc, _, _ = run(python, script, work, "gpt2-124m=only-one-file")
         check("a malformed run argument exits 2", rc == 2, str(rc))
     return 1 if failures else 0

@@ -6,14 +6,18 @@ PyTorch's from the JSON line of tools/bench/pytorch_gpt2.py / pytorch_llama.py, 
 strata / PyTorch against the model's target; then where one step's GPU time goes on each side,
 side by side: strata's from the trace.json of a `strata run --kernel-trace` (the last step's
 layer-op spans, category "kernel", and its tail ops: the gradient norm and the optimizer),
-PyTorch's from torch.profiler (the JSON's top_kernels).
+PyTorch's from torch.profiler (the JSON's top_kernels). A run may add a fourth file, the
+report of the same run with --cuda-graphs (each step replayed as one CUDA graph): its tokens/s
+and its speed-up over the run issued op by op are shown; the target ratio is met by the faster
+of the two, and the graphs run must train to the other's losses (relative 1e-5: the same
+kernels in the same order, so the same bits but for the order of a GPU's atomics).
 
 Prints one line (the summary's figure: each model's ratio, and what missed its target) and
 writes the table to --table. Exit code 0 when every model has both sides' figures and meets
 its targets, 1 otherwise (the line says what).
 
 Usage: speed_table.py --table FILE [--top N] [--target MODEL=RATIO ...] [--min-mfu MODEL=FRACTION ...]
-         MODEL=REPORT:TRACE:PYTORCH_JSON ...
+         MODEL=REPORT:TRACE:PYTORCH_JSON[:GRAPHS_REPORT] ...
 """
 
 import argparse
@@ -31,7 +35,7 @@ def parse_args(argv):
                    help="the least strata / PyTorch tokens/s ratio MODEL must reach")
     p.add_argument("--min-mfu", action="append", default=[], metavar="MODEL=FRACTION",
                    help="the least MFU strata must reach on MODEL")
-    p.add_argument("runs", nargs="+", metavar="MODEL=REPORT:TRACE:PYTORCH_JSON")
+    p.add_argument("runs", nargs="+", metavar="MODEL=REPORT:TRACE:PYTORCH_JSON[:GRAPHS_REPORT]")
     args = p.parse_args(argv)
     if args.top < 1:
         p.error(f"--top: value {args.top}, expected >= 1")
@@ -54,9 +58,9 @@ def parse_args(argv):
     for item in args.runs:
         name, sep, files = item.partition("=")
         parts = files.split(":")
-        if not sep or not name or len(parts) != 3:
-            p.error(f"run '{item}': expected MODEL=REPORT:TRACE:PYTORCH_JSON")
-        runs.append((name, *parts))
+        if not sep or not name or len(parts) not in (3, 4):
+            p.error(f"run '{item}': expected MODEL=REPORT:TRACE:PYTORCH_JSON[:GRAPHS_REPORT]")
+        runs.append((name, *parts[:3], parts[3] if len(parts) == 4 else None))
     args.runs = runs
     return args
 
@@ -124,7 +128,30 @@ def figures(framework, run):
             f"{'-' if peak is None else f'{peak:.2f} GiB'}")
 
 
-def model_section(args, name, report, trace, pytorch, problems):
+LOSS_RTOL = 1e-5
+
+
+def with_graphs(name, strata, graphs_report, problems):
+    """The --cuda-graphs run beside the one issued op by op: the line's words, and the
+    faster of the two (the one the target ratio is taken with)."""
+    graphs = read_json(graphs_report)
+    if graphs is None or "tokens_per_s" not in graphs:
+        problems.append(f"{name}: no --cuda-graphs report ({graphs_report})")
+        return [], strata
+    words = [f"--cuda-graphs {graphs['tokens_per_s']:,.0f} tokens/s"]
+    if strata is None or "tokens_per_s" not in strata:
+        return words, graphs
+    words[0] += f" ({graphs['tokens_per_s'] / strata['tokens_per_s']:.3f}x op by op)"
+    eager_losses, graph_losses = strata.get("losses", []), graphs.get("losses", [])
+    same = len(eager_losses) == len(graph_losses) and all(
+        abs(g - e) <= LOSS_RTOL * abs(e) for e, g in zip(eager_losses, graph_losses))
+    if not same:
+        problems.append(f"{name}: the --cuda-graphs losses {graph_losses} are not the op-by-op "
+                        f"run's {eager_losses}")
+    return words, graphs if graphs["tokens_per_s"] > strata["tokens_per_s"] else strata
+
+
+def model_section(args, name, report, trace, pytorch, graphs_report, problems):
     lines = []
     strata = read_json(report)
     torch_run = read_json(pytorch)
@@ -136,12 +163,16 @@ def model_section(args, name, report, trace, pytorch, problems):
                         + (f": {torch_run['error']}" if torch_run and "error" in torch_run else ""))
     ratio = None
     head = []
+    best = strata
     if strata is not None and "tokens_per_s" in strata:
         head.append(figures("strata", strata))
+    if graphs_report is not None:
+        words, best = with_graphs(name, strata, graphs_report, problems)
+        head.extend(words)
     if torch_run is not None and "tokens_per_s" in torch_run:
         head.append(figures("PyTorch", torch_run))
-        if strata is not None and "tokens_per_s" in strata:
-            ratio = strata["tokens_per_s"] / torch_run["tokens_per_s"]
+        if best is not None and "tokens_per_s" in best:
+            ratio = best["tokens_per_s"] / torch_run["tokens_per_s"]
             target = args.target.get(name)
             head.append(f"ratio {ratio:.3f}" + ("" if target is None else f" (target {target:.2f})"))
             if target is not None and ratio < target:
@@ -173,8 +204,8 @@ def model_section(args, name, report, trace, pytorch, problems):
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     problems, lines, ratios = [], [], []
-    for name, report, trace, pytorch in args.runs:
-        section, ratio = model_section(args, name, report, trace, pytorch, problems)
+    for name, report, trace, pytorch, graphs in args.runs:
+        section, ratio = model_section(args, name, report, trace, pytorch, graphs, problems)
         lines.extend(section)
         ratios.append(f"{name} {'-' if ratio is None else f'{ratio:.3f}'}")
     with open(args.table, "w", encoding="utf-8") as f:

@@ -53,6 +53,7 @@ CudaBackend::CudaBackend(AccountingAllocator& alloc, const engine::RankPlace& pl
   } else {
 #ifdef STRATA_HAVE_NCCL
     comms_ = std::make_unique<NcclCommunicatorFactory>(*host_comms_, group_streams());
+    nccl_ = true;
 #else
     comms_ = std::make_unique<HostStagedCommunicatorFactory>(*host_comms_, group_streams());
 #endif
@@ -210,17 +211,21 @@ void CudaBackend::adamw_from_device(const std::vector<engine::AdamWSpan>& tensor
                                &scalars->values, compute_.get());
 }
 
-void CudaBackend::clip_on_device(const std::vector<std::vector<engine::FloatSpan>>& groups,
-                                 float max_norm, engine::DeviceStepScalars* scalars) {
+void CudaBackend::sum_squares_on_device(const std::vector<std::vector<engine::FloatSpan>>& groups,
+                                        double* sum) {
   std::vector<std::vector<kc::SquaredSpan>> spans;
   spans.reserve(groups.size());
   for (const auto& group : groups) {
     std::vector<kc::SquaredSpan>& out = spans.emplace_back();
     for (const engine::FloatSpan& s : group) out.push_back({s.data, s.n});
   }
+  as_system_error([&] { kc::sum_of_squares_groups(sum, spans, norm_.as<double>(), compute_.get()); });
+}
+
+void CudaBackend::clip_factor_on_device(float max_norm, engine::DeviceStepScalars* scalars) {
   as_system_error([&] {
-    kc::clip_scale_on_device(&scalars->grad_sq, &scalars->values.grad_scale, spans, max_norm,
-                             norm_.as<double>(), compute_.get());
+    kc::clip_scale_from_sum(&scalars->values.grad_scale, &scalars->grad_sq, max_norm,
+                            compute_.get());
   });
 }
 

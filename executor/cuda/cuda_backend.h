@@ -75,8 +75,9 @@ class CudaBackend final : public engine::Backend {
              float grad_scale) override;
   void adamw_from_device(const std::vector<engine::AdamWSpan>& tensors, const engine::AdamWStep& hp,
                          const engine::DeviceStepScalars* scalars) override;
-  void clip_on_device(const std::vector<std::vector<engine::FloatSpan>>& groups, float max_norm,
-                      engine::DeviceStepScalars* scalars) override;
+  void sum_squares_on_device(const std::vector<std::vector<engine::FloatSpan>>& groups,
+                             double* sum) override;
+  void clip_factor_on_device(float max_norm, engine::DeviceStepScalars* scalars) override;
   void to_compute(void* dst, const float* src, std::int64_t n, Stream stream = Stream::kCompute) override;
   bool init_seeded(float* dst, const UnitLayout& unit, std::uint64_t seed, std::int64_t begin,
                    std::int64_t end) override;  // on the GPU (seeded_init.h)
@@ -108,6 +109,7 @@ class CudaBackend final : public engine::Backend {
   std::vector<std::string> notes() const override { return ops_->attention_notes(); }
 
   bool captures_steps() const override { return capture_steps_; }
+  bool collectives_on_device() const override { return nccl_; }
   void begin_capture() override;
   void end_capture() override;
   void launch_graph() override;
@@ -146,6 +148,7 @@ class CudaBackend final : public engine::Backend {
   int next_host_event_ = 0;
   kernels::cuda::DeviceBuffer norm_;          // sum_of_squares: result + partials
   bool capture_steps_ = false;                // CudaBackendOptions::capture_steps
+  bool nccl_ = false;                         // the device communicators are NCCL's
   bool capturing_ = false;
   std::vector<kernels::cuda::Event> capture_joins_;
   CapturedGraph graph_;

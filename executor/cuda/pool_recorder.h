@@ -73,8 +73,9 @@ class PoolRecorder final : public engine::Backend {
   void adamw(const std::vector<engine::AdamWSpan>&, const engine::AdamWStep&, float) override {}
   void adamw_from_device(const std::vector<engine::AdamWSpan>&, const engine::AdamWStep&,
                          const engine::DeviceStepScalars*) override {}
-  void clip_on_device(const std::vector<std::vector<engine::FloatSpan>>&, float,
-                      engine::DeviceStepScalars*) override {}
+  void sum_squares_on_device(const std::vector<std::vector<engine::FloatSpan>>&,
+                             double*) override {}
+  void clip_factor_on_device(float, engine::DeviceStepScalars*) override {}
   void to_compute(void*, const float*, std::int64_t, Stream) override {}
   void copy(void*, const void*, std::int64_t, Stream) override {}
   void copy_async(void*, const void*, std::int64_t, Stream) override {}

@@ -27,11 +27,14 @@ void Backend::adamw_from_device(const std::vector<AdamWSpan>& tensors, const Ada
   adamw(tensors, read, scalars->values.grad_scale);
 }
 
-void Backend::clip_on_device(const std::vector<std::vector<FloatSpan>>& groups, float max_norm,
-                             DeviceStepScalars* scalars) {
-  double sum = 0;
-  for (const std::vector<FloatSpan>& group : groups) sum += sum_of_squares_over(group);
-  scalars->grad_sq = sum;
+void Backend::sum_squares_on_device(const std::vector<std::vector<FloatSpan>>& groups,
+                                    double* sum) {
+  double total = 0;
+  for (const std::vector<FloatSpan>& group : groups) total += sum_of_squares_over(group);
+  *sum = total;
+}
+
+void Backend::clip_factor_on_device(float max_norm, DeviceStepScalars* scalars) {
   scalars->values.grad_scale = kernels::cpu::clip_scale(std::sqrt(scalars->grad_sq), max_norm);
 }
 

@@ -57,7 +57,8 @@ struct AdamWStep {
 // The scalars of a captured step (engine.h, "Captured steps") in device memory, where its
 // replays read them when they run: the host writes the learning rate, AdamW's step and its
 // bias corrections before each launch; the device writes the gradients' sum of squares and
-// the clip factor (Backend::clip_on_device), which the host reads after the step. A kernel
+// the clip factor (Backend::sum_squares_on_device, clip_factor_on_device), which the host
+// reads after the step. A kernel
 // launch's arguments are baked into a CUDA graph; these are not.
 struct DeviceStepScalars {
   double grad_sq = 0;                   // sum of squares of the gradients (device-written)
@@ -150,13 +151,15 @@ class Backend {
   // replays. The default is for backends whose device memory the host reads (the CPU's).
   virtual void adamw_from_device(const std::vector<AdamWSpan>& tensors, const AdamWStep& hp,
                                  const DeviceStepScalars* scalars);
-  // scalars->grad_sq = the sum over `groups` of sum_of_squares_over(group), added in their
-  // order (ModelState::grad_norm's sums, unit by unit: the same bits), and
-  // scalars->grad_scale = its clip factor for max_norm (cpu::clip_scale: 1 when max_norm <= 0),
-  // on the compute stream, with no host wait: the norm a captured step clips by. The default
-  // as adamw_from_device's.
-  virtual void clip_on_device(const std::vector<std::vector<FloatSpan>>& groups, float max_norm,
-                              DeviceStepScalars* scalars);
+  // *sum = the sum over `groups` of sum_of_squares_over(group), added in their order
+  // (ModelState::grad_norm's sums, unit by unit: the same bits), on the compute stream with no
+  // host wait: a captured step's norm (a device sum over the ranks follows where there are
+  // several). The default as adamw_from_device's.
+  virtual void sum_squares_on_device(const std::vector<std::vector<FloatSpan>>& groups,
+                                     double* sum);
+  // scalars->values.grad_scale = cpu::clip_scale(sqrt(scalars->grad_sq), max_norm) (1 when
+  // max_norm <= 0), on the compute stream with no host wait. The default as above.
+  virtual void clip_factor_on_device(float max_norm, DeviceStepScalars* scalars);
   // dst (compute dtype) = src (fp32), on `stream`. A copy when the compute dtype is fp32.
   virtual void to_compute(void* dst, const float* src, std::int64_t n,
                           Stream stream = Stream::kCompute) = 0;
@@ -247,6 +250,10 @@ class Backend {
   // as recorded (the same pointers and arguments), on the streams it was recorded on.
   // Throws std::logic_error where captures_steps is false.
   virtual bool captures_steps() const { return false; }
+  // Every collective of this rank's communicators runs on the device, with no host round trip
+  // (NCCL's, and the CUDA-semantics mode's model of them): a step of several ranks can be
+  // captured. Host-staged and MPI communicators cannot be.
+  virtual bool collectives_on_device() const { return false; }
   virtual void begin_capture();
   virtual void end_capture();
   virtual void launch_graph();

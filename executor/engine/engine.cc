@@ -57,15 +57,19 @@ bool also_on_compute(Kind k) {
 
 }  // namespace
 
-std::string why_steps_not_captured(const Plan& plan) {
-  if (plan.world_size() != 1) {
-    return fmt::format("{} ranks (tp {}, pp {}, dp {}): a captured step is one rank's, with no "
-                       "collective or message that leaves the GPU", plan.world_size(), plan.tp,
-                       plan.pp, plan.dp);
+std::string why_steps_not_captured(const Plan& plan, bool collectives_on_device) {
+  if (plan.pp > 1) {
+    return fmt::format("pp {}: the pipeline's messages complete through host requests, which a "
+                       "graph cannot hold", plan.pp);
   }
   if (plan.offload != OffloadPlan{}) {
     return "offloaded model state: its host work and copies to and from host memory are not "
            "captured";
+  }
+  if (plan.world_size() > 1 && !collectives_on_device) {
+    return fmt::format("{} ranks whose collectives go through host memory (host-staged: ranks "
+                       "sharing a GPU or threads of one process); NCCL's are captured",
+                       plan.world_size());
   }
   return "";
 }
@@ -111,7 +115,7 @@ Engine::Engine(Backend& backend, const ModelSpec& model, const TrainSpec& train,
   carrying_ = host_apart_ && program_.carries();
   global_tokens_ = static_cast<double>(train.global_batch) * static_cast<double>(model.seq_len);
   if (backend.captures_steps()) {
-    why_not_captured_ = why_steps_not_captured(plan);
+    why_not_captured_ = why_steps_not_captured(plan, backend.collectives_on_device());
     if (why_not_captured_.empty()) {
       capture_ = std::make_unique<Capture>();
       const auto floats = static_cast<std::int64_t>(sizeof(DeviceStepScalars) / sizeof(float));

@@ -19,7 +19,8 @@
 //
 // Captured steps (CUDA graphs: `strata run --cuda-graphs`, where the backend captures_steps and
 // why_steps_not_captured is empty): a step's ops are issued once into a graph and each later
-// step replays it, one launch instead of thousands. A graph runs what was issued with the
+// step replays it, one launch instead of thousands. The step's TP collectives are then not
+// timed apart (the report counts them in the passes). A graph runs what was issued with the
 // arguments it was issued with, so a captured step makes no host round trip and takes every
 // value that changes from step to step from memory it reads when it runs: the tokens from
 // pinned buffers the host fills before each launch (stage_inputs), the learning rate, AdamW's
@@ -72,9 +73,10 @@ struct StepResult {
   TransferBytes transfers;         // offload plans: bytes per link in this step
 };
 
-// Why `plan`'s steps cannot be captured as a graph (empty when they can): one rank (no
-// collective or message leaves the GPU) with all its model state on the device.
-std::string why_steps_not_captured(const Plan& plan);
+// Why `plan`'s steps cannot be captured as a graph (empty when they can): no pipeline (its
+// messages' requests are host objects), all model state on the device (no host work), and
+// with several ranks, collectives that run on the device (collectives_on_device: NCCL's).
+std::string why_steps_not_captured(const Plan& plan, bool collectives_on_device);
 
 class Engine {
  public:

@@ -479,10 +479,9 @@ double ModelState::local_sum_of_squares(const ParamUnit& u, const float* slice, 
 }
 
 void ModelState::use_device_scalars(DeviceStepScalars* scalars) {
-  if (scalars != nullptr && (groups_->world().size() != 1 || optimizer_off() || grads_off() ||
-                             params_off())) {
-    throw std::logic_error("ModelState: device step scalars need one rank with its optimizer "
-                           "state, gradients and parameters on the device");
+  if (scalars != nullptr && (optimizer_off() || grads_off() || params_off())) {
+    throw std::logic_error("ModelState: device step scalars need the optimizer state, gradients "
+                           "and parameters on the device");
   }
   device_scalars_ = scalars;
 }
@@ -491,11 +490,23 @@ double ModelState::grad_norm(const OptimizerSpec& opt) {
   land_pending_down();
   if (device_scalars_ != nullptr) {
     // The same spans, unit by unit, as the host path below sums (the same bits).
+    const std::int64_t dp_rank = groups_->coords().dp;
     std::vector<std::vector<FloatSpan>> groups;
     for (auto& u : units_) {
-      groups.push_back(norm_spans(u, zero_stage_ <= 1 ? u.grads.f32() : u.grad_shard.f32(), 0));
+      const std::int64_t lo = dp_rank * u.shard;
+      groups.push_back(zero_stage_ <= 1 ? norm_spans(u, u.grads.f32() + lo, lo)
+                                        : norm_spans(u, u.grad_shard.f32(), lo));
     }
-    backend_->clip_on_device(groups, static_cast<float>(opt.grad_clip), device_scalars_);
+    backend_->sum_squares_on_device(groups, &device_scalars_->grad_sq);
+    // Every rank's sum, summed over the world on the device (in rank order, as the host's),
+    // on the world group's stream (group_streams.h: the comm stream), between the sum and the
+    // clip factor on the compute stream.
+    if (groups_->world().size() > 1) {
+      backend_->wait(groups_->world(), backend_->record(Stream::kCompute));
+      groups_->world().all_reduce_sum(&device_scalars_->grad_sq, 1);
+      backend_->wait(Stream::kCompute, backend_->record(Stream::kComm));
+    }
+    backend_->clip_factor_on_device(static_cast<float>(opt.grad_clip), device_scalars_);
     return std::numeric_limits<double>::quiet_NaN();
   }
   // Every rank sums its slices; the world sum counts each parameter once.

@@ -123,8 +123,8 @@ class ModelState {
   double grad_norm(const OptimizerSpec& opt);
   // A captured step's form (engine.h, "Captured steps"): grad_norm sums on the device into
   // `scalars` and optimizer_step's AdamW reads its learning rate, step and clip factor from
-  // them. One rank (its norm needs no host sum), optimizer state on the device. Null: the
-  // host path.
+  // them; the ranks' sums of squares are summed over the world's device communicator. Model
+  // state on the device. Null: the host path.
   void use_device_scalars(DeviceStepScalars* scalars);
   // AdamW step `step` (1-based) of the given units at learning rate lr (optimizer_schedule.h),
   // weight decay on the tensors decays() names, with the optimizer state on the device: the

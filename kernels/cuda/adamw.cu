@@ -129,18 +129,17 @@ __global__ void sum_of_squares_final_kernel(double* result, const double* partia
   *result += total;
 }
 
-// *total += *part (a group's sum into the global one); with max_norm set, also the clip
-// factor of the finished total, as cpu::clip_scale computes it (IEEE double sqrt and divide,
+// *total += *part: a group's sum into the global one.
+__global__ void add_kernel(double* total, const double* part) { *total += *part; }
+
+// The clip factor of *sum, as cpu::clip_scale computes it (IEEE double sqrt and divide,
 // std::min's comparison, one rounding to float).
-__global__ void add_and_clip_kernel(double* total, const double* part, float* grad_scale,
-                                    float max_norm, bool last) {
-  if (part != nullptr) *total += *part;
-  if (!last) return;
+__global__ void clip_scale_kernel(float* grad_scale, const double* sum, float max_norm) {
   if (max_norm <= 0.0f) {
     *grad_scale = 1.0f;
     return;
   }
-  const double ratio = static_cast<double>(max_norm) / (sqrt(*total) + 1e-6);
+  const double ratio = static_cast<double>(max_norm) / (sqrt(*sum) + 1e-6);
   *grad_scale = static_cast<float>(ratio < 1.0 ? ratio : 1.0);
 }
 
@@ -210,12 +209,10 @@ void adamw_update_from_device(const std::vector<AdamWTensor>& tensors, const Ada
   launch_adamw(kName, tensors, hp, 1, 1.0f, values, stream);
 }
 
-void clip_scale_on_device(double* grad_sq, float* grad_scale,
-                          const std::vector<std::vector<SquaredSpan>>& groups, float max_norm,
-                          double* scratch, cudaStream_t stream) {
-  constexpr const char* kName = "clip_scale_on_device";
-  detail::require_tensor(kName, "grad_sq", grad_sq);
-  detail::require_tensor(kName, "grad_scale", grad_scale);
+void sum_of_squares_groups(double* sum, const std::vector<std::vector<SquaredSpan>>& groups,
+                           double* scratch, cudaStream_t stream) {
+  constexpr const char* kName = "sum_of_squares_groups";
+  detail::require_tensor(kName, "sum", sum);
   detail::require_tensor(kName, "scratch", scratch);
   for (const auto& group : groups) {
     for (const SquaredSpan& s : group) {
@@ -224,14 +221,21 @@ void clip_scale_on_device(double* grad_sq, float* grad_scale,
     }
   }
   double* part = scratch;
-  CUDA_CHECK(cudaMemsetAsync(grad_sq, 0, sizeof(double), stream));
+  CUDA_CHECK(cudaMemsetAsync(sum, 0, sizeof(double), stream));
   for (const auto& group : groups) {
     CUDA_CHECK(cudaMemsetAsync(part, 0, sizeof(double), stream));
     for (const SquaredSpan& s : group) sum_of_squares(part, scratch + 1, s.x, s.n, stream);
-    add_and_clip_kernel<<<1, 1, 0, stream>>>(grad_sq, part, grad_scale, max_norm, false);
+    add_kernel<<<1, 1, 0, stream>>>(sum, part);
     CUDA_CHECK_LAUNCH();
   }
-  add_and_clip_kernel<<<1, 1, 0, stream>>>(grad_sq, nullptr, grad_scale, max_norm, true);
+}
+
+void clip_scale_from_sum(float* grad_scale, const double* sum, float max_norm,
+                         cudaStream_t stream) {
+  constexpr const char* kName = "clip_scale_from_sum";
+  detail::require_tensor(kName, "grad_scale", grad_scale);
+  detail::require_tensor(kName, "sum", sum);
+  clip_scale_kernel<<<1, 1, 0, stream>>>(grad_scale, sum, max_norm);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -55,18 +55,21 @@ using AdamWStepValues = cpu::AdamWStepValues;
 void adamw_update_from_device(const std::vector<AdamWTensor>& tensors, const AdamWParams& hp,
                               const AdamWStepValues* values, cudaStream_t stream);
 
-// The clip factor on the device, for a captured step: *grad_sq = the sum over the groups of
-// each group's sum of squares (each summed from 0 over its tensors in order, then added in
-// order: the host's per-unit sums, the same bits), and *grad_scale = cpu::clip_scale(
-// sqrt(*grad_sq), max_norm) (1 when max_norm <= 0). scratch: 1 + kSumOfSquaresScratchDoubles
-// doubles. No host wait. Its CPU twin: cpu::sum_of_squares and cpu::clip_scale.
+// A captured step's gradient norm and clip factor, with no host wait. sum_of_squares_groups:
+// *sum = the sum over the groups of each group's sum of squares (each summed from 0 over its
+// spans in order by sum_of_squares, then added in order: the host's per-unit sums, the same
+// bits); scratch: 1 + kSumOfSquaresScratchDoubles doubles. clip_scale_from_sum: *grad_scale =
+// cpu::clip_scale(sqrt(*sum), max_norm) (1 when max_norm <= 0), its CPU twin's bits (IEEE
+// double square root and division, one rounding to float). Between the two a caller with
+// several ranks sums *sum over them.
 struct SquaredSpan {
   const float* x = nullptr;
   std::int64_t n = 0;
 };
-void clip_scale_on_device(double* grad_sq, float* grad_scale,
-                          const std::vector<std::vector<SquaredSpan>>& groups, float max_norm,
-                          double* scratch, cudaStream_t stream);
+void sum_of_squares_groups(double* sum, const std::vector<std::vector<SquaredSpan>>& groups,
+                           double* scratch, cudaStream_t stream);
+void clip_scale_from_sum(float* grad_scale, const double* sum, float max_norm,
+                         cudaStream_t stream);
 
 // Kernel launches adamw_update makes for `tensors` (0 when every tensor is empty).
 int adamw_launches(const std::vector<AdamWTensor>& tensors);

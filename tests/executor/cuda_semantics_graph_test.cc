@@ -57,16 +57,16 @@ class CapturingBackend final : public cuda_semantics::CudaSemanticsBackend {
     baked.step = scalars->step;
     adamw(tensors, baked, scalars->values.grad_scale);
   }
-  void clip_on_device(const std::vector<std::vector<engine::FloatSpan>>& groups, float max_norm,
-                      engine::DeviceStepScalars* scalars) override {
+  void sum_squares_on_device(const std::vector<std::vector<engine::FloatSpan>>& groups,
+                             double* sum) override {
     if (fault_ != Fault::kNormReadOnTheHost) {
-      CudaSemanticsBackend::clip_on_device(groups, max_norm, scalars);
+      CudaSemanticsBackend::sum_squares_on_device(groups, sum);
       return;
     }
     // The step as issued op by op: the norm read back to the host, which clips there.
-    double sum = 0;
-    for (const auto& group : groups) sum += sum_of_squares_over(group);
-    (void)sum;
+    double total = 0;
+    for (const auto& group : groups) total += sum_of_squares_over(group);
+    (void)total;
   }
 
  private:
@@ -214,15 +214,18 @@ TEST(CapturedStepsUnderCudaSemantics, ABlockTakenBetweenStepsMakesTheNextStepCap
   EXPECT_EQ(got.values.grad_norms, want.values.grad_norms);
 }
 
-TEST(CapturedSteps, OnlyOneRankWithItsStateOnTheDeviceIsCaptured) {
-  EXPECT_EQ(engine::why_steps_not_captured(make_plan(1, 1, 1, 1, ScheduleKind::kOneFOneB, 3, 2)), "");
-  EXPECT_TRUE(has(engine::why_steps_not_captured(make_plan(1, 1, 2, 1, ScheduleKind::kOneFOneB, 1, 2)),
-                  "2 ranks"));
-  EXPECT_TRUE(has(engine::why_steps_not_captured(make_plan(1, 2, 1, 1, ScheduleKind::kOneFOneB, 0, 2)),
-                  "2 ranks"));
+TEST(CapturedSteps, NoPipelineNoOffloadAndCollectivesOnTheDevice) {
+  const auto why = [](const Plan& plan, bool on_device) {
+    return engine::why_steps_not_captured(plan, on_device);
+  };
+  EXPECT_EQ(why(make_plan(1, 1, 1, 1, ScheduleKind::kOneFOneB, 3, 2), false), "");
+  EXPECT_EQ(why(make_plan(2, 1, 2, 1, ScheduleKind::kOneFOneB, 1, 2), true), "");
+  EXPECT_TRUE(has(why(make_plan(1, 1, 2, 1, ScheduleKind::kOneFOneB, 1, 2), false),
+                  "2 ranks whose collectives go through host memory"));
+  EXPECT_TRUE(has(why(make_plan(1, 2, 1, 1, ScheduleKind::kOneFOneB, 0, 2), true), "pp 2"));
   Plan offloaded = make_plan(1, 1, 1, 1, ScheduleKind::kOneFOneB, 3, 2);
   offloaded.offload.params = OffloadTier::kCpu;
-  EXPECT_TRUE(has(engine::why_steps_not_captured(offloaded), "offloaded"));
+  EXPECT_TRUE(has(why(offloaded, true), "offloaded"));
 }
 
 }  // namespace

@@ -96,6 +96,23 @@ foreach(entry IN LISTS strata_equivalence_plans)
     ENVIRONMENT "OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1")
 endforeach()
 
+# Captured steps (--cuda-graphs: engine.h, "Captured steps") under the CUDA-semantics mode,
+# on the plans a graph takes (no pipeline, no offload): DP with ZeRO-1 and clipping, ZeRO-3,
+# TP with SP, and TP with DP, ZeRO-2, selective recomputation and clipping; the first step op
+# by op, the second captured, three replays, against the plain CPU single rank.
+foreach(entry IN ITEMS t1_1_2_1_1f1b_1_1_0.05 t1_1_2_1_1f1b_3_2_0 t2_1_1_1_1f1b_0_2_0_none_sp
+                       t2_1_2_1_1f1b_2_1_0.05_selective_sp)
+  strata_equivalence_entry("${entry}" args ranks)
+  add_test(NAME executor_engine_cuda_graphs_${entry}
+    COMMAND ${MPIEXEC_EXECUTABLE} -np ${ranks} --oversubscribe --bind-to none
+            --allow-run-as-root $<TARGET_FILE:executor_engine_equivalence> --cuda-semantics
+            --cuda-graphs ${strata_equivalence_reference_args} ${args})
+  set_tests_properties(executor_engine_cuda_graphs_${entry} PROPERTIES
+    LABELS "mpi;cuda_semantics" PROCESSORS 2 TIMEOUT 120
+    FIXTURES_REQUIRED equivalence_references FAIL_REGULAR_EXPRESSION "FAILED|over 1e-4"
+    ENVIRONMENT "OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1")
+endforeach()
+
 # The Llama family's matrix (configs/models/tiny-llama.json: RMSNorm, SwiGLU, RoPE, 2 KV
 # heads of 4, untied output, no biases; 4 layers), kept short for CI: TP (KV heads split),
 # PP (the untied output layer on the last stage), interleaving, DP with ZeRO 0-3, SP with

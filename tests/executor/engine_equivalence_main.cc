@@ -52,6 +52,7 @@ struct Trace {
   std::int64_t pp_rank = 0;
   std::vector<strata::TagUsage> tags;  // per-tag peaks, printed when the memory check fails
   bool ran_the_program = true;  // every step's trace was the rank's Program, op for op
+  std::string not_captured;     // --cuda-graphs: why the steps were not captured ("" if they were)
 };
 
 #ifdef STRATA_EQUIVALENCE_CUDA
@@ -121,16 +122,19 @@ strata::engine::OffloadOptions equivalence_offload() {
 
 Trace train(const strata::ModelSpec& model, const strata::Plan& plan,
             strata::MpiCommunicator& world, double clip, int steps, Mode mode,
-            bool decay_and_schedule) {
+            bool decay_and_schedule, bool graphs = false) {
   const strata::TrainSpec train = equivalence_train(clip, decay_and_schedule);
   plan.check_against_model(model, train, "equivalence plan");
   const auto corpus = strata::data::generated_corpus(train.seed, 1 << 18);
   strata::engine::BackendMaker maker = strata::engine::cpu_backend_maker();
-  if (mode == Mode::kCudaSemantics) maker = strata::cuda_semantics::cuda_semantics_backend_maker();
+  if (mode == Mode::kCudaSemantics) {
+    maker = strata::cuda_semantics::cuda_semantics_backend_maker(graphs);
+  }
 #ifdef STRATA_EQUIVALENCE_CUDA
   if (mode == Mode::kGpu || mode == Mode::kGpuNccl) {
     strata::cuda::CudaBackendOptions options;
     options.ranks_per_gpu = mode == Mode::kGpuNccl ? 1 : world.size();
+    options.capture_steps = graphs;
     maker = strata::cuda::cuda_backend_maker(options);
   }
 #endif
@@ -148,6 +152,10 @@ Trace train(const strata::ModelSpec& model, const strata::Plan& plan,
     if (strata::testing_support::measured_order(r.events) != (s == 0 ? want_first : want)) {
       t.ran_the_program = false;
     }
+  }
+  if (graphs && !rank.engine().captures_steps()) {
+    t.not_captured = rank.engine().why_not_captured().empty() ? "the backend does not capture"
+                                                               : rank.engine().why_not_captured();
   }
   t.peak_device_bytes = rank.allocator().peak_bytes().device;
   t.pp_rank = rank.groups().coords().pp;
@@ -202,6 +210,9 @@ struct Options {
   // weight decay and a warmup + cosine learning rate (equivalence_train).
   Mode mode = kCuda ? Mode::kGpu : Mode::kCpu;
   bool check = false;         // --check: build every rank without a GPU (run_check), no MPI
+  // --cuda-graphs (with --cuda-semantics or on a GPU): the steps captured once and replayed
+  // (engine.h, "Captured steps"), which the entry must allow.
+  bool graphs = false;
   std::string model_name;     // --model NAME: configs/models/NAME.json instead of the tiny GPT
   std::string reference_dir;  // --reference-dir DIR: the single rank's losses kept there
   strata::ModelSpec model;
@@ -218,6 +229,8 @@ std::optional<Options> parse_options(int argc, char** argv) {
     const std::string flag = argv[1];
     if (flag == "--cuda-semantics") {
       o.mode = Mode::kCudaSemantics;
+    } else if (flag == "--cuda-graphs") {
+      o.graphs = true;
     } else if (flag == "--nccl" && kCuda) {
       o.mode = Mode::kGpuNccl;
     } else if (flag == "--check" && kCuda) {
@@ -234,7 +247,8 @@ std::optional<Options> parse_options(int argc, char** argv) {
   }
   if (argc < 9 || argc > 13) {
     std::fprintf(stderr,
-                 "usage: %s [--cuda-semantics | --nccl] [--check] [--model NAME] [--reference-dir DIR] "
+                 "usage: %s [--cuda-semantics | --nccl] [--cuda-graphs] [--check] [--model NAME] "
+                 "[--reference-dir DIR] "
                  "t p d v schedule zero micro_batch "
                  "grad_clip [recompute [sp|nosp [offload [first..last stage layers]]]]\n",
                  program);
@@ -317,7 +331,7 @@ int run(const Options& o, strata::MpiSession& session) {
   }
 #endif
   const bool decay_and_schedule = mode == Mode::kCudaSemantics;
-  const Trace got = train(model, plan, *world, clip, kSteps, mode, decay_and_schedule);
+  const Trace got = train(model, plan, *world, clip, kSteps, mode, decay_and_schedule, o.graphs);
   int failures = 0;
   if (world->rank() == 0) {
     // The single rank's losses depend on the model (the CUDA build's widened shapes), the
@@ -364,6 +378,11 @@ int run(const Options& o, strata::MpiSession& session) {
   // The CUDA-semantics pool keeps freed blocks until the next synchronize, so its peaks are
   // not the memory model's; the plain CPU pass checks memory.
   if (mode == Mode::kCpu) failures += check_memory(model, plan, got, *world);
+  if (!got.not_captured.empty()) {
+    std::printf("rank %d: --cuda-graphs, but the steps were not captured (%s): FAILED\n",
+                world->rank(), got.not_captured.c_str());
+    ++failures;
+  }
   if (!got.ran_the_program) {
     std::printf("rank %d: the measured ops are not the Program's: FAILED\n", world->rank());
     ++failures;

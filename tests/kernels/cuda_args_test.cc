@@ -133,12 +133,11 @@ TEST(CudaArgs, LossOptimizerEmbeddingAndElementwiseRejectBadArguments) {
               adamw_update_from_device({x}, AdamWParams{}, nullptr, nullptr);
             }).find("'values'"),
             std::string::npos);
-  EXPECT_NE(kernel_error([&] {
-              clip_scale_on_device(t.d(), nullptr, {}, 1.0f, t.d(), nullptr);
-            }).find("'grad_scale'"),
+  EXPECT_NE(kernel_error([&] { clip_scale_from_sum(nullptr, t.d(), 1.0f, nullptr); })
+                .find("'grad_scale'"),
             std::string::npos);
   EXPECT_NE(kernel_error([&] {
-              clip_scale_on_device(t.d(), t.f(), {{SquaredSpan{t.f(), -1}}}, 1.0f, t.d(), nullptr);
+              sum_of_squares_groups(t.d(), {{SquaredSpan{t.f(), -1}}}, t.d(), nullptr);
             }).find("n = -1"),
             std::string::npos);
   EXPECT_NE(kernel_error([&] {

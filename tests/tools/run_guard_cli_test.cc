@@ -96,8 +96,9 @@ TEST_F(RunGuard, ASecondRunIntoALockedOutIsRefusedAtStart) {
                 .exit_code, 0);
 }
 
-// --cuda-graphs under --cuda-semantics: one rank's steps are captured and replayed (the run
-// says so and trains), a plan of two ranks is run op by op and the run says why.
+// --cuda-graphs under --cuda-semantics: the steps of one rank and of two data-parallel ranks
+// are captured and replayed (the run says so and trains), a pipeline's are run op by op and the
+// run says why.
 TEST_F(RunGuard, CudaGraphsSayWhetherTheStepsAreCaptured) {
   const CommandResult one = run_strata(dir_, "run --plan tiny-single --model tiny --train tiny "
                                             "--steps 3 --cuda-semantics --cuda-graphs --out one",
@@ -105,10 +106,15 @@ TEST_F(RunGuard, CudaGraphsSayWhetherTheStepsAreCaptured) {
   EXPECT_EQ(one.exit_code, 0) << one.output;
   EXPECT_NE(one.output.find("the second is captured as a graph"), std::string::npos) << one.output;
   const CommandResult two = run_strata(dir_, "run --plan tiny-dp2 --model tiny --train tiny "
-                                            "--steps 2 --cuda-semantics --cuda-graphs --out two",
+                                            "--steps 3 --cuda-semantics --cuda-graphs --out two",
                                        "OMP_NUM_THREADS=1");
   EXPECT_EQ(two.exit_code, 0) << two.output;
-  EXPECT_NE(two.output.find("steps not captured: 2 ranks"), std::string::npos) << two.output;
+  EXPECT_NE(two.output.find("the second is captured as a graph"), std::string::npos) << two.output;
+  const CommandResult pipe = run_strata(dir_, "run --plan tiny-pp2 --model tiny --train tiny "
+                                             "--steps 2 --cuda-semantics --cuda-graphs --out pipe",
+                                        "OMP_NUM_THREADS=1");
+  EXPECT_EQ(pipe.exit_code, 0) << pipe.output;
+  EXPECT_NE(pipe.output.find("steps not captured: pp 2"), std::string::npos) << pipe.output;
 }
 
 TEST_F(RunGuard, EveryBadArgumentIsExitTwoBeforeAnyStep) {

@@ -554,7 +554,8 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   command->add_flag("--cuda-graphs", options->cuda_graphs,
                     "CUDA (or --cuda-semantics): capture a step's ops once as a CUDA graph and "
                     "replay it each step, one launch instead of thousands, where the plan allows "
-                    "(one GPU, model state on it; else the run says why not)");
+                    "(no pipeline, model state on the GPU, NCCL between GPUs; else the run "
+                    "says why not)");
   command->add_flag("--no-host-stream", options->no_host_stream,
                     "CUDA: run the CPU AdamW of a plan whose ZeRO-3 state is all in host memory "
                     "on the thread that issues the GPU's work, not as host functions on a "

@@ -220,14 +220,22 @@ void CudaSemanticsBackend::adamw_from_device(const std::vector<engine::AdamWSpan
                      [=, this] { cpu_.adamw_from_device(tensors, hp, scalars); });
 }
 
-void CudaSemanticsBackend::clip_on_device(const std::vector<std::vector<engine::FloatSpan>>& groups,
-                                          float max_norm, engine::DeviceStepScalars* scalars) {
-  std::vector<Access> accesses{writes(scalars, sizeof(engine::DeviceStepScalars))};
+void CudaSemanticsBackend::sum_squares_on_device(
+    const std::vector<std::vector<engine::FloatSpan>>& groups, double* sum) {
+  std::vector<Access> accesses{writes(sum, sizeof(double))};
   for (const auto& group : groups) {
     for (const engine::FloatSpan& s : group) accesses.push_back(reads(s.data, s.n * 4));
   }
-  scheduler_.enqueue(SimStream::kCompute, "clip_on_device", accesses,
-                     [=, this] { cpu_.clip_on_device(groups, max_norm, scalars); });
+  scheduler_.enqueue(SimStream::kCompute, "sum_squares_on_device", accesses,
+                     [=, this] { cpu_.sum_squares_on_device(groups, sum); });
+}
+
+void CudaSemanticsBackend::clip_factor_on_device(float max_norm,
+                                                 engine::DeviceStepScalars* scalars) {
+  scheduler_.enqueue(SimStream::kCompute, "clip_factor_on_device",
+                     {reads(&scalars->grad_sq, sizeof(double)),
+                      writes(&scalars->values.grad_scale, sizeof(float))},
+                     [=, this] { cpu_.clip_factor_on_device(max_norm, scalars); });
 }
 
 void CudaSemanticsBackend::to_compute(void* dst, const float* src, std::int64_t n,

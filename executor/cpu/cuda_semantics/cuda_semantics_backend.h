@@ -76,8 +76,9 @@ class CudaSemanticsBackend : public engine::Backend {
              float grad_scale) override;
   void adamw_from_device(const std::vector<engine::AdamWSpan>& tensors, const engine::AdamWStep& hp,
                          const engine::DeviceStepScalars* scalars) override;
-  void clip_on_device(const std::vector<std::vector<engine::FloatSpan>>& groups, float max_norm,
-                      engine::DeviceStepScalars* scalars) override;
+  void sum_squares_on_device(const std::vector<std::vector<engine::FloatSpan>>& groups,
+                             double* sum) override;
+  void clip_factor_on_device(float max_norm, engine::DeviceStepScalars* scalars) override;
   void to_compute(void* dst, const float* src, std::int64_t n, Stream stream = Stream::kCompute) override;
   void copy(void* dst, const void* src, std::int64_t bytes, Stream stream) override;
   void copy_async(void* dst, const void* src, std::int64_t bytes, Stream stream) override;
@@ -102,6 +103,7 @@ class CudaSemanticsBackend : public engine::Backend {
   void clear_timestamps() override;
 
   bool captures_steps() const override { return capture_steps_; }
+  bool collectives_on_device() const override { return true; }  // NCCL's, modelled
   void begin_capture() override;
   void end_capture() override;
   void launch_graph() override;

@@ -33,6 +33,15 @@ class PinnedStorage final : public engine::Tensor::Storage {
   PinnedHostBuffer buffer;
 };
 
+std::vector<kc::AdamWTensor> kernel_tensors(const std::vector<engine::AdamWSpan>& tensors) {
+  std::vector<kc::AdamWTensor> list;
+  list.reserve(tensors.size());
+  for (const engine::AdamWSpan& t : tensors) {
+    list.push_back({t.master, t.grad, t.m, t.v, static_cast<kc::bf16*>(t.copy), t.n, t.decayed});
+  }
+  return list;
+}
+
 bool is_host_memory(const void* p) {
   cudaPointerAttributes attributes{};
   if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
@@ -190,24 +199,16 @@ double CudaBackend::sum_of_squares_over(const std::vector<engine::FloatSpan>& sp
 
 void CudaBackend::adamw(const std::vector<engine::AdamWSpan>& tensors,
                         const engine::AdamWStep& hp, float grad_scale) {
-  std::vector<kc::AdamWTensor> list;
-  list.reserve(tensors.size());
-  for (const engine::AdamWSpan& t : tensors) {
-    list.push_back({t.master, t.grad, t.m, t.v, static_cast<kc::bf16*>(t.copy), t.n, t.decayed});
-  }
-  kc::adamw_update(list, kc::AdamWParams{hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay},
+  kc::adamw_update(kernel_tensors(tensors),
+                   kc::AdamWParams{hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay},
                    hp.step, grad_scale, compute_.get());
 }
 
 void CudaBackend::adamw_from_device(const std::vector<engine::AdamWSpan>& tensors,
                                     const engine::AdamWStep& hp,
                                     const engine::DeviceStepScalars* scalars) {
-  std::vector<kc::AdamWTensor> list;
-  list.reserve(tensors.size());
-  for (const engine::AdamWSpan& t : tensors) {
-    list.push_back({t.master, t.grad, t.m, t.v, static_cast<kc::bf16*>(t.copy), t.n, t.decayed});
-  }
-  kc::adamw_update_from_device(list, kc::AdamWParams{hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay},
+  kc::adamw_update_from_device(kernel_tensors(tensors),
+                               kc::AdamWParams{hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay},
                                &scalars->values, compute_.get());
 }
 

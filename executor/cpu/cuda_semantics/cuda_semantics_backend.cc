@@ -19,6 +19,22 @@ namespace {
 Access reads(const void* p, std::int64_t bytes) { return Access{p, bytes, false}; }
 Access writes(const void* p, std::int64_t bytes) { return Access{p, bytes, true}; }
 
+// What an AdamW launch over `tensors` reads and writes: each tensor's master, gradient and
+// moments, and its compute copy where it has one apart.
+std::vector<Access> adamw_accesses(const std::vector<engine::AdamWSpan>& tensors) {
+  std::vector<Access> accesses;
+  for (const engine::AdamWSpan& t : tensors) {
+    const std::int64_t bytes = t.n * 4;
+    for (const void* p : {static_cast<const void*>(t.master), static_cast<const void*>(t.grad),
+                          static_cast<const void*>(t.m), static_cast<const void*>(t.v)}) {
+      accesses.push_back(reads(p, bytes));
+      accesses.push_back(writes(p, bytes));
+    }
+    if (t.copy != nullptr && t.copy != t.master) accesses.push_back(writes(t.copy, bytes));
+  }
+  return accesses;
+}
+
 }  // namespace
 
 // A pool block's owner: gives the block back to the pool, in compute-stream order.
@@ -187,16 +203,7 @@ double CudaSemanticsBackend::sum_of_squares(const float* data, std::int64_t n) {
 
 void CudaSemanticsBackend::adamw(const std::vector<engine::AdamWSpan>& tensors,
                                  const engine::AdamWStep& hp, float grad_scale) {
-  std::vector<Access> accesses;
-  for (const engine::AdamWSpan& t : tensors) {
-    const std::int64_t bytes = t.n * 4;
-    for (const void* p : {static_cast<const void*>(t.master), static_cast<const void*>(t.grad),
-                          static_cast<const void*>(t.m), static_cast<const void*>(t.v)}) {
-      accesses.push_back(reads(p, bytes));
-      accesses.push_back(writes(p, bytes));
-    }
-    if (t.copy != nullptr && t.copy != t.master) accesses.push_back(writes(t.copy, bytes));
-  }
+  const std::vector<Access> accesses = adamw_accesses(tensors);
   // One kernel, as the CUDA backend's fused launch.
   scheduler_.enqueue(SimStream::kCompute, "adamw", accesses,
                      [=, this] { cpu_.adamw(tensors, hp, grad_scale); });
@@ -205,16 +212,8 @@ void CudaSemanticsBackend::adamw(const std::vector<engine::AdamWSpan>& tensors,
 void CudaSemanticsBackend::adamw_from_device(const std::vector<engine::AdamWSpan>& tensors,
                                              const engine::AdamWStep& hp,
                                              const engine::DeviceStepScalars* scalars) {
-  std::vector<Access> accesses{reads(scalars, sizeof(engine::DeviceStepScalars))};
-  for (const engine::AdamWSpan& t : tensors) {
-    const std::int64_t bytes = t.n * 4;
-    for (const void* p : {static_cast<const void*>(t.master), static_cast<const void*>(t.grad),
-                          static_cast<const void*>(t.m), static_cast<const void*>(t.v)}) {
-      accesses.push_back(reads(p, bytes));
-      accesses.push_back(writes(p, bytes));
-    }
-    if (t.copy != nullptr && t.copy != t.master) accesses.push_back(writes(t.copy, bytes));
-  }
+  std::vector<Access> accesses = adamw_accesses(tensors);
+  accesses.push_back(reads(scalars, sizeof(engine::DeviceStepScalars)));
   // The scalars are read when the kernel runs, as the CUDA kernel reads them.
   scheduler_.enqueue(SimStream::kCompute, "adamw", accesses,
                      [=, this] { cpu_.adamw_from_device(tensors, hp, scalars); });

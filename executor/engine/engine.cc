@@ -708,9 +708,15 @@ void Engine::begin_step() {
   state_.begin_step();
   backend_->clear_timestamps();
   if (!dlosses_.empty()) {
-    losses_.reset();  // last step's, before this step's (not both at once)
-    losses_ = backend_->allocate(MemoryTier::kDevice, DType::kF32,
-                                 plan_.micro_batches(train_) * dims_.BT(), "losses");
+    // Zeroed in place, at the same address step after step: a captured step writes its losses
+    // where it was captured writing them (an evaluation between two replays included).
+    const std::int64_t n = plan_.micro_batches(train_) * dims_.BT();
+    if (losses_.size() == n) {
+      backend_->zero(losses_.data(), DType::kF32, n, Stream::kCompute);
+    } else {
+      losses_.reset();
+      losses_ = backend_->allocate(MemoryTier::kDevice, DType::kF32, n, "losses");
+    }
   }
 }
 

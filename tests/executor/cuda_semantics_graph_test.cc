@@ -12,7 +12,7 @@
 //   copy of its tokens: cuda_semantics_test.cc);
 // - a block the graph uses as scratch, taken by other work between two steps, makes the next
 //   step capture afresh, and the block keeps what its holder wrote; a block the graph never
-//   used, taken and given back, does not.
+//   used, taken and given back, does not; a validation pass between steps changes nothing.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -26,6 +26,7 @@
 #include "cost_model/specs/errors.h"
 #include "executor/comm/mpi_communicator.h"
 #include "executor/cpu/cuda_semantics/cuda_semantics_backend.h"
+#include "executor/data/batch.h"
 #include "executor/data/corpus.h"
 #include "executor/run/rank_training.h"
 #include "tests/executor/engine_test_support.h"
@@ -97,6 +98,7 @@ constexpr int kSteps = 5;
 
 struct RunValues {
   testing_support::StepValues values;
+  std::vector<double> validation;  // validate: the validation loss after each step
   std::vector<std::size_t> events;  // trace events per step
   bool captured = false;
   int recaptures = 0;
@@ -108,7 +110,7 @@ struct RunValues {
 // the end (the run then checks it still holds NaN); after the next, takes and gives back a
 // block of a class the step never uses.
 RunValues train(const ModelSpec& model, const Plan& plan, const engine::BackendMaker& backend,
-          int hold_block_after = -1) {
+          int hold_block_after = -1, bool validate = false) {
   auto self = MpiCommunicator::duplicate(MPI_COMM_SELF);
   const TrainSpec spec = scheduled_train();
   plan.check_against_model(model, spec, "test plan");
@@ -116,6 +118,7 @@ RunValues train(const ModelSpec& model, const Plan& plan, const engine::BackendM
   engine::RankTraining rank(model, spec, plan, *self, TierBudgets{},
                             data::TokenView::of_bytes(corpus), {}, backend);
   RunValues run;
+  const data::BatchSampler validation(corpus, spec.seed + 1, model.seq_len);
   engine::Tensor held;
   const std::int64_t held_n = plan.micro_batch * model.seq_len * model.hidden;
   for (int s = 0; s < kSteps; ++s) {
@@ -123,6 +126,7 @@ RunValues train(const ModelSpec& model, const Plan& plan, const engine::BackendM
     run.values.losses.push_back(r.loss);
     run.values.grad_norms.push_back(r.grad_norm);
     run.events.push_back(r.events.size());
+    if (validate) run.validation.push_back(rank.engine().evaluate(validation, s));
     if (s == hold_block_after) {
       held = rank.backend().allocate(MemoryTier::kDevice, DType::kF32, held_n, "held by a test", false);
       rank.backend().fill(held.f32(), std::numeric_limits<float>::quiet_NaN(), held_n);
@@ -212,6 +216,18 @@ TEST(CapturedStepsUnderCudaSemantics, ABlockTakenBetweenStepsMakesTheNextStepCap
   EXPECT_TRUE(got.held_block_untouched);
   EXPECT_EQ(got.values.losses, want.values.losses);
   EXPECT_EQ(got.values.grad_norms, want.values.grad_norms);
+}
+
+// A validation pass between steps runs the passes op by op (its own tokens, nothing stepped):
+// neither its loss nor the steps' may change, and the replays after it keep reporting their
+// own losses.
+TEST(CapturedStepsUnderCudaSemantics, AValidationPassBetweenReplaysChangesNothing) {
+  const Case c = one_rank_plans().front();
+  const RunValues want = train(c.model, c.plan, engine::cpu_backend_maker(), -1, true);
+  const RunValues got = train(c.model, c.plan, capturing(Fault::kNone), -1, true);
+  EXPECT_EQ(got.values.losses, want.values.losses);
+  EXPECT_EQ(got.values.grad_norms, want.values.grad_norms);
+  EXPECT_EQ(got.validation, want.validation);
 }
 
 TEST(CapturedSteps, NoPipelineNoOffloadAndCollectivesOnTheDevice) {

@@ -232,6 +232,7 @@ StepReport StepReport::from_json(const Json& json, const std::string& source) {
   // Optional: only offload plans move bytes between tiers.
   if (r.has("transfers")) s.transfers = transfers_from_json(r.get_object("transfers"));
   s.stopped_by = r.get_enum_or("stopped_by", {"SIGINT", "SIGTERM"}, "");
+  s.captured_steps = r.get_bool_or("captured_steps", false);
   if (r.has("inter_node_comm_s")) {
     s.inter_node_comm_s = r.get_number("inter_node_comm_s");
     r.require_non_negative("inter_node_comm_s", *s.inter_node_comm_s);
@@ -310,6 +311,7 @@ Json StepReport::to_json() const {
          {"losses", losses}};
   if (!transfers.empty()) j["transfers"] = transfers_to_json(transfers);
   if (!stopped_by.empty()) j["stopped_by"] = stopped_by;
+  if (captured_steps) j["captured_steps"] = true;
   if (inter_node_comm_s) j["inter_node_comm_s"] = *inter_node_comm_s;
   if (pipeline_idle) {
     j["pipeline_idle"] = Json{{"stage_busy_s", pipeline_idle->stage_busy_s},

@@ -125,6 +125,9 @@ struct StepReport {
   // RunReport only (JSON "stopped_by", written when set): "SIGINT" or "SIGTERM" when the run
   // was stopped before its last step; the report then covers the steps_measured steps done.
   std::string stopped_by;
+  // RunReport only (JSON "captured_steps", written when true): the steps were captured once as
+  // a CUDA graph and replayed (`strata run --cuda-graphs` on a plan that allows it).
+  bool captured_steps = false;
   // Jobs across nodes only (JSON "inter_node_comm_s", written when set): the seconds of
   // tp/pp/dp comm above whose groups span nodes, the inter-node link's share
   // (inter_node_share.h).

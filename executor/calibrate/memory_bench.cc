@@ -90,8 +90,9 @@ HostMemoryRates measure_host_memory(HostArrays& arrays, const TimingOptions& tim
     int calls = 1;
     std::vector<double> per_call_s;
   };
-  std::vector<Timed> timed = {{copy}, {triad}, {in_place}, {streams}, {adamw}};
-  if (with_bf16_copy) timed.push_back({adamw_bf16});
+  std::vector<Timed> timed = {Timed{copy, 1, {}}, Timed{triad, 1, {}}, Timed{in_place, 1, {}},
+                              Timed{streams, 1, {}}, Timed{adamw, 1, {}}};
+  if (with_bf16_copy) timed.push_back(Timed{adamw_bf16, 1, {}});
   for (Timed& t : timed) {
     const double first_s = seconds_of(t.fn);
     t.calls = static_cast<int>(std::clamp(std::ceil(timing.min_repeat_s / first_s), 1.0, 1e6));

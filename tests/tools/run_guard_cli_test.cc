@@ -105,6 +105,7 @@ TEST_F(RunGuard, CudaGraphsSayWhetherTheStepsAreCaptured) {
                                        "OMP_NUM_THREADS=1");
   EXPECT_EQ(one.exit_code, 0) << one.output;
   EXPECT_NE(one.output.find("the second is captured as a graph"), std::string::npos) << one.output;
+  EXPECT_EQ(read_json_file((dir_ / "one" / "report.json").string())["captured_steps"], true);
   const CommandResult two = run_strata(dir_, "run --plan tiny-dp2 --model tiny --train tiny "
                                             "--steps 3 --cuda-semantics --cuda-graphs --out two",
                                        "OMP_NUM_THREADS=1");
@@ -115,6 +116,7 @@ TEST_F(RunGuard, CudaGraphsSayWhetherTheStepsAreCaptured) {
                                         "OMP_NUM_THREADS=1");
   EXPECT_EQ(pipe.exit_code, 0) << pipe.output;
   EXPECT_NE(pipe.output.find("steps not captured: pp 2"), std::string::npos) << pipe.output;
+  EXPECT_FALSE(read_json_file((dir_ / "pipe" / "report.json").string()).contains("captured_steps"));
 }
 
 TEST_F(RunGuard, EveryBadArgumentIsExitTwoBeforeAnyStep) {

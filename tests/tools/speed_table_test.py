@@ -90,13 +90,19 @@ def main():
               rc == 1 and "no-kernels: no PyTorch result" in line, line)
         # b at 1050 tokens/s misses 1.10; its --cuda-graphs run at 1155 (1.100x) meets it.
         graphs = os.path.join(work, "llama", "graphs.json")
-        json.dump({"tokens_per_s": 1155.0, "losses": [5.0, 4.5]}, open(graphs, "w"))
+        json.dump({"tokens_per_s": 1155.0, "losses": [5.0, 4.5], "captured_steps": True},
+                  open(graphs, "w"))
         rc, line, table = run(python, script, work, "--target", "llama=1.10", f"{b}:{graphs}")
         check("the faster --cuda-graphs run meets the target: exit 0", rc == 0, f"{rc}: {line}")
         check("the table gives the graphs run's speed-up", "(1.100x op by op)" in table, table)
-        json.dump({"tokens_per_s": 1155.0, "losses": [5.0, 4.6]}, open(graphs, "w"))
+        json.dump({"tokens_per_s": 1155.0, "losses": [5.0, 4.6], "captured_steps": True},
+                  open(graphs, "w"))
         rc, line, _ = run(python, script, work, f"{b}:{graphs}")
         check("graphs losses that are not the run's fail", rc == 1 and "--cuda-graphs losses" in line,
+              f"{rc}: {line}")
+        json.dump({"tokens_per_s": 1155.0, "losses": [5.0, 4.5]}, open(graphs, "w"))
+        rc, line, _ = run(python, script, work, f"{b}:{graphs}")
+        check("a graphs run that did not capture fails", rc == 1 and "did not capture" in line,
               f"{rc}: {line}")
         rc, _, _ = run(python, script, work, "gpt2-124m=only-one-file")
         check("a malformed run argument exits 2", rc == 2, str(rc))

@@ -138,6 +138,8 @@ def with_graphs(name, strata, graphs_report, problems):
     if graphs is None or "tokens_per_s" not in graphs:
         problems.append(f"{name}: no --cuda-graphs report ({graphs_report})")
         return [], strata
+    if not graphs.get("captured_steps"):
+        problems.append(f"{name}: the --cuda-graphs run did not capture its steps ({graphs_report})")
     words = [f"--cuda-graphs {graphs['tokens_per_s']:,.0f} tokens/s"]
     if strata is None or "tokens_per_s" not in strata:
         return words, graphs

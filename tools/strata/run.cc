@@ -284,6 +284,7 @@ int train_rank(const RunOptions& o, const Validated& v, MpiCommunicator& world, 
                                v.profile ? &*v.profile : nullptr, summaries, losses);
   rep.transfers = TransferBytes{worst[0], worst[1], worst[2], worst[3]};
   rep.stopped_by = stopped;
+  rep.captured_steps = rank.engine().captures_steps();
   const fs::path dir(o.out);
   write_json_file((dir / "report.json").string(), rep.to_json());
   write_chrome_trace((dir / "trace.json").string(), report::build_run_trace(summaries));

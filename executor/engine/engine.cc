@@ -826,6 +826,23 @@ StepResult Engine::captured_step(std::int64_t step) {
     // then); the next is captured, its ops recorded and not yet run.
     const bool capture = c.warm;
     std::vector<OpRecord> records;
+    const auto abandon = [&] {
+      staged_inputs_ = false;
+      result_ = nullptr;
+      if (!capture) return;
+      try {
+        backend_->end_capture();
+        backend_->drop_graph();
+      } catch (...) {
+        // The capture's own failure is the one reported.
+      }
+    };
+    // A CUDA call the capture refused names itself; say what was being done.
+    const auto capture_failed = [&](const SystemError& e) {
+      return SystemError(fmt::format("--cuda-graphs: capturing step {} as a CUDA graph failed "
+                                     "(run without --cuda-graphs to train op by op): {}",
+                                     step + 1, e.what()));
+    };
     if (capture) backend_->begin_capture();
     try {
       begin_step();
@@ -835,21 +852,16 @@ StepResult Engine::captured_step(std::int64_t step) {
       staged_inputs_ = true;
       run_ops(step, records);
       staged_inputs_ = false;
+      if (capture) backend_->end_capture();
+    } catch (const SystemError& e) {
+      abandon();
+      if (capture) throw capture_failed(e);
+      throw;
     } catch (...) {
-      staged_inputs_ = false;
-      result_ = nullptr;
-      if (capture) {
-        try {
-          backend_->end_capture();
-          backend_->drop_graph();
-        } catch (...) {
-          // The capture's own failure is the one reported.
-        }
-      }
+      abandon();
       throw;
     }
     if (capture) {
-      backend_->end_capture();
       c.captured = true;
       c.free_blocks = backend_->free_blocks();
     }

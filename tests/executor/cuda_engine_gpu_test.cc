@@ -197,8 +197,17 @@ TEST_F(CudaCapturedSteps, TrainToTheBitsOfTheStepsIssuedOpByOp) {
     SCOPED_TRACE(plan.label());
     const StepValues want = run_steps(reference_model(), train, plan, *world, 5, corpus,
                                       cuda::cuda_backend_maker({}));
-    const StepValues got = run_steps(reference_model(), train, plan, *world, 5, corpus,
-                                     cuda::cuda_backend_maker(captured));
+    engine::RankTraining rank(reference_model(), train, plan, *world, TierBudgets{},
+                              data::TokenView::of_bytes(corpus), {},
+                              cuda::cuda_backend_maker(captured));
+    StepValues got;
+    for (int s = 0; s < 5; ++s) {
+      const engine::StepResult r = rank.engine().step(s);
+      got.losses.push_back(r.loss);
+      got.grad_norms.push_back(r.grad_norm);
+    }
+    EXPECT_TRUE(rank.engine().captures_steps()) << rank.engine().why_not_captured();
+    EXPECT_EQ(rank.engine().recaptures(), 0);
     EXPECT_EQ(got.losses, want.losses);
     EXPECT_EQ(got.grad_norms, want.grad_norms);
     EXPECT_GT(want.grad_norms.back(), train.optimizer.grad_clip);

@@ -207,9 +207,8 @@ void Engine::stage_inputs(std::int64_t step, double lr) {
                                               staged[1].as<std::int32_t>());
                       });
   }
-  const AdamWStep hp{static_cast<float>(lr), static_cast<float>(train_.optimizer.beta1),
-                     static_cast<float>(train_.optimizer.beta2), 0, 0, static_cast<int>(step + 1)};
-  const DeviceStepScalars scalars = step_scalars(hp);
+  const DeviceStepScalars scalars =
+      step_scalars(adamw_step(train_.optimizer, static_cast<int>(step + 1), lr));
   Tensor& staged = capture_->scalars_staged;
   backend_->on_host("stage the scalars of a captured step", {host_writes(staged.data(), staged.bytes())},
                     [&] { std::memcpy(staged.data(), &scalars, sizeof scalars); });

@@ -82,6 +82,10 @@ struct ParamUnit {
   double grad_sq = 0;       // NVMe gradients: the shard's local sum of squares, once final
 };
 
+// AdamW's hyper-parameters for step `step` (1-based) at learning rate lr, as the kernels take
+// them: the model state's updates and a captured step's device scalars (engine.h) read these.
+AdamWStep adamw_step(const OptimizerSpec& opt, int step, double lr);
+
 class ModelState {
  public:
   // Creates the units in `layouts` (order kept) and initialises the parameters with `init`,

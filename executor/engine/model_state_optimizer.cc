@@ -58,12 +58,10 @@ std::vector<ModelState::DecayRun> ModelState::decay_runs(const ParamUnit& u,
   return runs;
 }
 
-namespace {
 AdamWStep adamw_step(const OptimizerSpec& opt, int step, double lr) {
   return {static_cast<float>(lr), static_cast<float>(opt.beta1), static_cast<float>(opt.beta2),
           static_cast<float>(opt.eps), static_cast<float>(opt.weight_decay), step};
 }
-}  // namespace
 
 ModelState::HostStep ModelState::host_optimizer_step(std::size_t u, const OptimizerSpec& opt,
                                                      int step, double lr, bool apart) {

@@ -109,6 +109,11 @@ const std::vector<CudaPlan> kDeterminismPlans = {
     CudaPlan{1, ScheduleKind::kOneFOneB, 2, 2, Recompute::kFull},
     CudaPlan{1, ScheduleKind::kGpipe, 3, 2, Recompute::kNone}};
 
+// The captured-steps test's plans (CudaCapturedSteps).
+const std::vector<CudaPlan> kCapturedPlans = {
+    CudaPlan{1, ScheduleKind::kOneFOneB, 0, 2, Recompute::kNone},
+    CudaPlan{1, ScheduleKind::kOneFOneB, 3, 2, Recompute::kSelective}};
+
 INSTANTIATE_TEST_SUITE_P(OneGpuMatrix, CudaEngineTest, ::testing::ValuesIn(kOneGpuPlans));
 
 // What the GPU tests above construct, on any machine (no skip): the reference model, train
@@ -120,6 +125,7 @@ TEST(CudaEngineConstruction, EveryPlanOfTheGpuTestsBuildsWithoutAGpu) {
   const TrainSpec train = reference_train();
   std::vector<CudaPlan> plans = kOneGpuPlans;
   plans.insert(plans.end(), kDeterminismPlans.begin(), kDeterminismPlans.end());
+  plans.insert(plans.end(), kCapturedPlans.begin(), kCapturedPlans.end());
   for (const CudaPlan& c : plans) {
     const Plan plan = to_plan(c);
     SCOPED_TRACE(plan.label());
@@ -191,8 +197,7 @@ TEST_F(CudaCapturedSteps, TrainToTheBitsOfTheStepsIssuedOpByOp) {
   const auto corpus = data::generated_corpus(train.seed, data::kGeneratedCorpusBytes);
   cuda::CudaBackendOptions captured;
   captured.capture_steps = true;
-  for (const CudaPlan& c : {CudaPlan{1, ScheduleKind::kOneFOneB, 0, 2, Recompute::kNone},
-                            CudaPlan{1, ScheduleKind::kOneFOneB, 3, 2, Recompute::kSelective}}) {
+  for (const CudaPlan& c : kCapturedPlans) {
     const Plan plan = to_plan(c);
     SCOPED_TRACE(plan.label());
     const StepValues want = run_steps(reference_model(), train, plan, *world, 5, corpus,
